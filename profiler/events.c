@@ -1,0 +1,282 @@
+/* events.c — thread-local event buffers and the in-memory collector.
+ *
+ * Each recording thread owns one heap chunk of CHUNK_EVENTS records; recording is a bounds check
+ * and a 32-byte store. A full chunk goes to the profiler's sink under its lock, then is reused.
+ * The profiler keeps a registry of the chunks of every thread that recorded, so stop() can flush
+ * them: callers stop the profiler once other recording threads are idle (joined or waiting).
+ * Thread exit flushes the thread's chunk through a pthread key destructor.
+ */
+#define _GNU_SOURCE
+#include "profiler/events.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CHUNK_EVENTS 4096
+
+int mst_prof_enabled;
+
+typedef struct thread_buf {
+    struct thread_buf *next_registered;
+    mst_profiler *owner;        /* profiler the records belong to; NULL once detached */
+    uint32_t tid;
+    size_t n;
+    mst_prof_event ev[CHUNK_EVENTS];
+} thread_buf;
+
+typedef struct stored_chunk {
+    struct stored_chunk *next;
+    uint32_t tid;
+    size_t n;
+    mst_prof_event ev[];
+} stored_chunk;
+
+struct mst_profiler {
+    pthread_mutex_t lock;
+    mst_prof_sink_fn sink;
+    void *sink_user;
+    thread_buf *registered;     /* every thread buffer that recorded for this profiler */
+    stored_chunk *head, *tail;  /* in-memory sink */
+    size_t count;
+    uint64_t dropped;
+};
+
+static pthread_mutex_t g_active_lock = PTHREAD_MUTEX_INITIALIZER;
+static mst_profiler *g_active;
+static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t g_key;
+static __thread thread_buf *t_buf;
+
+uint64_t mst_prof_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void memory_sink(void *user, uint32_t tid, const mst_prof_event *ev, size_t n) {
+    mst_profiler *p = user;
+    stored_chunk *c = malloc(sizeof(*c) + n * sizeof(*ev));
+    if (!c) { p->dropped += n; return; }
+    c->next = NULL;
+    c->tid = tid;
+    c->n = n;
+    memcpy(c->ev, ev, n * sizeof(*ev));
+    if (p->tail) p->tail->next = c; else p->head = c;
+    p->tail = c;
+    p->count += n;
+}
+
+/* Caller holds p->lock. */
+static void buf_flush_locked(mst_profiler *p, thread_buf *b) {
+    if (b->n > 0 && p->sink) p->sink(p->sink_user, b->tid, b->ev, b->n);
+    b->n = 0;
+}
+
+static void thread_exit(void *arg) {
+    thread_buf *b = arg;
+    pthread_mutex_lock(&g_active_lock);
+    mst_profiler *p = b->owner;
+    if (p) {
+        pthread_mutex_lock(&p->lock);
+        buf_flush_locked(p, b);
+        /* unlink: the profiler must not touch freed memory later */
+        for (thread_buf **pp = &p->registered; *pp; pp = &(*pp)->next_registered)
+            if (*pp == b) { *pp = b->next_registered; break; }
+        pthread_mutex_unlock(&p->lock);
+    }
+    pthread_mutex_unlock(&g_active_lock);
+    free(b);
+}
+
+static void make_key(void) { pthread_key_create(&g_key, thread_exit); }
+
+mst_profiler *mst_profiler_new(void) {
+    mst_profiler *p = calloc(1, sizeof(*p));
+    if (!p) return NULL;
+    pthread_mutex_init(&p->lock, NULL);
+    p->sink = memory_sink;
+    p->sink_user = p;
+    return p;
+}
+
+void mst_profiler_set_sink(mst_profiler *p, mst_prof_sink_fn fn, void *user) {
+    p->sink = fn;
+    p->sink_user = user;
+}
+
+int mst_profiler_start(mst_profiler *p) {
+    pthread_once(&g_key_once, make_key);
+    pthread_mutex_lock(&g_active_lock);
+    if (g_active) { pthread_mutex_unlock(&g_active_lock); return -1; }
+    g_active = p;
+    __atomic_store_n(&mst_prof_enabled, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&g_active_lock);
+    return 0;
+}
+
+void mst_profiler_stop(mst_profiler *p) {
+    pthread_mutex_lock(&g_active_lock);
+    if (g_active == p) {
+        __atomic_store_n(&mst_prof_enabled, 0, __ATOMIC_RELEASE);
+        g_active = NULL;
+    }
+    pthread_mutex_lock(&p->lock);
+    for (thread_buf *b = p->registered; b; b = b->next_registered) {
+        buf_flush_locked(p, b);
+        b->owner = NULL;
+    }
+    p->registered = NULL;
+    pthread_mutex_unlock(&p->lock);
+    pthread_mutex_unlock(&g_active_lock);
+}
+
+void mst_profiler_free(mst_profiler *p) {
+    if (!p) return;
+    mst_profiler_stop(p);
+    for (stored_chunk *c = p->head, *next; c; c = next) { next = c->next; free(c); }
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+size_t mst_profiler_event_count(const mst_profiler *p) { return p->count; }
+uint64_t mst_profiler_dropped(const mst_profiler *p) { return p->dropped; }
+
+void mst_profiler_foreach(const mst_profiler *p, mst_prof_visit_fn fn, void *user) {
+    for (const stored_chunk *c = p->head; c; c = c->next)
+        for (size_t i = 0; i < c->n; i++) fn(user, c->tid, &c->ev[i]);
+}
+
+/* Slow path: first record of this thread for the active profiler, or a full chunk. */
+static thread_buf *buf_for_active(void) {
+    pthread_mutex_lock(&g_active_lock);
+    mst_profiler *p = g_active;
+    if (!p) { pthread_mutex_unlock(&g_active_lock); return NULL; }
+    thread_buf *b = t_buf;
+    if (!b) {
+        b = malloc(sizeof(*b));
+        if (!b) { p->dropped++; pthread_mutex_unlock(&g_active_lock); return NULL; }
+        b->owner = NULL;
+        b->n = 0;
+        b->tid = (uint32_t)syscall(SYS_gettid);
+        t_buf = b;
+        pthread_setspecific(g_key, b);
+    }
+    pthread_mutex_lock(&p->lock);
+    if (b->owner != p) {            /* records of a stopped profiler were flushed at its stop */
+        b->n = 0;
+        b->owner = p;
+        b->next_registered = p->registered;
+        p->registered = b;
+    }
+    if (b->n == CHUNK_EVENTS) buf_flush_locked(p, b);
+    pthread_mutex_unlock(&p->lock);
+    pthread_mutex_unlock(&g_active_lock);
+    return b;
+}
+
+void mst_prof_record_(mst_prof_kind kind, mst_prof_cat cat, uint32_t name, int op, int64_t a, int64_t b) {
+    thread_buf *buf = t_buf;
+    if (!buf || !buf->owner || buf->n == CHUNK_EVENTS) {
+        buf = buf_for_active();
+        if (!buf) return;
+    }
+    mst_prof_event *e = &buf->ev[buf->n++];
+    e->t_ns = mst_prof_now_ns();
+    e->a = a;
+    e->b = b;
+    e->name = name;
+    e->op = (int16_t)op;
+    e->kind = (uint8_t)kind;
+    e->cat = (uint8_t)cat;
+}
+
+void mst_prof_thread_flush(void) {
+    thread_buf *b = t_buf;
+    if (!b) return;
+    pthread_mutex_lock(&g_active_lock);
+    mst_profiler *p = b->owner;
+    if (p) {
+        pthread_mutex_lock(&p->lock);
+        buf_flush_locked(p, b);
+        pthread_mutex_unlock(&p->lock);
+    }
+    pthread_mutex_unlock(&g_active_lock);
+}
+
+/* ---- string interning: a small open-addressing table, ids index `names` (0 = none) ---- */
+
+static pthread_mutex_t g_names_lock = PTHREAD_MUTEX_INITIALIZER;
+static char **g_names;          /* id -> string */
+static uint32_t g_names_n = 1, g_names_cap;
+static uint32_t *g_slots;       /* hash slot -> id */
+static uint32_t g_slots_cap;
+
+static uint64_t hash_str(const char *s) {
+    uint64_t h = 1469598103934665603ull;          /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static int slots_grow(void) {
+    uint32_t cap = g_slots_cap ? g_slots_cap * 2 : 256;
+    uint32_t *slots = calloc(cap, sizeof(*slots));
+    if (!slots) return -1;
+    for (uint32_t id = 1; id < g_names_n; id++) {
+        uint32_t h = (uint32_t)hash_str(g_names[id]) & (cap - 1);
+        while (slots[h]) h = (h + 1) & (cap - 1);
+        slots[h] = id;
+    }
+    free(g_slots);
+    g_slots = slots;
+    g_slots_cap = cap;
+    return 0;
+}
+
+uint32_t mst_prof_intern(const char *name) {
+    if (!name) return 0;
+    pthread_mutex_lock(&g_names_lock);
+    uint32_t id = 0;
+    if ((g_names_n + 1) * 2 > g_slots_cap && slots_grow() != 0) goto out;
+    uint32_t h = (uint32_t)hash_str(name) & (g_slots_cap - 1);
+    while (g_slots[h]) {
+        if (strcmp(g_names[g_slots[h]], name) == 0) { id = g_slots[h]; goto out; }
+        h = (h + 1) & (g_slots_cap - 1);
+    }
+    if (g_names_n >= g_names_cap) {
+        uint32_t cap = g_names_cap ? g_names_cap * 2 : 256;
+        char **names = realloc(g_names, cap * sizeof(*names));
+        if (!names) goto out;
+        g_names = names;
+        g_names_cap = cap;
+    }
+    char *copy = strdup(name);
+    if (!copy) goto out;
+    id = g_names_n++;
+    g_names[id] = copy;
+    g_slots[h] = id;
+out:
+    pthread_mutex_unlock(&g_names_lock);
+    return id;
+}
+
+const char *mst_prof_name(uint32_t id) {
+    pthread_mutex_lock(&g_names_lock);
+    const char *s = (id > 0 && id < g_names_n) ? g_names[id] : "";
+    pthread_mutex_unlock(&g_names_lock);
+    return s;
+}
+
+static const char *const k_cat_names[MST_CAT_COUNT] = {
+    [MST_CAT_DISPATCH] = "dispatch", [MST_CAT_KERNEL] = "kernel", [MST_CAT_COMM] = "comm",
+    [MST_CAT_DATA] = "data",         [MST_CAT_COMPILE] = "compile", [MST_CAT_MEMCPY] = "memcpy",
+    [MST_CAT_OTHER] = "other",
+};
+_Static_assert(MST_CAT_COUNT == 7, "a new category needs a name in k_cat_names");
+
+const char *mst_prof_cat_name(mst_prof_cat cat) {
+    return (unsigned)cat < MST_CAT_COUNT ? k_cat_names[cat] : "?";
+}

@@ -1,0 +1,100 @@
+/* context.c — context lifetime, errors, thread budget and workspace. */
+#include "runtime/context.h"
+
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "profiler/events.h"
+
+static const char *const k_status_names[MST_STATUS_COUNT] = {
+    [MST_OK] = "ok", [MST_ERR_SHAPE] = "shape error", [MST_ERR_DTYPE] = "dtype error",
+    [MST_ERR_OOM] = "out of memory", [MST_ERR_ARG] = "bad argument",
+    [MST_ERR_UNSUPPORTED] = "unsupported", [MST_ERR_IO] = "i/o error", [MST_ERR_INTERNAL] = "internal error",
+};
+_Static_assert(MST_STATUS_COUNT == 8, "a new status needs a name");
+
+const char *mst_status_name(mst_status s) { return (unsigned)s < MST_STATUS_COUNT ? k_status_names[s] : "?"; }
+
+mst_ctx *mst_ctx_new(const mst_ctx_config *cfg) {
+    mst_ctx *ctx = calloc(1, sizeof(*ctx));
+    if (!ctx) return NULL;
+    ctx->alloc = mst_allocator_new();
+    if (!ctx->alloc) { free(ctx); return NULL; }
+    ctx->seed = cfg ? cfg->seed : 0;
+    ctx->rng = mst_rng_make(mst_hash64(ctx->seed), 0);
+    ctx->grad_enabled = true;
+    ctx->out_cat = MST_MEM_ACT;
+    for (int op = 0; op < MST_OP_COUNT; op++) ctx->prof_op_names[op] = mst_prof_intern(mst_op_name((mst_op)op));
+    mst_ctx_set_threads(ctx, cfg ? cfg->n_threads : 0);
+    mst_pool_push(ctx);             /* the root pool, drained by mst_ctx_free */
+    return ctx;
+}
+
+void mst_ctx_free(mst_ctx *ctx) {
+    if (!ctx) return;
+    while (ctx->pool_depth > 0) mst_pool_pop(ctx);
+    MST_ASSERT(ctx->tape_len == 0);
+    mst_free(ctx->alloc, ctx->workspace);
+    for (mst_tensor *t = ctx->free_tensors, *next; t; t = next) { next = t->grad; free(t); }
+    for (mst_storage *s = ctx->free_storages, *next; s; s = next) { next = s->data; free(s); }
+    free(ctx->pool);
+    free(ctx->pool_marks);
+    free(ctx->tape_marks);
+    free(ctx->tape);
+    mst_allocator_free(ctx->alloc);
+    free(ctx);
+}
+
+mst_status mst_ctx_status(const mst_ctx *ctx) { return ctx->status; }
+const char *mst_ctx_error(const mst_ctx *ctx) { return ctx->status == MST_OK ? "" : ctx->err; }
+
+void mst_ctx_clear_error(mst_ctx *ctx) {
+    ctx->status = MST_OK;
+    ctx->err[0] = '\0';
+}
+
+mst_status mst_ctx_vfail(mst_ctx *ctx, mst_status s, const char *fmt, va_list ap) {
+    if (ctx->status == MST_OK) {
+        ctx->status = s;
+        vsnprintf(ctx->err, sizeof(ctx->err), fmt, ap);
+    }
+    return s;
+}
+
+mst_status mst_ctx_fail(mst_ctx *ctx, mst_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    mst_ctx_vfail(ctx, s, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+void mst_ctx_set_threads(mst_ctx *ctx, int n) {
+    if (n <= 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        n = cores > 0 ? (int)cores : 1;
+    }
+    ctx->n_threads = n;
+    /* One pool per process owns the cores: OpenBLAS gets exactly our kernel budget. */
+    openblas_set_num_threads(n);
+}
+
+void mst_ctx_set_force_ref(mst_ctx *ctx, bool on) { ctx->force_ref = on; }
+
+void *mst_ctx_workspace(mst_ctx *ctx, size_t bytes) {
+    if (bytes <= ctx->workspace_size) return ctx->workspace;
+    mst_free(ctx->alloc, ctx->workspace);
+    ctx->workspace = mst_alloc(ctx->alloc, bytes, MST_MEM_WORKSPACE);
+    if (!ctx->workspace) {
+        ctx->workspace_size = 0;
+        mst_ctx_fail(ctx, MST_ERR_OOM, "out of memory: kernel workspace of %zu bytes", bytes);
+        return NULL;
+    }
+    ctx->workspace_size = bytes;
+    return ctx->workspace;
+}
+
+uint64_t mst_ctx_next_seed(mst_ctx *ctx) { return mst_rng_u64(&ctx->rng); }

@@ -1,0 +1,78 @@
+/* context.h — the runtime context: one per training process (and per thread that runs ops).
+ *
+ * It owns everything stateful: the caching allocator, the seeded generator, the thread budget,
+ * the autorelease pools, the autograd tape, the kernel workspace and the last error. There are
+ * no other globals in runtime/ (the profiler's enable flag lives in profiler/).
+ *
+ *     mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 42, .n_threads = 2});
+ *     ...
+ *     if (!y) fprintf(stderr, "error: %s\n", mst_ctx_error(ctx));
+ *     mst_ctx_free(ctx);
+ */
+#ifndef MST_RUNTIME_CONTEXT_H
+#define MST_RUNTIME_CONTEXT_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+
+#include "runtime/alloc.h"
+#include "runtime/op.h"
+#include "runtime/rng.h"
+
+typedef struct {
+    uint64_t seed;      /* every random draw derives from it */
+    int n_threads;      /* kernels' share of the thread budget (OpenBLAS included); 0 = all cores */
+} mst_ctx_config;
+
+struct mst_ctx {
+    mst_allocator *alloc;
+    uint64_t seed;
+    mst_rng rng;                    /* parameter init, dropout seeds */
+    int n_threads;
+
+    mst_status status;              /* first error since the last clear */
+    char err[768];
+
+    /* autorelease pools: a stack of marks into one array of owned tensors */
+    mst_tensor **pool;
+    size_t pool_len, pool_cap;
+    size_t *pool_marks, *tape_marks;
+    int pool_depth, pool_marks_cap;
+
+    /* autograd tape: op calls in execution order, holding references to their tensors */
+    mst_op_call *tape;
+    size_t tape_len, tape_cap;
+    bool grad_enabled;
+
+    bool force_ref;                 /* run reference kernels instead of fast ones */
+    mst_mem_cat out_cat;            /* category of op outputs: activations, gradients in backward */
+
+    void *workspace;                /* grow-only kernel scratch */
+    size_t workspace_size;
+
+    mst_tensor *free_tensors;       /* recycled headers, linked through ->grad */
+    mst_storage *free_storages;     /* recycled storage records, linked through ->data */
+
+    uint32_t prof_op_names[MST_OP_COUNT];
+};
+
+mst_ctx   *mst_ctx_new(const mst_ctx_config *cfg);      /* NULL cfg: seed 0, all cores */
+void       mst_ctx_free(mst_ctx *ctx);
+
+mst_status  mst_ctx_status(const mst_ctx *ctx);
+const char *mst_ctx_error(const mst_ctx *ctx);
+void        mst_ctx_clear_error(mst_ctx *ctx);
+/* Record an error (the first one since the last clear wins) and return s. */
+mst_status  mst_ctx_fail(mst_ctx *ctx, mst_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+mst_status  mst_ctx_vfail(mst_ctx *ctx, mst_status s, const char *fmt, va_list ap);
+
+void mst_ctx_set_threads(mst_ctx *ctx, int n);          /* also sets OpenBLAS's pool */
+void mst_ctx_set_force_ref(mst_ctx *ctx, bool on);
+/* Scratch memory for one kernel at a time; NULL (and an error) when it cannot grow. */
+void *mst_ctx_workspace(mst_ctx *ctx, size_t bytes);
+/* A fresh 64-bit seed for a random op, derived from the context seed and a counter. */
+uint64_t mst_ctx_next_seed(mst_ctx *ctx);
+
+static inline const mst_alloc_stats *mst_ctx_mem(const mst_ctx *ctx) { return mst_allocator_stats(ctx->alloc); }
+
+#endif

@@ -1,0 +1,106 @@
+/* dispatch.c — the eager (PyNative-style) dispatcher: the one path every op call takes.
+ *
+ * Per call: argument checks, dtype promotion, shape inference, output allocation, tape recording,
+ * kernel selection and launch. The host work is what the profiler reports as `dispatch` (the
+ * enclosing range) and the kernel as `kernel` (the nested range); nothing here is padded or
+ * skipped to look faster. bench/bench_core measures its cost per op.
+ */
+#include <string.h>
+
+#include "profiler/events.h"
+#include "runtime/autograd.h"
+#include "runtime/context.h"
+#include "runtime/op.h"
+#include "runtime/ops.h"
+
+static mst_status check_args(mst_ctx *ctx, const mst_op_desc *d, mst_op_call *c, int n_in, mst_tensor *const in[]) {
+    if (n_in < d->min_inputs || n_in > d->max_inputs || n_in > MST_MAX_OP_INPUTS)
+        return mst_ctx_fail(ctx, MST_ERR_ARG, "%s: takes %d..%d inputs, got %d", d->name, d->min_inputs, d->max_inputs, n_in);
+    for (int i = 0; i < n_in; i++) {
+        if (!in[i]) {
+            if (ctx->status != MST_OK) return ctx->status;      /* an earlier call failed: pass it on */
+            return mst_ctx_fail(ctx, MST_ERR_ARG, "%s: input %d is NULL", d->name, i);
+        }
+        if (in[i]->ctx != ctx)
+            return mst_ctx_fail(ctx, MST_ERR_ARG, "%s: input %d belongs to another context", d->name, i);
+        c->in[i] = in[i];
+    }
+    c->n_in = n_in;
+    return MST_OK;
+}
+
+/* Cast float inputs to their common type, on the tape so gradients flow back in each input's
+ * own dtype. Integer inputs of a promoting op are promoted too (add(f32, i32) is f32). */
+static mst_status promote(mst_ctx *ctx, mst_op_call *c) {
+    mst_dtype common = c->in[0]->dtype;
+    for (int i = 1; i < c->n_in; i++) common = mst_dtype_promote(common, c->in[i]->dtype);
+    for (int i = 0; i < c->n_in; i++) {
+        if (c->in[i]->dtype == common) continue;
+        mst_tensor *t = mst_cast(ctx, c->in[i], common);
+        if (!t) return ctx->status;
+        c->in[i] = t;
+    }
+    return MST_OK;
+}
+
+mst_status mst_dispatch(mst_ctx *ctx, mst_op op, int n_in, mst_tensor *const in[], const mst_attrs *attrs,
+                        mst_tensor *out[]) {
+    if ((unsigned)op >= MST_OP_COUNT || !mst_op_table[op])
+        return mst_ctx_fail(ctx, MST_ERR_UNSUPPORTED, "op %d is not available in this build", (int)op);
+    const mst_op_desc *d = mst_op_table[op];
+    uint32_t prof_name = ctx->prof_op_names[op];
+    mst_prof_begin(MST_CAT_DISPATCH, prof_name, op);
+
+    mst_op_call c;
+    c.op = op;
+    c.n_out = d->n_outputs;
+    memset(c.out, 0, sizeof(c.out));
+    if (attrs) c.attrs = *attrs;
+    else memset(&c.attrs, 0, sizeof(c.attrs));
+
+    mst_status s = check_args(ctx, d, &c, n_in, in);
+    if (s == MST_OK && (d->flags & MST_OPF_PROMOTE)) s = promote(ctx, &c);
+
+    mst_meta meta[MST_MAX_OP_OUTPUTS];
+    if (s == MST_OK) s = d->infer(ctx, &c, meta);
+
+    mst_kernel_fn kernel = NULL;
+    if (s == MST_OK && !(d->flags & MST_OPF_VIEW)) {
+        mst_dtype key = c.n_in > 0 ? c.in[d->dtype_arg]->dtype : meta[0].dtype;
+        kernel = ctx->force_ref && d->cpu_ref[key] ? d->cpu_ref[key] : d->cpu[key];
+        if (!kernel)
+            s = mst_op_fail(ctx, &c, MST_ERR_DTYPE, "no cpu kernel for dtype %s", mst_dtype_name(key));
+    }
+
+    for (int k = 0; s == MST_OK && k < c.n_out; k++) {
+        c.out[k] = (d->flags & MST_OPF_VIEW) ? mst_tensor_view(ctx, c.in[0], meta[k].ndim, meta[k].shape)
+                                             : mst_tensor_new(ctx, meta[k].dtype, meta[k].ndim, meta[k].shape);
+        if (!c.out[k]) s = ctx->status;
+    }
+
+    if (s == MST_OK && kernel) {
+        mst_prof_begin(MST_CAT_KERNEL, prof_name, op);
+        s = kernel(ctx, &c);
+        if (__builtin_expect(mst_prof_enabled, 0))
+            mst_prof_record_(MST_EV_END, MST_CAT_KERNEL, prof_name, op, mst_op_flops(&c), mst_op_bytes(&c));
+    }
+
+    if (s == MST_OK && ctx->grad_enabled && d->backward) {
+        bool needs_grad = false;
+        for (int i = 0; i < c.n_in; i++)
+            needs_grad |= c.in[i]->requires_grad && !(d->nondiff >> i & 1);
+        if (needs_grad) {
+            for (int k = 0; k < c.n_out; k++) c.out[k]->requires_grad = mst_dtype_is_float(c.out[k]->dtype);
+            mst_tape_record(ctx, &c);
+        }
+    }
+
+    for (int k = 0; k < d->n_outputs; k++) out[k] = s == MST_OK ? c.out[k] : NULL;
+    mst_prof_end(MST_CAT_DISPATCH, prof_name, op);
+    return s;
+}
+
+mst_tensor *mst_dispatch1(mst_ctx *ctx, mst_op op, int n_in, mst_tensor *const in[], const mst_attrs *attrs) {
+    mst_tensor *out[MST_MAX_OP_OUTPUTS] = {0};
+    return mst_dispatch(ctx, op, n_in, in, attrs, out) == MST_OK ? out[0] : NULL;
+}

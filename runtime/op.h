@@ -1,0 +1,131 @@
+/* op.h — the one op table. Every op is described once, here and in its family file under
+ * runtime/ops/: name, arity, attribute schema, shape/dtype inference, CPU kernels per dtype
+ * (fast and reference), FLOP and byte formulas, and a backward rule written in terms of other ops.
+ * The eager dispatcher (dispatch.c) runs a call at once; graph mode will trace the same calls.
+ *
+ * Adding an op: a value in mst_op, a descriptor in its family file, a row in optable.c (the
+ * _Static_assert there fails until you do), a public constructor in ops.h, and a gradient-check
+ * case in tests/runtime/.
+ */
+#ifndef MST_RUNTIME_OP_H
+#define MST_RUNTIME_OP_H
+
+#include <stdint.h>
+
+#include "runtime/status.h"
+#include "runtime/tensor.h"
+
+typedef enum {
+    /* ops/elementwise.c — broadcasting binary ops, scale, and the broadcast pair */
+    MST_OP_ADD, MST_OP_SUB, MST_OP_MUL, MST_OP_DIV, MST_OP_SCALE, MST_OP_SUM_TO, MST_OP_BROADCAST_TO,
+    /* ops/activation.c — and the gradient ops their backward rules use */
+    MST_OP_RELU, MST_OP_RELU_GRAD, MST_OP_GELU, MST_OP_GELU_GRAD,
+    MST_OP_TANH, MST_OP_TANH_GRAD, MST_OP_SIGMOID, MST_OP_SIGMOID_GRAD,
+    /* ops/matmul.c */
+    MST_OP_MATMUL, MST_OP_LINEAR,
+    /* ops/conv.c */
+    MST_OP_CONV2D, MST_OP_CONV2D_GRAD_INPUT, MST_OP_CONV2D_GRAD_WEIGHT,
+    /* ops/norm.c */
+    MST_OP_BATCHNORM, MST_OP_BATCHNORM_GRAD, MST_OP_LAYERNORM, MST_OP_LAYERNORM_GRAD,
+    /* ops/pool.c */
+    MST_OP_MAXPOOL2D, MST_OP_MAXPOOL2D_GRAD, MST_OP_AVGPOOL2D, MST_OP_AVGPOOL2D_GRAD, MST_OP_GLOBAL_AVGPOOL,
+    /* ops/softmax.c */
+    MST_OP_SOFTMAX, MST_OP_SOFTMAX_GRAD, MST_OP_LOG_SOFTMAX, MST_OP_LOG_SOFTMAX_GRAD,
+    MST_OP_CROSS_ENTROPY, MST_OP_CROSS_ENTROPY_GRAD,
+    /* ops/embedding.c, ops/dropout.c */
+    MST_OP_EMBEDDING, MST_OP_EMBEDDING_GRAD, MST_OP_DROPOUT,
+    /* ops/shape.c */
+    MST_OP_RESHAPE, MST_OP_TRANSPOSE, MST_OP_CONCAT, MST_OP_SLICE, MST_OP_SLICE_GRAD,
+    /* ops/reduce.c */
+    MST_OP_SUM, MST_OP_MEAN,
+    /* ops/cast.c */
+    MST_OP_CAST,
+    /* ops/optim_update.c — in-place parameter updates, so graph mode can trace the optimizer */
+    MST_OP_SGD_UPDATE, MST_OP_ADAM_UPDATE,
+    MST_OP_COUNT
+} mst_op;
+
+#define MST_MAX_OP_INPUTS 8
+#define MST_MAX_OP_OUTPUTS 3
+#define MST_MAX_ATTR_I 8
+#define MST_MAX_ATTR_F 6
+
+/* Attributes: integer and float slots whose meaning each op names in its descriptor. */
+typedef struct {
+    int64_t i[MST_MAX_ATTR_I];
+    double f[MST_MAX_ATTR_F];
+} mst_attrs;
+
+/* One op application: what the dispatcher validates, the kernel reads and the tape keeps. */
+typedef struct mst_op_call {
+    mst_op op;
+    int n_in, n_out;
+    mst_tensor *in[MST_MAX_OP_INPUTS];
+    mst_tensor *out[MST_MAX_OP_OUTPUTS];
+    mst_attrs attrs;
+} mst_op_call;
+
+/* What inference says an output will be. */
+typedef struct {
+    mst_dtype dtype;
+    int ndim;
+    int64_t shape[MST_MAX_DIMS];
+} mst_meta;
+
+/* Validate the inputs and attributes and describe the outputs; on a problem, return
+ * mst_op_fail(...) with a message naming the shapes and what was expected. */
+typedef mst_status (*mst_infer_fn)(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]);
+/* Compute c->out from c->in (or update mutated inputs in place). */
+typedef mst_status (*mst_kernel_fn)(mst_ctx *ctx, const mst_op_call *c);
+/* Given gradients of the outputs (gy[k] may be NULL where an output got none), produce gradients
+ * of the inputs (gx[i] stays NULL where there is none) by calling other ops. */
+typedef mst_status (*mst_backward_fn)(mst_ctx *ctx, const mst_op_call *c, mst_tensor *const gy[], mst_tensor *gx[]);
+typedef int64_t (*mst_cost_fn)(const mst_op_call *c);
+
+enum {
+    MST_OPF_ELEMENTWISE = 1u << 0,  /* out[i] depends on in[.][i] only (after broadcasting): fusable */
+    MST_OPF_PROMOTE     = 1u << 1,  /* float inputs are cast to their promoted type first */
+    MST_OPF_VIEW        = 1u << 2,  /* out[0] shares in[0]'s storage; no kernel */
+    MST_OPF_RANDOM      = 1u << 3,  /* uses a seed carried in its attributes */
+    MST_OPF_GRAD_OP     = 1u << 4,  /* exists for backward rules */
+};
+
+typedef struct mst_op_desc {
+    const char *name;
+    int min_inputs, max_inputs;     /* max_inputs > min_inputs: optional or variadic inputs */
+    int n_outputs;                  /* 0 for pure in-place updates */
+    uint32_t flags;
+    uint32_t mutates;               /* bit i: input i is updated in place */
+    uint32_t nondiff;               /* bit i: input i never receives a gradient */
+    int dtype_arg;                  /* the input whose dtype selects the kernel */
+    const char *attr_i[MST_MAX_ATTR_I];    /* names of the used integer slots, NULL-terminated */
+    const char *attr_f[MST_MAX_ATTR_F];
+    mst_infer_fn infer;
+    mst_kernel_fn cpu[MST_DTYPE_COUNT];      /* fast CPU kernels */
+    mst_kernel_fn cpu_ref[MST_DTYPE_COUNT];  /* plain reference kernels; NULL = the fast one is the reference */
+    mst_backward_fn backward;                /* NULL: not differentiable */
+    mst_cost_fn flops;                       /* NULL: 0 */
+    mst_cost_fn bytes;                       /* NULL: bytes of all inputs and outputs */
+} mst_op_desc;
+
+extern const mst_op_desc *const mst_op_table[MST_OP_COUNT];
+
+const char *mst_op_name(mst_op op);
+int         mst_op_parse(const char *name);             /* -1 if unknown */
+int64_t     mst_op_flops(const mst_op_call *c);
+int64_t     mst_op_bytes(const mst_op_call *c);
+
+/* Record an op error in the context: "conv2d: input f32(64, 3, 28, 28) ...". Returns status. */
+mst_status mst_op_fail(mst_ctx *ctx, const mst_op_call *c, mst_status s, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* The eager dispatcher: check arguments, promote dtypes, infer shapes, allocate outputs, record
+ * the tape, select the kernel and launch it, all inside profiler ranges. Outputs are pooled.
+ * Any NULL input means an earlier call failed: the call returns that error untouched. */
+mst_status mst_dispatch(mst_ctx *ctx, mst_op op, int n_in, mst_tensor *const in[], const mst_attrs *attrs,
+                        mst_tensor *out[]);
+
+/* Convenience for single-output ops: the output, or NULL with the error in ctx. */
+mst_tensor *mst_dispatch1(mst_ctx *ctx, mst_op op, int n_in, mst_tensor *const in[], const mst_attrs *attrs);
+
+#endif

@@ -1,0 +1,84 @@
+/* common.h — helpers shared by the op family files (private to runtime/ops/).
+ *
+ * Inference helpers that fill mst_meta and report shape errors through mst_op_fail, a
+ * broadcasting iterator, and FLOAT_KERNELS for writing one kernel body for f32 and f64.
+ */
+#ifndef MST_RUNTIME_OPS_COMMON_H
+#define MST_RUNTIME_OPS_COMMON_H
+
+#include <string.h>
+
+#include "runtime/context.h"
+#include "runtime/op.h"
+#include "runtime/ops.h"
+
+static inline mst_meta meta_make(mst_dtype dtype, int ndim, const int64_t *shape) {
+    mst_meta m;
+    m.dtype = dtype;
+    m.ndim = ndim;
+    for (int d = 0; d < ndim; d++) m.shape[d] = shape[d];
+    return m;
+}
+static inline mst_meta meta_like(const mst_tensor *t) { return meta_make(t->dtype, t->ndim, t->shape); }
+
+/* Error unless input i is a float tensor (f32, f64, f16, bf16). */
+mst_status op_require_float(mst_ctx *ctx, const mst_op_call *c, int i);
+/* Error unless inputs i and j have the same dtype. */
+mst_status op_require_same_dtype(mst_ctx *ctx, const mst_op_call *c, int i, int j);
+/* Error unless input i has rank ndim. */
+mst_status op_require_ndim(mst_ctx *ctx, const mst_op_call *c, int i, int ndim);
+/* Error unless inputs i and j have the same shape. */
+mst_status op_require_same_shape(mst_ctx *ctx, const mst_op_call *c, int i, int j);
+/* Normalize an axis (negative counts from the end); -1 when out of range. */
+int op_axis(int axis, int ndim);
+
+/* Inference for ops whose single output looks like input 0 (unary elementwise, grad ops). */
+mst_status op_infer_like_input0(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]);
+/* Elements of out[0]: the FLOP count of one-op-per-element kernels. */
+int64_t op_cost_numel(const mst_op_call *c);
+
+/* gx reduced to x's shape (undoing broadcasting); x itself when the shapes already match. */
+static inline mst_tensor *op_grad_like(mst_ctx *ctx, mst_tensor *g, const mst_tensor *x) {
+    return mst_sum_to(ctx, g, x->ndim, x->shape);
+}
+
+/* Call a single-output op with up to three inputs. */
+static inline mst_tensor *op_call1(mst_ctx *ctx, mst_op op, mst_tensor *a, mst_tensor *b, mst_tensor *c3,
+                                   const mst_attrs *attrs) {
+    mst_tensor *in[3] = {a, b, c3};
+    int n = c3 ? 3 : b ? 2 : 1;
+    return mst_dispatch1(ctx, op, n, in, attrs);
+}
+
+/* Broadcasting: operand strides aligned to the output's dims, 0 where an operand is broadcast. */
+typedef struct {
+    int ndim;
+    int64_t shape[MST_MAX_DIMS];
+    int64_t stride[3][MST_MAX_DIMS];
+    int n;
+} op_bcast;
+
+/* Broadcast shape of a and b into out; false when they are incompatible. */
+bool op_broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b, int *nout, int64_t *out);
+void op_bcast_init(op_bcast *it, int ndim, const int64_t *shape, int n, const mst_tensor *const ts[]);
+/* Offsets (in elements) of each operand at the start of row `row` (rows = all dims but the last). */
+static inline void op_bcast_row(const op_bcast *it, int64_t row, int64_t off[3]) {
+    off[0] = off[1] = off[2] = 0;
+    for (int d = it->ndim - 2; d >= 0; d--) {
+        int64_t i = row % it->shape[d];
+        row /= it->shape[d];
+        for (int k = 0; k < it->n; k++) off[k] += i * it->stride[k][d];
+    }
+}
+
+/* Define NAME_f32 and NAME_f64 from one body that uses the element type T. Usage:
+ *   #define RELU_BODY(T) { const T *x = ...; ... return MST_OK; }
+ *   FLOAT_KERNELS(relu, RELU_BODY)          // relu_f32, relu_f64
+ */
+#define FLOAT_KERNELS(NAME, BODY)                                                        \
+    static mst_status NAME##_f32(mst_ctx *ctx, const mst_op_call *c) { typedef float T; BODY(T) } \
+    static mst_status NAME##_f64(mst_ctx *ctx, const mst_op_call *c) { typedef double T; BODY(T) }
+
+#define FLOAT_KERNEL_TABLE(NAME) { [MST_DTYPE_F32] = NAME##_f32, [MST_DTYPE_F64] = NAME##_f64 }
+
+#endif

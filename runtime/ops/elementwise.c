@@ -1,0 +1,251 @@
+/* elementwise.c — add, sub, mul, div with NumPy broadcasting, scale, and the broadcast pair
+ * (sum_to reduces a broadcast gradient back to its operand's shape; broadcast_to expands).
+ *
+ * Same-shape operands take a flat loop the compiler vectorizes; otherwise rows of the last
+ * dimension are walked with per-operand strides (0 on broadcast dims), which keeps the common
+ * bias-add case, (N, C) + (C), a unit-stride inner loop.
+ */
+#include "runtime/ops/common.h"
+
+/* ---- binary ops ---- */
+
+static mst_status infer_binary(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) {
+    const mst_tensor *a = c->in[0], *b = c->in[1];
+    /* the dispatcher promoted both to one dtype */
+    if (!mst_dtype_is_float(a->dtype))
+        return mst_op_fail(ctx, c, MST_ERR_DTYPE, "operands must be float tensors, got %s", mst_dtype_name(a->dtype));
+    int n;
+    int64_t shape[MST_MAX_DIMS];
+    if (!op_broadcast_shape(a->ndim, a->shape, b->ndim, b->shape, &n, shape))
+        return mst_op_fail(ctx, c, MST_ERR_SHAPE, "shapes cannot be broadcast together (trailing dimensions must match or be 1)");
+    out[0] = meta_make(a->dtype, n, shape);
+    return MST_OK;
+}
+
+#define BINARY_BODY(T, EXPR)                                                            \
+    {                                                                                   \
+        const mst_tensor *A = c->in[0], *B = c->in[1];                                  \
+        mst_tensor *Y = c->out[0];                                                      \
+        const T *a = (const T *)mst_tensor_data(A), *b = (const T *)mst_tensor_data(B); \
+        T *y = (T *)mst_tensor_data(Y);                                                 \
+        int64_t n = Y->numel;                                                           \
+        if (A->numel == n && B->numel == n) {                                           \
+            for (int64_t i = 0; i < n; i++) { T x1 = a[i], x2 = b[i]; y[i] = (EXPR); }  \
+            return MST_OK;                                                              \
+        }                                                                               \
+        if (A->numel == n && B->numel == 1) {                                           \
+            T x2 = b[0];                                                                \
+            for (int64_t i = 0; i < n; i++) { T x1 = a[i]; y[i] = (EXPR); }             \
+            return MST_OK;                                                              \
+        }                                                                               \
+        if (n == 0) return MST_OK;                                                      \
+        op_bcast it;                                                                    \
+        const mst_tensor *ops_[2] = {A, B};                                             \
+        op_bcast_init(&it, Y->ndim, Y->shape, 2, ops_);                                 \
+        int64_t inner = Y->ndim ? Y->shape[Y->ndim - 1] : 1;                            \
+        int64_t sa = Y->ndim ? it.stride[0][Y->ndim - 1] : 0;                           \
+        int64_t sb = Y->ndim ? it.stride[1][Y->ndim - 1] : 0;                           \
+        for (int64_t row = 0; row < n / inner; row++) {                                 \
+            int64_t off[3];                                                             \
+            op_bcast_row(&it, row, off);                                                \
+            const T *ar = a + off[0], *br = b + off[1];                                 \
+            T *yr = y + row * inner;                                                    \
+            for (int64_t j = 0; j < inner; j++) { T x1 = ar[j * sa], x2 = br[j * sb]; yr[j] = (EXPR); } \
+        }                                                                               \
+        return MST_OK;                                                                  \
+    }
+
+#define ADD_BODY(T) BINARY_BODY(T, x1 + x2)
+#define SUB_BODY(T) BINARY_BODY(T, x1 - x2)
+#define MUL_BODY(T) BINARY_BODY(T, x1 * x2)
+#define DIV_BODY(T) BINARY_BODY(T, x1 / x2)
+FLOAT_KERNELS(add, ADD_BODY)
+FLOAT_KERNELS(sub, SUB_BODY)
+FLOAT_KERNELS(mul, MUL_BODY)
+FLOAT_KERNELS(div, DIV_BODY)
+
+static mst_status add_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *const gy[], mst_tensor *gx[]) {
+    if (c->in[0]->requires_grad) gx[0] = op_grad_like(ctx, gy[0], c->in[0]);
+    if (c->in[1]->requires_grad) gx[1] = op_grad_like(ctx, gy[0], c->in[1]);
+    return ctx->status;
+}
+
+static mst_status sub_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *const gy[], mst_tensor *gx[]) {
+    if (c->in[0]->requires_grad) gx[0] = op_grad_like(ctx, gy[0], c->in[0]);
+    if (c->in[1]->requires_grad) gx[1] = op_grad_like(ctx, mst_scale(ctx, gy[0], -1.0), c->in[1]);
+    return ctx->status;
+}
+
+static mst_status mul_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *const gy[], mst_tensor *gx[]) {
+    if (c->in[0]->requires_grad) gx[0] = op_grad_like(ctx, mst_mul(ctx, gy[0], c->in[1]), c->in[0]);
+    if (c->in[1]->requires_grad) gx[1] = op_grad_like(ctx, mst_mul(ctx, gy[0], c->in[0]), c->in[1]);
+    return ctx->status;
+}
+
+/* y = a / b:  da = gy / b,  db = -gy a / b^2 = -gy y / b */
+static mst_status div_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *const gy[], mst_tensor *gx[]) {
+    if (c->in[0]->requires_grad) gx[0] = op_grad_like(ctx, mst_div(ctx, gy[0], c->in[1]), c->in[0]);
+    if (c->in[1]->requires_grad)
+        gx[1] = op_grad_like(ctx, mst_scale(ctx, mst_div(ctx, mst_mul(ctx, gy[0], c->out[0]), c->in[1]), -1.0), c->in[1]);
+    return ctx->status;
+}
+
+#define BINARY_DESC(NAME, BACKWARD)                                             \
+    const mst_op_desc mst_desc_##NAME = {                                       \
+        .name = #NAME, .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,        \
+        .flags = MST_OPF_ELEMENTWISE | MST_OPF_PROMOTE,                         \
+        .infer = infer_binary, .cpu = FLOAT_KERNEL_TABLE(NAME),                 \
+        .backward = BACKWARD, .flops = op_cost_numel,                           \
+    };
+BINARY_DESC(add, add_backward)
+BINARY_DESC(sub, sub_backward)
+BINARY_DESC(mul, mul_backward)
+BINARY_DESC(div, div_backward)
+
+mst_tensor *mst_add(mst_ctx *ctx, mst_tensor *a, mst_tensor *b) { return op_call1(ctx, MST_OP_ADD, a, b, NULL, NULL); }
+mst_tensor *mst_sub(mst_ctx *ctx, mst_tensor *a, mst_tensor *b) { return op_call1(ctx, MST_OP_SUB, a, b, NULL, NULL); }
+mst_tensor *mst_mul(mst_ctx *ctx, mst_tensor *a, mst_tensor *b) { return op_call1(ctx, MST_OP_MUL, a, b, NULL, NULL); }
+mst_tensor *mst_div(mst_ctx *ctx, mst_tensor *a, mst_tensor *b) { return op_call1(ctx, MST_OP_DIV, a, b, NULL, NULL); }
+
+/* ---- scale: y = s x (attr f[0]) ---- */
+
+#define SCALE_BODY(T)                                                      \
+    {                                                                      \
+        const T *x = (const T *)mst_tensor_data(c->in[0]);                 \
+        T *y = (T *)mst_tensor_data(c->out[0]);                            \
+        T s = (T)c->attrs.f[0];                                            \
+        for (int64_t i = 0; i < c->out[0]->numel; i++) y[i] = s * x[i];    \
+        return MST_OK;                                                     \
+    }
+FLOAT_KERNELS(scale, SCALE_BODY)
+
+static mst_status scale_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *const gy[], mst_tensor *gx[]) {
+    gx[0] = mst_scale(ctx, gy[0], c->attrs.f[0]);
+    return ctx->status;
+}
+
+const mst_op_desc mst_desc_scale = {
+    .name = "scale", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .flags = MST_OPF_ELEMENTWISE,
+    .attr_f = {"scale"},
+    .infer = op_infer_like_input0, .cpu = FLOAT_KERNEL_TABLE(scale),
+    .backward = scale_backward, .flops = op_cost_numel,
+};
+
+mst_tensor *mst_scale(mst_ctx *ctx, mst_tensor *x, double s) {
+    mst_attrs a = {.f = {s}};
+    return op_call1(ctx, MST_OP_SCALE, x, NULL, NULL, &a);
+}
+
+/* ---- sum_to / broadcast_to: target shape in attrs i[0] = rank, i[1..6] = dims ---- */
+
+static void shape_to_attrs(mst_attrs *a, int ndim, const int64_t *shape) {
+    a->i[0] = ndim;
+    for (int d = 0; d < ndim; d++) a->i[1 + d] = shape[d];
+}
+
+static mst_status infer_target(mst_ctx *ctx, const mst_op_call *c, mst_meta out[], bool reduce) {
+    mst_status s = op_require_float(ctx, c, 0);
+    if (s != MST_OK) return s;
+    int n = (int)c->attrs.i[0];
+    if (n < 0 || n > MST_MAX_DIMS) return mst_op_fail(ctx, c, MST_ERR_SHAPE, "target rank %d is outside 0..%d", n, MST_MAX_DIMS);
+    const int64_t *target = &c->attrs.i[1];
+    const mst_tensor *x = c->in[0];
+    /* broadcasting `small` to `big` must give `big` back */
+    int nb = reduce ? x->ndim : n, ns = reduce ? n : x->ndim;
+    const int64_t *big = reduce ? x->shape : target, *small = reduce ? target : x->shape;
+    int nout;
+    int64_t bshape[MST_MAX_DIMS];
+    if (ns > nb || !op_broadcast_shape(nb, big, ns, small, &nout, bshape) || !mst_shape_equal(nout, bshape, nb, big)) {
+        char t[96];
+        return mst_op_fail(ctx, c, MST_ERR_SHAPE, "%s does not broadcast to %s", reduce ? mst_shape_str(n, target, t, sizeof(t)) : "the input",
+                           reduce ? "the input" : mst_shape_str(n, target, t, sizeof(t)));
+    }
+    out[0] = meta_make(x->dtype, n, target);
+    return MST_OK;
+}
+
+static mst_status infer_sum_to(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) { return infer_target(ctx, c, out, true); }
+static mst_status infer_broadcast_to(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) { return infer_target(ctx, c, out, false); }
+
+/* Walk the big shape; `small` is read (broadcast_to) or accumulated into (sum_to) through
+ * strides that are 0 on its broadcast dims. Accumulation is in T, in index order. */
+#define BCAST_PAIR_BODY(T, REDUCE)                                                          \
+    {                                                                                       \
+        const mst_tensor *X = c->in[0];                                                     \
+        mst_tensor *Y = c->out[0];                                                          \
+        const mst_tensor *big = REDUCE ? X : Y, *small = REDUCE ? Y : X;                    \
+        T *s = (T *)mst_tensor_data(small);                                                 \
+        T *b = (T *)mst_tensor_data(big);                                                   \
+        if (REDUCE) memset(s, 0, mst_tensor_nbytes(small));                                 \
+        if (big->numel == 0) return MST_OK;                                                 \
+        op_bcast it;                                                                        \
+        const mst_tensor *ops_[1] = {small};                                                \
+        op_bcast_init(&it, big->ndim, big->shape, 1, ops_);                                 \
+        int64_t inner = big->ndim ? big->shape[big->ndim - 1] : 1;                          \
+        int64_t ss = big->ndim ? it.stride[0][big->ndim - 1] : 0;                           \
+        for (int64_t row = 0; row < big->numel / inner; row++) {                            \
+            int64_t off[3];                                                                 \
+            op_bcast_row(&it, row, off);                                                    \
+            T *sr = s + off[0], *br = b + row * inner;                                      \
+            if (REDUCE) {                                                                   \
+                if (ss == 0) { T acc = 0; for (int64_t j = 0; j < inner; j++) acc += br[j]; sr[0] += acc; } \
+                else for (int64_t j = 0; j < inner; j++) sr[j] += br[j];                    \
+            } else {                                                                        \
+                for (int64_t j = 0; j < inner; j++) br[j] = sr[j * ss];                     \
+            }                                                                               \
+        }                                                                                   \
+        return MST_OK;                                                                      \
+    }
+#define SUM_TO_BODY(T) BCAST_PAIR_BODY(T, 1)
+#define BROADCAST_TO_BODY(T) BCAST_PAIR_BODY(T, 0)
+FLOAT_KERNELS(sum_to, SUM_TO_BODY)
+FLOAT_KERNELS(broadcast_to, BROADCAST_TO_BODY)
+
+static mst_status sum_to_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *const gy[], mst_tensor *gx[]) {
+    gx[0] = mst_broadcast_to(ctx, gy[0], c->in[0]->ndim, c->in[0]->shape);
+    return ctx->status;
+}
+
+static mst_status broadcast_to_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *const gy[], mst_tensor *gx[]) {
+    gx[0] = mst_sum_to(ctx, gy[0], c->in[0]->ndim, c->in[0]->shape);
+    return ctx->status;
+}
+
+static int64_t cost_input_numel(const mst_op_call *c) { return c->in[0]->numel; }
+
+const mst_op_desc mst_desc_sum_to = {
+    .name = "sum_to", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+    .attr_i = {"rank", "d0", "d1", "d2", "d3", "d4", "d5"},
+    .infer = infer_sum_to, .cpu = FLOAT_KERNEL_TABLE(sum_to),
+    .backward = sum_to_backward, .flops = cost_input_numel,
+};
+
+const mst_op_desc mst_desc_broadcast_to = {
+    .name = "broadcast_to", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+    .attr_i = {"rank", "d0", "d1", "d2", "d3", "d4", "d5"},
+    .infer = infer_broadcast_to, .cpu = FLOAT_KERNEL_TABLE(broadcast_to),
+    .backward = broadcast_to_backward,
+};
+
+/* Both return x itself when it already has the target shape: no copy, nothing on the tape. */
+mst_tensor *mst_sum_to(mst_ctx *ctx, mst_tensor *x, int ndim, const int64_t *shape) {
+    if (x && mst_shape_equal(x->ndim, x->shape, ndim, shape)) return x;
+    if (ndim < 0 || ndim > MST_MAX_DIMS) {
+        mst_ctx_fail(ctx, MST_ERR_SHAPE, "sum_to: target rank %d is outside 0..%d", ndim, MST_MAX_DIMS);
+        return NULL;
+    }
+    mst_attrs a = {{0}};
+    shape_to_attrs(&a, ndim, shape);
+    return op_call1(ctx, MST_OP_SUM_TO, x, NULL, NULL, &a);
+}
+
+mst_tensor *mst_broadcast_to(mst_ctx *ctx, mst_tensor *x, int ndim, const int64_t *shape) {
+    if (x && mst_shape_equal(x->ndim, x->shape, ndim, shape)) return x;
+    if (ndim < 0 || ndim > MST_MAX_DIMS) {
+        mst_ctx_fail(ctx, MST_ERR_SHAPE, "broadcast_to: target rank %d is outside 0..%d", ndim, MST_MAX_DIMS);
+        return NULL;
+    }
+    mst_attrs a = {{0}};
+    shape_to_attrs(&a, ndim, shape);
+    return op_call1(ctx, MST_OP_BROADCAST_TO, x, NULL, NULL, &a);
+}
