@@ -104,10 +104,11 @@ void *mst_alloc(mst_allocator *a, size_t bytes, mst_mem_cat cat) {
         a->stats.cached_bytes -= (int64_t)class_size(cls);
         a->stats.n_cache_hit++;
     } else {
-        b = aligned_alloc(HEADER, HEADER + class_size(cls));
+        size_t total = (HEADER + class_size(cls) + HEADER - 1) / HEADER * HEADER;  /* C11: a multiple of the alignment */
+        b = aligned_alloc(HEADER, total);
         if (!b) {                               /* give the cache back and try once more */
             mst_allocator_trim(a);
-            b = aligned_alloc(HEADER, HEADER + class_size(cls));
+            b = aligned_alloc(HEADER, total);
             if (!b) return NULL;
         }
         a->stats.n_system++;

@@ -14,13 +14,13 @@
 #include "runtime/ops.h"
 
 static mst_status check_args(mst_ctx *ctx, const mst_op_desc *d, mst_op_call *c, int n_in, mst_tensor *const in[]) {
+    if (ctx->status != MST_OK)                                  /* an earlier call failed: pass it on */
+        for (int i = 0; i < n_in && i < MST_MAX_OP_INPUTS; i++)
+            if (!in[i]) return ctx->status;
     if (n_in < d->min_inputs || n_in > d->max_inputs || n_in > MST_MAX_OP_INPUTS)
         return mst_ctx_fail(ctx, MST_ERR_ARG, "%s: takes %d..%d inputs, got %d", d->name, d->min_inputs, d->max_inputs, n_in);
     for (int i = 0; i < n_in; i++) {
-        if (!in[i]) {
-            if (ctx->status != MST_OK) return ctx->status;      /* an earlier call failed: pass it on */
-            return mst_ctx_fail(ctx, MST_ERR_ARG, "%s: input %d is NULL", d->name, i);
-        }
+        if (!in[i]) return mst_ctx_fail(ctx, MST_ERR_ARG, "%s: input %d is NULL", d->name, i);
         if (in[i]->ctx != ctx)
             return mst_ctx_fail(ctx, MST_ERR_ARG, "%s: input %d belongs to another context", d->name, i);
         c->in[i] = in[i];

@@ -16,6 +16,7 @@ typedef enum {
     MST_ERR_UNSUPPORTED,    /* valid request this build or device cannot serve */
     MST_ERR_IO,             /* file or system call failed */
     MST_ERR_INTERNAL,       /* a rule produced something inconsistent */
+    MST_ERR_NONFINITE,      /* training produced a NaN or infinite loss */
     MST_STATUS_COUNT
 } mst_status;
 

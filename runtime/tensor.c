@@ -259,8 +259,9 @@ void mst_tensor_set(mst_tensor *t, int64_t i, double v) {
     case MST_DTYPE_F64: ((double *)p)[i] = v; break;
     case MST_DTYPE_F16: ((mst_f16 *)p)[i] = mst_f32_to_f16((float)v); break;
     case MST_DTYPE_BF16: ((mst_bf16 *)p)[i] = mst_f32_to_bf16((float)v); break;
-    case MST_DTYPE_I32: ((int32_t *)p)[i] = (int32_t)v; break;
-    case MST_DTYPE_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    /* float to int truncates toward zero and saturates; NaN becomes 0 (never undefined behaviour) */
+    case MST_DTYPE_I32: ((int32_t *)p)[i] = v != v ? 0 : v >= 2147483647.0 ? INT32_MAX : v <= -2147483648.0 ? INT32_MIN : (int32_t)v; break;
+    case MST_DTYPE_U8: ((uint8_t *)p)[i] = v != v ? 0 : v >= 255.0 ? 255 : v <= 0.0 ? 0 : (uint8_t)v; break;
     default: MST_ASSERT(0 && "unknown dtype");
     }
 }

@@ -1,6 +1,8 @@
 /* cast.c — conversions between all dtypes (target in attrs i[0]). Float-to-half rounds to
  * nearest even and keeps inf/NaN (runtime/dtype.c); float-to-int truncates toward zero.
  * The backward of a cast is a cast back to the input's dtype. */
+#include <math.h>
+
 #include "runtime/ops/common.h"
 
 static mst_status infer_cast(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) {
@@ -10,7 +12,21 @@ static mst_status infer_cast(mst_ctx *ctx, const mst_op_call *c, mst_meta out[])
     return MST_OK;
 }
 
-/* Load element i of any dtype as f32 / f64 (the paths that matter for AMP are the f32 ones). */
+/* f64 -> f32 rounding to odd: truncate toward zero and set the last bit when inexact. A second
+ * rounding of the result to a format at least two bits narrower (f16, bf16) then equals a
+ * single correct rounding of the double (Boldo and Melquiond, "When double rounding is odd"). */
+static float f64_to_f32_round_odd(double d) {
+    float f = (float)d;
+    if (!isfinite(f) || (double)f == d) return f;
+    if (fabs((double)f) > fabs(d)) f = nextafterf(f, 0.0f);
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u |= 1;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Element conversions; the pairs AMP uses have direct loops. */
 static mst_status cast_any(mst_ctx *ctx, const mst_op_call *c) {
     const mst_tensor *x = c->in[0];
     mst_tensor *y = c->out[0];
@@ -37,12 +53,16 @@ static mst_status cast_any(mst_ctx *ctx, const mst_op_call *c) {
     case MST_DTYPE_F64 * MST_DTYPE_COUNT + MST_DTYPE_F32:
         for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = (float)((const double *)src)[i];
         return MST_OK;
+    case MST_DTYPE_F64 * MST_DTYPE_COUNT + MST_DTYPE_F16:
+        for (int64_t i = 0; i < n; i++) ((mst_f16 *)dst)[i] = mst_f32_to_f16(f64_to_f32_round_odd(((const double *)src)[i]));
+        return MST_OK;
+    case MST_DTYPE_F64 * MST_DTYPE_COUNT + MST_DTYPE_BF16:
+        for (int64_t i = 0; i < n; i++) ((mst_bf16 *)dst)[i] = mst_f32_to_bf16(f64_to_f32_round_odd(((const double *)src)[i]));
+        return MST_OK;
     default:
         break;
     }
-    /* Everything else through double. f64 -> f16/bf16 goes via f32: a double rounding, which can
-     * differ from a direct rounding only on exact ties between two halves; tolerated for this
-     * rarely used path. */
+    /* Everything else through double: exact for every remaining pair (half to f64, ints). */
     for (int64_t i = 0; i < n; i++) mst_tensor_set(y, i, mst_tensor_get(x, i));
     return MST_OK;
 }

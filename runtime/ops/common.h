@@ -14,6 +14,7 @@
 
 static inline mst_meta meta_make(mst_dtype dtype, int ndim, const int64_t *shape) {
     mst_meta m;
+    memset(&m, 0, sizeof(m));
     m.dtype = dtype;
     m.ndim = ndim;
     for (int d = 0; d < ndim; d++) m.shape[d] = shape[d];
@@ -42,7 +43,9 @@ static inline mst_tensor *op_grad_like(mst_ctx *ctx, mst_tensor *g, const mst_te
     return mst_sum_to(ctx, g, x->ndim, x->shape);
 }
 
-/* Call a single-output op with up to three inputs. */
+/* Call a single-output op with up to three inputs; trailing NULLs are absent optional inputs
+ * (a linear layer without bias). Ops whose inputs are all required use mst_dispatch1 directly
+ * with an explicit count, so a NULL argument is reported as such. */
 static inline mst_tensor *op_call1(mst_ctx *ctx, mst_op op, mst_tensor *a, mst_tensor *b, mst_tensor *c3,
                                    const mst_attrs *attrs) {
     mst_tensor *in[3] = {a, b, c3};

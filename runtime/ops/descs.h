@@ -5,9 +5,7 @@
 
 #include "runtime/op.h"
 
-/* While op families are being written in parallel, a missing one links as NULL and the
- * dispatcher reports it; MST_DESC is plain `extern` once every family exists. */
-#define MST_DESC extern const mst_op_desc __attribute__((weak))
+#define MST_DESC extern const mst_op_desc
 
 /* ops/elementwise.c */
 MST_DESC mst_desc_add;

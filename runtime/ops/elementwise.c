@@ -102,10 +102,18 @@ BINARY_DESC(sub, sub_backward)
 BINARY_DESC(mul, mul_backward)
 BINARY_DESC(div, div_backward)
 
-mst_tensor *mst_add(mst_ctx *ctx, mst_tensor *a, mst_tensor *b) { return op_call1(ctx, MST_OP_ADD, a, b, NULL, NULL); }
-mst_tensor *mst_sub(mst_ctx *ctx, mst_tensor *a, mst_tensor *b) { return op_call1(ctx, MST_OP_SUB, a, b, NULL, NULL); }
-mst_tensor *mst_mul(mst_ctx *ctx, mst_tensor *a, mst_tensor *b) { return op_call1(ctx, MST_OP_MUL, a, b, NULL, NULL); }
-mst_tensor *mst_div(mst_ctx *ctx, mst_tensor *a, mst_tensor *b) { return op_call1(ctx, MST_OP_DIV, a, b, NULL, NULL); }
+mst_tensor *mst_add(mst_ctx *ctx, mst_tensor *a, mst_tensor *b) {
+    return mst_dispatch1(ctx, MST_OP_ADD, 2, (mst_tensor *[]){a, b}, NULL);
+}
+mst_tensor *mst_sub(mst_ctx *ctx, mst_tensor *a, mst_tensor *b) {
+    return mst_dispatch1(ctx, MST_OP_SUB, 2, (mst_tensor *[]){a, b}, NULL);
+}
+mst_tensor *mst_mul(mst_ctx *ctx, mst_tensor *a, mst_tensor *b) {
+    return mst_dispatch1(ctx, MST_OP_MUL, 2, (mst_tensor *[]){a, b}, NULL);
+}
+mst_tensor *mst_div(mst_ctx *ctx, mst_tensor *a, mst_tensor *b) {
+    return mst_dispatch1(ctx, MST_OP_DIV, 2, (mst_tensor *[]){a, b}, NULL);
+}
 
 /* ---- scale: y = s x (attr f[0]) ---- */
 

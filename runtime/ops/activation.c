@@ -1,0 +1,167 @@
+/* activation.c — relu, gelu (exact erf form), tanh, sigmoid and the gradient ops their backward
+ * rules are written in.
+ *
+ * Each kernel is one flat loop over contiguous data that the compiler can vectorize; f32 calls
+ * the float libm functions (erfcf, expf, tanhf), f64 the double ones. GELU is evaluated as
+ * 0.5 x erfc(-x / sqrt 2), the same function as 0.5 x (1 + erf(x / sqrt 2)) without the
+ * cancellation in 1 + erf for large negative x (Hendrycks & Gimpel, arXiv:1606.08415). Sigmoid
+ * uses exp(-|x|) so it neither overflows nor loses the small tail: sigmoid(-1000) = 0 and
+ * sigmoid(1000) = 1 exactly. ReLU keeps NaN (x <= 0 is false for NaN), so the loss scaler's
+ * overflow check still sees it.
+ *
+ * Backward rules: relu and gelu differentiate from the input x; tanh and sigmoid from their
+ * output y (c->out[0]), which is cheaper than recomputing the function.
+ *
+ * FLOPs per element count one per arithmetic operation or libm call in the kernel expression:
+ *   relu 1 (select)            relu_grad 1 (select)
+ *   gelu 4 (scale, erfc, 2 mul)  gelu_grad 10 (Phi 3, phi 4, x*phi, add, times gy)
+ *   tanh 1 (tanh)              tanh_grad 3 (y*y, 1 - ., times gy)
+ *   sigmoid 4 (abs, exp, add, div)  sigmoid_grad 3 (1 - y, times y, times gy)
+ */
+#include <math.h>
+
+#include "runtime/ops/common.h"
+
+/* libm by element type: float calls the f-suffixed function. */
+#define ERFC(v) _Generic((v), float: erfcf, default: erfc)(v)
+#define EXP(v) _Generic((v), float: expf, default: exp)(v)
+#define TANH(v) _Generic((v), float: tanhf, default: tanh)(v)
+
+#define K_SQRT1_2 0.70710678118654752440        /* 1 / sqrt(2) */
+#define K_INV_SQRT_2PI 0.39894228040143267794   /* 1 / sqrt(2 pi) */
+
+/* One elementwise loop. UNARY_BODY: y[i] = EXPR of x = in[0][i]. GRAD_BODY: EXPR of the
+ * upstream gradient g = in[0][i] and x = in[1][i] (the forward input or output). */
+#define UNARY_BODY(T, EXPR)                                                  \
+    {                                                                        \
+        const T *xs = (const T *)mst_tensor_data(c->in[0]);                  \
+        T *ys = (T *)mst_tensor_data(c->out[0]);                             \
+        int64_t n = c->out[0]->numel;                                        \
+        for (int64_t i = 0; i < n; i++) { T x = xs[i]; ys[i] = (EXPR); }     \
+        return MST_OK;                                                       \
+    }
+#define GRAD_BODY(T, EXPR)                                                   \
+    {                                                                        \
+        const T *gs = (const T *)mst_tensor_data(c->in[0]);                  \
+        const T *xs = (const T *)mst_tensor_data(c->in[1]);                  \
+        T *ys = (T *)mst_tensor_data(c->out[0]);                             \
+        int64_t n = c->out[0]->numel;                                        \
+        for (int64_t i = 0; i < n; i++) { T g = gs[i], x = xs[i]; ys[i] = (EXPR); } \
+        return MST_OK;                                                       \
+    }
+
+/* ---- kernels ---- */
+
+#define RELU_BODY(T) UNARY_BODY(T, x <= 0 ? (T)0 : x)
+#define RELU_GRAD_BODY(T) GRAD_BODY(T, x > 0 ? g : (T)0)
+FLOAT_KERNELS(relu, RELU_BODY)
+FLOAT_KERNELS(relu_grad, RELU_GRAD_BODY)
+
+/* Phi(x) = 0.5 erfc(-x / sqrt 2), phi(x) = exp(-x^2 / 2) / sqrt(2 pi) */
+#define GELU_BODY(T) UNARY_BODY(T, (T)0.5 * x * ERFC(-x * (T)K_SQRT1_2))
+#define GELU_GRAD_BODY(T)                                                                         \
+    GRAD_BODY(T, g * ((T)0.5 * ERFC(-x * (T)K_SQRT1_2) + x * (T)K_INV_SQRT_2PI * EXP((T)-0.5 * x * x)))
+FLOAT_KERNELS(gelu, GELU_BODY)
+FLOAT_KERNELS(gelu_grad, GELU_GRAD_BODY)
+
+/* the grad ops read the forward output y in the second input slot (named x in GRAD_BODY) */
+#define TANH_BODY(T) UNARY_BODY(T, TANH(x))
+#define TANH_GRAD_BODY(T) GRAD_BODY(T, g * ((T)1 - x * x))
+FLOAT_KERNELS(tanh, TANH_BODY)
+FLOAT_KERNELS(tanh_grad, TANH_GRAD_BODY)
+
+/* e = exp(-|x|) is in (0, 1]: 1 / (1 + e) for x >= 0, e / (1 + e) for x < 0. */
+static inline float sigmoid_f32_1(float x) {
+    float e = expf(-fabsf(x));
+    return x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
+}
+static inline double sigmoid_f64_1(double x) {
+    double e = exp(-fabs(x));
+    return x >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+}
+#define SIGMOID1(v) _Generic((v), float: sigmoid_f32_1, default: sigmoid_f64_1)(v)
+#define SIGMOID_BODY(T) UNARY_BODY(T, SIGMOID1(x))
+#define SIGMOID_GRAD_BODY(T) GRAD_BODY(T, g * x * ((T)1 - x))
+FLOAT_KERNELS(sigmoid, SIGMOID_BODY)
+FLOAT_KERNELS(sigmoid_grad, SIGMOID_GRAD_BODY)
+
+/* ---- backward rules ---- */
+
+static mst_status relu_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *const gy[], mst_tensor *gx[]) {
+    gx[0] = mst_relu_grad(ctx, gy[0], c->in[0]);
+    return ctx->status;
+}
+
+static mst_status gelu_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *const gy[], mst_tensor *gx[]) {
+    gx[0] = mst_gelu_grad(ctx, gy[0], c->in[0]);
+    return ctx->status;
+}
+
+static mst_status tanh_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *const gy[], mst_tensor *gx[]) {
+    gx[0] = mst_tanh_grad(ctx, gy[0], c->out[0]);
+    return ctx->status;
+}
+
+static mst_status sigmoid_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *const gy[], mst_tensor *gx[]) {
+    gx[0] = mst_sigmoid_grad(ctx, gy[0], c->out[0]);
+    return ctx->status;
+}
+
+/* ---- descriptors ---- */
+
+#define COST_PER_ELEMENT(NAME, K) \
+    static int64_t cost_##NAME(const mst_op_call *c) { return (K) * op_cost_numel(c); }
+COST_PER_ELEMENT(relu, 1)
+COST_PER_ELEMENT(relu_grad, 1)
+COST_PER_ELEMENT(gelu, 4)
+COST_PER_ELEMENT(gelu_grad, 10)
+COST_PER_ELEMENT(tanh, 1)
+COST_PER_ELEMENT(tanh_grad, 3)
+COST_PER_ELEMENT(sigmoid, 4)
+COST_PER_ELEMENT(sigmoid_grad, 3)
+
+#define ACTIVATION_DESC(NAME, BACKWARD)                                                   \
+    const mst_op_desc mst_desc_##NAME = {                                                 \
+        .name = #NAME, .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,                  \
+        .flags = MST_OPF_ELEMENTWISE,                                                     \
+        .infer = op_infer_like_input0, .cpu = FLOAT_KERNEL_TABLE(NAME),                   \
+        .backward = BACKWARD, .flops = cost_##NAME,                                       \
+    };
+/* (gy, x) or (gy, y): same dtype and shape, checked by op_infer_like_input0 */
+#define ACTIVATION_GRAD_DESC(NAME)                                                        \
+    const mst_op_desc mst_desc_##NAME = {                                                 \
+        .name = #NAME, .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,                  \
+        .flags = MST_OPF_ELEMENTWISE | MST_OPF_GRAD_OP,                                   \
+        .infer = op_infer_like_input0, .cpu = FLOAT_KERNEL_TABLE(NAME),                   \
+        .flops = cost_##NAME,                                                             \
+    };
+
+ACTIVATION_DESC(relu, relu_backward)
+ACTIVATION_DESC(gelu, gelu_backward)
+ACTIVATION_DESC(tanh, tanh_backward)
+ACTIVATION_DESC(sigmoid, sigmoid_backward)
+ACTIVATION_GRAD_DESC(relu_grad)
+ACTIVATION_GRAD_DESC(gelu_grad)
+ACTIVATION_GRAD_DESC(tanh_grad)
+ACTIVATION_GRAD_DESC(sigmoid_grad)
+
+/* ---- public constructors ---- */
+
+mst_tensor *mst_relu(mst_ctx *ctx, mst_tensor *x) { return op_call1(ctx, MST_OP_RELU, x, NULL, NULL, NULL); }
+mst_tensor *mst_gelu(mst_ctx *ctx, mst_tensor *x) { return op_call1(ctx, MST_OP_GELU, x, NULL, NULL, NULL); }
+mst_tensor *mst_tanh(mst_ctx *ctx, mst_tensor *x) { return op_call1(ctx, MST_OP_TANH, x, NULL, NULL, NULL); }
+mst_tensor *mst_sigmoid(mst_ctx *ctx, mst_tensor *x) { return op_call1(ctx, MST_OP_SIGMOID, x, NULL, NULL, NULL); }
+
+/* op_call1 counts inputs up to the last non-NULL one, so a NULL gy from a failed call would be
+ * dropped; dispatch both explicitly so the NULL reaches the dispatcher and its error passes on. */
+static mst_tensor *call_grad(mst_ctx *ctx, mst_op op, mst_tensor *gy, mst_tensor *x) {
+    mst_tensor *in[2] = {gy, x};
+    return mst_dispatch1(ctx, op, 2, in, NULL);
+}
+
+mst_tensor *mst_relu_grad(mst_ctx *ctx, mst_tensor *gy, mst_tensor *x) { return call_grad(ctx, MST_OP_RELU_GRAD, gy, x); }
+mst_tensor *mst_gelu_grad(mst_ctx *ctx, mst_tensor *gy, mst_tensor *x) { return call_grad(ctx, MST_OP_GELU_GRAD, gy, x); }
+mst_tensor *mst_tanh_grad(mst_ctx *ctx, mst_tensor *gy, mst_tensor *y) { return call_grad(ctx, MST_OP_TANH_GRAD, gy, y); }
+mst_tensor *mst_sigmoid_grad(mst_ctx *ctx, mst_tensor *gy, mst_tensor *y) {
+    return call_grad(ctx, MST_OP_SIGMOID_GRAD, gy, y);
+}

@@ -1,0 +1,602 @@
+/* conv.c — 2-D convolution (NCHW, zero padding) and the two gradient ops its backward rule uses.
+ *
+ * im2col + GEMM: an image's receptive fields are unrolled into a (C*R*S, P*Q) column matrix in
+ * the context workspace, and the weight seen as (K, C*R*S) times it lands in the output's NCHW
+ * layout directly. The trade-off is memory traffic: the column matrix is R*S times the input,
+ * which costs most when the GEMM is small. When P*Q is small, several images share one GEMM
+ * (their column blocks side by side) so OpenBLAS sees a wide enough matrix, at the price of
+ * copying the output tile back to NCHW; 1x1 stride-1 unpadded convolutions skip im2col.
+ * grad_input computes w^T gy into columns and folds them back (col2im, accumulating);
+ * grad_weight sums gy col^T over the images. Reference kernels are direct loops.
+ * im2col is single-threaded; the thread budget goes to OpenBLAS (mst_ctx_set_threads).
+ * Reference: Chellapilla, Puri, Simard, "High Performance Convolutional Neural Networks for
+ * Document Processing" (2006); Caffe's im2col.
+ */
+#include <cblas.h>
+#include <limits.h>
+
+#include "runtime/ops/common.h"
+
+/* ---- GEMM wrappers: row-major, degenerate sizes handled here ---- */
+
+static void gemm_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                     const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    if (m == 0 || n == 0) return;
+    if (k == 0) {
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0 ? 0 : beta * c[i * ldc + j];
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
+                alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+}
+
+static void gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double *a, int64_t lda,
+                     const double *b, int64_t ldb, double beta, double *c, int64_t ldc) {
+    if (m == 0 || n == 0) return;
+    if (k == 0) {
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0 ? 0 : beta * c[i * ldc + j];
+        return;
+    }
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
+                alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+}
+
+#define GEMM(T) _Generic((T)0, float: gemm_f32, double: gemm_f64)
+
+/* y += x over n elements (col2im's long spans). */
+static void axpy_f32(int64_t n, const float *x, float *y) { if (n > 0) cblas_saxpy((int)n, 1.0f, x, 1, y, 1); }
+static void axpy_f64(int64_t n, const double *x, double *y) { if (n > 0) cblas_daxpy((int)n, 1.0, x, 1, y, 1); }
+#define AXPY(T) _Generic((T)0, float: axpy_f32, double: axpy_f64)
+
+/* a (m, n) += x y^T: the bias, with y a row of ones. */
+static void ger_f32(int64_t m, int64_t n, const float *x, const float *y, float *a, int64_t lda) {
+    if (m > 0 && n > 0) cblas_sger(CblasRowMajor, (int)m, (int)n, 1.0f, x, 1, y, 1, a, (int)lda);
+}
+static void ger_f64(int64_t m, int64_t n, const double *x, const double *y, double *a, int64_t lda) {
+    if (m > 0 && n > 0) cblas_dger(CblasRowMajor, (int)m, (int)n, 1.0, x, 1, y, 1, a, (int)lda);
+}
+#define GER(T) _Generic((T)0, float: ger_f32, double: ger_f64)
+
+/* ---- geometry, shared by the three ops ---- */
+
+typedef struct {
+    int64_t n, c, h, w;     /* input (N, C, H, W) */
+    int64_t k, r, s;        /* weight (K, C, R, S) */
+    int64_t p, q;           /* output (N, K, P, Q) */
+    int64_t sh, sw, ph, pw;
+} conv_geom;
+
+static int64_t out_extent(int64_t in, int64_t kernel, int64_t stride, int64_t pad) {
+    return (in + 2 * pad - kernel) / stride + 1;
+}
+
+/* conv2d reads (x, w); grad_input (gy, w) and the input size from i[4..5]; grad_weight (gy, x)
+ * and the kernel size from i[4..5]. Attributes i[0..3] are stride_h, stride_w, pad_h, pad_w. */
+static conv_geom conv_geom_of(const mst_op_call *c) {
+    const int64_t *a = c->attrs.i;
+    const mst_tensor *t0 = c->in[0], *t1 = c->in[1];
+    conv_geom g = {.sh = a[0], .sw = a[1], .ph = a[2], .pw = a[3]};
+    if (c->op == MST_OP_CONV2D) {
+        g.n = t0->shape[0], g.c = t0->shape[1], g.h = t0->shape[2], g.w = t0->shape[3];
+        g.k = t1->shape[0], g.r = t1->shape[2], g.s = t1->shape[3];
+        g.p = g.sh > 0 ? out_extent(g.h, g.r, g.sh, g.ph) : 0;
+        g.q = g.sw > 0 ? out_extent(g.w, g.s, g.sw, g.pw) : 0;
+    } else if (c->op == MST_OP_CONV2D_GRAD_INPUT) {
+        g.n = t0->shape[0], g.k = t0->shape[1], g.p = t0->shape[2], g.q = t0->shape[3];
+        g.c = t1->shape[1], g.r = t1->shape[2], g.s = t1->shape[3];
+        g.h = a[4], g.w = a[5];
+    } else {
+        g.n = t0->shape[0], g.k = t0->shape[1], g.p = t0->shape[2], g.q = t0->shape[3];
+        g.c = t1->shape[1], g.h = t1->shape[2], g.w = t1->shape[3];
+        g.r = a[4], g.s = a[5];
+    }
+    return g;
+}
+
+static bool blas_fits(int64_t v) { return v >= 0 && v < INT_MAX; }
+
+/* Attribute ranges, kernel-fits-input, and (for the gradient ops) that gy has the size a forward
+ * convolution of this geometry produces. */
+static mst_status check_geom(mst_ctx *ctx, const mst_op_call *c, const conv_geom *g) {
+    typedef long long ll;
+    if (g->sh < 1 || g->sw < 1)
+        return mst_op_fail(ctx, c, MST_ERR_ARG, "stride must be >= 1, got (%lld, %lld)", (ll)g->sh, (ll)g->sw);
+    if (g->ph < 0 || g->pw < 0)
+        return mst_op_fail(ctx, c, MST_ERR_ARG, "padding must be >= 0, got (%lld, %lld)", (ll)g->ph, (ll)g->pw);
+    if (g->h < 1 || g->w < 1)
+        return mst_op_fail(ctx, c, MST_ERR_SHAPE, "input height and width must be positive, got %lldx%lld", (ll)g->h,
+                           (ll)g->w);
+    if (g->r < 1 || g->s < 1 || g->c < 1 || g->k < 1)
+        return mst_op_fail(ctx, c, MST_ERR_SHAPE,
+                           "kernel (K, C, R, S) = (%lld, %lld, %lld, %lld) must have positive dims",
+                           (ll)g->k, (ll)g->c, (ll)g->r, (ll)g->s);
+    if (g->r > g->h + 2 * g->ph || g->s > g->w + 2 * g->pw)
+        return mst_op_fail(ctx, c, MST_ERR_SHAPE,
+                           "kernel %lldx%lld is larger than the padded input %lldx%lld (input %lldx%lld, padding %lld, %lld)",
+                           (ll)g->r, (ll)g->s, (ll)(g->h + 2 * g->ph), (ll)(g->w + 2 * g->pw), (ll)g->h, (ll)g->w,
+                           (ll)g->ph, (ll)g->pw);
+    int64_t p = out_extent(g->h, g->r, g->sh, g->ph), q = out_extent(g->w, g->s, g->sw, g->pw);
+    if (c->op != MST_OP_CONV2D && (p != g->p || q != g->q))
+        return mst_op_fail(ctx, c, MST_ERR_SHAPE,
+                           "gy is %lldx%lld but a %lldx%lld input with a %lldx%lld kernel gives %lldx%lld",
+                           (ll)g->p, (ll)g->q, (ll)g->h, (ll)g->w, (ll)g->r, (ll)g->s, (ll)p, (ll)q);
+    /* each factor is checked before the product, so the products cannot overflow */
+    bool fits = blas_fits(g->c) && blas_fits(g->r) && blas_fits(g->s) && blas_fits(g->k) && blas_fits(p) &&
+                blas_fits(q);
+    if (!fits || !blas_fits(g->c * g->r) || !blas_fits(g->c * g->r * g->s + 1) || !blas_fits(p * q))
+        return mst_op_fail(ctx, c, MST_ERR_SHAPE, "convolution matrices exceed the BLAS 32-bit limit");
+    return MST_OK;
+}
+
+static mst_status check_floats(mst_ctx *ctx, const mst_op_call *c) {
+    mst_status s = op_require_float(ctx, c, 0);
+    for (int i = 1; s == MST_OK && i < c->n_in; i++) s = op_require_same_dtype(ctx, c, 0, i);
+    return s;
+}
+
+static mst_status require_rank4(mst_ctx *ctx, const mst_op_call *c, int i, const char *what) {
+    if (c->in[i]->ndim == 4) return MST_OK;
+    return mst_op_fail(ctx, c, MST_ERR_SHAPE, "%s must have rank 4, got rank %d", what, c->in[i]->ndim);
+}
+
+static mst_status infer_conv2d(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) {
+    const mst_tensor *x = c->in[0], *w = c->in[1];
+    mst_status s = check_floats(ctx, c);
+    if (s == MST_OK) s = require_rank4(ctx, c, 0, "input (N, C, H, W)");
+    if (s == MST_OK) s = require_rank4(ctx, c, 1, "weight (K, C, R, S)");
+    if (s != MST_OK) return s;
+    if (w->shape[1] != x->shape[1])
+        return mst_op_fail(ctx, c, MST_ERR_SHAPE, "weight expects %lld input channels, input has %lld",
+                           (long long)w->shape[1], (long long)x->shape[1]);
+    if (c->n_in == 3 && (c->in[2]->ndim != 1 || c->in[2]->shape[0] != w->shape[0]))
+        return mst_op_fail(ctx, c, MST_ERR_SHAPE, "bias must be (%lld), one per output channel", (long long)w->shape[0]);
+    conv_geom g = conv_geom_of(c);
+    if ((s = check_geom(ctx, c, &g)) != MST_OK) return s;
+    out[0] = (mst_meta){.dtype = x->dtype, .ndim = 4, .shape = {g.n, g.k, g.p, g.q}};
+    return MST_OK;
+}
+
+static mst_status infer_conv2d_grad_input(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) {
+    const mst_tensor *gy = c->in[0], *w = c->in[1];
+    mst_status s = check_floats(ctx, c);
+    if (s == MST_OK) s = require_rank4(ctx, c, 0, "gy (N, K, P, Q)");
+    if (s == MST_OK) s = require_rank4(ctx, c, 1, "weight (K, C, R, S)");
+    if (s != MST_OK) return s;
+    if (gy->shape[1] != w->shape[0])
+        return mst_op_fail(ctx, c, MST_ERR_SHAPE, "gy has %lld channels, the weight has %lld output channels",
+                           (long long)gy->shape[1], (long long)w->shape[0]);
+    conv_geom g = conv_geom_of(c);
+    if ((s = check_geom(ctx, c, &g)) != MST_OK) return s;
+    out[0] = (mst_meta){.dtype = gy->dtype, .ndim = 4, .shape = {g.n, g.c, g.h, g.w}};
+    return MST_OK;
+}
+
+static mst_status infer_conv2d_grad_weight(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) {
+    const mst_tensor *gy = c->in[0], *x = c->in[1];
+    mst_status s = check_floats(ctx, c);
+    if (s == MST_OK) s = require_rank4(ctx, c, 0, "gy (N, K, P, Q)");
+    if (s == MST_OK) s = require_rank4(ctx, c, 1, "input (N, C, H, W)");
+    if (s != MST_OK) return s;
+    if (gy->shape[0] != x->shape[0])
+        return mst_op_fail(ctx, c, MST_ERR_SHAPE, "gy has batch %lld, the input has batch %lld", (long long)gy->shape[0],
+                           (long long)x->shape[0]);
+    conv_geom g = conv_geom_of(c);
+    if ((s = check_geom(ctx, c, &g)) != MST_OK) return s;
+    out[0] = (mst_meta){.dtype = gy->dtype, .ndim = 4, .shape = {g.k, g.c, g.r, g.s}};
+    return MST_OK;
+}
+
+/* ---- im2col / col2im ---- */
+
+/* Output columns q whose input column q*sw - pw + s lies inside [0, W): [*q0, *q1). */
+static void valid_cols(const conv_geom *g, int64_t s, int64_t *q0, int64_t *q1) {
+    int64_t off = s - g->pw;
+    int64_t lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
+    int64_t hi = g->w - off > 0 ? (g->w - off - 1) / g->sw + 1 : 0;
+    if (lo > g->q) lo = g->q;
+    if (hi > g->q) hi = g->q;
+    if (hi < lo) hi = lo;
+    *q0 = lo;
+    *q1 = hi;
+}
+
+/* Output rows p whose input row p*sh - ph + r lies inside [0, H): [*p0, *p1). */
+static void valid_rows(const conv_geom *g, int64_t r, int64_t *p0, int64_t *p1) {
+    int64_t off = r - g->ph;
+    int64_t lo = off >= 0 ? 0 : (-off + g->sh - 1) / g->sh;
+    int64_t hi = g->h - off > 0 ? (g->h - off - 1) / g->sh + 1 : 0;
+    if (lo > g->p) lo = g->p;
+    if (hi > g->p) hi = g->p;
+    if (hi < lo) hi = lo;
+    *p0 = lo;
+    *p1 = hi;
+}
+
+/* Stride 1 with the output as wide as the input (a "same" convolution, the common case): the
+ * output rows of one column-matrix row read consecutive rows of the input plane, so the whole
+ * row is the plane shifted by off = (r - ph) W + (s - pw) — one long copy (or axpy) instead of
+ * one short one per output row. Where the window hangs over the left or right padding the shifted
+ * index wraps into the neighbouring input row; those few entries are fixed up separately. */
+static bool is_flat(const conv_geom *g) { return g->sh == 1 && g->sw == 1 && g->q == g->w; }
+
+/* Flat case: the shift for row (r, s), and the span [*a, *b) of column indices that lie on
+ * valid output rows and whose shifted index stays inside the plane. */
+static int64_t flat_span(const conv_geom *g, int64_t r, int64_t s, int64_t *a, int64_t *b) {
+    int64_t p0, p1, off = (r - g->ph) * g->w + (s - g->pw);
+    valid_rows(g, r, &p0, &p1);
+    int64_t lo = p0 * g->q, hi = p1 * g->q;
+    if (lo < -off) lo = -off;
+    if (hi > g->h * g->w - off) hi = g->h * g->w - off;
+    if (hi < lo) lo = hi = p0 * g->q;   /* no valid rows: nothing to copy, all padding */
+    *a = lo;
+    *b = hi;
+    return off;
+}
+
+/* Column matrix row (ci, r, s) holds x[ci, p*sh - ph + r, q*sw - pw + s] over (p, q), zero in the
+ * padding. `ld` is the row length, so several images can sit side by side. */
+#define IM2COL_BODY                                                                                 \
+    {                                                                                               \
+        bool flat = is_flat(g);                                                                     \
+        for (int64_t ci = 0; ci < g->c; ci++)                                                       \
+            for (int64_t r = 0; r < g->r; r++)                                                      \
+                for (int64_t s = 0; s < g->s; s++) {                                                \
+                    T *dst = col + ((ci * g->r + r) * g->s + s) * ld;                               \
+                    const T *plane = x + ci * g->h * g->w;                                          \
+                    int64_t q0, q1, p0, p1;                                                         \
+                    valid_cols(g, s, &q0, &q1);                                                     \
+                    valid_rows(g, r, &p0, &p1);                                                     \
+                    if (flat) {                                                                     \
+                        int64_t a, b, off = flat_span(g, r, s, &a, &b);                             \
+                        memset(dst, 0, (size_t)a * sizeof(T));                                      \
+                        memcpy(dst + a, plane + a + off, (size_t)(b - a) * sizeof(T));              \
+                        memset(dst + b, 0, (size_t)(g->p * g->q - b) * sizeof(T));                  \
+                        for (int64_t p = p0; p < p1; p++) { /* the wrapped entries: padding */      \
+                            for (int64_t q = 0; q < q0; q++) dst[p * g->q + q] = 0;                 \
+                            for (int64_t q = q1; q < g->q; q++) dst[p * g->q + q] = 0;              \
+                        }                                                                           \
+                        continue;                                                                   \
+                    }                                                                               \
+                    memset(dst, 0, (size_t)(p0 * g->q) * sizeof(T));                                \
+                    memset(dst + p1 * g->q, 0, (size_t)((g->p - p1) * g->q) * sizeof(T));           \
+                    int64_t off = s - g->pw;                                                        \
+                    for (int64_t p = p0; p < p1; p++) {                                             \
+                        T *d = dst + p * g->q;                                                      \
+                        const T *row = plane + (p * g->sh - g->ph + r) * g->w;                      \
+                        for (int64_t q = 0; q < q0; q++) d[q] = 0;                                  \
+                        if (g->sw == 1) memcpy(d + q0, row + q0 + off, (size_t)(q1 - q0) * sizeof(T)); \
+                        else for (int64_t q = q0; q < q1; q++) d[q] = row[q * g->sw + off];         \
+                        for (int64_t q = q1; q < g->q; q++) d[q] = 0;                               \
+                    }                                                                               \
+                }                                                                                   \
+    }
+
+/* The adjoint of im2col: add every column entry back into the input position it came from.
+ * The flat case zeroes the entries that belong to the padding first (col is scratch), so one
+ * axpy over the shifted plane adds nothing where the index wraps. */
+#define COL2IM_BODY                                                                                 \
+    {                                                                                               \
+        bool flat = is_flat(g);                                                                     \
+        for (int64_t ci = 0; ci < g->c; ci++)                                                       \
+            for (int64_t r = 0; r < g->r; r++)                                                      \
+                for (int64_t s = 0; s < g->s; s++) {                                                \
+                    T *src = col + ((ci * g->r + r) * g->s + s) * ld;                               \
+                    T *plane = x + ci * g->h * g->w;                                                \
+                    int64_t q0, q1, p0, p1;                                                         \
+                    valid_cols(g, s, &q0, &q1);                                                     \
+                    valid_rows(g, r, &p0, &p1);                                                     \
+                    if (flat) {                                                                     \
+                        int64_t a, b, off = flat_span(g, r, s, &a, &b);                             \
+                        for (int64_t p = p0; p < p1; p++) {                                         \
+                            for (int64_t q = 0; q < q0; q++) src[p * g->q + q] = 0;                 \
+                            for (int64_t q = q1; q < g->q; q++) src[p * g->q + q] = 0;              \
+                        }                                                                           \
+                        AXPY(T)(b - a, src + a, plane + a + off);                                   \
+                        continue;                                                                   \
+                    }                                                                               \
+                    int64_t off = s - g->pw;                                                        \
+                    for (int64_t p = p0; p < p1; p++) {                                             \
+                        const T *sr = src + p * g->q;                                               \
+                        T *row = plane + (p * g->sh - g->ph + r) * g->w;                            \
+                        for (int64_t q = q0; q < q1; q++) row[q * g->sw + off] += sr[q];            \
+                    }                                                                               \
+                }                                                                                   \
+    }
+
+static void im2col_f32(const conv_geom *g, const float *x, float *col, int64_t ld) { typedef float T; IM2COL_BODY }
+static void im2col_f64(const conv_geom *g, const double *x, double *col, int64_t ld) { typedef double T; IM2COL_BODY }
+static void col2im_f32(const conv_geom *g, float *col, int64_t ld, float *x) { typedef float T; COL2IM_BODY }
+static void col2im_f64(const conv_geom *g, double *col, int64_t ld, double *x) { typedef double T; COL2IM_BODY }
+#define IM2COL(T) _Generic((T)0, float: im2col_f32, double: im2col_f64)
+#define COL2IM(T) _Generic((T)0, float: col2im_f32, double: col2im_f64)
+
+/* A 1x1 stride-1 unpadded convolution is a plain GEMM on the image seen as (C, H*W). */
+static bool is_pointwise(const conv_geom *g) {
+    return g->r == 1 && g->s == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
+}
+
+/* Images per GEMM: as many whole images as fit in k_group_cols columns, within k_group_bytes of
+ * scratch. A GEMM on one 14x14 image (196 columns) leaves OpenBLAS little to split between
+ * threads, so small images share one; the price is copying the output tile back to NCHW (or
+ * gathering gy), which costs most when C*R*S is small, and images of 512+ columns (28x28 and up)
+ * go one at a time with the GEMM writing NCHW in place. Measured in bench/kernels.c. */
+enum { k_group_cols = 1024 };
+static const size_t k_group_bytes = (size_t)16 << 20;
+
+static int64_t group_size(const conv_geom *g, size_t esz) {
+    int64_t pq = g->p * g->q, nb = k_group_cols / pq;
+    if (nb > g->n) nb = g->n;
+    size_t per_image = (size_t)((g->c * g->r * g->s + 1 + g->k) * pq) * esz;
+    while (nb > 1 && (size_t)nb * per_image > k_group_bytes) nb--;
+    return nb < 1 ? 1 : nb;
+}
+
+/* Scratch for one group of images, in elements; `cols` = images * P*Q. */
+typedef struct {
+    size_t col;     /* column matrix (rows, cols) */
+    size_t tile;    /* (K, cols): the grouped output, or gy gathered side by side */
+    size_t w;       /* forward with bias: the weight as (K, C*R*S + 1) with the bias as last column */
+    size_t ones;    /* pointwise forward with bias: a row of ones for a rank-1 bias update */
+} conv_scratch;
+
+/* NULL with the error in ctx when the workspace cannot grow; a non-NULL dummy when none is needed. */
+static void *scratch_get(mst_ctx *ctx, const conv_scratch *s, size_t esz) {
+    size_t n = s->col + s->tile + s->w + s->ones;
+    return n ? mst_ctx_workspace(ctx, n * esz) : (void *)s;
+}
+
+/* ---- conv2d ---- */
+
+/* With a bias, the column matrix gets a row of ones and the weight the bias as an extra column,
+ * so the GEMM adds the bias while it writes the output, instead of a second pass over it (which
+ * cost as much as the GEMM itself for a 1-channel input). A pointwise convolution multiplies the
+ * input directly and adds the bias with a rank-1 update. */
+#define CONV2D_BODY(T)                                                                              \
+    {                                                                                               \
+        conv_geom g = conv_geom_of(c);                                                              \
+        const T *x = (const T *)mst_tensor_data(c->in[0]), *w = (const T *)mst_tensor_data(c->in[1]); \
+        const T *bias = c->n_in == 3 ? (const T *)mst_tensor_data(c->in[2]) : NULL;                 \
+        T *y = (T *)mst_tensor_data(c->out[0]);                                                     \
+        int64_t crs = g.c * g.r * g.s, pq = g.p * g.q, chw = g.c * g.h * g.w, kpq = g.k * pq;       \
+        if (g.n == 0) return MST_OK;                                                                \
+        bool direct = is_pointwise(&g); /* y_n (K, HW) = w (K, C) x_n (C, HW) */                    \
+        int64_t nb = direct ? 1 : group_size(&g, sizeof(T)), cols = nb * pq;                        \
+        int64_t rows = crs + (bias && !direct); /* GEMM inner dimension */                          \
+        conv_scratch sc = {direct ? 0 : (size_t)(rows * cols), nb > 1 ? (size_t)(g.k * cols) : 0,   \
+                           bias && !direct ? (size_t)(g.k * rows) : 0, bias && direct ? (size_t)cols : 0}; \
+        T *col = (T *)scratch_get(ctx, &sc, sizeof(T));                                             \
+        if (!col) return ctx->status;                                                               \
+        T *tile = col + sc.col, *wb = tile + sc.tile, *ones = wb + sc.w;                            \
+        const T *wm = w;                                                                            \
+        if (sc.w) { /* (K, CRS | bias) */                                                           \
+            for (int64_t k = 0; k < g.k; k++) {                                                     \
+                memcpy(wb + k * rows, w + k * crs, (size_t)crs * sizeof(T));                        \
+                wb[k * rows + crs] = bias[k];                                                       \
+            }                                                                                       \
+            wm = wb;                                                                                \
+        }                                                                                           \
+        for (size_t i = 0; i < sc.ones; i++) ones[i] = 1;                                           \
+        for (int64_t n0 = 0; n0 < g.n; n0 += nb) {                                                  \
+            int64_t cnt = g.n - n0 < nb ? g.n - n0 : nb, ld = cnt * pq;                             \
+            /* one image: straight into NCHW; several: a (K, cnt*PQ) tile, image i in block i */    \
+            T *dst = cnt == 1 ? y + n0 * kpq : tile;                                                \
+            for (int64_t i = 0; !direct && i < cnt; i++) IM2COL(T)(&g, x + (n0 + i) * chw, col + i * pq, ld); \
+            for (int64_t j = 0; sc.w && j < ld; j++) col[crs * ld + j] = 1;                         \
+            GEMM(T)(false, false, g.k, ld, rows, 1, wm, rows, direct ? x + n0 * chw : col, ld, 0, dst, ld); \
+            if (sc.ones) GER(T)(g.k, ld, bias, ones, dst, ld);                                      \
+            for (int64_t i = 0; cnt > 1 && i < cnt; i++)                                            \
+                for (int64_t k = 0; k < g.k; k++)                                                   \
+                    memcpy(y + (n0 + i) * kpq + k * pq, tile + k * ld + i * pq, (size_t)pq * sizeof(T)); \
+        }                                                                                           \
+        return MST_OK;                                                                              \
+    }
+FLOAT_KERNELS(conv2d, CONV2D_BODY)
+
+#define CONV2D_REF_BODY(T)                                                                          \
+    {                                                                                               \
+        conv_geom g = conv_geom_of(c);                                                              \
+        const T *x = (const T *)mst_tensor_data(c->in[0]), *w = (const T *)mst_tensor_data(c->in[1]); \
+        const T *bias = c->n_in == 3 ? (const T *)mst_tensor_data(c->in[2]) : NULL;                 \
+        T *y = (T *)mst_tensor_data(c->out[0]);                                                     \
+        for (int64_t n = 0; n < g.n; n++)                                                           \
+            for (int64_t k = 0; k < g.k; k++)                                                       \
+                for (int64_t p = 0; p < g.p; p++)                                                   \
+                    for (int64_t q = 0; q < g.q; q++) {                                             \
+                        double acc = 0;                                                             \
+                        for (int64_t ci = 0; ci < g.c; ci++)                                        \
+                            for (int64_t r = 0; r < g.r; r++)                                       \
+                                for (int64_t s = 0; s < g.s; s++) {                                 \
+                                    int64_t ih = p * g.sh - g.ph + r, iw = q * g.sw - g.pw + s;     \
+                                    if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) continue;       \
+                                    acc += x[((n * g.c + ci) * g.h + ih) * g.w + iw] *              \
+                                           w[((k * g.c + ci) * g.r + r) * g.s + s];                 \
+                                }                                                                   \
+                        y[((n * g.k + k) * g.p + p) * g.q + q] = (T)(acc + (bias ? bias[k] : 0));   \
+                    }                                                                               \
+        return MST_OK;                                                                              \
+    }
+FLOAT_KERNELS(conv2d_ref, CONV2D_REF_BODY)
+
+static mst_status conv2d_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *const gy[], mst_tensor *gx[]) {
+    mst_tensor *x = c->in[0], *w = c->in[1];
+    const int64_t *a = c->attrs.i;
+    int sh = (int)a[0], sw = (int)a[1], ph = (int)a[2], pw = (int)a[3];
+    if (x->requires_grad)
+        gx[0] = mst_conv2d_grad_input(ctx, gy[0], w, (int)x->shape[2], (int)x->shape[3], sh, sw, ph, pw);
+    if (w->requires_grad)
+        gx[1] = mst_conv2d_grad_weight(ctx, gy[0], x, (int)w->shape[2], (int)w->shape[3], sh, sw, ph, pw);
+    if (c->n_in == 3 && c->in[2]->requires_grad) gx[2] = mst_sum(ctx, gy[0], 1u | 4u | 8u, false);
+    return ctx->status;
+}
+
+/* The same count for all three ops: each is one GEMM of K x (C*R*S) x (P*Q) per image. */
+static int64_t conv_flops(const mst_op_call *c) {
+    conv_geom g = conv_geom_of(c);
+    return 2 * g.n * g.k * g.p * g.q * g.c * g.r * g.s;
+}
+
+const mst_op_desc mst_desc_conv2d = {
+    .name = "conv2d", .min_inputs = 2, .max_inputs = 3, .n_outputs = 1, .flags = MST_OPF_PROMOTE,
+    .attr_i = {"stride_h", "stride_w", "pad_h", "pad_w"},
+    .infer = infer_conv2d, .cpu = FLOAT_KERNEL_TABLE(conv2d), .cpu_ref = FLOAT_KERNEL_TABLE(conv2d_ref),
+    .backward = conv2d_backward, .flops = conv_flops,
+};
+
+/* ---- conv2d_grad_input: gy (N, K, P, Q), w -> gx (N, C, H, W) ---- */
+
+#define CONV2D_GRAD_INPUT_BODY(T)                                                                   \
+    {                                                                                               \
+        conv_geom g = conv_geom_of(c);                                                              \
+        const T *gy = (const T *)mst_tensor_data(c->in[0]), *w = (const T *)mst_tensor_data(c->in[1]); \
+        T *gx = (T *)mst_tensor_data(c->out[0]);                                                    \
+        int64_t crs = g.c * g.r * g.s, pq = g.p * g.q, chw = g.c * g.h * g.w, kpq = g.k * pq;       \
+        if (g.n == 0) return MST_OK;                                                                \
+        if (is_pointwise(&g)) { /* gx_n (C, HW) = w^T (C, K) gy_n (K, HW) */                        \
+            for (int64_t n = 0; n < g.n; n++)                                                       \
+                GEMM(T)(true, false, g.c, pq, g.k, 1, w, g.c, gy + n * kpq, pq, 0, gx + n * chw, pq); \
+            return MST_OK;                                                                          \
+        }                                                                                           \
+        int64_t nb = group_size(&g, sizeof(T));                                                     \
+        conv_scratch sc = {(size_t)(crs * nb * pq), nb > 1 ? (size_t)(g.k * nb * pq) : 0, 0, 0};    \
+        T *col = (T *)scratch_get(ctx, &sc, sizeof(T));                                             \
+        if (!col) return ctx->status;                                                               \
+        T *tile = col + sc.col;                                                                     \
+        memset(gx, 0, mst_tensor_nbytes(c->out[0]));                                                \
+        for (int64_t n0 = 0; n0 < g.n; n0 += nb) {                                                  \
+            int64_t cnt = g.n - n0 < nb ? g.n - n0 : nb, ld = cnt * pq;                             \
+            const T *src = gy + n0 * kpq;                                                           \
+            if (cnt > 1) { /* gather gy's images side by side: (K, cnt*PQ) */                       \
+                for (int64_t i = 0; i < cnt; i++)                                                   \
+                    for (int64_t k = 0; k < g.k; k++)                                               \
+                        memcpy(tile + k * ld + i * pq, gy + (n0 + i) * kpq + k * pq, (size_t)pq * sizeof(T)); \
+                src = tile;                                                                         \
+            }                                                                                       \
+            GEMM(T)(true, false, crs, ld, g.k, 1, w, crs, src, ld, 0, col, ld);                     \
+            for (int64_t i = 0; i < cnt; i++) COL2IM(T)(&g, col + i * pq, ld, gx + (n0 + i) * chw); \
+        }                                                                                           \
+        return MST_OK;                                                                              \
+    }
+FLOAT_KERNELS(conv2d_grad_input, CONV2D_GRAD_INPUT_BODY)
+
+#define CONV2D_GRAD_INPUT_REF_BODY(T)                                                               \
+    {                                                                                               \
+        conv_geom g = conv_geom_of(c);                                                              \
+        const T *gy = (const T *)mst_tensor_data(c->in[0]), *w = (const T *)mst_tensor_data(c->in[1]); \
+        T *gx = (T *)mst_tensor_data(c->out[0]);                                                    \
+        memset(gx, 0, mst_tensor_nbytes(c->out[0]));                                                \
+        for (int64_t n = 0; n < g.n; n++)                                                           \
+            for (int64_t k = 0; k < g.k; k++)                                                       \
+                for (int64_t p = 0; p < g.p; p++)                                                   \
+                    for (int64_t q = 0; q < g.q; q++) {                                             \
+                        T gv = gy[((n * g.k + k) * g.p + p) * g.q + q];                             \
+                        for (int64_t ci = 0; ci < g.c; ci++)                                        \
+                            for (int64_t r = 0; r < g.r; r++)                                       \
+                                for (int64_t s = 0; s < g.s; s++) {                                 \
+                                    int64_t ih = p * g.sh - g.ph + r, iw = q * g.sw - g.pw + s;     \
+                                    if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) continue;       \
+                                    gx[((n * g.c + ci) * g.h + ih) * g.w + iw] +=                   \
+                                        gv * w[((k * g.c + ci) * g.r + r) * g.s + s];               \
+                                }                                                                   \
+                    }                                                                               \
+        return MST_OK;                                                                              \
+    }
+FLOAT_KERNELS(conv2d_grad_input_ref, CONV2D_GRAD_INPUT_REF_BODY)
+
+const mst_op_desc mst_desc_conv2d_grad_input = {
+    .name = "conv2d_grad_input", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
+    .flags = MST_OPF_GRAD_OP | MST_OPF_PROMOTE,
+    .attr_i = {"stride_h", "stride_w", "pad_h", "pad_w", "in_h", "in_w"},
+    .infer = infer_conv2d_grad_input, .cpu = FLOAT_KERNEL_TABLE(conv2d_grad_input),
+    .cpu_ref = FLOAT_KERNEL_TABLE(conv2d_grad_input_ref), .flops = conv_flops,
+};
+
+/* ---- conv2d_grad_weight: gy (N, K, P, Q), x (N, C, H, W) -> gw (K, C, R, S) ---- */
+
+#define CONV2D_GRAD_WEIGHT_BODY(T)                                                                  \
+    {                                                                                               \
+        conv_geom g = conv_geom_of(c);                                                              \
+        const T *gy = (const T *)mst_tensor_data(c->in[0]), *x = (const T *)mst_tensor_data(c->in[1]); \
+        T *gw = (T *)mst_tensor_data(c->out[0]);                                                    \
+        int64_t crs = g.c * g.r * g.s, pq = g.p * g.q, chw = g.c * g.h * g.w, kpq = g.k * pq;       \
+        memset(gw, 0, mst_tensor_nbytes(c->out[0]));                                                \
+        if (g.n == 0) return MST_OK;                                                                \
+        if (is_pointwise(&g)) { /* gw (K, C) += gy_n (K, HW) x_n^T (HW, C) */                       \
+            for (int64_t n = 0; n < g.n; n++)                                                       \
+                GEMM(T)(false, true, g.k, g.c, pq, 1, gy + n * kpq, pq, x + n * chw, pq, 1, gw, g.c); \
+            return MST_OK;                                                                          \
+        }                                                                                           \
+        int64_t nb = group_size(&g, sizeof(T));                                                     \
+        conv_scratch sc = {(size_t)(crs * nb * pq), nb > 1 ? (size_t)(g.k * nb * pq) : 0, 0, 0};    \
+        T *col = (T *)scratch_get(ctx, &sc, sizeof(T));                                             \
+        if (!col) return ctx->status;                                                               \
+        T *tile = col + sc.col;                                                                     \
+        for (int64_t n0 = 0; n0 < g.n; n0 += nb) {                                                  \
+            int64_t cnt = g.n - n0 < nb ? g.n - n0 : nb, ld = cnt * pq;                             \
+            const T *src = gy + n0 * kpq;                                                           \
+            for (int64_t i = 0; i < cnt; i++) IM2COL(T)(&g, x + (n0 + i) * chw, col + i * pq, ld);  \
+            if (cnt > 1) {                                                                          \
+                for (int64_t i = 0; i < cnt; i++)                                                   \
+                    for (int64_t k = 0; k < g.k; k++)                                               \
+                        memcpy(tile + k * ld + i * pq, gy + (n0 + i) * kpq + k * pq, (size_t)pq * sizeof(T)); \
+                src = tile;                                                                         \
+            }                                                                                       \
+            /* gw (K, CRS) += gy (K, cnt*PQ) col^T (cnt*PQ, CRS) */                                 \
+            GEMM(T)(false, true, g.k, crs, ld, 1, src, ld, col, ld, 1, gw, crs);                    \
+        }                                                                                           \
+        return MST_OK;                                                                              \
+    }
+FLOAT_KERNELS(conv2d_grad_weight, CONV2D_GRAD_WEIGHT_BODY)
+
+#define CONV2D_GRAD_WEIGHT_REF_BODY(T)                                                              \
+    {                                                                                               \
+        conv_geom g = conv_geom_of(c);                                                              \
+        const T *gy = (const T *)mst_tensor_data(c->in[0]), *x = (const T *)mst_tensor_data(c->in[1]); \
+        T *gw = (T *)mst_tensor_data(c->out[0]);                                                    \
+        for (int64_t k = 0; k < g.k; k++)                                                           \
+            for (int64_t ci = 0; ci < g.c; ci++)                                                    \
+                for (int64_t r = 0; r < g.r; r++)                                                   \
+                    for (int64_t s = 0; s < g.s; s++) {                                             \
+                        double acc = 0;                                                             \
+                        for (int64_t n = 0; n < g.n; n++)                                           \
+                            for (int64_t p = 0; p < g.p; p++)                                       \
+                                for (int64_t q = 0; q < g.q; q++) {                                 \
+                                    int64_t ih = p * g.sh - g.ph + r, iw = q * g.sw - g.pw + s;     \
+                                    if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) continue;       \
+                                    acc += gy[((n * g.k + k) * g.p + p) * g.q + q] *                \
+                                           x[((n * g.c + ci) * g.h + ih) * g.w + iw];               \
+                                }                                                                   \
+                        gw[((k * g.c + ci) * g.r + r) * g.s + s] = (T)acc;                          \
+                    }                                                                               \
+        return MST_OK;                                                                              \
+    }
+FLOAT_KERNELS(conv2d_grad_weight_ref, CONV2D_GRAD_WEIGHT_REF_BODY)
+
+const mst_op_desc mst_desc_conv2d_grad_weight = {
+    .name = "conv2d_grad_weight", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
+    .flags = MST_OPF_GRAD_OP | MST_OPF_PROMOTE,
+    .attr_i = {"stride_h", "stride_w", "pad_h", "pad_w", "k_h", "k_w"},
+    .infer = infer_conv2d_grad_weight, .cpu = FLOAT_KERNEL_TABLE(conv2d_grad_weight),
+    .cpu_ref = FLOAT_KERNEL_TABLE(conv2d_grad_weight_ref), .flops = conv_flops,
+};
+
+/* ---- public constructors ---- */
+
+mst_tensor *mst_conv2d(mst_ctx *ctx, mst_tensor *x, mst_tensor *w, mst_tensor *bias, int stride_h, int stride_w,
+                       int pad_h, int pad_w) {
+    mst_attrs a = {.i = {stride_h, stride_w, pad_h, pad_w}};
+    return mst_dispatch1(ctx, MST_OP_CONV2D, bias ? 3 : 2, (mst_tensor *[]){x, w, bias}, &a);
+}
+
+mst_tensor *mst_conv2d_grad_input(mst_ctx *ctx, mst_tensor *gy, mst_tensor *w, int in_h, int in_w, int stride_h,
+                                  int stride_w, int pad_h, int pad_w) {
+    mst_attrs a = {.i = {stride_h, stride_w, pad_h, pad_w, in_h, in_w}};
+    return mst_dispatch1(ctx, MST_OP_CONV2D_GRAD_INPUT, 2, (mst_tensor *[]){gy, w}, &a);
+}
+
+mst_tensor *mst_conv2d_grad_weight(mst_ctx *ctx, mst_tensor *gy, mst_tensor *x, int k_h, int k_w, int stride_h,
+                                   int stride_w, int pad_h, int pad_w) {
+    mst_attrs a = {.i = {stride_h, stride_w, pad_h, pad_w, k_h, k_w}};
+    return mst_dispatch1(ctx, MST_OP_CONV2D_GRAD_WEIGHT, 2, (mst_tensor *[]){gy, x}, &a);
+}

@@ -1,0 +1,514 @@
+/* norm.c — batch normalization and layer normalization, with the gradient ops their backward
+ * rules call.
+ *
+ * Statistics accumulate in double for every dtype and take two passes (the mean, then the sum of
+ * squared deviations from it): one more read of x than the one-pass E[x^2] - E[x]^2 form, which
+ * cancels catastrophically when |mean| >> std. Training batchnorm normalizes with the batch's
+ * biased variance and updates the running statistics in place with the unbiased one; evaluation
+ * normalizes with the running statistics (PyTorch's semantics, torch.nn.functional.batch_norm).
+ * The fast batchnorm kernels walk x in memory order with per-channel accumulators, which keeps
+ * (N, C) inputs unit-stride; the reference kernels loop channel by channel.
+ * References: Ioffe & Szegedy 2015 (arXiv:1502.03167), Ba, Kiros & Hinton 2016 (arXiv:1607.06450).
+ */
+#include <math.h>
+
+#include "runtime/ops/common.h"
+
+/* ======================================================================================= */
+/* batchnorm                                                                                */
+/* ======================================================================================= */
+
+/* x viewed as (N, C, S): S = H * W for (N, C, H, W), 1 for (N, C). M = N * S values per channel. */
+typedef struct {
+    int64_t n, c, s, m;
+} bn_dims;
+
+static bn_dims bn_dims_of(const mst_tensor *x) {
+    bn_dims d = {x->shape[0], x->shape[1], x->ndim == 4 ? x->shape[2] * x->shape[3] : 1, 0};
+    d.m = d.n * d.s;
+    return d;
+}
+
+/* Error unless x is (N, C) or (N, C, H, W). */
+static mst_status bn_require_x(mst_ctx *ctx, const mst_op_call *c, int i, const char *what) {
+    int nd = c->in[i]->ndim;
+    if (nd == 2 || nd == 4) return MST_OK;
+    return mst_op_fail(ctx, c, MST_ERR_SHAPE, "%s must have rank 2 (N, C) or 4 (N, C, H, W), got rank %d", what, nd);
+}
+
+/* Error unless input i is a vector of length n (per channel or per feature). */
+static mst_status require_vector(mst_ctx *ctx, const mst_op_call *c, int i, const char *what, int64_t n,
+                                 const char *of) {
+    const mst_tensor *t = c->in[i];
+    if (t->ndim == 1 && t->shape[0] == n) return MST_OK;
+    char got[96];
+    return mst_op_fail(ctx, c, MST_ERR_SHAPE, "%s (input %d) must have shape (%lld) to match %s, got %s", what, i,
+                       (long long)n, of, mst_shape_str(t->ndim, t->shape, got, sizeof(got)));
+}
+
+/* The meta of an (n) vector with every dim slot set: meta_make leaves the unused slots
+ * uninitialized, which gcc's -Wmaybe-uninitialized reports when the struct is copied out. */
+static mst_meta meta_vector(mst_dtype dtype, int64_t n) { return (mst_meta){.dtype = dtype, .ndim = 1, .shape = {n}}; }
+
+/* Error unless every input is a float tensor of input 0's dtype. */
+static mst_status require_float_all(mst_ctx *ctx, const mst_op_call *c) {
+    mst_status s = op_require_float(ctx, c, 0);
+    for (int i = 1; s == MST_OK && i < c->n_in; i++) s = op_require_same_dtype(ctx, c, 0, i);
+    return s;
+}
+
+static mst_status require_eps(mst_ctx *ctx, const mst_op_call *c, double eps) {
+    if (eps > 0 && isfinite(eps)) return MST_OK;
+    return mst_op_fail(ctx, c, MST_ERR_ARG, "eps must be a finite number > 0, got %g", eps);
+}
+
+/* in: x, gamma, beta, running_mean, running_var; attrs i[0] training, f[0] momentum, f[1] eps.
+ * out: y (like x), save_mean (C), save_invstd (C). */
+static mst_status infer_batchnorm(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) {
+    static const char *const names[] = {"x", "gamma", "beta", "running_mean", "running_var"};
+    mst_status s = require_float_all(ctx, c);
+    if (s == MST_OK) s = bn_require_x(ctx, c, 0, "x");
+    if (s != MST_OK) return s;
+    const mst_tensor *x = c->in[0];
+    int64_t ch = x->shape[1];
+    for (int i = 1; i < 5; i++)
+        if ((s = require_vector(ctx, c, i, names[i], ch, "the channels of x (dim 1)")) != MST_OK) return s;
+    if ((s = require_eps(ctx, c, c->attrs.f[1])) != MST_OK) return s;
+    double momentum = c->attrs.f[0];
+    if (!(momentum >= 0 && momentum <= 1))
+        return mst_op_fail(ctx, c, MST_ERR_ARG, "momentum must be in [0, 1], got %g", momentum);
+    bn_dims d = bn_dims_of(x);
+    if (c->attrs.i[0] && d.m <= 1)
+        return mst_op_fail(ctx, c, MST_ERR_SHAPE, "expected more than 1 value per channel when training, got N*H*W = %lld",
+                           (long long)d.m);
+    out[0] = meta_like(x);
+    out[1] = meta_vector(x->dtype, ch);
+    out[2] = meta_vector(x->dtype, ch);
+    return MST_OK;
+}
+
+/* k arrays of C doubles of scratch (a spare slot so C = 0 still gets a valid pointer). */
+static double *bn_scratch(mst_ctx *ctx, int64_t ch, int k) {
+    return (double *)mst_ctx_workspace(ctx, (size_t)(k * ch + 1) * sizeof(double));
+}
+
+/* Runs STMT for every element of x viewed as (N, C, S), in memory order, with i the element and
+ * ch its channel. (N, C) inputs (S = 1) get one unit-stride loop over channels per row instead
+ * of C runs of length 1. */
+#define BN_FOR_EACH(d, STMT)                                                                         \
+    for (int64_t n = 0; n < (d).n; n++) {                                                            \
+        if ((d).s == 1)                                                                              \
+            for (int64_t ch = 0, i = n * (d).c; ch < (d).c; ch++, i++) { STMT; }                     \
+        else                                                                                         \
+            for (int64_t ch = 0; ch < (d).c; ch++)                                                   \
+                for (int64_t i = (n * (d).c + ch) * (d).s, end_ = i + (d).s; i < end_; i++) { STMT; } \
+    }
+/* acc1[ch] += E1 and acc2[ch] += E2 over every element (E2 may be 0 for one sum). Runs of S
+ * elements use four partial sums: double adds cannot be reordered by the compiler (no
+ * -ffast-math), and one chain of dependent adds would cap the pass at one element per add
+ * latency. */
+#define BN_ACCUMULATE(d, acc1, E1, acc2, E2)                                                         \
+    for (int64_t n = 0; n < (d).n; n++) {                                                            \
+        if ((d).s == 1) {                                                                            \
+            for (int64_t ch = 0, i = n * (d).c; ch < (d).c; ch++, i++) { acc1[ch] += (E1); acc2[ch] += (E2); } \
+            continue;                                                                                \
+        }                                                                                            \
+        for (int64_t ch = 0; ch < (d).c; ch++) {                                                     \
+            double a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;                   \
+            int64_t i_ = (n * (d).c + ch) * (d).s, end_ = i_ + (d).s;                                \
+            for (; i_ + 4 <= end_; i_ += 4) {                                                        \
+                { const int64_t i = i_;     a0 += (E1); b0 += (E2); }                                \
+                { const int64_t i = i_ + 1; a1 += (E1); b1 += (E2); }                                \
+                { const int64_t i = i_ + 2; a2 += (E1); b2 += (E2); }                                \
+                { const int64_t i = i_ + 3; a3 += (E1); b3 += (E2); }                                \
+            }                                                                                        \
+            for (; i_ < end_; i_++) { const int64_t i = i_; a0 += (E1); b0 += (E2); }                \
+            acc1[ch] += (a0 + a1) + (a2 + a3);                                                       \
+            acc2[ch] += (b0 + b1) + (b2 + b3);                                                       \
+        }                                                                                            \
+    }
+
+/* Fast forward: per-channel mean and biased variance by two memory-order passes, then
+ * y = (x - mean) a + beta in T with a = gamma invstd (subtracting first keeps y accurate when
+ * |mean| >> std). */
+#define BN_FWD_BODY(T)                                                                               \
+    {                                                                                                \
+        bn_dims d = bn_dims_of(c->in[0]);                                                            \
+        const T *x = (const T *)mst_tensor_data(c->in[0]);                                           \
+        const T *gamma = (const T *)mst_tensor_data(c->in[1]), *beta = (const T *)mst_tensor_data(c->in[2]); \
+        T *rmean = (T *)mst_tensor_data(c->in[3]), *rvar = (T *)mst_tensor_data(c->in[4]);           \
+        T *y = (T *)mst_tensor_data(c->out[0]);                                                      \
+        T *save_mean = (T *)mst_tensor_data(c->out[1]), *save_invstd = (T *)mst_tensor_data(c->out[2]); \
+        double momentum = c->attrs.f[0], eps = c->attrs.f[1];                                        \
+        double *mean = bn_scratch(ctx, d.c, 4);                                                      \
+        if (!mean) return ctx->status;                                                               \
+        double *invstd = mean + d.c, *acc = invstd + d.c, *scale = acc + d.c;                        \
+        if (c->attrs.i[0]) {                                                                         \
+            for (int64_t ch = 0; ch < d.c; ch++) mean[ch] = acc[ch] = invstd[ch] = 0;                \
+            BN_ACCUMULATE(d, mean, (double)x[i], acc, 0.0)                                           \
+            for (int64_t ch = 0; ch < d.c; ch++) mean[ch] /= (double)d.m;                            \
+            BN_ACCUMULATE(d, acc, ((double)x[i] - mean[ch]) * ((double)x[i] - mean[ch]), invstd, 0.0) \
+            for (int64_t ch = 0; ch < d.c; ch++) {                                                   \
+                double var = acc[ch] / (double)d.m;                                                  \
+                invstd[ch] = 1.0 / sqrt(var + eps);                                                  \
+                rmean[ch] = (T)((1 - momentum) * (double)rmean[ch] + momentum * mean[ch]);           \
+                rvar[ch] = (T)((1 - momentum) * (double)rvar[ch] + momentum * var * (double)d.m / (double)(d.m - 1)); \
+            }                                                                                        \
+        } else {                                                                                     \
+            for (int64_t ch = 0; ch < d.c; ch++) {                                                   \
+                mean[ch] = (double)rmean[ch];                                                        \
+                invstd[ch] = 1.0 / sqrt((double)rvar[ch] + eps);                                     \
+            }                                                                                        \
+        }                                                                                            \
+        for (int64_t ch = 0; ch < d.c; ch++) {                                                       \
+            save_mean[ch] = (T)mean[ch];                                                             \
+            save_invstd[ch] = (T)invstd[ch];                                                         \
+            scale[ch] = (double)gamma[ch] * invstd[ch];                                              \
+        }                                                                                            \
+        BN_FOR_EACH(d, y[i] = (x[i] - (T)mean[ch]) * (T)scale[ch] + beta[ch])                        \
+        return MST_OK;                                                                               \
+    }
+FLOAT_KERNELS(batchnorm, BN_FWD_BODY)
+
+/* Reference forward: channel by channel, every step in double, the textbook formula. */
+#define BN_FWD_REF_BODY(T)                                                                           \
+    {                                                                                                \
+        bn_dims d = bn_dims_of(c->in[0]);                                                            \
+        const T *x = (const T *)mst_tensor_data(c->in[0]);                                           \
+        const T *gamma = (const T *)mst_tensor_data(c->in[1]), *beta = (const T *)mst_tensor_data(c->in[2]); \
+        T *rmean = (T *)mst_tensor_data(c->in[3]), *rvar = (T *)mst_tensor_data(c->in[4]);           \
+        T *y = (T *)mst_tensor_data(c->out[0]);                                                      \
+        T *save_mean = (T *)mst_tensor_data(c->out[1]), *save_invstd = (T *)mst_tensor_data(c->out[2]); \
+        double momentum = c->attrs.f[0], eps = c->attrs.f[1];                                        \
+        for (int64_t ch = 0; ch < d.c; ch++) {                                                       \
+            double mean, var;                                                                        \
+            if (c->attrs.i[0]) {                                                                     \
+                double sum = 0, sq = 0;                                                              \
+                for (int64_t n = 0; n < d.n; n++)                                                    \
+                    for (int64_t k = 0; k < d.s; k++) sum += x[(n * d.c + ch) * d.s + k];            \
+                mean = sum / (double)d.m;                                                            \
+                for (int64_t n = 0; n < d.n; n++)                                                    \
+                    for (int64_t k = 0; k < d.s; k++) {                                              \
+                        double t = x[(n * d.c + ch) * d.s + k] - mean;                               \
+                        sq += t * t;                                                                 \
+                    }                                                                                \
+                var = sq / (double)d.m;                                                              \
+                double unbiased = sq / (double)(d.m - 1);                                            \
+                rmean[ch] = (T)((1 - momentum) * (double)rmean[ch] + momentum * mean);               \
+                rvar[ch] = (T)((1 - momentum) * (double)rvar[ch] + momentum * unbiased);             \
+            } else {                                                                                 \
+                mean = rmean[ch];                                                                    \
+                var = rvar[ch];                                                                      \
+            }                                                                                        \
+            double invstd = 1.0 / sqrt(var + eps);                                                   \
+            save_mean[ch] = (T)mean;                                                                 \
+            save_invstd[ch] = (T)invstd;                                                             \
+            for (int64_t n = 0; n < d.n; n++)                                                        \
+                for (int64_t k = 0; k < d.s; k++) {                                                  \
+                    int64_t i = (n * d.c + ch) * d.s + k;                                            \
+                    y[i] = (T)((x[i] - mean) * invstd * gamma[ch] + beta[ch]);                       \
+                }                                                                                    \
+        }                                                                                            \
+        return MST_OK;                                                                               \
+    }
+FLOAT_KERNELS(batchnorm_ref, BN_FWD_REF_BODY)
+
+static mst_status batchnorm_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *const gy[], mst_tensor *gx[]) {
+    if (!gy[0]) return MST_OK;      /* the saved statistics carry no gradient */
+    mst_tensor *g[3] = {0};
+    mst_status s = mst_batchnorm_grad(ctx, gy[0], c->in[0], c->in[1], c->out[1], c->out[2], c->attrs.i[0] != 0, g);
+    if (s != MST_OK) return s;
+    gx[0] = g[0];
+    gx[1] = g[1];
+    gx[2] = g[2];
+    return MST_OK;
+}
+
+/* training: sum, squared deviations, apply (1 + 3 + 3 per element); eval: apply only */
+static int64_t batchnorm_flops(const mst_op_call *c) { return (c->attrs.i[0] ? 7 : 3) * c->in[0]->numel; }
+
+const mst_op_desc mst_desc_batchnorm = {
+    .name = "batchnorm", .min_inputs = 5, .max_inputs = 5, .n_outputs = 3,
+    .mutates = 1u << 3 | 1u << 4, .nondiff = 1u << 3 | 1u << 4,
+    .attr_i = {"training"}, .attr_f = {"momentum", "eps"},
+    .infer = infer_batchnorm, .cpu = FLOAT_KERNEL_TABLE(batchnorm), .cpu_ref = FLOAT_KERNEL_TABLE(batchnorm_ref),
+    .backward = batchnorm_backward, .flops = batchnorm_flops,
+};
+
+/* ---- batchnorm_grad: in gy, x, gamma, save_mean, save_invstd; attr i[0] training;
+ *      out gx (like x), ggamma (C), gbeta (C) ---- */
+
+static mst_status infer_batchnorm_grad(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) {
+    static const char *const names[] = {"gy", "x", "gamma", "save_mean", "save_invstd"};
+    mst_status s = require_float_all(ctx, c);
+    if (s == MST_OK) s = bn_require_x(ctx, c, 1, "x");
+    if (s == MST_OK) s = op_require_same_shape(ctx, c, 0, 1);
+    if (s != MST_OK) return s;
+    const mst_tensor *x = c->in[1];
+    int64_t ch = x->shape[1];
+    for (int i = 2; i < 5; i++)
+        if ((s = require_vector(ctx, c, i, names[i], ch, "the channels of x (dim 1)")) != MST_OK) return s;
+    out[0] = meta_like(x);
+    out[1] = meta_vector(x->dtype, ch);
+    out[2] = meta_vector(x->dtype, ch);
+    return MST_OK;
+}
+
+/* Fast: one memory-order pass for sum(gy) and sum(gy (x - mean)) per channel, one for gx:
+ *   ggamma = invstd sum(gy (x - mean)),  gbeta = sum(gy)
+ *   training: gx = gamma invstd (gy - gbeta / M - (x - mean) invstd ggamma / M)
+ *   eval:     gx = gamma invstd gy */
+#define BN_GRAD_BODY(T)                                                                              \
+    {                                                                                                \
+        bn_dims d = bn_dims_of(c->in[1]);                                                            \
+        const T *gy = (const T *)mst_tensor_data(c->in[0]), *x = (const T *)mst_tensor_data(c->in[1]); \
+        const T *gamma = (const T *)mst_tensor_data(c->in[2]);                                       \
+        const T *save_mean = (const T *)mst_tensor_data(c->in[3]);                                   \
+        const T *save_invstd = (const T *)mst_tensor_data(c->in[4]);                                 \
+        T *gx = (T *)mst_tensor_data(c->out[0]);                                                     \
+        T *ggamma = (T *)mst_tensor_data(c->out[1]), *gbeta = (T *)mst_tensor_data(c->out[2]);       \
+        double *sum_gy = bn_scratch(ctx, d.c, 5);                                                    \
+        if (!sum_gy) return ctx->status;                                                             \
+        double *sum_gyx = sum_gy + d.c, *mean = sum_gyx + d.c, *scale = mean + d.c, *q = scale + d.c; \
+        for (int64_t ch = 0; ch < d.c; ch++) {                                                       \
+            sum_gy[ch] = sum_gyx[ch] = 0;                                                            \
+            mean[ch] = (double)save_mean[ch];                                                        \
+        }                                                                                            \
+        BN_ACCUMULATE(d, sum_gy, (double)gy[i], sum_gyx, (double)gy[i] * ((double)x[i] - mean[ch]))  \
+        double inv_m = d.m > 0 ? 1.0 / (double)d.m : 0;                                              \
+        for (int64_t ch = 0; ch < d.c; ch++) {                                                       \
+            double is = (double)save_invstd[ch];                                                     \
+            ggamma[ch] = (T)(sum_gyx[ch] * is);                                                      \
+            gbeta[ch] = (T)sum_gy[ch];                                                               \
+            scale[ch] = (double)gamma[ch] * is;                                                      \
+            q[ch] = sum_gyx[ch] * is * is * inv_m;                                                   \
+            sum_gy[ch] *= inv_m;                                      /* now mean(gy) */             \
+        }                                                                                            \
+        if (c->attrs.i[0])                                                                           \
+            BN_FOR_EACH(d, gx[i] = (T)scale[ch] * (gy[i] - (T)sum_gy[ch] - (x[i] - (T)mean[ch]) * (T)q[ch])) \
+        else                                                                                         \
+            BN_FOR_EACH(d, gx[i] = (T)scale[ch] * gy[i])                                             \
+        return MST_OK;                                                                               \
+    }
+FLOAT_KERNELS(batchnorm_grad, BN_GRAD_BODY)
+
+/* Reference: channel by channel in double, the formula as written in the paper:
+ * gx = gamma invstd / M (M gy - sum(gy) - xhat sum(gy xhat)). */
+#define BN_GRAD_REF_BODY(T)                                                                          \
+    {                                                                                                \
+        bn_dims d = bn_dims_of(c->in[1]);                                                            \
+        const T *gy = (const T *)mst_tensor_data(c->in[0]), *x = (const T *)mst_tensor_data(c->in[1]); \
+        const T *gamma = (const T *)mst_tensor_data(c->in[2]);                                       \
+        const T *mean = (const T *)mst_tensor_data(c->in[3]), *invstd = (const T *)mst_tensor_data(c->in[4]); \
+        T *gx = (T *)mst_tensor_data(c->out[0]);                                                     \
+        T *ggamma = (T *)mst_tensor_data(c->out[1]), *gbeta = (T *)mst_tensor_data(c->out[2]);       \
+        double M = (double)d.m;                                                                      \
+        for (int64_t ch = 0; ch < d.c; ch++) {                                                       \
+            double sg = 0, sgx = 0;                                                                  \
+            for (int64_t n = 0; n < d.n; n++)                                                        \
+                for (int64_t k = 0; k < d.s; k++) {                                                  \
+                    int64_t i = (n * d.c + ch) * d.s + k;                                            \
+                    double xhat = (x[i] - (double)mean[ch]) * invstd[ch];                            \
+                    sg += gy[i];                                                                     \
+                    sgx += gy[i] * xhat;                                                             \
+                }                                                                                    \
+            ggamma[ch] = (T)sgx;                                                                     \
+            gbeta[ch] = (T)sg;                                                                       \
+            for (int64_t n = 0; n < d.n; n++)                                                        \
+                for (int64_t k = 0; k < d.s; k++) {                                                  \
+                    int64_t i = (n * d.c + ch) * d.s + k;                                            \
+                    double xhat = (x[i] - (double)mean[ch]) * invstd[ch];                            \
+                    gx[i] = c->attrs.i[0] ? (T)(gamma[ch] * invstd[ch] / M * (M * gy[i] - sg - xhat * sgx)) \
+                                          : (T)(gy[i] * gamma[ch] * invstd[ch]);                     \
+                }                                                                                    \
+        }                                                                                            \
+        return MST_OK;                                                                               \
+    }
+FLOAT_KERNELS(batchnorm_grad_ref, BN_GRAD_REF_BODY)
+
+/* the sums (4 per element), then gx (5 per element training, 1 eval) */
+static int64_t batchnorm_grad_flops(const mst_op_call *c) { return (c->attrs.i[0] ? 9 : 5) * c->in[0]->numel; }
+
+const mst_op_desc mst_desc_batchnorm_grad = {
+    .name = "batchnorm_grad", .min_inputs = 5, .max_inputs = 5, .n_outputs = 3, .flags = MST_OPF_GRAD_OP,
+    .attr_i = {"training"},
+    .infer = infer_batchnorm_grad, .cpu = FLOAT_KERNEL_TABLE(batchnorm_grad),
+    .cpu_ref = FLOAT_KERNEL_TABLE(batchnorm_grad_ref), .flops = batchnorm_grad_flops,
+};
+
+/* ======================================================================================= */
+/* layernorm                                                                                */
+/* ======================================================================================= */
+
+/* in: x (..., D), gamma (D), beta (D); attr f[0] eps. out: y (like x), mean and rstd (...). */
+static mst_status infer_layernorm(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) {
+    mst_status s = require_float_all(ctx, c);
+    if (s != MST_OK) return s;
+    const mst_tensor *x = c->in[0];
+    if (x->ndim < 1)
+        return mst_op_fail(ctx, c, MST_ERR_SHAPE, "x must have rank >= 1 (normalized over its last dimension), got a scalar");
+    int64_t dim = x->shape[x->ndim - 1];
+    if (dim < 1) return mst_op_fail(ctx, c, MST_ERR_SHAPE, "the normalized (last) dimension of x must be >= 1, got 0");
+    if ((s = require_vector(ctx, c, 1, "gamma", dim, "the last dimension of x")) != MST_OK) return s;
+    if ((s = require_vector(ctx, c, 2, "beta", dim, "the last dimension of x")) != MST_OK) return s;
+    if ((s = require_eps(ctx, c, c->attrs.f[0])) != MST_OK) return s;
+    out[0] = meta_like(x);
+    out[1] = meta_make(x->dtype, x->ndim - 1, x->shape);
+    out[2] = meta_make(x->dtype, x->ndim - 1, x->shape);
+    return MST_OK;
+}
+
+/* One row at a time (rows are contiguous, so this plain loop is also the reference kernel):
+ * two-pass mean and biased variance in double, then y = (x - mean) rstd gamma + beta. */
+#define LN_FWD_BODY(T)                                                                               \
+    {                                                                                                \
+        const mst_tensor *X = c->in[0];                                                              \
+        int64_t dim = X->shape[X->ndim - 1], rows = X->numel / dim;                                  \
+        const T *x = (const T *)mst_tensor_data(X);                                                  \
+        const T *gamma = (const T *)mst_tensor_data(c->in[1]), *beta = (const T *)mst_tensor_data(c->in[2]); \
+        T *y = (T *)mst_tensor_data(c->out[0]);                                                      \
+        T *mean_out = (T *)mst_tensor_data(c->out[1]), *rstd_out = (T *)mst_tensor_data(c->out[2]);  \
+        double eps = c->attrs.f[0];                                                                  \
+        for (int64_t r = 0; r < rows; r++) {                                                         \
+            const T *xr = x + r * dim;                                                               \
+            T *yr = y + r * dim;                                                                     \
+            double sum = 0, sq = 0;                                                                  \
+            for (int64_t j = 0; j < dim; j++) sum += xr[j];                                          \
+            double mean = sum / (double)dim;                                                         \
+            for (int64_t j = 0; j < dim; j++) { double t = (double)xr[j] - mean; sq += t * t; }      \
+            double rstd = 1.0 / sqrt(sq / (double)dim + eps);                                        \
+            mean_out[r] = (T)mean;                                                                   \
+            rstd_out[r] = (T)rstd;                                                                   \
+            T m = (T)mean, rs = (T)rstd;                                                             \
+            for (int64_t j = 0; j < dim; j++) yr[j] = (xr[j] - m) * rs * gamma[j] + beta[j];         \
+        }                                                                                            \
+        return MST_OK;                                                                               \
+    }
+FLOAT_KERNELS(layernorm, LN_FWD_BODY)
+
+static mst_status layernorm_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *const gy[], mst_tensor *gx[]) {
+    if (!gy[0]) return MST_OK;
+    mst_tensor *g[3] = {0};
+    mst_status s = mst_layernorm_grad(ctx, gy[0], c->in[0], c->in[1], c->out[1], c->out[2], g);
+    if (s != MST_OK) return s;
+    gx[0] = g[0];
+    gx[1] = g[1];
+    gx[2] = g[2];
+    return MST_OK;
+}
+
+/* sum, squared deviations, apply: 1 + 3 + 4 per element */
+static int64_t layernorm_flops(const mst_op_call *c) { return 8 * c->in[0]->numel; }
+
+const mst_op_desc mst_desc_layernorm = {
+    .name = "layernorm", .min_inputs = 3, .max_inputs = 3, .n_outputs = 3,
+    .attr_f = {"eps"},
+    .infer = infer_layernorm, .cpu = FLOAT_KERNEL_TABLE(layernorm),
+    .backward = layernorm_backward, .flops = layernorm_flops,
+};
+
+/* ---- layernorm_grad: in gy, x, gamma, mean, rstd; out gx, ggamma, gbeta ---- */
+
+static mst_status infer_layernorm_grad(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) {
+    mst_status s = require_float_all(ctx, c);
+    if (s == MST_OK) s = op_require_same_shape(ctx, c, 0, 1);
+    if (s != MST_OK) return s;
+    const mst_tensor *x = c->in[1];
+    if (x->ndim < 1 || x->shape[x->ndim - 1] < 1)
+        return mst_op_fail(ctx, c, MST_ERR_SHAPE, "x must have rank >= 1 and a last dimension >= 1");
+    int64_t dim = x->shape[x->ndim - 1];
+    if ((s = require_vector(ctx, c, 2, "gamma", dim, "the last dimension of x")) != MST_OK) return s;
+    for (int i = 3; i < 5; i++) {
+        const mst_tensor *t = c->in[i];
+        if (!mst_shape_equal(t->ndim, t->shape, x->ndim - 1, x->shape)) {
+            char want[96], got[96];
+            return mst_op_fail(ctx, c, MST_ERR_SHAPE, "%s (input %d) must have shape %s (x without its last dimension), got %s",
+                               i == 3 ? "mean" : "rstd", i, mst_shape_str(x->ndim - 1, x->shape, want, sizeof(want)),
+                               mst_shape_str(t->ndim, t->shape, got, sizeof(got)));
+        }
+    }
+    out[0] = meta_like(x);
+    out[1] = meta_vector(x->dtype, dim);
+    out[2] = meta_vector(x->dtype, dim);
+    return MST_OK;
+}
+
+/* Per row, with g = gy gamma and xhat = (x - mean) rstd:
+ *   gx = rstd (g - mean(g) - xhat mean(g xhat));  ggamma += gy xhat;  gbeta += gy
+ * The per-feature sums accumulate in double scratch. This plain loop is also the reference. */
+#define LN_GRAD_BODY(T)                                                                              \
+    {                                                                                                \
+        const mst_tensor *X = c->in[1];                                                              \
+        int64_t dim = X->shape[X->ndim - 1], rows = X->numel / dim;                                  \
+        const T *gy = (const T *)mst_tensor_data(c->in[0]), *x = (const T *)mst_tensor_data(X);      \
+        const T *gamma = (const T *)mst_tensor_data(c->in[2]);                                       \
+        const T *mean = (const T *)mst_tensor_data(c->in[3]), *rstd = (const T *)mst_tensor_data(c->in[4]); \
+        T *gx = (T *)mst_tensor_data(c->out[0]);                                                     \
+        T *ggamma = (T *)mst_tensor_data(c->out[1]), *gbeta = (T *)mst_tensor_data(c->out[2]);       \
+        double *acc_gamma = (double *)mst_ctx_workspace(ctx, (size_t)(2 * dim) * sizeof(double));    \
+        if (!acc_gamma) return ctx->status;                                                          \
+        double *acc_beta = acc_gamma + dim;                                                          \
+        for (int64_t j = 0; j < dim; j++) acc_gamma[j] = acc_beta[j] = 0;                            \
+        for (int64_t r = 0; r < rows; r++) {                                                         \
+            const T *gyr = gy + r * dim, *xr = x + r * dim;                                          \
+            T *gxr = gx + r * dim;                                                                   \
+            double m = mean[r], rs = rstd[r], sg = 0, sgx = 0;                                       \
+            for (int64_t j = 0; j < dim; j++) {                                                      \
+                double xhat = ((double)xr[j] - m) * rs, g = (double)gyr[j] * gamma[j];               \
+                sg += g;                                                                             \
+                sgx += g * xhat;                                                                     \
+                acc_gamma[j] += gyr[j] * xhat;                                                       \
+                acc_beta[j] += gyr[j];                                                               \
+            }                                                                                        \
+            sg /= (double)dim;                                                                       \
+            sgx /= (double)dim;                                                                      \
+            for (int64_t j = 0; j < dim; j++) {                                                      \
+                double xhat = ((double)xr[j] - m) * rs;                                              \
+                gxr[j] = (T)(rs * ((double)gyr[j] * gamma[j] - sg - xhat * sgx));                    \
+            }                                                                                        \
+        }                                                                                            \
+        for (int64_t j = 0; j < dim; j++) { ggamma[j] = (T)acc_gamma[j]; gbeta[j] = (T)acc_beta[j]; } \
+        return MST_OK;                                                                               \
+    }
+FLOAT_KERNELS(layernorm_grad, LN_GRAD_BODY)
+
+/* the row and feature sums (9 per element), then gx (7 per element) */
+static int64_t layernorm_grad_flops(const mst_op_call *c) { return 16 * c->in[0]->numel; }
+
+const mst_op_desc mst_desc_layernorm_grad = {
+    .name = "layernorm_grad", .min_inputs = 5, .max_inputs = 5, .n_outputs = 3, .flags = MST_OPF_GRAD_OP,
+    .infer = infer_layernorm_grad, .cpu = FLOAT_KERNEL_TABLE(layernorm_grad), .flops = layernorm_grad_flops,
+};
+
+/* ======================================================================================= */
+/* public constructors                                                                      */
+/* ======================================================================================= */
+
+mst_tensor *mst_batchnorm(mst_ctx *ctx, mst_tensor *x, mst_tensor *gamma, mst_tensor *beta,
+                          mst_tensor *running_mean, mst_tensor *running_var,
+                          bool training, double momentum, double eps) {
+    mst_tensor *in[5] = {x, gamma, beta, running_mean, running_var};
+    mst_attrs a = {.i = {training}, .f = {momentum, eps}};
+    return mst_dispatch1(ctx, MST_OP_BATCHNORM, 5, in, &a);
+}
+
+mst_tensor *mst_layernorm(mst_ctx *ctx, mst_tensor *x, mst_tensor *gamma, mst_tensor *beta, double eps) {
+    mst_tensor *in[3] = {x, gamma, beta};
+    mst_attrs a = {.f = {eps}};
+    return mst_dispatch1(ctx, MST_OP_LAYERNORM, 3, in, &a);
+}
+
+mst_status mst_batchnorm_grad(mst_ctx *ctx, mst_tensor *gy, mst_tensor *x, mst_tensor *gamma,
+                              mst_tensor *save_mean, mst_tensor *save_invstd, bool training, mst_tensor *out[3]) {
+    mst_tensor *in[5] = {gy, x, gamma, save_mean, save_invstd};
+    mst_attrs a = {.i = {training}};
+    out[0] = out[1] = out[2] = NULL;
+    return mst_dispatch(ctx, MST_OP_BATCHNORM_GRAD, 5, in, &a, out);
+}
+
+mst_status mst_layernorm_grad(mst_ctx *ctx, mst_tensor *gy, mst_tensor *x, mst_tensor *gamma,
+                              mst_tensor *mean, mst_tensor *rstd, mst_tensor *out[3]) {
+    mst_tensor *in[5] = {gy, x, gamma, mean, rstd};
+    out[0] = out[1] = out[2] = NULL;
+    return mst_dispatch(ctx, MST_OP_LAYERNORM_GRAD, 5, in, NULL, out);
+}

@@ -1,0 +1,381 @@
+/* pool.c — 2-D max and average pooling over NCHW planes, global average pooling, and the
+ * gradient ops their backward rules call.
+ *
+ * Windows are clipped to the input rather than read from a padded copy: no scratch, and the
+ * padding never takes part (max: as if -inf, never selected; average: counted in the divisor,
+ * k_h k_w always, PyTorch's count_include_pad = true). Output sizes use floor division
+ * (ceil_mode = false), and PyTorch's rule pad <= kernel / 2 guarantees every window holds at
+ * least one real element. Max pooling also returns the argmax as an i32 flat index h * W + w
+ * within its (H, W) plane (the first maximum in row-major window order wins ties; NaN
+ * propagates); its backward scatter-adds through those indices. The plain loops here are the
+ * reference kernels as well (no separate .cpu_ref): pooling is a small share of a CNN step, and
+ * the one thing that made max pooling slow, a data-dependent branch, is written out of it.
+ * Reference: torch.nn.functional.max_pool2d / avg_pool2d.
+ */
+#include <math.h>
+
+#include "runtime/ops/common.h"
+
+/* meta_make with every dim slot set: meta_make leaves the unused slots uninitialized, which
+ * gcc's -Wmaybe-uninitialized reports when the struct is copied out. */
+static mst_meta meta_full(mst_dtype dtype, int ndim, const int64_t *shape) {
+    mst_meta m = {.dtype = dtype, .ndim = ndim};
+    for (int d = 0; d < ndim; d++) m.shape[d] = shape[d];
+    return m;
+}
+
+/* Window geometry from attrs i[0..5] = k_h, k_w, stride_h, stride_w, pad_h, pad_w. */
+typedef struct {
+    int64_t kh, kw, sh, sw, ph, pw;
+} pool_geom;
+
+static pool_geom pool_geom_of(const mst_attrs *a) {
+    return (pool_geom){a->i[0], a->i[1], a->i[2], a->i[3], a->i[4], a->i[5]};
+}
+
+/* Validate the window against an (h, w) plane and give the output size (p, q). */
+static mst_status pool_check(mst_ctx *ctx, const mst_op_call *c, pool_geom g, int64_t h, int64_t w, int64_t *p,
+                             int64_t *q) {
+    if (g.kh < 1 || g.kw < 1)
+        return mst_op_fail(ctx, c, MST_ERR_ARG, "kernel size must be >= 1, got %lldx%lld", (long long)g.kh, (long long)g.kw);
+    if (g.sh < 1 || g.sw < 1)
+        return mst_op_fail(ctx, c, MST_ERR_ARG, "stride must be >= 1, got %lldx%lld", (long long)g.sh, (long long)g.sw);
+    if (g.ph < 0 || g.pw < 0 || g.ph > g.kh / 2 || g.pw > g.kw / 2)
+        return mst_op_fail(ctx, c, MST_ERR_ARG, "padding must be in [0, kernel / 2], got pad %lldx%lld for kernel %lldx%lld",
+                           (long long)g.ph, (long long)g.pw, (long long)g.kh, (long long)g.kw);
+    if (h + 2 * g.ph < g.kh || w + 2 * g.pw < g.kw)
+        return mst_op_fail(ctx, c, MST_ERR_SHAPE,
+                           "output size must be >= 1: kernel %lldx%lld is larger than the padded input %lldx%lld",
+                           (long long)g.kh, (long long)g.kw, (long long)(h + 2 * g.ph), (long long)(w + 2 * g.pw));
+    *p = (h + 2 * g.ph - g.kh) / g.sh + 1;
+    *q = (w + 2 * g.pw - g.kw) / g.sw + 1;
+    return MST_OK;
+}
+
+/* Error unless input i is a rank-4 float tensor (N, C, H, W). */
+static mst_status require_nchw(mst_ctx *ctx, const mst_op_call *c, int i, const char *what) {
+    mst_status s = op_require_float(ctx, c, i);
+    if (s != MST_OK) return s;
+    if (c->in[i]->ndim != 4)
+        return mst_op_fail(ctx, c, MST_ERR_SHAPE, "%s must have rank 4 (N, C, H, W), got rank %d", what, c->in[i]->ndim);
+    return MST_OK;
+}
+
+/* Clip window [p s - pad, p s - pad + k) to [0, n): the first index and one past the last. */
+static inline void window(int64_t p, int64_t s, int64_t pad, int64_t k, int64_t n, int64_t *lo, int64_t *hi) {
+    int64_t a = p * s - pad, b = a + k;
+    *lo = a > 0 ? a : 0;
+    *hi = b < n ? b : n;
+}
+
+/* ---- maxpool2d: x (N, C, H, W) -> y (N, C, P, Q), indices i32 (N, C, P, Q) ---- */
+
+static mst_status infer_pool(mst_ctx *ctx, const mst_op_call *c, mst_meta out[], bool with_indices) {
+    mst_status s = require_nchw(ctx, c, 0, "x");
+    if (s != MST_OK) return s;
+    const mst_tensor *x = c->in[0];
+    if (x->shape[2] < 1 || x->shape[3] < 1)
+        return mst_op_fail(ctx, c, MST_ERR_SHAPE, "input H and W must be >= 1, got %lldx%lld", (long long)x->shape[2],
+                           (long long)x->shape[3]);
+    int64_t shape[4] = {x->shape[0], x->shape[1], 0, 0};
+    if ((s = pool_check(ctx, c, pool_geom_of(&c->attrs), x->shape[2], x->shape[3], &shape[2], &shape[3])) != MST_OK)
+        return s;
+    if (with_indices && x->shape[2] * x->shape[3] > INT32_MAX)
+        return mst_op_fail(ctx, c, MST_ERR_SHAPE, "an input plane H*W must hold at most 2^31 - 1 elements for i32 indices");
+    out[0] = meta_full(x->dtype, 4, shape);
+    if (with_indices) out[1] = meta_full(MST_DTYPE_I32, 4, shape);
+    return MST_OK;
+}
+
+static mst_status infer_maxpool2d(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) { return infer_pool(ctx, c, out, true); }
+static mst_status infer_avgpool2d(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) { return infer_pool(ctx, c, out, false); }
+
+#define MAXPOOL_BODY(T)                                                                              \
+    {                                                                                                \
+        const mst_tensor *X = c->in[0], *Y = c->out[0];                                              \
+        pool_geom g = pool_geom_of(&c->attrs);                                                       \
+        int64_t planes = X->shape[0] * X->shape[1], H = X->shape[2], W = X->shape[3];                \
+        int64_t P = Y->shape[2], Q = Y->shape[3];                                                    \
+        const T *x = (const T *)mst_tensor_data(X);                                                  \
+        T *y = (T *)mst_tensor_data(Y);                                                              \
+        int32_t *idx = mst_tensor_i32(c->out[1]);                                                    \
+        for (int64_t pl = 0; pl < planes; pl++) {                                                    \
+            const T *xp = x + pl * H * W;                                                            \
+            T *yp = y + pl * P * Q;                                                                  \
+            int32_t *ip = idx + pl * P * Q;                                                          \
+            for (int64_t p = 0; p < P; p++) {                                                        \
+                int64_t h0, h1;                                                                      \
+                window(p, g.sh, g.ph, g.kh, H, &h0, &h1);                                            \
+                for (int64_t q = 0; q < Q; q++) {                                                    \
+                    int64_t w0, w1;                                                                  \
+                    window(q, g.sw, g.pw, g.kw, W, &w0, &w1);                                        \
+                    /* written branch-free (maxss + cmov): the data decide v > best at random, and   \
+                     * a branch there mispredicts about half the time (4x slower measured) */        \
+                    int64_t best_i = h0 * W + w0, nan_i = -1;                                        \
+                    T best = xp[best_i];                                                             \
+                    for (int64_t h = h0; h < h1; h++)                                                \
+                        for (int64_t k = h * W + w0; k < h * W + w1; k++) {                          \
+                            T v = xp[k];                                                             \
+                            int gt = v > best;                                                       \
+                            best_i = gt ? k : best_i;                                                \
+                            best = gt ? v : best;                                                    \
+                            nan_i = ((v != v) & (nan_i < 0)) ? k : nan_i;                            \
+                        }                                                                            \
+                    if (nan_i >= 0) { best_i = nan_i; best = xp[nan_i]; }  /* the first NaN wins */  \
+                    yp[p * Q + q] = best;                                                            \
+                    ip[p * Q + q] = (int32_t)best_i;                                                 \
+                }                                                                                    \
+            }                                                                                        \
+        }                                                                                            \
+        return MST_OK;                                                                               \
+    }
+FLOAT_KERNELS(maxpool2d, MAXPOOL_BODY)
+
+static mst_status maxpool2d_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *const gy[], mst_tensor *gx[]) {
+    if (!gy[0]) return MST_OK;
+    const mst_tensor *x = c->in[0];
+    gx[0] = mst_maxpool2d_grad(ctx, gy[0], c->out[1], (int)x->shape[2], (int)x->shape[3]);
+    return ctx->status;
+}
+
+/* one comparison per window element */
+static int64_t pool_flops(const mst_op_call *c) { return c->out[0]->numel * c->attrs.i[0] * c->attrs.i[1]; }
+
+#define POOL_ATTRS {"k_h", "k_w", "stride_h", "stride_w", "pad_h", "pad_w"}
+
+const mst_op_desc mst_desc_maxpool2d = {
+    .name = "maxpool2d", .min_inputs = 1, .max_inputs = 1, .n_outputs = 2,
+    .attr_i = POOL_ATTRS,
+    .infer = infer_maxpool2d, .cpu = FLOAT_KERNEL_TABLE(maxpool2d),
+    .backward = maxpool2d_backward, .flops = pool_flops,
+};
+
+/* ---- maxpool2d_grad: gy (N, C, P, Q), indices i32 (N, C, P, Q); attrs in_h, in_w -> gx (N, C, in_h, in_w) ---- */
+
+static mst_status infer_maxpool2d_grad(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) {
+    mst_status s = require_nchw(ctx, c, 0, "gy");
+    if (s != MST_OK) return s;
+    const mst_tensor *gy = c->in[0], *ind = c->in[1];
+    if (ind->dtype != MST_DTYPE_I32)
+        return mst_op_fail(ctx, c, MST_ERR_DTYPE, "indices must be i32, got %s", mst_dtype_name(ind->dtype));
+    if ((s = op_require_same_shape(ctx, c, 0, 1)) != MST_OK) return s;
+    int64_t h = c->attrs.i[0], w = c->attrs.i[1];
+    if (h < 1 || w < 1)
+        return mst_op_fail(ctx, c, MST_ERR_ARG, "input size must be >= 1, got %lldx%lld", (long long)h, (long long)w);
+    int64_t shape[4] = {gy->shape[0], gy->shape[1], h, w};
+    out[0] = meta_full(gy->dtype, 4, shape);
+    return MST_OK;
+}
+
+/* Scatter-add: overlapping windows that chose the same element add up. */
+#define MAXPOOL_GRAD_BODY(T)                                                                         \
+    {                                                                                                \
+        const mst_tensor *GY = c->in[0];                                                             \
+        mst_tensor *GX = c->out[0];                                                                  \
+        int64_t planes = GY->shape[0] * GY->shape[1], PQ = GY->shape[2] * GY->shape[3];              \
+        int64_t HW = GX->shape[2] * GX->shape[3];                                                    \
+        const T *gy = (const T *)mst_tensor_data(GY);                                                \
+        const int32_t *idx = mst_tensor_i32(c->in[1]);                                               \
+        T *gx = (T *)mst_tensor_data(GX);                                                            \
+        memset(gx, 0, mst_tensor_nbytes(GX));                                                        \
+        for (int64_t pl = 0; pl < planes; pl++) {                                                    \
+            const T *gyp = gy + pl * PQ;                                                             \
+            const int32_t *ip = idx + pl * PQ;                                                       \
+            T *gxp = gx + pl * HW;                                                                   \
+            for (int64_t j = 0; j < PQ; j++) {                                                       \
+                int64_t k = ip[j];                                                                   \
+                if (k < 0 || k >= HW)                                                                \
+                    return mst_op_fail(ctx, c, MST_ERR_ARG, "index %lld at position %lld is outside [0, %lld) (in_h * in_w)", \
+                                       (long long)k, (long long)(pl * PQ + j), (long long)HW);       \
+                gxp[k] += gyp[j];                                                                    \
+            }                                                                                        \
+        }                                                                                            \
+        return MST_OK;                                                                               \
+    }
+FLOAT_KERNELS(maxpool2d_grad, MAXPOOL_GRAD_BODY)
+
+static int64_t maxpool2d_grad_flops(const mst_op_call *c) { return c->in[0]->numel; }
+
+const mst_op_desc mst_desc_maxpool2d_grad = {
+    .name = "maxpool2d_grad", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .flags = MST_OPF_GRAD_OP,
+    .nondiff = 1u << 1,
+    .attr_i = {"in_h", "in_w"},
+    .infer = infer_maxpool2d_grad, .cpu = FLOAT_KERNEL_TABLE(maxpool2d_grad), .flops = maxpool2d_grad_flops,
+};
+
+/* ---- avgpool2d: x (N, C, H, W) -> (N, C, P, Q), divisor k_h k_w ---- */
+
+#define AVGPOOL_BODY(T)                                                                              \
+    {                                                                                                \
+        const mst_tensor *X = c->in[0], *Y = c->out[0];                                              \
+        pool_geom g = pool_geom_of(&c->attrs);                                                       \
+        int64_t planes = X->shape[0] * X->shape[1], H = X->shape[2], W = X->shape[3];                \
+        int64_t P = Y->shape[2], Q = Y->shape[3];                                                    \
+        const T *x = (const T *)mst_tensor_data(X);                                                  \
+        T *y = (T *)mst_tensor_data(Y);                                                              \
+        T inv = (T)(1.0 / (double)(g.kh * g.kw));                                                    \
+        for (int64_t pl = 0; pl < planes; pl++) {                                                    \
+            const T *xp = x + pl * H * W;                                                            \
+            T *yp = y + pl * P * Q;                                                                  \
+            for (int64_t p = 0; p < P; p++) {                                                        \
+                int64_t h0, h1;                                                                      \
+                window(p, g.sh, g.ph, g.kh, H, &h0, &h1);                                            \
+                for (int64_t q = 0; q < Q; q++) {                                                    \
+                    int64_t w0, w1;                                                                  \
+                    window(q, g.sw, g.pw, g.kw, W, &w0, &w1);                                        \
+                    T sum = 0;                                                                       \
+                    for (int64_t h = h0; h < h1; h++)                                                \
+                        for (int64_t w = w0; w < w1; w++) sum += xp[h * W + w];                      \
+                    yp[p * Q + q] = sum * inv;                                                       \
+                }                                                                                    \
+            }                                                                                        \
+        }                                                                                            \
+        return MST_OK;                                                                               \
+    }
+FLOAT_KERNELS(avgpool2d, AVGPOOL_BODY)
+
+static mst_status avgpool2d_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *const gy[], mst_tensor *gx[]) {
+    const mst_tensor *x = c->in[0];
+    const int64_t *a = c->attrs.i;
+    gx[0] = mst_avgpool2d_grad(ctx, gy[0], (int)x->shape[2], (int)x->shape[3], (int)a[0], (int)a[1], (int)a[2], (int)a[3],
+                               (int)a[4], (int)a[5]);
+    return ctx->status;
+}
+
+const mst_op_desc mst_desc_avgpool2d = {
+    .name = "avgpool2d", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+    .attr_i = POOL_ATTRS,
+    .infer = infer_avgpool2d, .cpu = FLOAT_KERNEL_TABLE(avgpool2d),
+    .backward = avgpool2d_backward, .flops = pool_flops,
+};
+
+/* ---- avgpool2d_grad: gy (N, C, P, Q); attrs as the forward + i[6] in_h, i[7] in_w ---- */
+
+static mst_status infer_avgpool2d_grad(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) {
+    mst_status s = require_nchw(ctx, c, 0, "gy");
+    if (s != MST_OK) return s;
+    const mst_tensor *gy = c->in[0];
+    int64_t h = c->attrs.i[6], w = c->attrs.i[7], p = 0, q = 0;
+    if (h < 1 || w < 1)
+        return mst_op_fail(ctx, c, MST_ERR_ARG, "input size must be >= 1, got %lldx%lld", (long long)h, (long long)w);
+    if ((s = pool_check(ctx, c, pool_geom_of(&c->attrs), h, w, &p, &q)) != MST_OK) return s;
+    if (gy->shape[2] != p || gy->shape[3] != q)
+        return mst_op_fail(ctx, c, MST_ERR_SHAPE, "gy must be %lldx%lld spatially (the pooled size of a %lldx%lld input), got %lldx%lld",
+                           (long long)p, (long long)q, (long long)h, (long long)w, (long long)gy->shape[2], (long long)gy->shape[3]);
+    int64_t shape[4] = {gy->shape[0], gy->shape[1], h, w};
+    out[0] = meta_full(gy->dtype, 4, shape);
+    return MST_OK;
+}
+
+/* Each output's gradient, divided by k_h k_w, spread over the real elements of its window. */
+#define AVGPOOL_GRAD_BODY(T)                                                                         \
+    {                                                                                                \
+        const mst_tensor *GY = c->in[0];                                                             \
+        mst_tensor *GX = c->out[0];                                                                  \
+        pool_geom g = pool_geom_of(&c->attrs);                                                       \
+        int64_t planes = GY->shape[0] * GY->shape[1], P = GY->shape[2], Q = GY->shape[3];            \
+        int64_t H = GX->shape[2], W = GX->shape[3];                                                  \
+        const T *gy = (const T *)mst_tensor_data(GY);                                                \
+        T *gx = (T *)mst_tensor_data(GX);                                                            \
+        T inv = (T)(1.0 / (double)(g.kh * g.kw));                                                    \
+        memset(gx, 0, mst_tensor_nbytes(GX));                                                        \
+        for (int64_t pl = 0; pl < planes; pl++) {                                                    \
+            const T *gyp = gy + pl * P * Q;                                                          \
+            T *gxp = gx + pl * H * W;                                                                \
+            for (int64_t p = 0; p < P; p++) {                                                        \
+                int64_t h0, h1;                                                                      \
+                window(p, g.sh, g.ph, g.kh, H, &h0, &h1);                                            \
+                for (int64_t q = 0; q < Q; q++) {                                                    \
+                    int64_t w0, w1;                                                                  \
+                    window(q, g.sw, g.pw, g.kw, W, &w0, &w1);                                        \
+                    T v = gyp[p * Q + q] * inv;                                                      \
+                    for (int64_t h = h0; h < h1; h++)                                                \
+                        for (int64_t w = w0; w < w1; w++) gxp[h * W + w] += v;                       \
+                }                                                                                    \
+            }                                                                                        \
+        }                                                                                            \
+        return MST_OK;                                                                               \
+    }
+FLOAT_KERNELS(avgpool2d_grad, AVGPOOL_GRAD_BODY)
+
+static int64_t avgpool2d_grad_flops(const mst_op_call *c) { return c->in[0]->numel * c->attrs.i[0] * c->attrs.i[1]; }
+
+const mst_op_desc mst_desc_avgpool2d_grad = {
+    .name = "avgpool2d_grad", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .flags = MST_OPF_GRAD_OP,
+    .attr_i = {"k_h", "k_w", "stride_h", "stride_w", "pad_h", "pad_w", "in_h", "in_w"},
+    .infer = infer_avgpool2d_grad, .cpu = FLOAT_KERNEL_TABLE(avgpool2d_grad), .flops = avgpool2d_grad_flops,
+};
+
+/* ---- global_avgpool: (N, C, H, W) -> (N, C), the plane mean accumulated in double ---- */
+
+static mst_status infer_global_avgpool(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) {
+    mst_status s = require_nchw(ctx, c, 0, "x");
+    if (s != MST_OK) return s;
+    const mst_tensor *x = c->in[0];
+    if (x->shape[2] < 1 || x->shape[3] < 1)
+        return mst_op_fail(ctx, c, MST_ERR_SHAPE, "spatial size H x W must be at least 1x1, got %lldx%lld",
+                           (long long)x->shape[2], (long long)x->shape[3]);
+    out[0] = meta_full(x->dtype, 2, x->shape);
+    return MST_OK;
+}
+
+#define GLOBAL_AVGPOOL_BODY(T)                                                                       \
+    {                                                                                                \
+        const mst_tensor *X = c->in[0];                                                              \
+        int64_t planes = X->shape[0] * X->shape[1], HW = X->shape[2] * X->shape[3];                  \
+        const T *x = (const T *)mst_tensor_data(X);                                                  \
+        T *y = (T *)mst_tensor_data(c->out[0]);                                                      \
+        for (int64_t pl = 0; pl < planes; pl++) {                                                    \
+            const T *xp = x + pl * HW;                                                               \
+            double sum = 0;                                                                          \
+            for (int64_t k = 0; k < HW; k++) sum += xp[k];                                           \
+            y[pl] = (T)(sum / (double)HW);                                                           \
+        }                                                                                            \
+        return MST_OK;                                                                               \
+    }
+FLOAT_KERNELS(global_avgpool, GLOBAL_AVGPOOL_BODY)
+
+/* gx = broadcast(gy as (N, C, 1, 1)) / (H W) */
+static mst_status global_avgpool_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *const gy[], mst_tensor *gx[]) {
+    const mst_tensor *x = c->in[0];
+    int64_t shape[4] = {x->shape[0], x->shape[1], 1, 1};
+    mst_tensor *g = mst_reshape(ctx, gy[0], 4, shape);
+    gx[0] = mst_scale(ctx, mst_broadcast_to(ctx, g, 4, x->shape), 1.0 / (double)(x->shape[2] * x->shape[3]));
+    return ctx->status;
+}
+
+static int64_t global_avgpool_flops(const mst_op_call *c) { return c->in[0]->numel; }
+
+const mst_op_desc mst_desc_global_avgpool = {
+    .name = "global_avgpool", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+    .infer = infer_global_avgpool, .cpu = FLOAT_KERNEL_TABLE(global_avgpool),
+    .backward = global_avgpool_backward, .flops = global_avgpool_flops,
+};
+
+/* ---- public constructors ---- */
+
+mst_tensor *mst_maxpool2d(mst_ctx *ctx, mst_tensor *x, int k_h, int k_w, int stride_h, int stride_w, int pad_h, int pad_w) {
+    mst_attrs a = {.i = {k_h, k_w, stride_h, stride_w, pad_h, pad_w}};
+    return op_call1(ctx, MST_OP_MAXPOOL2D, x, NULL, NULL, &a);
+}
+
+mst_tensor *mst_avgpool2d(mst_ctx *ctx, mst_tensor *x, int k_h, int k_w, int stride_h, int stride_w, int pad_h, int pad_w) {
+    mst_attrs a = {.i = {k_h, k_w, stride_h, stride_w, pad_h, pad_w}};
+    return op_call1(ctx, MST_OP_AVGPOOL2D, x, NULL, NULL, &a);
+}
+
+mst_tensor *mst_global_avgpool(mst_ctx *ctx, mst_tensor *x) {
+    return op_call1(ctx, MST_OP_GLOBAL_AVGPOOL, x, NULL, NULL, NULL);
+}
+
+mst_tensor *mst_maxpool2d_grad(mst_ctx *ctx, mst_tensor *gy, mst_tensor *indices, int in_h, int in_w) {
+    mst_tensor *in[2] = {gy, indices};
+    mst_attrs a = {.i = {in_h, in_w}};
+    return mst_dispatch1(ctx, MST_OP_MAXPOOL2D_GRAD, 2, in, &a);
+}
+
+mst_tensor *mst_avgpool2d_grad(mst_ctx *ctx, mst_tensor *gy, int in_h, int in_w, int k_h, int k_w,
+                               int stride_h, int stride_w, int pad_h, int pad_w) {
+    mst_attrs a = {.i = {k_h, k_w, stride_h, stride_w, pad_h, pad_w, in_h, in_w}};
+    return op_call1(ctx, MST_OP_AVGPOOL2D_GRAD, gy, NULL, NULL, &a);
+}

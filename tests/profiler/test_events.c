@@ -1,0 +1,162 @@
+/* test_events.c — the profiler event API: nothing recorded when off, nested dispatch/kernel
+ * ranges from the dispatcher, multi-threaded recording past one chunk, flush on thread exit,
+ * name interning. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "profiler/events.h"
+#include "runtime/context.h"
+#include "runtime/ops.h"
+
+typedef struct {
+    int n;
+    mst_prof_event ev[64];
+    uint32_t tid[64];
+} capture;
+
+static void grab(void *user, uint32_t tid, const mst_prof_event *ev) {
+    capture *c = user;
+    if (c->n < 64) { c->tid[c->n] = tid; c->ev[c->n++] = *ev; }
+}
+
+static void test_off_records_nothing(void **state) {
+    mst_profiler *p = mst_profiler_new();
+    mst_ctx *ctx = mst_ctx_new(NULL);
+    mst_tensor *a = mst_tensor_zeros(ctx, MST_DTYPE_F32, 1, (int64_t[]){8});
+    assert_non_null(mst_add(ctx, a, a));        /* no profiler running */
+    assert_int_equal(mst_prof_enabled, 0);
+    mst_profiler_start(p);
+    mst_profiler_stop(p);
+    assert_int_equal(mst_profiler_event_count(p), 0);
+    mst_ctx_free(ctx);
+    mst_profiler_free(p);
+}
+
+static void test_dispatch_ranges_nest(void **state) {
+    mst_ctx *ctx = mst_ctx_new(NULL);
+    mst_tensor *a = mst_tensor_zeros(ctx, MST_DTYPE_F32, 1, (int64_t[]){8});
+    mst_tensor *b = mst_tensor_zeros(ctx, MST_DTYPE_F32, 1, (int64_t[]){8});
+    mst_profiler *p = mst_profiler_new();
+    assert_int_equal(mst_profiler_start(p), 0);
+    mst_prof_step_begin(5);
+    assert_non_null(mst_add(ctx, a, b));
+    mst_prof_step_end(5);
+    mst_profiler_stop(p);
+    capture c = {0};
+    mst_profiler_foreach(p, grab, &c);
+    /* step begin, dispatch begin, counter (output allocation), kernel begin, kernel end, dispatch end, step end */
+    int k = 0;
+    assert_int_equal(c.ev[k].kind, MST_EV_STEP_BEGIN);
+    assert_int_equal(c.ev[k++].a, 5);
+    assert_int_equal(c.ev[k].kind, MST_EV_BEGIN);
+    assert_int_equal(c.ev[k].cat, MST_CAT_DISPATCH);
+    assert_int_equal(c.ev[k].op, MST_OP_ADD);
+    assert_string_equal(mst_prof_name(c.ev[k++].name), "add");
+    while (c.ev[k].kind == MST_EV_COUNTER) {
+        assert_string_equal(mst_prof_name(c.ev[k].name), "mem.activations");
+        k++;
+    }
+    assert_int_equal(c.ev[k].kind, MST_EV_BEGIN);
+    assert_int_equal(c.ev[k++].cat, MST_CAT_KERNEL);
+    assert_int_equal(c.ev[k].kind, MST_EV_END);
+    assert_int_equal(c.ev[k].cat, MST_CAT_KERNEL);
+    assert_int_equal(c.ev[k].a, 8);             /* FLOPs: one add per element */
+    assert_int_equal(c.ev[k++].b, 3 * 8 * 4);   /* bytes: two inputs and one output */
+    assert_int_equal(c.ev[k].kind, MST_EV_END);
+    assert_int_equal(c.ev[k++].cat, MST_CAT_DISPATCH);
+    assert_int_equal(c.ev[k++].kind, MST_EV_STEP_END);
+    assert_int_equal(c.n, k);
+    for (int i = 1; i < c.n; i++) assert_true(c.ev[i].t_ns >= c.ev[i - 1].t_ns);
+    mst_profiler_free(p);
+    mst_ctx_free(ctx);
+}
+
+#define PER_THREAD 10000    /* more than one chunk per thread */
+
+static void *worker(void *arg) {
+    uint32_t name = *(uint32_t *)arg;
+    for (int i = 0; i < PER_THREAD; i++) {
+        mst_prof_begin(MST_CAT_DATA, name, -1);
+        mst_prof_end(MST_CAT_DATA, name, -1);
+    }
+    return NULL;    /* the thread's partial chunk is flushed at exit */
+}
+
+typedef struct {
+    uint32_t tids[8];
+    int n_tids;
+    uint64_t count[8], last_t[8];
+    int out_of_order;
+} per_thread;
+
+static void tally(void *user, uint32_t tid, const mst_prof_event *ev) {
+    per_thread *pt = user;
+    int i = 0;
+    while (i < pt->n_tids && pt->tids[i] != tid) i++;
+    if (i == pt->n_tids) { assert_true(pt->n_tids < 8); pt->tids[pt->n_tids++] = tid; }
+    if (ev->t_ns < pt->last_t[i]) pt->out_of_order++;
+    pt->last_t[i] = ev->t_ns;
+    pt->count[i]++;
+}
+
+static void test_threads(void **state) {
+    mst_profiler *p = mst_profiler_new();
+    uint32_t name = mst_prof_intern("loader.produce");
+    assert_int_equal(mst_profiler_start(p), 0);
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) pthread_create(&th[i], NULL, worker, &name);
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    mst_profiler_stop(p);
+    assert_int_equal(mst_profiler_event_count(p), 4 * 2 * PER_THREAD);
+    assert_int_equal(mst_profiler_dropped(p), 0);
+    per_thread pt = {0};
+    mst_profiler_foreach(p, tally, &pt);
+    assert_int_equal(pt.n_tids, 4);
+    for (int i = 0; i < 4; i++) assert_int_equal(pt.count[i], 2 * PER_THREAD);
+    assert_int_equal(pt.out_of_order, 0);
+    mst_profiler_free(p);
+}
+
+static void test_one_active_profiler(void **state) {
+    mst_profiler *p = mst_profiler_new(), *q = mst_profiler_new();
+    assert_int_equal(mst_profiler_start(p), 0);
+    assert_int_equal(mst_profiler_start(q), -1);
+    mst_profiler_stop(p);
+    assert_int_equal(mst_profiler_start(q), 0);     /* restart on another profiler */
+    mst_prof_instant(mst_prof_intern("mark"), 1, 2);
+    mst_profiler_stop(q);
+    assert_int_equal(mst_profiler_event_count(p), 0);
+    assert_int_equal(mst_profiler_event_count(q), 1);
+    mst_profiler_free(p);
+    mst_profiler_free(q);
+}
+
+static void test_intern(void **state) {
+    uint32_t a = mst_prof_intern("conv2d"), b = mst_prof_intern("conv2d"), c = mst_prof_intern("relu");
+    assert_int_equal(a, b);
+    assert_int_not_equal(a, c);
+    assert_string_equal(mst_prof_name(c), "relu");
+    char name[32];
+    for (int i = 0; i < 2000; i++) {        /* grows the table several times */
+        snprintf(name, sizeof(name), "n%d", i);
+        assert_int_equal(mst_prof_intern(name), mst_prof_intern(name));
+    }
+    assert_int_equal(mst_prof_intern("conv2d"), a);
+    assert_string_equal(mst_prof_name(mst_prof_intern("n1999")), "n1999");
+    assert_string_equal(mst_prof_cat_name(MST_CAT_COMPILE), "compile");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_off_records_nothing), cmocka_unit_test(test_dispatch_ranges_nest),
+        cmocka_unit_test(test_threads),             cmocka_unit_test(test_one_active_profiler),
+        cmocka_unit_test(test_intern),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,263 @@
+/* test_matmul.c — matmul (2-D, batched, shared operand, transposes) and linear (with and without
+ * bias, any leading dims): finite-difference gradients in f64, sgemm against the triple-loop
+ * reference in f32, known values, empty sizes, FLOP counts and every error path. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tests/runtime/gradcheck.h"
+
+#define N_ELEMS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+typedef struct { bool ta, tb; } mm_arg;
+static const mm_arg k_nn = {false, false}, k_tn = {true, false}, k_nt = {false, true}, k_tt = {true, true};
+
+static mst_tensor *b_matmul(mst_ctx *ctx, mst_tensor *const in[], const void *arg) {
+    const mm_arg *a = arg;
+    return mst_matmul_t(ctx, in[0], in[1], a->ta, a->tb);
+}
+static mst_tensor *b_linear(mst_ctx *ctx, mst_tensor *const in[], const void *arg) {
+    return mst_linear(ctx, in[0], in[1], NULL);
+}
+static mst_tensor *b_linear_bias(mst_ctx *ctx, mst_tensor *const in[], const void *arg) {
+    return mst_linear(ctx, in[0], in[1], in[2]);
+}
+/* two layers, so gradients flow through a linear's output into another */
+static mst_tensor *b_mlp(mst_ctx *ctx, mst_tensor *const in[], const void *arg) {
+    return mst_linear(ctx, mst_linear(ctx, in[0], in[1], in[2]), in[3], NULL);
+}
+
+#define T1(a) 1, {a}
+#define T2(a, b) 2, {a, b}
+#define T3(a, b, c) 3, {a, b, c}
+#define T4(a, b, c, d) 4, {a, b, c, d}
+#define MM(name, arg, sa, sb) {name, b_matmul, &arg, 2, {{sa, GC_RANDN, true}, {sb, GC_RANDN, true}}}
+
+static const gc_case k_cases[] = {
+    MM("2-D", k_nn, T2(3, 4), T2(4, 5)),
+    MM("2-D a^T", k_tn, T2(4, 3), T2(4, 5)),
+    MM("2-D b^T", k_nt, T2(3, 4), T2(5, 4)),
+    MM("2-D a^T b^T", k_tt, T2(4, 3), T2(5, 4)),
+    MM("2-D vector-like", k_nn, T2(1, 6), T2(6, 1)),
+    MM("batched", k_nn, T3(2, 3, 4), T3(2, 4, 5)),
+    MM("batched a^T", k_tn, T3(2, 4, 3), T3(2, 4, 5)),
+    MM("batched b^T", k_nt, T3(3, 3, 4), T3(3, 5, 4)),
+    MM("batched a^T b^T", k_tt, T3(2, 4, 3), T3(2, 5, 4)),
+    MM("batch 1", k_nn, T3(1, 3, 4), T3(1, 4, 2)),
+    MM("shared b", k_nn, T3(3, 2, 4), T2(4, 5)),
+    MM("shared b, b^T", k_nt, T3(3, 2, 4), T2(5, 4)),
+    MM("shared b, a^T", k_tn, T3(2, 4, 3), T2(4, 5)),
+    MM("shared b, a^T b^T", k_tt, T3(2, 4, 3), T2(5, 4)),
+    MM("shared a", k_nn, T2(3, 4), T3(2, 4, 5)),
+    MM("shared a, a^T", k_tn, T2(4, 3), T3(2, 4, 5)),
+    MM("shared a, b^T", k_nt, T2(3, 4), T3(2, 5, 4)),
+    MM("shared a, a^T b^T", k_tt, T2(4, 3), T3(2, 5, 4)),
+    {"only b gets a gradient", b_matmul, &k_nn, 2, {{T3(2, 3, 4), GC_RANDN, false}, {T2(4, 5), GC_RANDN, true}}},
+    {"linear", b_linear, NULL, 2, {{T2(3, 4), GC_RANDN, true}, {T2(5, 4), GC_RANDN, true}}},
+    {"linear + bias", b_linear_bias, NULL, 3,
+     {{T2(3, 4), GC_RANDN, true}, {T2(5, 4), GC_RANDN, true}, {T1(5), GC_RANDN, true}}},
+    {"linear rank-3 input", b_linear_bias, NULL, 3,
+     {{T3(2, 3, 4), GC_RANDN, true}, {T2(5, 4), GC_RANDN, true}, {T1(5), GC_RANDN, true}}},
+    {"linear rank-4, no bias", b_linear, NULL, 2, {{T4(2, 1, 3, 4), GC_RANDN, true}, {T2(2, 4), GC_RANDN, true}}},
+    {"linear rank-1 input", b_linear_bias, NULL, 3,
+     {{T1(4), GC_RANDN, true}, {T2(3, 4), GC_RANDN, true}, {T1(3), GC_RANDN, true}}},
+    {"linear batch 1", b_linear_bias, NULL, 3,
+     {{T2(1, 6), GC_RANDN, true}, {T2(3, 6), GC_RANDN, true}, {T1(3), GC_RANDN, true}}},
+    {"linear, frozen weight", b_linear_bias, NULL, 3,
+     {{T2(3, 4), GC_RANDN, true}, {T2(5, 4), GC_RANDN, false}, {T1(5), GC_RANDN, true}}},
+    {"two linears", b_mlp, NULL, 4,
+     {{T2(3, 4), GC_RANDN, true}, {T2(5, 4), GC_RANDN, true}, {T1(5), GC_RANDN, true}, {T2(2, 5), GC_RANDN, true}}},
+};
+
+/* Larger shapes for sgemm vs the reference: OpenBLAS takes its blocked paths here. */
+static const gc_case k_ref_cases[] = {
+    MM("2-D 67x130 @ 130x33", k_nn, T2(67, 130), T2(130, 33)),
+    MM("2-D a^T b^T", k_tt, T2(130, 67), T2(33, 130)),
+    MM("batched a^T", k_tn, T3(3, 40, 21), T3(3, 40, 17)),
+    MM("batched b^T", k_nt, T3(3, 21, 40), T3(3, 17, 40)),
+    MM("shared b (one GEMM)", k_nn, T3(4, 19, 50), T2(50, 23)),
+    MM("shared b, a^T b^T", k_tt, T3(4, 50, 19), T2(23, 50)),
+    MM("shared a, b^T", k_nt, T2(19, 50), T3(4, 23, 50)),
+    {"linear 64x784 -> 256 + bias", b_linear_bias, NULL, 3,
+     {{T2(64, 784), GC_RANDN, false}, {T2(256, 784), GC_RANDN, false}, {T1(256), GC_RANDN, false}}},
+    {"linear rank-3, no bias", b_linear, NULL, 2, {{T3(3, 7, 65), GC_RANDN, false}, {T2(10, 65), GC_RANDN, false}}},
+};
+
+static void test_gradients(void **state) { gc_check_all(k_cases, N_ELEMS(k_cases)); }
+static void test_fast_vs_reference(void **state) {
+    gc_check_ref_all(k_cases, N_ELEMS(k_cases), 1e-5);
+    /* sgemm sums in f32 in its own order; the reference sums in double: the gap grows with the
+     * reduction length, up to about K * FLT_EPSILON = 784 * 1.2e-7 here */
+    gc_check_ref_all(k_ref_cases, N_ELEMS(k_ref_cases), 1e-4);
+}
+
+static mst_tensor *from_f32(mst_ctx *ctx, int ndim, const int64_t *shape, const float *data) {
+    mst_tensor *t = mst_tensor_from_data(ctx, MST_DTYPE_F32, ndim, shape, data);
+    assert_non_null(t);
+    return t;
+}
+
+static void expect_values(mst_ctx *ctx, const mst_tensor *y, int ndim, const int64_t *shape, const float *want) {
+    if (!y) fail_msg("%s", mst_ctx_error(ctx));
+    assert_true(mst_shape_equal(y->ndim, y->shape, ndim, shape));
+    for (int64_t i = 0; i < y->numel; i++) assert_float_equal(mst_tensor_f32(y)[i], want[i], 1e-6);
+}
+
+static void test_values(void **state) {
+    mst_ctx *ctx = mst_ctx_new(NULL);
+    /* a (2, 3), b (3, 2) */
+    mst_tensor *a = from_f32(ctx, 2, (int64_t[]){2, 3}, (float[]){1, 2, 3, 4, 5, 6});
+    mst_tensor *b = from_f32(ctx, 2, (int64_t[]){3, 2}, (float[]){7, 8, 9, 10, 11, 12});
+    expect_values(ctx, mst_matmul(ctx, a, b), 2, (int64_t[]){2, 2}, (float[]){58, 64, 139, 154});
+    /* a^T (3, 2) @ a (2, 3) */
+    expect_values(ctx, mst_matmul_t(ctx, a, a, true, false), 2, (int64_t[]){3, 3},
+                  (float[]){17, 22, 27, 22, 29, 36, 27, 36, 45});
+    /* a (2, 3) @ a^T */
+    expect_values(ctx, mst_matmul_t(ctx, a, a, false, true), 2, (int64_t[]){2, 2}, (float[]){14, 32, 32, 77});
+    /* batched with b shared: both batch items use b */
+    mst_tensor *a3 = from_f32(ctx, 3, (int64_t[]){2, 1, 3}, (float[]){1, 2, 3, 4, 5, 6});
+    expect_values(ctx, mst_matmul(ctx, a3, b), 3, (int64_t[]){2, 1, 2}, (float[]){58, 64, 139, 154});
+    /* linear: x (2, 3) w (2, 3) bias (2) -> x w^T + bias */
+    mst_tensor *w = from_f32(ctx, 2, (int64_t[]){2, 3}, (float[]){1, 0, -1, 0.5f, 0.5f, 0.5f});
+    mst_tensor *bias = from_f32(ctx, 1, (int64_t[]){2}, (float[]){10, -1});
+    expect_values(ctx, mst_linear(ctx, a, w, bias), 2, (int64_t[]){2, 2}, (float[]){8, 2, 8, 6.5f});
+    expect_values(ctx, mst_linear(ctx, a, w, NULL), 2, (int64_t[]){2, 2}, (float[]){-2, 3, -2, 7.5f});
+    /* leading dims are kept: (2, 1, 3) -> (2, 1, 2) */
+    expect_values(ctx, mst_linear(ctx, a3, w, bias), 3, (int64_t[]){2, 1, 2}, (float[]){8, 2, 8, 6.5f});
+    mst_ctx_free(ctx);
+}
+
+/* Backward through a linear gives the textbook gradients. */
+static void test_linear_gradient_values(void **state) {
+    mst_ctx *ctx = mst_ctx_new(NULL);
+    mst_tensor *x = from_f32(ctx, 2, (int64_t[]){2, 2}, (float[]){1, 2, 3, 4});
+    mst_tensor *w = from_f32(ctx, 2, (int64_t[]){1, 2}, (float[]){0.5f, -1});
+    mst_tensor *bias = from_f32(ctx, 1, (int64_t[]){1}, (float[]){0});
+    x->requires_grad = w->requires_grad = bias->requires_grad = true;
+    mst_tensor *y = mst_linear(ctx, x, w, bias);            /* (2, 1) */
+    mst_tensor *gy = from_f32(ctx, 2, (int64_t[]){2, 1}, (float[]){1, 2});
+    assert_int_equal(mst_backward_seeded(ctx, y, gy), MST_OK);
+    expect_values(ctx, x->grad, 2, (int64_t[]){2, 2}, (float[]){0.5f, -1, 1, -2});     /* gy w */
+    expect_values(ctx, w->grad, 2, (int64_t[]){1, 2}, (float[]){7, 10});               /* gy^T x */
+    expect_values(ctx, bias->grad, 1, (int64_t[]){1}, (float[]){3});
+    mst_ctx_free(ctx);
+}
+
+static void test_empty_and_promotion(void **state) {
+    mst_ctx *ctx = mst_ctx_new(NULL);
+    /* K = 0: the product of empty sums is zero */
+    mst_tensor *a = mst_tensor_zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){3, 0});
+    mst_tensor *b = mst_tensor_zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){0, 2});
+    mst_tensor *y = mst_matmul(ctx, a, b);
+    expect_values(ctx, y, 2, (int64_t[]){3, 2}, (float[]){0, 0, 0, 0, 0, 0});
+    /* M = 0 */
+    mst_tensor *e = mst_tensor_zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){0, 4});
+    mst_tensor *w = mst_tensor_full(ctx, MST_DTYPE_F32, 2, (int64_t[]){5, 4}, 1.0);
+    y = mst_linear(ctx, e, w, NULL);
+    if (!y) fail_msg("%s", mst_ctx_error(ctx));
+    assert_int_equal(y->shape[0], 0);
+    assert_int_equal(y->shape[1], 5);
+    /* f32 @ f64 is computed in f64 */
+    mst_tensor *a32 = mst_tensor_full(ctx, MST_DTYPE_F32, 2, (int64_t[]){2, 3}, 0.5);
+    mst_tensor *b64 = mst_tensor_full(ctx, MST_DTYPE_F64, 2, (int64_t[]){3, 2}, 0.25);
+    y = mst_matmul(ctx, a32, b64);
+    if (!y) fail_msg("%s", mst_ctx_error(ctx));
+    assert_int_equal(y->dtype, MST_DTYPE_F64);
+    assert_float_equal(mst_tensor_get(y, 3), 0.375, 0);
+    mst_ctx_free(ctx);
+}
+
+static void test_flops(void **state) {
+    mst_ctx *ctx = mst_ctx_new(NULL);
+    mst_tensor *a = mst_tensor_zeros(ctx, MST_DTYPE_F32, 3, (int64_t[]){2, 3, 4});
+    mst_tensor *b = mst_tensor_zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){5, 4});
+    mst_op_call c = {.op = MST_OP_MATMUL, .n_in = 2, .in = {a, b}, .attrs = {.i = {0, 1}}};
+    assert_int_equal(mst_op_flops(&c), 2 * 2 * 3 * 5 * 4);
+    mst_op_call l = {.op = MST_OP_LINEAR, .n_in = 2, .in = {a, b}};
+    assert_int_equal(mst_op_flops(&l), 2 * 6 * 5 * 4);
+    mst_ctx_free(ctx);
+}
+
+/* Expect the last call to have failed with `status` and a message containing each needle. */
+static void expect_error(mst_ctx *ctx, const mst_tensor *y, mst_status status, const char *const needles[]) {
+    assert_null(y);
+    if (mst_ctx_status(ctx) != status)
+        fail_msg("expected %s, got %s: %s", mst_status_name(status), mst_status_name(mst_ctx_status(ctx)), mst_ctx_error(ctx));
+    for (int i = 0; needles[i]; i++)
+        if (!strstr(mst_ctx_error(ctx), needles[i])) fail_msg("message lacks \"%s\": %s", needles[i], mst_ctx_error(ctx));
+    mst_ctx_clear_error(ctx);
+}
+#define EXPECT_ERROR(ctx, y, status, ...) expect_error(ctx, y, status, (const char *const[]){__VA_ARGS__, NULL})
+
+static mst_tensor *zeros(mst_ctx *ctx, mst_dtype dt, int ndim, const int64_t *shape) {
+    mst_tensor *t = mst_tensor_zeros(ctx, dt, ndim, shape);
+    assert_non_null(t);
+    return t;
+}
+
+static void test_matmul_errors(void **state) {
+    mst_ctx *ctx = mst_ctx_new(NULL);
+    mst_tensor *a = zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){2, 3});
+    mst_tensor *b = zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){4, 5});
+    EXPECT_ERROR(ctx, mst_matmul(ctx, a, b), MST_ERR_SHAPE, "matmul", "inner dimensions", "f32(2, 3)", "f32(4, 5)");
+    /* a transpose that breaks an otherwise fitting product */
+    mst_tensor *b3 = zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){3, 5});
+    EXPECT_ERROR(ctx, mst_matmul_t(ctx, a, b3, true, false), MST_ERR_SHAPE, "inner dimensions", "a^T");
+    mst_tensor *v = zeros(ctx, MST_DTYPE_F32, 1, (int64_t[]){3});
+    EXPECT_ERROR(ctx, mst_matmul(ctx, v, b3), MST_ERR_SHAPE, "rank 1");
+    mst_tensor *r4 = zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){1, 1, 2, 3});
+    EXPECT_ERROR(ctx, mst_matmul(ctx, r4, b3), MST_ERR_SHAPE, "rank 4");
+    mst_tensor *x1 = zeros(ctx, MST_DTYPE_F32, 3, (int64_t[]){2, 2, 3}), *x2 = zeros(ctx, MST_DTYPE_F32, 3, (int64_t[]){3, 3, 4});
+    EXPECT_ERROR(ctx, mst_matmul(ctx, x1, x2), MST_ERR_SHAPE, "batch sizes differ", "2 vs 3");
+    mst_tensor *i1 = zeros(ctx, MST_DTYPE_I32, 2, (int64_t[]){2, 3}), *i2 = zeros(ctx, MST_DTYPE_I32, 2, (int64_t[]){3, 2});
+    EXPECT_ERROR(ctx, mst_matmul(ctx, i1, i2), MST_ERR_DTYPE, "matmul", "float", "i32");
+    /* a bad trans flag reaching the op through the dispatcher */
+    mst_attrs bad = {.i = {2, 0}};
+    EXPECT_ERROR(ctx, mst_dispatch1(ctx, MST_OP_MATMUL, 2, (mst_tensor *[]){a, b3}, &bad), MST_ERR_ARG, "trans_a");
+    /* an earlier failure passes through, keeping the first message */
+    assert_null(mst_matmul(ctx, mst_matmul(ctx, a, b), b3));
+    assert_non_null(strstr(mst_ctx_error(ctx), "inner dimensions"));
+    mst_ctx_clear_error(ctx);
+    /* out of memory on the output */
+    mst_allocator_fail_at(ctx->alloc, 1);
+    EXPECT_ERROR(ctx, mst_matmul(ctx, a, b3), MST_ERR_OOM, "out of memory");
+    assert_non_null(mst_matmul(ctx, a, b3));    /* recovers afterwards */
+    mst_ctx_free(ctx);
+}
+
+static void test_linear_errors(void **state) {
+    mst_ctx *ctx = mst_ctx_new(NULL);
+    mst_tensor *x = zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){4, 3});
+    mst_tensor *w = zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){5, 6});
+    EXPECT_ERROR(ctx, mst_linear(ctx, x, w, NULL), MST_ERR_SHAPE, "linear", "6 input features", "last dim is 3", "f32(4, 3)");
+    mst_tensor *w_ok = zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){5, 3});
+    mst_tensor *bias = zeros(ctx, MST_DTYPE_F32, 1, (int64_t[]){4});
+    EXPECT_ERROR(ctx, mst_linear(ctx, x, w_ok, bias), MST_ERR_SHAPE, "bias must be (5)");
+    mst_tensor *bias2 = zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){1, 5});
+    EXPECT_ERROR(ctx, mst_linear(ctx, x, w_ok, bias2), MST_ERR_SHAPE, "bias must be (5)");
+    mst_tensor *w3 = zeros(ctx, MST_DTYPE_F32, 3, (int64_t[]){1, 5, 3});
+    EXPECT_ERROR(ctx, mst_linear(ctx, x, w3, NULL), MST_ERR_SHAPE, "weight must be (out_features, in_features)");
+    mst_tensor *s = mst_tensor_scalar(ctx, MST_DTYPE_F32, 1.0);
+    EXPECT_ERROR(ctx, mst_linear(ctx, s, w_ok, NULL), MST_ERR_SHAPE, "scalar");
+    mst_tensor *xi = zeros(ctx, MST_DTYPE_I32, 2, (int64_t[]){4, 3}), *wi = zeros(ctx, MST_DTYPE_I32, 2, (int64_t[]){5, 3});
+    EXPECT_ERROR(ctx, mst_linear(ctx, xi, wi, NULL), MST_ERR_DTYPE, "i32");
+    EXPECT_ERROR(ctx, mst_linear(ctx, x, NULL, NULL), MST_ERR_ARG, "input 1 is NULL");
+    mst_allocator_fail_at(ctx->alloc, 1);
+    EXPECT_ERROR(ctx, mst_linear(ctx, x, w_ok, NULL), MST_ERR_OOM, "out of memory");
+    mst_ctx_free(ctx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gradients),       cmocka_unit_test(test_fast_vs_reference),
+        cmocka_unit_test(test_values),          cmocka_unit_test(test_linear_gradient_values),
+        cmocka_unit_test(test_empty_and_promotion), cmocka_unit_test(test_flops),
+        cmocka_unit_test(test_matmul_errors),   cmocka_unit_test(test_linear_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
