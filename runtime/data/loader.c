@@ -1,0 +1,354 @@
+/* loader.c — epoch order, batch production and the prefetch ring behind mst_loader_next.
+ *
+ * With num_workers = 0 the caller produces each batch itself. With num_workers > 0 a ring of
+ * prefetch + 1 slots holds batch b in slot b % n_slots: the consumer holds one, and workers fill
+ * up to `prefetch` more ahead of it, each worker one whole batch at a time, taking batch numbers in
+ * order under one mutex. The consumer waits on a condition variable for the slot of exactly the
+ * batch it wants, so delivery is in order whatever order workers finish in. Trade-off: one mutex
+ * and two condition variables for everything — taken twice per batch, not per sample — which is
+ * simple to reason about (no lock-free ring) and costs nothing next to producing a batch.
+ * Restarting an epoch mid-way waits for the batches being produced right now (bounded by one
+ * batch's work), so no worker ever writes a slot the new epoch has reused.
+ */
+#include "runtime/data/loader.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "profiler/events.h"
+#include "runtime/rng.h"
+
+#define TAG_SHUFFLE 0x73687566666c65ULL     /* "shuffle" */
+#define MAX_PREFETCH 4096
+
+typedef struct {
+    float *x;                   /* (batch_size, C, H, W) */
+    int32_t *y;                 /* (batch_size) */
+    int64_t batch;              /* batch it holds or is being filled with; -1 = none */
+    int64_t size;
+    bool ready;                 /* filled and not yet taken by the consumer */
+} slot;
+
+typedef struct {
+    pthread_t thread;
+    struct mst_loader *ld;
+    float *scratch;             /* (C, H, W): transform workspace of this worker */
+} worker;
+
+struct mst_loader {
+    const mst_source *src;
+    mst_loader_config cfg;
+    mst_transform_config tcfg;
+    int c, h, w;
+    int64_t numel;              /* C * H * W */
+    int64_t n;                  /* samples in use */
+    int64_t n_batches;
+    int64_t *perm;              /* (n): this epoch's order; NULL without shuffle */
+    float *scratch;             /* (C, H, W): transform workspace when num_workers = 0 */
+    int n_slots;
+    slot *slots;
+
+    /* consumer-side state, also read by workers under `lock` */
+    pthread_mutex_t lock;
+    pthread_cond_t work_cv;     /* workers wait: a batch may be produced, or shutdown */
+    pthread_cond_t ready_cv;    /* consumer waits for its batch; start_epoch for busy == 0 */
+    bool started;               /* an epoch is running: workers may take batches */
+    bool shutdown;
+    int64_t epoch;
+    int64_t next_produce;       /* next batch number to hand to a worker */
+    int64_t cursor;             /* next batch number to deliver */
+    bool holding;               /* the consumer holds batch cursor - 1 */
+    int busy;                   /* workers producing a batch right now */
+    int ready_count;            /* filled batches not yet delivered */
+
+    worker *workers;
+    int n_workers;              /* threads actually running */
+
+    uint32_t name_wait, name_produce, name_depth;
+    char err[256];
+};
+
+static void set_err(char *err, size_t errn, const char *fmt, ...) {
+    if (!err || errn == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errn, fmt, ap);
+    va_end(ap);
+}
+
+/* Fills `s` with batch b of the current epoch. Runs without the lock: it reads only what
+ * start_epoch never changes while a batch is being produced (perm, epoch), and writes only `s`. */
+static void produce_batch(const mst_loader *ld, int64_t epoch, int64_t b, slot *s, float *scratch) {
+    const int64_t bs = ld->cfg.batch_size, start = b * bs;
+    const int64_t size = ld->n - start < bs ? ld->n - start : bs;
+    for (int64_t i = 0; i < size; i++) {
+        const int64_t idx = ld->perm ? ld->perm[start + i] : start + i;
+        float *x = s->x + i * ld->numel;
+        mst_source_get(ld->src, idx, x, &s->y[i]);
+        mst_transform_apply(&ld->tcfg, epoch, idx, x, scratch, ld->c, ld->h, ld->w);
+    }
+    s->size = size;
+}
+
+/* First batch whose slot is still taken (held by the consumer or not yet delivered). Lock held. */
+static int64_t free_from(const mst_loader *ld) { return ld->holding ? ld->cursor - 1 : ld->cursor; }
+
+static bool can_produce(const mst_loader *ld) {
+    return ld->started && ld->next_produce < ld->n_batches && ld->next_produce < free_from(ld) + ld->n_slots;
+}
+
+static void *worker_main(void *arg) {
+    worker *wk = arg;
+    mst_loader *ld = wk->ld;
+    pthread_mutex_lock(&ld->lock);
+    for (;;) {
+        while (!ld->shutdown && !can_produce(ld)) pthread_cond_wait(&ld->work_cv, &ld->lock);
+        if (ld->shutdown) break;
+        const int64_t b = ld->next_produce++, epoch = ld->epoch;
+        slot *s = &ld->slots[b % ld->n_slots];
+        s->batch = b;
+        s->ready = false;
+        ld->busy++;
+        pthread_mutex_unlock(&ld->lock);
+
+        mst_prof_begin(MST_CAT_DATA, ld->name_produce, -1);
+        produce_batch(ld, epoch, b, s, wk->scratch);
+        mst_prof_end(MST_CAT_DATA, ld->name_produce, -1);
+
+        pthread_mutex_lock(&ld->lock);
+        ld->busy--;
+        s->ready = true;
+        ld->ready_count++;
+        pthread_cond_broadcast(&ld->ready_cv);
+    }
+    pthread_mutex_unlock(&ld->lock);
+    mst_prof_thread_flush();
+    return NULL;
+}
+
+static int validate(const mst_source *src, const mst_loader_config *cfg, char *err, size_t errn) {
+    if (!src) { set_err(err, errn, "loader: source is NULL"); return -1; }
+    if (!cfg) { set_err(err, errn, "loader: config is NULL"); return -1; }
+    if (cfg->batch_size < 1) {
+        set_err(err, errn, "loader config: batch_size = %d, expected >= 1", cfg->batch_size);
+        return -1;
+    }
+    if (cfg->num_workers < 0 || cfg->num_workers > MST_LOADER_MAX_WORKERS) {
+        set_err(err, errn, "loader config: num_workers = %d, expected 0 to %d (0 = produce in the caller)",
+                cfg->num_workers, MST_LOADER_MAX_WORKERS);
+        return -1;
+    }
+    if (cfg->prefetch < 1 || cfg->prefetch > MAX_PREFETCH) {
+        set_err(err, errn, "loader config: prefetch = %d, expected 1 to %d", cfg->prefetch, MAX_PREFETCH);
+        return -1;
+    }
+    if ((unsigned)cfg->augment >= MST_AUGMENT_COUNT) {
+        set_err(err, errn, "loader config: augment = %d, expected MST_AUGMENT_NONE, _LIGHT or _HEAVY", (int)cfg->augment);
+        return -1;
+    }
+    if (cfg->normalize && !(isfinite(cfg->std) && cfg->std > 0.0f)) {
+        set_err(err, errn, "loader config: std = %g, expected a finite value > 0 when normalize is set", (double)cfg->std);
+        return -1;
+    }
+    if (cfg->normalize && !isfinite(cfg->mean)) {
+        set_err(err, errn, "loader config: mean = %g, expected a finite value when normalize is set", (double)cfg->mean);
+        return -1;
+    }
+    if (cfg->limit < 0) {
+        set_err(err, errn, "loader config: limit = %lld, expected >= 0 (0 = all samples)", (long long)cfg->limit);
+        return -1;
+    }
+    return 0;
+}
+
+mst_loader *mst_loader_new(const mst_source *src, const mst_loader_config *cfg, char *err, size_t errn) {
+    if (err && errn) err[0] = '\0';
+    if (validate(src, cfg, err, errn) != 0) return NULL;
+    mst_loader *ld = calloc(1, sizeof(*ld));
+    if (!ld) { set_err(err, errn, "loader: out of memory"); return NULL; }
+    ld->src = src;
+    ld->cfg = *cfg;
+    ld->tcfg = (mst_transform_config){.augment = cfg->augment, .normalize = cfg->normalize,
+                                      .mean = cfg->mean, .std = cfg->std, .seed = cfg->seed};
+    int64_t shape[3];
+    mst_source_shape(src, shape);
+    ld->c = (int)shape[0];
+    ld->h = (int)shape[1];
+    ld->w = (int)shape[2];
+    ld->numel = shape[0] * shape[1] * shape[2];
+    const int64_t len = mst_source_len(src);
+    ld->n = cfg->limit > 0 && cfg->limit < len ? cfg->limit : len;
+    const int64_t bs = cfg->batch_size;
+    ld->n_batches = cfg->drop_remainder ? ld->n / bs : (ld->n + bs - 1) / bs;
+    ld->n_slots = cfg->num_workers > 0 ? cfg->prefetch + 1 : 1;
+    ld->epoch = -1;
+    ld->name_wait = mst_prof_intern("loader.wait");
+    ld->name_produce = mst_prof_intern("loader.produce");
+    ld->name_depth = mst_prof_intern("loader.queue_depth");
+    pthread_mutex_init(&ld->lock, NULL);
+    pthread_cond_init(&ld->work_cv, NULL);
+    pthread_cond_init(&ld->ready_cv, NULL);
+
+    const uint64_t slot_floats = (uint64_t)bs * (uint64_t)ld->numel;
+    if (slot_floats > SIZE_MAX / sizeof(float) / (uint64_t)ld->n_slots) {
+        set_err(err, errn, "loader config: batch_size = %d with prefetch = %d needs more memory than this machine can address",
+                cfg->batch_size, cfg->prefetch);
+        goto fail;
+    }
+    ld->slots = calloc((size_t)ld->n_slots, sizeof(*ld->slots));
+    ld->scratch = malloc((size_t)ld->numel * sizeof(float));
+    if (cfg->shuffle) ld->perm = malloc((size_t)ld->n * sizeof(*ld->perm));
+    if (!ld->slots || !ld->scratch || (cfg->shuffle && !ld->perm)) goto oom;
+    for (int i = 0; i < ld->n_slots; i++) {
+        ld->slots[i].batch = -1;
+        ld->slots[i].x = malloc((size_t)slot_floats * sizeof(float));
+        ld->slots[i].y = malloc((size_t)bs * sizeof(int32_t));
+        if (!ld->slots[i].x || !ld->slots[i].y) goto oom;
+    }
+    if (cfg->num_workers > 0) {
+        ld->workers = calloc((size_t)cfg->num_workers, sizeof(*ld->workers));
+        if (!ld->workers) goto oom;
+        for (int i = 0; i < cfg->num_workers; i++) {
+            worker *wk = &ld->workers[i];
+            wk->ld = ld;
+            wk->scratch = malloc((size_t)ld->numel * sizeof(float));
+            if (!wk->scratch) goto oom;
+            int rc = pthread_create(&wk->thread, NULL, worker_main, wk);
+            if (rc != 0) {
+                set_err(err, errn, "loader: cannot start worker %d of %d: %s", i + 1, cfg->num_workers, strerror(rc));
+                free(wk->scratch);
+                wk->scratch = NULL;
+                goto fail;
+            }
+            ld->n_workers = i + 1;
+        }
+    }
+    return ld;
+oom:
+    set_err(err, errn, "loader: out of memory for %d batch slots of %d samples of %lld floats", ld->n_slots,
+            cfg->batch_size, (long long)ld->numel);
+fail:
+    mst_loader_free(ld);
+    return NULL;
+}
+
+int64_t mst_loader_batches_per_epoch(const mst_loader *ld) { return ld->n_batches; }
+int64_t mst_loader_num_samples(const mst_loader *ld) { return ld->n; }
+const char *mst_loader_error(const mst_loader *ld) { return ld->err; }
+
+/* Fisher-Yates over [0, n), one Philox draw per swap; j = floor(u * (i + 1)) by a 64x64 -> 128
+ * multiply (Lemire), bias below 2^-40 for any n that fits in memory. */
+static void shuffle_order(int64_t *perm, int64_t n, uint64_t seed, int64_t epoch) {
+    for (int64_t i = 0; i < n; i++) perm[i] = i;
+    mst_rng r = mst_rng_make(mst_hash64(seed ^ TAG_SHUFFLE), (uint64_t)epoch);
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)(((unsigned __int128)mst_rng_u64(&r) * (uint64_t)(i + 1)) >> 64);
+        int64_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+}
+
+int mst_loader_start_epoch(mst_loader *ld, int64_t epoch, int64_t first_batch) {
+    if (epoch < 0) {
+        set_err(ld->err, sizeof ld->err, "loader: epoch = %lld, expected >= 0", (long long)epoch);
+        return -1;
+    }
+    if (first_batch < 0 || first_batch > ld->n_batches) {
+        set_err(ld->err, sizeof ld->err, "loader: first_batch = %lld, expected 0 to %lld (batches per epoch)",
+                (long long)first_batch, (long long)ld->n_batches);
+        return -1;
+    }
+    pthread_mutex_lock(&ld->lock);
+    /* stop handing out batches of the old epoch and let the ones in production land */
+    ld->started = false;
+    while (ld->busy > 0) pthread_cond_wait(&ld->ready_cv, &ld->lock);
+    for (int i = 0; i < ld->n_slots; i++) {
+        ld->slots[i].batch = -1;
+        ld->slots[i].ready = false;
+    }
+    if (ld->perm) shuffle_order(ld->perm, ld->n, ld->cfg.seed, epoch);
+    ld->epoch = epoch;
+    ld->cursor = ld->next_produce = first_batch;
+    ld->holding = false;
+    ld->ready_count = 0;
+    ld->started = true;
+    pthread_cond_broadcast(&ld->work_cv);
+    pthread_mutex_unlock(&ld->lock);
+    return 0;
+}
+
+int mst_loader_next(mst_loader *ld, mst_batch *out) {
+    if (ld->epoch < 0) {
+        set_err(ld->err, sizeof ld->err, "loader: mst_loader_next before mst_loader_start_epoch");
+        return -1;
+    }
+    slot *s;
+    int depth = 0;
+    if (ld->n_workers == 0) {
+        ld->holding = false;
+        if (ld->cursor >= ld->n_batches) return 0;
+        s = &ld->slots[0];
+        mst_prof_begin(MST_CAT_DATA, ld->name_wait, -1);
+        produce_batch(ld, ld->epoch, ld->cursor, s, ld->scratch);
+        mst_prof_end(MST_CAT_DATA, ld->name_wait, -1);
+        s->batch = ld->cursor;
+        ld->cursor++;
+        ld->holding = true;
+    } else {
+        /* cursor is written only by this thread, so reading it unlocked is safe */
+        const bool finished = ld->cursor >= ld->n_batches;
+        if (!finished) mst_prof_begin(MST_CAT_DATA, ld->name_wait, -1);
+        pthread_mutex_lock(&ld->lock);
+        if (ld->holding) {
+            ld->holding = false;            /* its slot is free: one more batch may be produced */
+            pthread_cond_signal(&ld->work_cv);
+        }
+        if (finished) {
+            pthread_mutex_unlock(&ld->lock);
+            return 0;
+        }
+        s = &ld->slots[ld->cursor % ld->n_slots];
+        while (!(s->batch == ld->cursor && s->ready)) pthread_cond_wait(&ld->ready_cv, &ld->lock);
+        s->ready = false;
+        depth = --ld->ready_count;
+        ld->cursor++;
+        ld->holding = true;
+        pthread_mutex_unlock(&ld->lock);
+        mst_prof_end(MST_CAT_DATA, ld->name_wait, -1);
+    }
+    mst_prof_counter(ld->name_depth, depth);
+    out->x = s->x;
+    out->y = s->y;
+    out->size = s->size;
+    out->index = s->batch;
+    return 1;
+}
+
+void mst_loader_free(mst_loader *ld) {
+    if (!ld) return;
+    pthread_mutex_lock(&ld->lock);
+    ld->shutdown = true;
+    pthread_cond_broadcast(&ld->work_cv);
+    pthread_mutex_unlock(&ld->lock);
+    for (int i = 0; i < ld->n_workers; i++) pthread_join(ld->workers[i].thread, NULL);
+    if (ld->workers)
+        for (int i = 0; i < ld->cfg.num_workers; i++) free(ld->workers[i].scratch);
+    free(ld->workers);
+    if (ld->slots)
+        for (int i = 0; i < ld->n_slots; i++) {
+            free(ld->slots[i].x);
+            free(ld->slots[i].y);
+        }
+    free(ld->slots);
+    free(ld->scratch);
+    free(ld->perm);
+    pthread_cond_destroy(&ld->work_cv);
+    pthread_cond_destroy(&ld->ready_cv);
+    pthread_mutex_destroy(&ld->lock);
+    free(ld);
+}

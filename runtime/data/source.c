@@ -1,0 +1,49 @@
+/* source.c — the accessors every source shares, and the per-kind dispatch of mst_source_get.
+ *
+ * Sources are immutable after construction, so nothing here locks: the loader's workers call
+ * mst_source_get concurrently on the same source. IDX pixels are stored as u8 and widened to
+ * float on the way out (p / 255 exactly, so 255 maps to 1.0f, not 0.99999994f).
+ */
+#include "runtime/data/source_impl.h"
+
+#include <stdlib.h>
+
+#include "runtime/status.h"
+
+int64_t mst_source_len(const mst_source *src) { return src->n; }
+
+int mst_source_shape(const mst_source *src, int64_t shape[3]) {
+    shape[0] = src->c;
+    shape[1] = src->h;
+    shape[2] = src->w;
+    return 3;
+}
+
+int mst_source_classes(const mst_source *src) { return src->n_classes; }
+
+int64_t mst_source_sample_numel(const mst_source *src) { return (int64_t)src->c * src->h * src->w; }
+
+static void idx_get(const mst_source *src, int64_t index, float *x_out, int32_t *label_out) {
+    const size_t numel = (size_t)src->h * (size_t)src->w;
+    const uint8_t *p = src->pixels + (size_t)index * numel;
+    if (x_out)
+        for (size_t i = 0; i < numel; i++) x_out[i] = (float)p[i] / 255.0f;
+    if (label_out) *label_out = src->labels[index];
+}
+
+void mst_source_get(const mst_source *src, int64_t index, float *x_out, int32_t *label_out) {
+    MST_ASSERT(index >= 0 && index < src->n);
+    switch (src->kind) {
+    case MST_SOURCE_IDX: idx_get(src, index, x_out, label_out); return;
+    case MST_SOURCE_SYNTHETIC: mst_synthetic_get(src, index, x_out, label_out); return;
+    }
+    MST_ASSERT(!"unknown source kind");
+}
+
+void mst_source_free(mst_source *src) {
+    if (!src) return;
+    free(src->pixels);
+    free(src->labels);
+    free(src->protos);
+    free(src);
+}

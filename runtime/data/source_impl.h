@@ -1,0 +1,34 @@
+/* source_impl.h — the layout of mst_source, shared by the files that build sources (idx.c,
+ * synthetic.c) and the accessors in source.c. Not part of the public API.
+ *
+ * One struct with a kind tag rather than a table of function pointers: there are two kinds, both
+ * read-only after construction, and a switch keeps mst_source_get inlinable per kind.
+ */
+#ifndef MST_RUNTIME_DATA_SOURCE_IMPL_H
+#define MST_RUNTIME_DATA_SOURCE_IMPL_H
+
+#include <stdint.h>
+
+#include "runtime/data/source.h"
+
+typedef enum { MST_SOURCE_IDX, MST_SOURCE_SYNTHETIC } mst_source_kind;
+
+struct mst_source {
+    mst_source_kind kind;
+    int64_t n;                  /* samples */
+    int c, h, w;                /* sample shape */
+    int n_classes;
+
+    /* IDX */
+    uint8_t *pixels;            /* (n, h, w), c == 1 */
+    uint8_t *labels;            /* (n) */
+
+    /* synthetic: keys derived from (seed, split), see synthetic.c */
+    uint64_t key_proto, key_label, key_noise;
+    float *protos;              /* (n_classes, c*h*w), or NULL when computed per sample */
+};
+
+/* Synthetic sample generation (synthetic.c), called by mst_source_get. */
+void mst_synthetic_get(const mst_source *src, int64_t index, float *x_out, int32_t *label_out);
+
+#endif
