@@ -1,0 +1,194 @@
+/* job.h — the job file: every setting of a training job as one plain struct, the schema table that
+ * describes each setting once (path, type, default, range, help, offset), and the functions that
+ * fill the struct from YAML, from `--set key.path=value`, validate it and write it back out.
+ *
+ * The trade-off: one flat table of leaf keys instead of per-section parsers. The loader, --set,
+ * validation, JSON, YAML output, `mstune list keys` and docs/job.md all walk the same table, so a
+ * key added there is parsed, checked, printed and documented everywhere; sections (data,
+ * data.synthetic, ...) are just the dotted prefixes of the leaf paths. See docs/job.md.
+ *
+ *     mst_job job;
+ *     char err[1024];
+ *     if (mst_job_load(&job, "job.yaml", err, sizeof(err)) != 0 ||
+ *         mst_job_set(&job, "data.batch_size=128", err, sizeof(err)) != 0 ||
+ *         mst_job_validate(&job, err, sizeof(err)) != 0) {
+ *         fprintf(stderr, "mstune: %s\n", err);      // "job.yaml:4:15: data.batch_size must be ..."
+ *         return 2;
+ *     }
+ *     cJSON *cfg;
+ *     if (mst_job_to_json(&job, &cfg) == 0) { ...; cJSON_Delete(cfg); }
+ *
+ * All functions returning int: 0 on success, -1 on error with a one-line message in err (err may
+ * be NULL or errn 0 to discard it; messages are truncated to errn - 1 bytes).
+ */
+#ifndef MST_CLI_JOB_H
+#define MST_CLI_JOB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+
+/* ---- enumerated settings (value = index into the key's `values` names) ---- */
+
+typedef enum { MST_JOB_MODEL_MLP, MST_JOB_MODEL_CNN, MST_JOB_MODEL_COUNT } mst_job_model;
+typedef enum { MST_JOB_DATASET_FASHION_MNIST, MST_JOB_DATASET_SYNTHETIC, MST_JOB_DATASET_COUNT } mst_job_dataset;
+typedef enum { MST_JOB_AUGMENT_NONE, MST_JOB_AUGMENT_LIGHT, MST_JOB_AUGMENT_HEAVY, MST_JOB_AUGMENT_COUNT } mst_job_augment;
+typedef enum { MST_JOB_OPTIM_SGD, MST_JOB_OPTIM_ADAM, MST_JOB_OPTIM_ADAMW, MST_JOB_OPTIM_COUNT } mst_job_optim;
+typedef enum { MST_JOB_SCHED_CONSTANT, MST_JOB_SCHED_STEP, MST_JOB_SCHED_COSINE, MST_JOB_SCHED_COUNT } mst_job_schedule;
+typedef enum { MST_JOB_MODE_EAGER, MST_JOB_MODE_GRAPH, MST_JOB_MODE_COUNT } mst_job_mode;
+typedef enum { MST_JOB_DEVICE_CPU, MST_JOB_DEVICE_CUDA, MST_JOB_DEVICE_COUNT } mst_job_device;
+typedef enum { MST_JOB_AMP_O0, MST_JOB_AMP_O1, MST_JOB_AMP_O2, MST_JOB_AMP_O3, MST_JOB_AMP_COUNT } mst_job_amp_level;
+typedef enum { MST_JOB_HALF_F16, MST_JOB_HALF_BF16, MST_JOB_HALF_COUNT } mst_job_half;
+typedef enum { MST_JOB_SCALE_NONE, MST_JOB_SCALE_FIXED, MST_JOB_SCALE_DYNAMIC, MST_JOB_SCALE_COUNT } mst_job_scale;
+
+#define MST_JOB_NAME_MAX 128    /* bytes of mst_job.name, NUL included */
+#define MST_JOB_PATH_MAX 4096   /* bytes of mst_job.data.path, NUL included */
+
+/* Every setting. Defaults and ranges are in the schema table (mst_job_keys), not here.
+ * String fields are always NUL-terminated and zero-filled past the terminator, so two jobs with
+ * the same settings compare equal with memcmp when both were filled through this API. */
+typedef struct mst_job {
+    char name[MST_JOB_NAME_MAX];            /* run name: out/<name>/ */
+    struct {
+        mst_job_model name;
+        int hidden1, hidden2;               /* mlp hidden widths */
+        int width;                          /* cnn stem channels */
+        int blocks;                         /* cnn residual blocks */
+        double dropout;
+    } model;
+    struct {
+        mst_job_dataset dataset;
+        char path[MST_JOB_PATH_MAX];        /* Fashion-MNIST IDX folder */
+        int batch_size, num_workers, prefetch;
+        bool drop_remainder, shuffle, normalize;
+        mst_job_augment augment;
+        int limit;                          /* training samples used; 0 = all */
+        struct {
+            int samples, test_samples, classes;
+            int channels, height, width;
+        } synthetic;
+    } data;
+    struct {
+        int epochs;
+        int steps;                          /* > 0 caps the run; 0 = epochs decide */
+        int seed;
+        bool eval, checkpoint;
+        int log_every;
+    } train;
+    struct {
+        mst_job_optim name;
+        double lr, momentum;
+        bool nesterov;
+        double weight_decay, beta1, beta2, eps;
+        mst_job_schedule schedule;
+        int warmup_steps, step_size;
+        double gamma, min_lr;
+    } optimizer;
+    struct {
+        mst_job_mode mode;
+        mst_job_device device;
+        int threads;                        /* 0 = all cores */
+    } runtime;
+    struct {
+        mst_job_amp_level level;
+        mst_job_half dtype;
+        struct {
+            mst_job_scale type;
+            double init, factor;
+            int window;
+        } loss_scale;
+    } amp;
+} mst_job;
+
+/* ---- the schema: one row per leaf setting ---- */
+
+typedef enum {
+    MST_JOB_STRING,     /* char[size], NUL-terminated */
+    MST_JOB_INT,        /* int, decimal */
+    MST_JOB_FLOAT,      /* double, decimal or exponent notation, finite */
+    MST_JOB_BOOL,       /* bool: true/false, yes/no, on/off */
+    MST_JOB_ENUM,       /* a C enum (int-sized); the text is one of `values` */
+    MST_JOB_TYPE_COUNT
+} mst_job_type;
+
+/* Range flags for MST_JOB_INT and MST_JOB_FLOAT (every numeric key has a lower bound). */
+enum {
+    MST_JOB_MIN_OPEN = 1u << 0,     /* value > min (default: >= min) */
+    MST_JOB_HAS_MAX = 1u << 1,      /* an upper bound (ints are always <= 2147483647) */
+    MST_JOB_MAX_OPEN = 1u << 2,     /* value < max (default: <= max) */
+    MST_JOB_NAME_CHARS = 1u << 3,   /* string of A-Z a-z 0-9 . _ - not starting with '.' */
+};
+
+typedef struct {
+    const char *path;               /* dotted: "data.synthetic.height" */
+    mst_job_type type;
+    size_t offset;                  /* offsetof(mst_job, ...) */
+    size_t size;                    /* bytes of the field */
+    const char *def;                /* default, written as a user would write it */
+    const char *def_doc;            /* how docs show the default when it is computed (NULL: def) */
+    double min, max;                /* numeric range, see the flags */
+    unsigned flags;
+    const char *const *values;      /* MST_JOB_ENUM: names, NULL-terminated, index = C value */
+    const char *help;               /* one line */
+} mst_job_key;
+
+extern const mst_job_key mst_job_keys[];
+extern const int mst_job_key_count;
+
+const char *mst_job_type_name(mst_job_type t);          /* "string", "int", ... */
+const mst_job_key *mst_job_key_find(const char *path);  /* NULL when no such leaf */
+
+/* What a key accepts, as used in messages and docs: "an integer >= 1", "one of sgd, adam, adamw". */
+void mst_job_key_expect(const mst_job_key *k, char *buf, size_t n);
+/* The range column of the schema: ">= 1", ">= 0, < 1", "sgd|adam|adamw", "" for none. */
+void mst_job_key_range(const mst_job_key *k, char *buf, size_t n);
+
+/* Reads `text` (len bytes, not necessarily NUL-terminated) as the key's type and stores it in
+ * job after checking the range. On error nothing is stored and err says
+ * "<path> must be <expectation>" (no position: callers add where the text came from). */
+int mst_job_key_parse(mst_job *job, const mst_job_key *k, const char *text, size_t len, char *err, size_t errn);
+/* Checks the value stored in job against the key's type and range (same message as parse). */
+int mst_job_key_check(const mst_job *job, const mst_job_key *k, char *err, size_t errn);
+/* The stored value as text that mst_job_key_parse reads back to the same bits; enums by name,
+ * floats in the shortest form that round-trips, always with a '.' (YAML 1.1 floats). */
+void mst_job_key_format(const mst_job *job, const mst_job_key *k, char *buf, size_t n);
+
+/* ---- the job ---- */
+
+/* Every setting at its default; name = "job". */
+void mst_job_defaults(mst_job *job);
+
+/* Defaults, name = the file name without its extension (characters outside the name set become
+ * '_'), then the file. On error job is left as it was and err is "path:line:column: message"
+ * (or "cannot open job file 'path': reason"). */
+int mst_job_load(mst_job *job, const char *path, char *err, size_t errn);
+
+/* The same, from a YAML text in memory; `source` names it in messages. */
+int mst_job_load_string(mst_job *job, const char *source, const char *text, size_t len, char *err, size_t errn);
+
+/* One `--set key.path=value` override, typed and checked like the file:
+ * "--set data.batch_size=-3: data.batch_size must be an integer >= 1". The value is the raw text
+ * after the first '=' (surrounding blanks removed, no YAML quoting). */
+int mst_job_set(mst_job *job, const char *assignment, char *err, size_t errn);
+
+/* A setting's value as text (what mst_job_set would take back). -1 for an unknown path. */
+int mst_job_get(const mst_job *job, const char *path, char *buf, size_t n, char *err, size_t errn);
+
+/* Every key's type and range again (the struct may have been filled by hand), then the checks
+ * that involve several keys. Messages name the keys, without positions. */
+int mst_job_validate(const mst_job *job, char *err, size_t errn);
+
+/* The resolved config as nested JSON objects mirroring the YAML (every key, effective value;
+ * enums as their names). *out is a new object for the caller to cJSON_Delete. -1: out of memory. */
+int mst_job_to_json(const mst_job *job, cJSON **out);
+
+/* Every key as a YAML job file, written atomically: a temp file in the same folder, fsync,
+ * rename over path, fsync of the folder. mst_job_load of the result gives the same struct. */
+int mst_job_write_yaml(const mst_job *job, const char *path, char *err, size_t errn);
+
+/* The schema as an aligned text table (key, type, default, range, meaning): `mstune list keys`. */
+void mst_job_schema_print(FILE *f);
+
+#endif
