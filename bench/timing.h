@@ -1,0 +1,22 @@
+/* timing.h — what every bench program shares: repeat counts and the median. */
+#ifndef MST_BENCH_TIMING_H
+#define MST_BENCH_TIMING_H
+
+#include <stdlib.h>
+
+#define BENCH_MAX_REPEATS 64
+
+static int bench_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of v[0..n) (sorts a copy). */
+static inline double bench_median(const double *v, int n) {
+    double s[BENCH_MAX_REPEATS];
+    for (int i = 0; i < n; i++) s[i] = v[i];
+    qsort(s, (size_t)n, sizeof(double), bench_cmp_double);
+    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+}
+
+#endif

@@ -1,0 +1,28 @@
+/* commands.h — the `mstune` subcommands (one file each) and the pieces they share. */
+#ifndef MST_CLI_COMMANDS_H
+#define MST_CLI_COMMANDS_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "cli/job.h"
+
+/* Exit codes (DESIGN.md): 0 ok, 1 the work failed (non-finite loss, a failed gate), 2 bad input. */
+enum { MST_EXIT_OK = 0, MST_EXIT_FAIL = 1, MST_EXIT_INPUT = 2 };
+
+/* What every job-taking command parses: JOB [--set k=v]... [--out DIR] [--resume]. */
+typedef struct {
+    const char *job_path;
+    mst_job job;                /* loaded, overridden and validated */
+    char out_dir[1024];         /* --out, or out/<job name> */
+    bool resume;
+} mst_job_args;
+
+/* Parses argv after the command name; on any problem prints "mstune CMD: ..." and returns 2. */
+int mst_job_args_parse(const char *cmd, int argc, char **argv, bool allow_resume, mst_job_args *a);
+
+int mst_cmd_train(int argc, char **argv);
+int mst_cmd_validate(int argc, char **argv);
+int mst_cmd_list(int argc, char **argv);
+
+#endif

@@ -1,0 +1,156 @@
+/* session.c — from a validated job to runnable runtime objects. */
+#include "cli/session.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "workloads/zoo.h"
+
+/* Fashion-MNIST pixel statistics over the training split (scaled to [0, 1]). */
+#define FASHION_MEAN 0.2860f
+#define FASHION_STD 0.3530f
+#define EVAL_BATCH 500
+
+static const mst_augment k_augment[MST_JOB_AUGMENT_COUNT] = {
+    [MST_JOB_AUGMENT_NONE] = MST_AUGMENT_NONE, [MST_JOB_AUGMENT_LIGHT] = MST_AUGMENT_LIGHT,
+    [MST_JOB_AUGMENT_HEAVY] = MST_AUGMENT_HEAVY,
+};
+static const mst_optim_kind k_optim[MST_JOB_OPTIM_COUNT] = {
+    [MST_JOB_OPTIM_SGD] = MST_OPTIM_SGD, [MST_JOB_OPTIM_ADAM] = MST_OPTIM_ADAM, [MST_JOB_OPTIM_ADAMW] = MST_OPTIM_ADAMW,
+};
+static const mst_lr_kind k_sched[MST_JOB_SCHED_COUNT] = {
+    [MST_JOB_SCHED_CONSTANT] = MST_LR_CONSTANT, [MST_JOB_SCHED_STEP] = MST_LR_STEP, [MST_JOB_SCHED_COSINE] = MST_LR_COSINE,
+};
+
+/* Settings whose machinery arrives with later work are refused by name, not ignored. */
+static int check_available(const mst_job *job, char *err, size_t errn) {
+    if (job->runtime.mode != MST_JOB_MODE_EAGER) {
+        snprintf(err, errn, "runtime.mode: 'graph' is not available in this build; use 'eager'");
+        return -1;
+    }
+    if (job->runtime.device != MST_JOB_DEVICE_CPU) {
+        snprintf(err, errn, "runtime.device: 'cuda' is not available in this build; use 'cpu'");
+        return -1;
+    }
+    if (job->amp.level != MST_JOB_AMP_O0 || job->amp.loss_scale.type != MST_JOB_SCALE_NONE) {
+        snprintf(err, errn, "amp: mixed precision (amp.level O1-O3, loss scaling) is not available in this build; use amp.level O0");
+        return -1;
+    }
+    return 0;
+}
+
+static int open_sources(mst_session *s, const mst_job *job, char *err, size_t errn) {
+    if (job->data.dataset == MST_JOB_DATASET_FASHION_MNIST) {
+        s->train_src = mst_source_idx_open(job->data.path, "train", err, errn);
+        if (!s->train_src) return -1;
+        s->test_src = mst_source_idx_open(job->data.path, "test", err, errn);
+        return s->test_src ? 0 : -1;
+    }
+    const typeof(job->data.synthetic) *sy = &job->data.synthetic;
+    uint64_t seed = (uint64_t)job->train.seed;
+    s->train_src = mst_source_synthetic_new(sy->samples, sy->channels, sy->height, sy->width, sy->classes, seed, 0);
+    s->test_src = mst_source_synthetic_new(sy->test_samples, sy->channels, sy->height, sy->width, sy->classes, seed, 1);
+    if (!s->train_src || !s->test_src) {
+        snprintf(err, errn, "data.synthetic: cannot create a dataset of %d samples of (%d, %d, %d)", sy->samples, sy->channels,
+                 sy->height, sy->width);
+        return -1;
+    }
+    return 0;
+}
+
+int mst_session_open(mst_session *s, const mst_job *job, const char *out_dir, bool resume, char *err, size_t errn) {
+    memset(s, 0, sizeof(*s));
+    if (check_available(job, err, errn) != 0) return -1;
+    if (open_sources(s, job, err, errn) != 0) goto fail;
+
+    bool fashion = job->data.dataset == MST_JOB_DATASET_FASHION_MNIST;
+    mst_loader_config lc = {
+        .batch_size = job->data.batch_size, .drop_remainder = job->data.drop_remainder, .shuffle = job->data.shuffle,
+        .seed = (uint64_t)job->train.seed, .num_workers = job->data.num_workers, .prefetch = job->data.prefetch,
+        .augment = k_augment[job->data.augment], .normalize = job->data.normalize && fashion,
+        .mean = FASHION_MEAN, .std = FASHION_STD, .limit = job->data.limit,
+    };
+    char lerr[512];
+    if (!(s->train = mst_loader_new(s->train_src, &lc, lerr, sizeof(lerr)))) {
+        snprintf(err, errn, "data: %s", lerr);
+        goto fail;
+    }
+    mst_loader_config tc = lc;
+    tc.batch_size = EVAL_BATCH;
+    tc.drop_remainder = false;
+    tc.shuffle = false;
+    tc.augment = MST_AUGMENT_NONE;
+    tc.limit = 0;
+    if (!(s->test = mst_loader_new(s->test_src, &tc, lerr, sizeof(lerr)))) {
+        snprintf(err, errn, "data (test split): %s", lerr);
+        goto fail;
+    }
+
+    s->ctx = mst_ctx_new(&(mst_ctx_config){.seed = (uint64_t)job->train.seed, .n_threads = job->runtime.threads});
+    if (!s->ctx) {
+        snprintf(err, errn, "out of memory creating the runtime context");
+        goto fail;
+    }
+    int64_t shape[3];
+    mst_source_shape(s->train_src, shape);
+    mst_model_spec spec = {
+        .name = job->model.name == MST_JOB_MODEL_MLP ? "mlp" : "cnn",
+        .in_c = (int)shape[0], .in_h = (int)shape[1], .in_w = (int)shape[2],
+        .classes = mst_source_classes(s->train_src),
+        .hidden1 = job->model.hidden1, .hidden2 = job->model.hidden2, .dropout = job->model.dropout,
+        .width = job->model.width, .blocks = job->model.blocks,
+    };
+    char merr[512];
+    if (!(s->model = mst_zoo_model_new(s->ctx, &spec, merr, sizeof(merr)))) {
+        snprintf(err, errn, "model: %s", merr);
+        goto fail;
+    }
+
+    mst_train_config *c = &s->cfg;
+    *c = mst_train_defaults();
+    c->epochs = job->train.epochs;
+    c->max_steps = job->train.steps;
+    memcpy(c->sample_shape, shape, sizeof(shape));
+    c->eval = job->train.eval;
+    c->log_every = job->train.log_every;
+    c->optim = mst_optim_defaults(k_optim[job->optimizer.name]);
+    c->optim.lr = job->optimizer.lr;
+    c->optim.weight_decay = job->optimizer.weight_decay;
+    if (job->optimizer.name == MST_JOB_OPTIM_SGD) {
+        c->optim.momentum = job->optimizer.momentum;
+        c->optim.nesterov = job->optimizer.nesterov;
+    } else {
+        c->optim.beta1 = job->optimizer.beta1;
+        c->optim.beta2 = job->optimizer.beta2;
+        c->optim.eps = job->optimizer.eps;
+    }
+    c->lr = (mst_lr_schedule){
+        .kind = k_sched[job->optimizer.schedule], .base_lr = job->optimizer.lr, .warmup_steps = job->optimizer.warmup_steps,
+        .step_size = job->optimizer.step_size, .gamma = job->optimizer.gamma, .min_lr = job->optimizer.min_lr,
+    };
+    if (job->train.checkpoint || resume) {
+        snprintf(s->checkpoint_path, sizeof(s->checkpoint_path), "%s/checkpoint.bin", out_dir);
+        c->checkpoint_path = s->checkpoint_path;
+    }
+    c->resume = resume;
+    if (resume && access(s->checkpoint_path, R_OK) != 0) {
+        snprintf(err, errn, "--resume: no checkpoint at %s (run without --resume first, with train.checkpoint: true)",
+                 s->checkpoint_path);
+        goto fail;
+    }
+    return 0;
+fail:
+    mst_session_close(s);
+    return -1;
+}
+
+void mst_session_close(mst_session *s) {
+    mst_model_free(s->model);
+    mst_ctx_free(s->ctx);
+    mst_loader_free(s->train);
+    mst_loader_free(s->test);
+    mst_source_free(s->train_src);
+    mst_source_free(s->test_src);
+    memset(s, 0, sizeof(*s));
+}

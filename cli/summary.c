@@ -1,0 +1,58 @@
+/* summary.c — builds summary.json with cJSON. */
+#include "cli/summary.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/fsutil.h"
+
+int mst_summary_write(const char *path, const mst_job *job, const mst_session *s, const mst_train_result *r, char *err,
+                      size_t errn) {
+    cJSON *root = cJSON_CreateObject(), *config = NULL;
+    if (!root || mst_job_to_json(job, &config) != 0) {
+        cJSON_Delete(root);
+        snprintf(err, errn, "%s: out of memory building the summary", path);
+        return -1;
+    }
+    cJSON_AddStringToObject(root, "name", job->name);
+    cJSON_AddStringToObject(root, "model", s->model->name);
+    cJSON_AddNumberToObject(root, "model_params", (double)mst_model_param_count(s->model));
+    cJSON_AddNumberToObject(root, "seed", job->train.seed);
+    cJSON_AddNumberToObject(root, "val_accuracy", r->val_accuracy);
+    cJSON_AddNumberToObject(root, "val_loss", r->val_loss);
+    cJSON_AddNumberToObject(root, "final_train_loss", r->final_loss);
+    cJSON_AddNumberToObject(root, "steps", (double)r->steps);
+    cJSON_AddNumberToObject(root, "epochs", (double)r->epochs);
+    cJSON_AddNumberToObject(root, "step_time_ms_median", r->step_time_ms_median);
+    cJSON_AddNumberToObject(root, "steps_per_s", r->steps_per_s);
+    cJSON_AddNumberToObject(root, "samples_per_s", r->samples_per_s);
+    cJSON_AddNumberToObject(root, "peak_memory_bytes", (double)r->peak_memory_bytes);
+    cJSON_AddNumberToObject(root, "wall_s", r->wall_s);
+    cJSON_AddNumberToObject(root, "resumed_at_step", (double)r->resumed_at_step);
+    cJSON *epochs = cJSON_AddArrayToObject(root, "epoch_records");
+    for (int64_t i = 0; i < r->n_epoch; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "steps", (double)r->epoch[i].steps);
+        cJSON_AddNumberToObject(e, "wall_s", r->epoch[i].wall_s);
+        cJSON_AddNumberToObject(e, "train_loss", r->epoch[i].train_loss);
+        cJSON_AddNumberToObject(e, "val_accuracy", r->epoch[i].val_accuracy);
+        cJSON_AddNumberToObject(e, "val_loss", r->epoch[i].val_loss);
+        cJSON_AddItemToArray(epochs, e);
+    }
+    /* cJSON prints doubles with enough digits to round-trip: the loss curve compares bitwise */
+    cJSON *losses = cJSON_AddArrayToObject(root, "train_loss");
+    for (int64_t i = 0; i < r->n_losses; i++) cJSON_AddItemToArray(losses, cJSON_CreateNumber(r->losses[i]));
+    cJSON_AddItemToObject(root, "config", config);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) {
+        snprintf(err, errn, "%s: out of memory printing the summary", path);
+        return -1;
+    }
+    size_t len = strlen(text);
+    text[len] = '\n';       /* cJSON's buffer holds len + 1 bytes: the NUL becomes a final newline */
+    int rc = mst_write_atomic(path, text, len + 1, err, errn);
+    cJSON_free(text);
+    return rc;
+}

@@ -1,0 +1,40 @@
+/* checkpoint.h — training state on disk: named tensors plus where training stood.
+ *
+ * Written atomically (a temp file in the same folder, fsync, rename, fsync of the folder), so a
+ * crash at any moment leaves either the old checkpoint or the new one, never a torn file. The
+ * format has a header with a format version and a CRC-32 (zlib) over the whole file; loading
+ * checks both, then matches tensors by name, dtype and shape. See docs/checkpoint.md.
+ *
+ *     mst_ckpt_entry e[] = {{"fc1.weight", w1}, ...};
+ *     mst_checkpoint_save(ctx, "out/job/checkpoint.bin", &meta, e, n);
+ *     mst_checkpoint_load(ctx, "out/job/checkpoint.bin", &meta, e, n);   // fills e[i].t in place
+ */
+#ifndef MST_RUNTIME_CHECKPOINT_H
+#define MST_RUNTIME_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "runtime/context.h"
+
+#define MST_CKPT_VERSION 1
+
+typedef struct {
+    int64_t epoch;              /* epoch in progress (0-based) */
+    int64_t batch;              /* batches of that epoch already trained */
+    int64_t step;               /* global optimizer steps taken */
+    int64_t optim_steps;
+    mst_rng rng;                /* the context's generator (dropout seeds, ...) */
+    uint64_t seed;              /* the run's seed, to refuse resuming with another one */
+} mst_ckpt_meta;
+
+typedef struct {
+    const char *name;
+    mst_tensor *t;
+} mst_ckpt_entry;
+
+mst_status mst_checkpoint_save(mst_ctx *ctx, const char *path, const mst_ckpt_meta *meta, const mst_ckpt_entry *e, int n);
+/* Every entry must be present in the file with the same dtype and shape; extra tensors in the
+ * file are an error too (the model changed). On any error nothing is modified. */
+mst_status mst_checkpoint_load(mst_ctx *ctx, const char *path, mst_ckpt_meta *meta, const mst_ckpt_entry *e, int n);
+
+#endif

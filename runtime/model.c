@@ -1,0 +1,51 @@
+/* model.c — parameter and buffer registration shared by every model in the zoo. */
+#include "runtime/model.h"
+
+#include <stdlib.h>
+
+static mst_tensor *push(mst_tensor ***list, int *n, int *cap, mst_tensor *t) {
+    if (!t) return NULL;
+    if (*n == *cap) {
+        int c = *cap ? *cap * 2 : 16;
+        mst_tensor **p = realloc(*list, (size_t)c * sizeof(*p));
+        if (!p) { mst_tensor_release(t); return NULL; }
+        *list = p;
+        *cap = c;
+    }
+    (*list)[(*n)++] = t;
+    return t;
+}
+
+mst_tensor *mst_model_param(mst_model *m, mst_ctx *ctx, const char *name, int ndim, const int64_t *shape, double bound) {
+    mst_tensor *t = mst_param_new(ctx, name, MST_DTYPE_F32, ndim, shape);
+    if (t) mst_tensor_fill_rand(ctx, t, -bound, bound);
+    return push(&m->params, &m->n_params, &m->cap_params, t);
+}
+
+mst_tensor *mst_model_param_const(mst_model *m, mst_ctx *ctx, const char *name, int ndim, const int64_t *shape, double value) {
+    mst_tensor *t = mst_param_new(ctx, name, MST_DTYPE_F32, ndim, shape);
+    if (t) mst_tensor_fill(t, value);
+    return push(&m->params, &m->n_params, &m->cap_params, t);
+}
+
+mst_tensor *mst_model_buffer(mst_model *m, mst_ctx *ctx, const char *name, int ndim, const int64_t *shape, double value) {
+    mst_tensor *t = mst_state_new(ctx, name, MST_DTYPE_F32, ndim, shape, MST_MEM_PARAM);
+    if (t) mst_tensor_fill(t, value);
+    return push(&m->buffers, &m->n_buffers, &m->cap_buffers, t);
+}
+
+int64_t mst_model_param_count(const mst_model *m) {
+    int64_t n = 0;
+    for (int i = 0; i < m->n_params; i++) n += m->params[i]->numel;
+    return n;
+}
+
+void mst_model_free(mst_model *m) {
+    if (!m) return;
+    for (int i = 0; i < m->n_params; i++) mst_tensor_release(m->params[i]);
+    for (int i = 0; i < m->n_buffers; i++) mst_tensor_release(m->buffers[i]);
+    free(m->params);
+    free(m->buffers);
+    free(m->impl);
+    free(m);
+}

@@ -1,0 +1,308 @@
+/* trainer.c — the training loop (see trainer.h). Progress goes to cfg->progress: a redrawn bar
+ * on a terminal, plain lines every log_every steps otherwise. */
+#include "runtime/trainer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "profiler/events.h"
+#include "runtime/autograd.h"
+#include "runtime/checkpoint.h"
+#include "runtime/ops.h"
+
+mst_train_config mst_train_defaults(void) {
+    mst_train_config c;
+    memset(&c, 0, sizeof(c));
+    c.epochs = 1;
+    c.eval = true;
+    c.log_every = 50;
+    c.optim = mst_optim_defaults(MST_OPTIM_SGD);
+    c.lr.kind = MST_LR_CONSTANT;
+    c.lr.base_lr = c.optim.lr;
+    c.lr.step_size = 1;
+    c.lr.gamma = 1;
+    c.progress = stderr;
+    c.progress_tty = -1;
+    return c;
+}
+
+void mst_train_result_free(mst_train_result *res) {
+    free(res->losses);
+    free(res->epoch);
+    memset(res, 0, sizeof(*res));
+}
+
+static void batch_tensors(mst_ctx *ctx, const mst_batch *b, const int64_t shape[3], mst_tensor **x, mst_tensor **y) {
+    *x = mst_tensor_from_data(ctx, MST_DTYPE_F32, 4, (int64_t[]){b->size, shape[0], shape[1], shape[2]}, b->x);
+    *y = mst_tensor_from_data(ctx, MST_DTYPE_I32, 1, (int64_t[]){b->size}, b->y);
+}
+
+mst_status mst_evaluate(mst_ctx *ctx, mst_model *model, mst_loader *loader, const int64_t sample_shape[3], double *accuracy,
+                        double *loss) {
+    bool grad_was = mst_grad_is_enabled(ctx);
+    mst_grad_set_enabled(ctx, false);
+    mst_status s = MST_OK;
+    int64_t seen = 0, correct = 0;
+    double loss_sum = 0;
+    if (mst_loader_start_epoch(loader, 0, 0) != 0) {
+        mst_grad_set_enabled(ctx, grad_was);
+        return mst_ctx_fail(ctx, MST_ERR_ARG, "evaluation: cannot start the test loader");
+    }
+    mst_batch b;
+    int r;
+    while ((r = mst_loader_next(loader, &b)) == 1) {
+        mst_pool_push(ctx);
+        mst_tensor *x, *y;
+        batch_tensors(ctx, &b, sample_shape, &x, &y);
+        mst_tensor *logits = model->forward(model, ctx, x, false);
+        mst_tensor *l = mst_cross_entropy(ctx, logits, y);
+        if (!l) {
+            s = mst_ctx_status(ctx);
+            mst_pool_pop(ctx);
+            break;
+        }
+        loss_sum += mst_tensor_get(l, 0) * (double)b.size;
+        int64_t classes = logits->shape[1];
+        for (int64_t i = 0; i < b.size; i++) {
+            int64_t best = 0;
+            double best_v = mst_tensor_get(logits, i * classes);
+            for (int64_t k = 1; k < classes; k++) {
+                double v = mst_tensor_get(logits, i * classes + k);
+                if (v > best_v) { best_v = v; best = k; }
+            }
+            correct += best == b.y[i];
+        }
+        seen += b.size;
+        mst_pool_pop(ctx);
+    }
+    if (s == MST_OK && r < 0) s = mst_ctx_fail(ctx, MST_ERR_IO, "evaluation: the test loader failed");
+    mst_grad_set_enabled(ctx, grad_was);
+    if (s != MST_OK) return s;
+    *accuracy = seen ? (double)correct / (double)seen : 0;
+    *loss = seen ? loss_sum / (double)seen : 0;
+    return MST_OK;
+}
+
+/* ---- checkpoint entries: parameters, buffers, optimizer state ---- */
+
+typedef struct {
+    mst_ckpt_entry *e;
+    int n;
+} entries;
+
+static int collect_entries(const mst_model *m, const mst_optim *o, entries *out) {
+    int n = m->n_params + m->n_buffers + mst_optim_state_count(o);
+    out->e = calloc((size_t)(n > 0 ? n : 1), sizeof(*out->e));
+    if (!out->e) return -1;
+    int k = 0;
+    for (int i = 0; i < m->n_params; i++) out->e[k++] = (mst_ckpt_entry){m->params[i]->name, m->params[i]};
+    for (int i = 0; i < m->n_buffers; i++) out->e[k++] = (mst_ckpt_entry){m->buffers[i]->name, m->buffers[i]};
+    for (int i = 0; i < mst_optim_state_count(o); i++) {
+        const char *name;
+        mst_tensor *t = mst_optim_state_at(o, i, &name);
+        out->e[k++] = (mst_ckpt_entry){name, t};
+    }
+    out->n = k;
+    return 0;
+}
+
+/* ---- progress ---- */
+
+typedef struct {
+    FILE *f;
+    bool tty;
+    int log_every;
+    uint64_t last_draw_ns;
+} progress;
+
+static void fmt_eta(double s, char *buf, size_t n) {
+    if (!isfinite(s) || s < 0) s = 0;
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
+}
+
+static void progress_step(progress *p, int64_t epoch, int64_t epochs, int64_t b, int64_t nb, double loss, double steps_per_s,
+                          int64_t steps_left) {
+    if (!p->f) return;
+    char eta[32];
+    fmt_eta(steps_per_s > 0 ? (double)steps_left / steps_per_s : 0, eta, sizeof(eta));
+    if (p->tty) {
+        uint64_t now = mst_prof_now_ns();
+        if (b != nb && now - p->last_draw_ns < 100000000ull) return;    /* redraw at most 10 times a second */
+        p->last_draw_ns = now;
+        char bar[31];
+        int fill = nb > 0 ? (int)(30 * b / nb) : 30;
+        for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
+        bar[30] = '\0';
+        fprintf(p->f, "\repoch %lld/%lld [%s] %lld/%lld  %.1f step/s  loss %.4f  ETA %s ", (long long)epoch + 1,
+                (long long)epochs, bar, (long long)b, (long long)nb, steps_per_s, loss, eta);
+        fflush(p->f);
+    } else if (b % p->log_every == 0 || b == nb) {
+        fprintf(p->f, "epoch %lld/%lld step %lld/%lld loss %.4f %.1f step/s eta %s\n", (long long)epoch + 1,
+                (long long)epochs, (long long)b, (long long)nb, loss, steps_per_s, eta);
+    }
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int64_t n) {
+    if (n <= 0) return 0;
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- the loop ---- */
+
+mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_loader *test, const mst_train_config *cfg,
+                     mst_train_result *res) {
+    memset(res, 0, sizeof(*res));
+    res->val_accuracy = res->val_loss = -1;
+    const int64_t nb = mst_loader_batches_per_epoch(train);
+    if (cfg->epochs < 0 || cfg->max_steps < 0)
+        return mst_ctx_fail(ctx, MST_ERR_ARG, "train: epochs (%lld) and max_steps (%lld) must be >= 0", (long long)cfg->epochs,
+                            (long long)cfg->max_steps);
+    if (nb <= 0) return mst_ctx_fail(ctx, MST_ERR_ARG, "train: the training set yields no batch (too few samples for the batch size with drop_remainder?)");
+    int64_t total = cfg->epochs * nb;
+    if (cfg->max_steps > 0 && cfg->max_steps < total) total = cfg->max_steps;
+
+    mst_lr_schedule lr = cfg->lr;
+    if (lr.kind == MST_LR_COSINE && lr.total_steps == 0) lr.total_steps = total;
+    char err[256];
+    if (!mst_lr_validate(&lr, err, sizeof(err))) return mst_ctx_fail(ctx, MST_ERR_ARG, "train: learning-rate schedule: %s", err);
+
+    mst_optim *opt = mst_optim_new(ctx, &cfg->optim, model->params, model->n_params);
+    if (!opt) return mst_ctx_status(ctx);
+    entries ck = {0};
+    mst_status s = MST_OK;
+    double *step_ms = NULL;
+    if (collect_entries(model, opt, &ck) != 0) { s = mst_ctx_fail(ctx, MST_ERR_OOM, "train: out of memory"); goto out; }
+
+    int64_t start_epoch = 0, start_batch = 0, step = 0;
+    if (cfg->resume) {
+        if (!cfg->checkpoint_path) { s = mst_ctx_fail(ctx, MST_ERR_ARG, "train: --resume needs a checkpoint path"); goto out; }
+        mst_ckpt_meta meta;
+        if ((s = mst_checkpoint_load(ctx, cfg->checkpoint_path, &meta, ck.e, ck.n)) != MST_OK) goto out;
+        if (meta.seed != ctx->seed) {
+            s = mst_ctx_fail(ctx, MST_ERR_ARG, "%s: written by a run with seed %llu, this run has seed %llu", cfg->checkpoint_path,
+                             (unsigned long long)meta.seed, (unsigned long long)ctx->seed);
+            goto out;
+        }
+        mst_optim_set_steps(opt, meta.optim_steps);
+        ctx->rng = meta.rng;
+        start_epoch = meta.epoch;
+        start_batch = meta.batch;
+        step = meta.step;
+        res->resumed_at_step = step;
+    }
+
+    int64_t run_steps = total > step ? total - step : 0;
+    res->losses = malloc(sizeof(double) * (size_t)(run_steps > 0 ? run_steps : 1));
+    step_ms = malloc(sizeof(double) * (size_t)(run_steps > 0 ? run_steps : 1));
+    int64_t epochs_touched = cfg->epochs - start_epoch + 1;
+    res->epoch = calloc((size_t)(epochs_touched > 0 ? epochs_touched : 1), sizeof(*res->epoch));
+    if (!res->losses || !step_ms || !res->epoch) { s = mst_ctx_fail(ctx, MST_ERR_OOM, "train: out of memory"); goto out; }
+
+    progress pr = {cfg->progress, false, cfg->log_every > 0 ? cfg->log_every : 50, 0};
+    if (pr.f) pr.tty = cfg->progress_tty >= 0 ? cfg->progress_tty : isatty(fileno(pr.f));
+
+    int64_t n_timed = 0, batch_size = 0;
+    bool evaluated_last = false;
+    uint64_t run_t0 = mst_prof_now_ns();
+    for (int64_t epoch = start_epoch; epoch < cfg->epochs && step < total; epoch++) {
+        int64_t b0 = epoch == start_epoch ? start_batch : 0, b = b0;
+        if (mst_loader_start_epoch(train, epoch, b0) != 0) {
+            s = mst_ctx_fail(ctx, MST_ERR_ARG, "train: cannot start epoch %lld at batch %lld", (long long)epoch, (long long)b0);
+            goto out;
+        }
+        mst_epoch_record *er = &res->epoch[res->n_epoch++];
+        er->val_accuracy = er->val_loss = -1;
+        double loss_sum = 0;
+        uint64_t epoch_t0 = mst_prof_now_ns();
+        evaluated_last = false;
+        while (step < total) {
+            uint64_t t0 = mst_prof_now_ns();
+            mst_prof_step_begin(step);
+            mst_pool_push(ctx);
+            mst_batch batch;
+            int r = mst_loader_next(train, &batch);
+            if (r != 1) {
+                mst_pool_pop(ctx);
+                mst_prof_step_end(step);
+                if (r < 0) { s = mst_ctx_fail(ctx, MST_ERR_IO, "train: the data loader failed in epoch %lld", (long long)epoch); goto out; }
+                break;
+            }
+            if (batch_size == 0) batch_size = batch.size;
+            mst_tensor *x, *y;
+            batch_tensors(ctx, &batch, cfg->sample_shape, &x, &y);
+            mst_tensor *loss = mst_cross_entropy(ctx, model->forward(model, ctx, x, true), y);
+            if (!loss) { s = mst_ctx_status(ctx); mst_pool_pop(ctx); goto out; }
+            double lv = mst_tensor_get(loss, 0);
+            if (!isfinite(lv)) {
+                mst_pool_pop(ctx);
+                mst_prof_step_end(step);
+                s = mst_ctx_fail(ctx, MST_ERR_NONFINITE,
+                                 "step %lld (epoch %lld, batch %lld): the loss is %s; training stopped%s%s%s", (long long)step,
+                                 (long long)epoch + 1, (long long)b, isnan(lv) ? "NaN" : "infinite",
+                                 cfg->checkpoint_path ? " (the last checkpoint, " : "",
+                                 cfg->checkpoint_path ? cfg->checkpoint_path : "", cfg->checkpoint_path ? ", is intact)" : "");
+                goto out;
+            }
+            if ((s = mst_backward(ctx, loss)) != MST_OK) { mst_pool_pop(ctx); goto out; }
+            if ((s = mst_optim_step(opt, mst_lr_at(&lr, step))) != MST_OK) { mst_pool_pop(ctx); goto out; }
+            mst_zero_grad(model->params, model->n_params);
+            mst_pool_pop(ctx);
+            mst_prof_step_end(step);
+            double ms = (double)(mst_prof_now_ns() - t0) / 1e6;
+            if (b > b0) step_ms[n_timed++] = ms;        /* the first step of an epoch is warm-up */
+            res->losses[res->n_losses++] = lv;
+            loss_sum += lv;
+            er->steps++;
+            step++;
+            b++;
+            double elapsed = (double)(mst_prof_now_ns() - epoch_t0) / 1e9;
+            progress_step(&pr, epoch, cfg->epochs, b, nb, lv, elapsed > 0 ? (double)(b - b0) / elapsed : 0, total - step);
+        }
+        er->wall_s = (double)(mst_prof_now_ns() - epoch_t0) / 1e9;
+        er->train_loss = er->steps ? loss_sum / (double)er->steps : 0;
+        if (pr.f && pr.tty) fputc('\n', pr.f);
+        bool complete = b >= nb;
+        if (cfg->eval && test && (complete || step >= total)) {
+            if ((s = mst_evaluate(ctx, model, test, cfg->sample_shape, &er->val_accuracy, &er->val_loss)) != MST_OK) goto out;
+            res->val_accuracy = er->val_accuracy;
+            res->val_loss = er->val_loss;
+            evaluated_last = true;
+        }
+        if (pr.f)
+            fprintf(pr.f, "epoch %lld/%lld done in %.1fs: train loss %.4f%s", (long long)epoch + 1, (long long)cfg->epochs, er->wall_s,
+                    er->train_loss, er->val_accuracy >= 0 ? "" : "\n");
+        if (pr.f && er->val_accuracy >= 0)
+            fprintf(pr.f, ", val accuracy %.2f%%, val loss %.4f\n", 100 * er->val_accuracy, er->val_loss);
+        if (complete) res->epochs = epoch + 1;
+        if (cfg->checkpoint_path) {
+            mst_ckpt_meta meta = {complete ? epoch + 1 : epoch, complete ? 0 : b, step, mst_optim_steps(opt), ctx->rng, ctx->seed};
+            if ((s = mst_checkpoint_save(ctx, cfg->checkpoint_path, &meta, ck.e, ck.n)) != MST_OK) goto out;
+        }
+    }
+    if (res->epochs == 0 && start_epoch > 0) res->epochs = start_epoch;
+    if (cfg->eval && test && !evaluated_last) {      /* resumed after the end, or no epoch ran */
+        if ((s = mst_evaluate(ctx, model, test, cfg->sample_shape, &res->val_accuracy, &res->val_loss)) != MST_OK) goto out;
+    }
+    res->wall_s = (double)(mst_prof_now_ns() - run_t0) / 1e9;
+    res->steps = step;
+    res->final_loss = res->n_losses ? res->losses[res->n_losses - 1] : 0;
+    res->step_time_ms_median = median(step_ms, n_timed);
+    res->steps_per_s = res->step_time_ms_median > 0 ? 1000.0 / res->step_time_ms_median : 0;
+    res->samples_per_s = res->steps_per_s * (double)batch_size;
+    res->peak_memory_bytes = mst_ctx_mem(ctx)->peak_total;
+out:
+    free(step_ms);
+    free(ck.e);
+    mst_optim_free(opt);
+    return s;
+}

@@ -1,0 +1,72 @@
+/* trainer.h — the training loop: epochs or a step budget, evaluation on the held-out split,
+ * progress on the terminal, atomic checkpoints and resume, a clean stop on a non-finite loss.
+ *
+ * Each step runs inside its own pool and profiler step markers: wait for a batch (the loader's
+ * `data` range), forward, loss, backward, optimizer update with the schedule's learning rate.
+ * Same seed and config give the same bits: every random draw comes from the context's seeded
+ * generator or from the loader's (seed, epoch, index) streams.
+ *
+ *     mst_train_config cfg = mst_train_defaults();
+ *     cfg.epochs = 1; cfg.optim = mst_optim_defaults(MST_OPTIM_SGD); ...
+ *     mst_train_result res;
+ *     if (mst_train(ctx, model, train_loader, test_loader, &cfg, &res) != MST_OK) ...;
+ *     mst_train_result_free(&res);
+ */
+#ifndef MST_RUNTIME_TRAINER_H
+#define MST_RUNTIME_TRAINER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "runtime/data/loader.h"
+#include "runtime/lr_schedule.h"
+#include "runtime/model.h"
+#include "runtime/optim.h"
+
+typedef struct {
+    int64_t epochs;                 /* >= 0 */
+    int64_t max_steps;              /* > 0 caps the run; 0 = epochs decide */
+    int64_t sample_shape[3];        /* (C, H, W) of one sample */
+    bool eval;                      /* evaluate on the test loader after each epoch */
+    int log_every;                  /* non-TTY progress: a line every log_every steps */
+    mst_optim_config optim;
+    mst_lr_schedule lr;             /* total_steps of a cosine schedule is set from the run length when 0 */
+    const char *checkpoint_path;    /* NULL: no checkpoints */
+    bool resume;                    /* continue from checkpoint_path */
+    FILE *progress;                 /* NULL: silent */
+    int progress_tty;               /* -1: detect with isatty */
+} mst_train_config;
+
+typedef struct {
+    double wall_s;                  /* training time of the epoch (evaluation excluded) */
+    double train_loss;              /* mean over the epoch's steps */
+    double val_accuracy, val_loss;  /* -1 when not evaluated */
+    int64_t steps;
+} mst_epoch_record;
+
+typedef struct {
+    int64_t steps;                  /* optimizer steps taken in total (resumed runs count earlier ones) */
+    int64_t epochs;                 /* epochs completed */
+    double val_accuracy, val_loss;  /* last evaluation; -1 when none ran */
+    double final_loss;              /* training loss of the last step */
+    double step_time_ms_median;     /* over this run's steps, first step of each epoch excluded */
+    double steps_per_s, samples_per_s;
+    int64_t peak_memory_bytes;      /* allocator peak, all categories */
+    double *losses;                 /* training loss of every step this run took */
+    int64_t n_losses;
+    mst_epoch_record *epoch;        /* one per epoch this run worked on */
+    int64_t n_epoch;
+    int64_t resumed_at_step;        /* 0 unless resumed */
+    double wall_s;
+} mst_train_result;
+
+mst_train_config mst_train_defaults(void);
+mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_loader *test, const mst_train_config *cfg,
+                     mst_train_result *res);
+/* Accuracy and mean loss of the model over one pass of the loader (evaluation mode, no tape). */
+mst_status mst_evaluate(mst_ctx *ctx, mst_model *model, mst_loader *loader, const int64_t sample_shape[3], double *accuracy,
+                        double *loss);
+void mst_train_result_free(mst_train_result *res);
+
+#endif

@@ -1,0 +1,80 @@
+/* e2e.c — see e2e.h. */
+#define _GNU_SOURCE
+#include "tests/integration/e2e.h"
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+const char *e2e_source_dir(void) {
+    const char *s = getenv("MSTUNE_SOURCE_DIR");
+    return s ? s : ".";
+}
+
+int e2e_run(const char *args, char *out, size_t n) {
+    const char *bin = getenv("MSTUNE_BIN");
+    if (!bin) bin = "build/mstune";
+    char cmd[8192];
+    snprintf(cmd, sizeof(cmd), "cd '%s' && '%s' %s 2>&1", e2e_source_dir(), bin, args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t k = 0;
+    if (n) out[0] = '\0';
+    char chunk[4096];
+    size_t got;
+    while ((got = fread(chunk, 1, sizeof(chunk), p)) > 0) {
+        size_t take = k + got < n ? got : (n > k + 1 ? n - k - 1 : 0);
+        memcpy(out + k, chunk, take);
+        k += take;
+        if (n) out[k] = '\0';
+    }
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+void e2e_tmpdir(char *buf, size_t n) {
+    const char *t = getenv("TMPDIR");
+    snprintf(buf, n, "%s/mstune-e2e-XXXXXX", t ? t : "/tmp");
+    if (!mkdtemp(buf)) buf[0] = '\0';
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw) { return remove(path); }
+void e2e_rmtree(const char *path) { nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
+
+char *e2e_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)sz + 1);
+    if (b && fread(b, 1, (size_t)sz, f) != (size_t)sz) { free(b); b = NULL; }
+    fclose(f);
+    if (b) {
+        b[sz] = '\0';
+        if (len) *len = (size_t)sz;
+    }
+    return b;
+}
+
+cJSON *e2e_read_json(const char *path) {
+    char *t = e2e_read_file(path, NULL);
+    cJSON *j = t ? cJSON_Parse(t) : NULL;
+    free(t);
+    return j;
+}
+
+bool e2e_files_equal(const char *a, const char *b) {
+    size_t la, lb;
+    char *x = e2e_read_file(a, &la), *y = e2e_read_file(b, &lb);
+    bool eq = x && y && la == lb && memcmp(x, y, la) == 0;
+    free(x);
+    free(y);
+    return eq;
+}
+
+bool e2e_exists(const char *path) { return access(path, F_OK) == 0; }

@@ -1,0 +1,25 @@
+/* e2e.h — helpers for integration tests that run the real `mstune` binary: run a command line
+ * and capture its output and exit status, read a summary.json, compare files, make temp dirs. */
+#ifndef MST_TESTS_E2E_H
+#define MST_TESTS_E2E_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+/* Runs `$MSTUNE_BIN <args>` from the source tree with stdout and stderr captured into out.
+ * Returns the exit status (or -1). */
+int e2e_run(const char *args, char *out, size_t n);
+const char *e2e_source_dir(void);
+/* A fresh folder under $TMPDIR; removed by e2e_rmtree. */
+void e2e_tmpdir(char *buf, size_t n);
+void e2e_rmtree(const char *path);
+/* Parsed JSON file, or NULL. */
+cJSON *e2e_read_json(const char *path);
+/* Whole file in a malloc'd buffer; NULL if unreadable. */
+char *e2e_read_file(const char *path, size_t *len);
+bool e2e_files_equal(const char *a, const char *b);
+bool e2e_exists(const char *path);
+
+#endif

@@ -1,0 +1,107 @@
+/* cnn.c — a small ResNet for 28x28 images (He et al., 2016, basic blocks).
+ *
+ *   stem:    conv3x3(C -> w) - BN - ReLU
+ *   block k: conv3x3(stride s) - BN - ReLU - conv3x3 - BN, plus the input (through a 1x1
+ *            conv - BN projection when the shape changes), then ReLU.
+ *            Block 1 keeps (w, H, W); each later block doubles channels and halves H and W.
+ *   head:    global average pool - linear(classes)
+ * Init as PyTorch's defaults: conv/linear U(-1/sqrt(fan_in), 1/sqrt(fan_in)), BN gamma 1, beta 0. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "runtime/ops.h"
+#include "workloads/zoo.h"
+
+#define BN_MOMENTUM 0.1
+#define BN_EPS 1e-5
+
+typedef struct {
+    mst_tensor *w, *gamma, *beta, *mean, *var;
+    int stride, pad;
+} conv_bn;
+
+typedef struct {
+    conv_bn a, b, proj;
+    int has_proj;
+} block;
+
+typedef struct {
+    conv_bn stem;
+    block blocks[4];
+    int n_blocks;
+    mst_tensor *fc_w, *fc_b;
+} cnn;
+
+static mst_tensor *conv_bn_forward(mst_ctx *ctx, const conv_bn *l, mst_tensor *x, bool training) {
+    mst_tensor *y = mst_conv2d(ctx, x, l->w, NULL, l->stride, l->stride, l->pad, l->pad);
+    return mst_batchnorm(ctx, y, l->gamma, l->beta, l->mean, l->var, training, BN_MOMENTUM, BN_EPS);
+}
+
+static mst_tensor *cnn_forward(mst_model *m, mst_ctx *ctx, mst_tensor *x, bool training) {
+    cnn *p = m->impl;
+    mst_tensor *h = mst_relu(ctx, conv_bn_forward(ctx, &p->stem, x, training));
+    for (int i = 0; i < p->n_blocks; i++) {
+        const block *b = &p->blocks[i];
+        mst_tensor *y = mst_relu(ctx, conv_bn_forward(ctx, &b->a, h, training));
+        y = conv_bn_forward(ctx, &b->b, y, training);
+        mst_tensor *skip = b->has_proj ? conv_bn_forward(ctx, &b->proj, h, training) : h;
+        h = mst_relu(ctx, mst_add(ctx, y, skip));
+    }
+    return mst_linear(ctx, mst_global_avgpool(ctx, h), p->fc_w, p->fc_b);
+}
+
+static void conv_bn_init(mst_model *m, mst_ctx *ctx, conv_bn *l, const char *name, int cin, int cout, int k, int stride) {
+    char n[32];
+    l->stride = stride;
+    l->pad = k / 2;
+    snprintf(n, sizeof(n), "%s.conv", name);
+    l->w = mst_model_param(m, ctx, n, 4, (int64_t[]){cout, cin, k, k}, 1.0 / sqrt((double)cin * k * k));
+    snprintf(n, sizeof(n), "%s.bn.gamma", name);
+    l->gamma = mst_model_param_const(m, ctx, n, 1, (int64_t[]){cout}, 1.0);
+    snprintf(n, sizeof(n), "%s.bn.beta", name);
+    l->beta = mst_model_param_const(m, ctx, n, 1, (int64_t[]){cout}, 0.0);
+    snprintf(n, sizeof(n), "%s.bn.running_mean", name);
+    l->mean = mst_model_buffer(m, ctx, n, 1, (int64_t[]){cout}, 0.0);
+    snprintf(n, sizeof(n), "%s.bn.running_var", name);
+    l->var = mst_model_buffer(m, ctx, n, 1, (int64_t[]){cout}, 1.0);
+}
+
+mst_model *mst_cnn_new(mst_ctx *ctx, const mst_model_spec *spec) {
+    mst_model *m = calloc(1, sizeof(*m));
+    cnn *p = calloc(1, sizeof(*p));
+    if (!m || !p) {
+        free(m);
+        free(p);
+        mst_ctx_fail(ctx, MST_ERR_OOM, "out of memory building cnn");
+        return NULL;
+    }
+    snprintf(m->name, sizeof(m->name), "cnn");
+    m->impl = p;
+    m->forward = cnn_forward;
+    int c = spec->width;
+    conv_bn_init(m, ctx, &p->stem, "stem", spec->in_c, c, 3, 1);
+    p->n_blocks = spec->blocks;
+    for (int i = 0; i < spec->blocks; i++) {
+        block *b = &p->blocks[i];
+        int stride = i == 0 ? 1 : 2, cout = i == 0 ? c : c * 2;
+        char n[32];
+        snprintf(n, sizeof(n), "block%d.a", i + 1);
+        conv_bn_init(m, ctx, &b->a, n, c, cout, 3, stride);
+        snprintf(n, sizeof(n), "block%d.b", i + 1);
+        conv_bn_init(m, ctx, &b->b, n, cout, cout, 3, 1);
+        b->has_proj = stride != 1 || cout != c;
+        if (b->has_proj) {
+            snprintf(n, sizeof(n), "block%d.proj", i + 1);
+            conv_bn_init(m, ctx, &b->proj, n, c, cout, 1, stride);
+        }
+        c = cout;
+    }
+    double bound = 1.0 / sqrt((double)c);
+    p->fc_w = mst_model_param(m, ctx, "fc.weight", 2, (int64_t[]){spec->classes, c}, bound);
+    p->fc_b = mst_model_param(m, ctx, "fc.bias", 1, (int64_t[]){spec->classes}, bound);
+    if (!p->fc_b) {
+        mst_model_free(m);
+        return NULL;
+    }
+    return m;
+}
