@@ -16,14 +16,16 @@ $(BUILD)/CMakeCache.txt:
 build: setup $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
+# The main job: train the quickstart MLP on Fashion-MNIST (under a minute).
 demo: build
-	./$(BUILD)/bench_core --quick
+	./$(BUILD)/mstune train workloads/jobs/quickstart.yaml
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 bench: build
 	./$(BUILD)/bench_core
+	./$(BUILD)/bench_train
 
 # Same tests under AddressSanitizer + UBSan, in its own build folder.
 sanitize: setup

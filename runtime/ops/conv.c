@@ -2,13 +2,17 @@
  *
  * im2col + GEMM: an image's receptive fields are unrolled into a (C*R*S, P*Q) column matrix in
  * the context workspace, and the weight seen as (K, C*R*S) times it lands in the output's NCHW
- * layout directly. The trade-off is memory traffic: the column matrix is R*S times the input,
- * which costs most when the GEMM is small. When P*Q is small, several images share one GEMM
- * (their column blocks side by side) so OpenBLAS sees a wide enough matrix, at the price of
- * copying the output tile back to NCHW; 1x1 stride-1 unpadded convolutions skip im2col.
+ * layout directly. The trade-off is memory traffic: the column matrix is R*S times the input and
+ * is written by one thread while the GEMM gets the thread budget, so its cost shows most when
+ * the GEMM is small. What keeps it near the sgemm rate (bench/kernels.c measures it):
+ *   - "same" stride-1 convolutions unroll each column-matrix row as one shifted copy of the
+ *     input plane, not one short copy per output row;
+ *   - small images share a GEMM (their column blocks side by side) so OpenBLAS gets a wide
+ *     enough matrix, at the price of copying the output tile back to NCHW;
+ *   - the bias rides in the GEMM as one more row of ones instead of a second pass;
+ *   - 1x1 stride-1 unpadded convolutions skip im2col.
  * grad_input computes w^T gy into columns and folds them back (col2im, accumulating);
  * grad_weight sums gy col^T over the images. Reference kernels are direct loops.
- * im2col is single-threaded; the thread budget goes to OpenBLAS (mst_ctx_set_threads).
  * Reference: Chellapilla, Puri, Simard, "High Performance Convolutional Neural Networks for
  * Document Processing" (2006); Caffe's im2col.
  */
@@ -45,9 +49,18 @@ static void gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double a
 
 #define GEMM(T) _Generic((T)0, float: gemm_f32, double: gemm_f64)
 
-/* y += x over n elements (col2im's long spans). */
-static void axpy_f32(int64_t n, const float *x, float *y) { if (n > 0) cblas_saxpy((int)n, 1.0f, x, 1, y, 1); }
-static void axpy_f64(int64_t n, const double *x, double *y) { if (n > 0) cblas_daxpy((int)n, 1.0, x, 1, y, 1); }
+/* y += x over n elements (col2im's long spans), in pieces small enough that OpenBLAS runs each on
+ * the calling thread (it threads axpy above 10,000 elements): col2im issues thousands of these
+ * per image, too short to pay for waking the pool. */
+enum { k_axpy_chunk = 8192 };
+static void axpy_f32(int64_t n, const float *x, float *y) {
+    for (int64_t i = 0; i < n; i += k_axpy_chunk)
+        cblas_saxpy((int)(n - i < k_axpy_chunk ? n - i : k_axpy_chunk), 1.0f, x + i, 1, y + i, 1);
+}
+static void axpy_f64(int64_t n, const double *x, double *y) {
+    for (int64_t i = 0; i < n; i += k_axpy_chunk)
+        cblas_daxpy((int)(n - i < k_axpy_chunk ? n - i : k_axpy_chunk), 1.0, x + i, 1, y + i, 1);
+}
 #define AXPY(T) _Generic((T)0, float: axpy_f32, double: axpy_f64)
 
 /* a (m, n) += x y^T: the bias, with y a row of ones. */
@@ -350,9 +363,9 @@ static void *scratch_get(mst_ctx *ctx, const conv_scratch *s, size_t esz) {
 /* ---- conv2d ---- */
 
 /* With a bias, the column matrix gets a row of ones and the weight the bias as an extra column,
- * so the GEMM adds the bias while it writes the output, instead of a second pass over it (which
- * cost as much as the GEMM itself for a 1-channel input). A pointwise convolution multiplies the
- * input directly and adds the bias with a rank-1 update. */
+ * so the GEMM adds the bias while it writes the output, instead of a second pass over it (a
+ * separate rank-1 update cost about 30% of the GEMM time for a 1-channel stem convolution). A
+ * pointwise convolution multiplies the input directly and adds the bias with that rank-1 update. */
 #define CONV2D_BODY(T)                                                                              \
     {                                                                                               \
         conv_geom g = conv_geom_of(c);                                                              \
@@ -463,7 +476,6 @@ const mst_op_desc mst_desc_conv2d = {
         T *col = (T *)scratch_get(ctx, &sc, sizeof(T));                                             \
         if (!col) return ctx->status;                                                               \
         T *tile = col + sc.col;                                                                     \
-        memset(gx, 0, mst_tensor_nbytes(c->out[0]));                                                \
         for (int64_t n0 = 0; n0 < g.n; n0 += nb) {                                                  \
             int64_t cnt = g.n - n0 < nb ? g.n - n0 : nb, ld = cnt * pq;                             \
             const T *src = gy + n0 * kpq;                                                           \
@@ -474,6 +486,8 @@ const mst_op_desc mst_desc_conv2d = {
                 src = tile;                                                                         \
             }                                                                                       \
             GEMM(T)(true, false, crs, ld, g.k, 1, w, crs, src, ld, 0, col, ld);                     \
+            /* zeroed here rather than up front, so col2im finds the images in cache */             \
+            memset(gx + n0 * chw, 0, (size_t)(cnt * chw) * sizeof(T));                              \
             for (int64_t i = 0; i < cnt; i++) COL2IM(T)(&g, col + i * pq, ld, gx + (n0 + i) * chw); \
         }                                                                                           \
         return MST_OK;                                                                              \

@@ -6,7 +6,8 @@
  * GEMM on a viewed as (B*M, K); the trade-off is one BLAS call per batch item (small batches of
  * small matrices are call-bound) in exchange for no copies. Linear folds every leading dim into
  * M for one GEMM and adds the bias by broadcasting it into the output first and running the GEMM
- * with beta = 1, so the output is written once by the GEMM. Reference kernels are triple loops.
+ * with beta = 1, so no second pass over the output follows the GEMM. Reference kernels are
+ * triple loops accumulating in double.
  *
  * Shapes (the last two dims are the matrices; trans_a / trans_b apply to them):
  *   (M, K) @ (K, N)        -> (M, N)
