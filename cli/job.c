@@ -19,19 +19,13 @@
 #include <yaml.h>
 
 #include "cli/job.h"
+#include "runtime/status.h"
 #include "runtime/fsutil.h"
 
 #define JOB_FILE_MAX (1u << 20)     /* a job file is a few hundred bytes; refuse anything past 1 MiB */
 #define MSG_MAX 1024
 #define SHOW_MAX 64                 /* longest user text quoted back in a message */
 
-static void set_err(char *err, size_t errn, const char *fmt, ...) {
-    if (!err || errn == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errn, fmt, ap);
-    va_end(ap);
-}
 
 /* User text quoted in a message: printable ASCII, the rest as '?', cut at max bytes. */
 static void show_max(char *dst, size_t n, const char *s, size_t len, size_t max) {
@@ -173,7 +167,7 @@ typedef struct {
 } loader;
 
 static int fail_at(loader *L, yaml_mark_t m, const char *msg) {
-    set_err(L->err, L->errn, "%s:%zu:%zu: %s", L->src, m.line + 1, m.column + 1, msg);
+    mst_errf(L->err, L->errn, "%s:%zu:%zu: %s", L->src, m.line + 1, m.column + 1, msg);
     return -1;
 }
 
@@ -260,7 +254,7 @@ static int load_section(loader *L, const yaml_node_t *node, const char *prefix) 
 /* libyaml's own description of a syntax error, at its position. */
 static int syntax_error(loader *L, const yaml_parser_t *p, const char *text, size_t len) {
     if (p->error == YAML_MEMORY_ERROR) {
-        set_err(L->err, L->errn, "%s: out of memory while parsing", L->src);
+        mst_errf(L->err, L->errn, "%s: out of memory while parsing", L->src);
         return -1;
     }
     yaml_mark_t at = p->problem_mark;
@@ -296,7 +290,7 @@ static int load_text(mst_job *job, const char *name, const char *source, const c
     int rc = -1;
     bool have_doc = false;
     if (!yaml_parser_initialize(&parser)) {
-        set_err(err, errn, "%s: out of memory while parsing", source);
+        mst_errf(err, errn, "%s: out of memory while parsing", source);
         return -1;
     }
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
@@ -361,27 +355,27 @@ static void name_from_path(const char *path, char *name, size_t n) {
 int mst_job_load(mst_job *job, const char *path, char *err, size_t errn) {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        set_err(err, errn, "cannot open job file '%s': %s", path, strerror(errno));
+        mst_errf(err, errn, "cannot open job file '%s': %s", path, strerror(errno));
         return -1;
     }
     struct stat st;
     if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
         fclose(f);
-        set_err(err, errn, "cannot read job file '%s': %s", path, strerror(EISDIR));
+        mst_errf(err, errn, "cannot read job file '%s': %s", path, strerror(EISDIR));
         return -1;
     }
     char *text = malloc(JOB_FILE_MAX + 1);
     if (!text) {
         fclose(f);
-        set_err(err, errn, "%s: out of memory", path);
+        mst_errf(err, errn, "%s: out of memory", path);
         return -1;
     }
     size_t len = fread(text, 1, JOB_FILE_MAX + 1, f);
     int read_errno = ferror(f) ? errno : 0;
     fclose(f);
     int rc = -1;
-    if (read_errno) set_err(err, errn, "cannot read job file '%s': %s", path, strerror(read_errno));
-    else if (len > JOB_FILE_MAX) set_err(err, errn, "%s: job file is larger than 1 MiB", path);
+    if (read_errno) mst_errf(err, errn, "cannot read job file '%s': %s", path, strerror(read_errno));
+    else if (len > JOB_FILE_MAX) mst_errf(err, errn, "%s: job file is larger than 1 MiB", path);
     else {
         char name[MST_JOB_NAME_MAX];
         name_from_path(path, name, sizeof(name));
@@ -403,7 +397,7 @@ int mst_job_set(mst_job *job, const char *assignment, char *err, size_t errn) {
     show_max(shown, sizeof(shown), assignment, strlen(assignment), 4 * SHOW_MAX);
     const char *eq = strchr(assignment, '=');
     if (!eq) {
-        set_err(err, errn, "--set %s: expected key.path=value", shown);
+        mst_errf(err, errn, "--set %s: expected key.path=value", shown);
         return -1;
     }
     const char *key = assignment, *value = eq + 1;
@@ -411,7 +405,7 @@ int mst_job_set(mst_job *job, const char *assignment, char *err, size_t errn) {
     trim(&key, &klen);
     trim(&value, &vlen);
     if (klen == 0) {
-        set_err(err, errn, "--set %s: expected key.path=value", shown);
+        mst_errf(err, errn, "--set %s: expected key.path=value", shown);
         return -1;
     }
     /* walk the dotted path one name at a time, as the loader walks nested mappings */
@@ -444,7 +438,7 @@ int mst_job_set(mst_job *job, const char *assignment, char *err, size_t errn) {
             pos += nlen + 1;
             continue;
         }
-        set_err(err, errn, "--set %s: %s", shown, msg);
+        mst_errf(err, errn, "--set %s: %s", shown, msg);
         return -1;
     }
 }
@@ -454,7 +448,7 @@ int mst_job_get(const mst_job *job, const char *path, char *buf, size_t n, char 
     if (!k) {
         char shown[SHOW_MAX + 8];
         show(shown, sizeof(shown), path, strlen(path));
-        set_err(err, errn, "no job setting '%s'; `mstune list keys` lists them", shown);
+        mst_errf(err, errn, "no job setting '%s'; `mstune list keys` lists them", shown);
         return -1;
     }
     mst_job_key_format(job, k, buf, n);
@@ -468,32 +462,32 @@ int mst_job_validate(const mst_job *job, char *err, size_t errn) {
         if (mst_job_key_check(job, &mst_job_keys[i], err, errn) != 0) return -1;
 
     if (job->optimizer.schedule == MST_JOB_SCHED_COSINE && job->train.steps == 0 && job->train.epochs == 0) {
-        set_err(err, errn, "optimizer.schedule cosine needs the run length: set train.steps or train.epochs > 0");
+        mst_errf(err, errn, "optimizer.schedule cosine needs the run length: set train.steps or train.epochs > 0");
         return -1;
     }
     if (job->train.steps == 0 && job->train.epochs == 0) {
-        set_err(err, errn, "train.epochs and train.steps are both 0: nothing to train");
+        mst_errf(err, errn, "train.epochs and train.steps are both 0: nothing to train");
         return -1;
     }
     if (job->optimizer.schedule == MST_JOB_SCHED_COSINE && job->train.steps > 0 && job->optimizer.warmup_steps >= job->train.steps) {
-        set_err(err, errn, "optimizer.warmup_steps (%d) must be less than train.steps (%d) with the cosine schedule",
+        mst_errf(err, errn, "optimizer.warmup_steps (%d) must be less than train.steps (%d) with the cosine schedule",
                 job->optimizer.warmup_steps, job->train.steps);
         return -1;
     }
     if (job->optimizer.schedule == MST_JOB_SCHED_COSINE && job->optimizer.min_lr > job->optimizer.lr) {
-        set_err(err, errn, "optimizer.min_lr (%g) must not exceed optimizer.lr (%g) with the cosine schedule", job->optimizer.min_lr,
+        mst_errf(err, errn, "optimizer.min_lr (%g) must not exceed optimizer.lr (%g) with the cosine schedule", job->optimizer.min_lr,
                 job->optimizer.lr);
         return -1;
     }
     if (job->optimizer.nesterov && (job->optimizer.name != MST_JOB_OPTIM_SGD || job->optimizer.momentum == 0)) {
-        set_err(err, errn, "optimizer.nesterov needs optimizer.name sgd with optimizer.momentum > 0");
+        mst_errf(err, errn, "optimizer.nesterov needs optimizer.name sgd with optimizer.momentum > 0");
         return -1;
     }
     if (job->data.dataset == MST_JOB_DATASET_SYNTHETIC) {
         long long per_sample = (long long)job->data.synthetic.channels * job->data.synthetic.height;
         if (per_sample <= INT32_MAX) per_sample *= job->data.synthetic.width;
         if (per_sample > INT32_MAX) {
-            set_err(err, errn,
+            mst_errf(err, errn,
                     "data.synthetic.channels * height * width is %lld values per sample; at most 2147483647",
                     per_sample);
             return -1;
@@ -503,7 +497,7 @@ int mst_job_validate(const mst_job *job, char *err, size_t errn) {
         int available = job->data.dataset == MST_JOB_DATASET_SYNTHETIC ? job->data.synthetic.samples : 0;
         if (job->data.limit > 0 && (available == 0 || job->data.limit < available)) available = job->data.limit;
         if (available > 0 && available < job->data.batch_size) {
-            set_err(err, errn,
+            mst_errf(err, errn,
                     "data.drop_remainder with data.batch_size %d leaves no batch: only %d training samples (%s)",
                     job->data.batch_size, available, job->data.limit > 0 ? "data.limit" : "data.synthetic.samples");
             return -1;
@@ -642,7 +636,7 @@ int mst_job_write_yaml(const mst_job *job, const char *path, char *err, size_t e
     char msg[MSG_MAX];
     for (int i = 0; i < mst_job_key_count; i++) {
         if (mst_job_key_check(job, &mst_job_keys[i], msg, sizeof(msg)) != 0) {
-            set_err(err, errn, "not writing '%s': %s", path, msg);
+            mst_errf(err, errn, "not writing '%s': %s", path, msg);
             return -1;
         }
     }
@@ -662,7 +656,7 @@ int mst_job_write_yaml(const mst_job *job, const char *path, char *err, size_t e
     }
     if (!ok) {
         free(b.p);
-        set_err(err, errn, "cannot write '%s': out of memory rendering YAML", path);
+        mst_errf(err, errn, "cannot write '%s': out of memory rendering YAML", path);
         return -1;
     }
     int rc = mst_write_atomic(path, b.p, b.len, err, errn);

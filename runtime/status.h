@@ -22,6 +22,9 @@ typedef enum {
 
 const char *mst_status_name(mst_status s);
 
+/* printf into a caller's error buffer; a NULL or empty buffer is fine (the message is dropped). */
+void mst_errf(char *err, size_t errn, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Invariant checks stay on in release builds. */
 #define MST_ASSERT(cond)                                                              \
     do {                                                                              \

@@ -22,19 +22,13 @@
 #include <zlib.h>
 
 #include "runtime/data/source_impl.h"
+#include "runtime/status.h"
 
 #define IDX_MAGIC_IMAGES 0x00000803u
 #define IDX_MAGIC_LABELS 0x00000801u
 #define IDX_MAX_PIXELS_PER_IMAGE (1u << 24)
 #define READ_CHUNK ((size_t)1 << 26)        /* initial buffer, and the most gzread is asked for at once */
 
-static void set_err(char *err, size_t errn, const char *fmt, ...) {
-    if (!err || errn == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errn, fmt, ap);
-    va_end(ap);
-}
 
 typedef struct {
     gzFile f;
@@ -47,12 +41,12 @@ static int idx_file_open(idx_file *file, const char *dir, const char *name, char
     int a = snprintf(gz_path, sizeof gz_path, "%s/%s.gz", dir, name);
     int b = snprintf(raw_path, sizeof raw_path, "%s/%s", dir, name);
     if (a < 0 || (size_t)a >= sizeof gz_path || b < 0 || (size_t)b >= sizeof raw_path) {
-        set_err(err, errn, "%s/%s.gz: path too long", dir, name);
+        mst_errf(err, errn, "%s/%s.gz: path too long", dir, name);
         return -1;
     }
     const char *path = access(gz_path, F_OK) == 0 ? gz_path : (access(raw_path, F_OK) == 0 ? raw_path : NULL);
     if (!path) {
-        set_err(err, errn,
+        mst_errf(err, errn,
                 "%s: no such file (nor the uncompressed %s); the default directory " MST_FASHION_MNIST_DIR
                 " comes from Debian's dataset-fashion-mnist package (apt-get install dataset-fashion-mnist)",
                 gz_path, raw_path);
@@ -62,7 +56,7 @@ static int idx_file_open(idx_file *file, const char *dir, const char *name, char
     errno = 0;
     file->f = gzopen(path, "rb");
     if (!file->f) {
-        set_err(err, errn, "%s: cannot open: %s", path, errno ? strerror(errno) : "out of memory");
+        mst_errf(err, errn, "%s: cannot open: %s", path, errno ? strerror(errno) : "out of memory");
         return -1;
     }
     return 0;
@@ -112,11 +106,11 @@ static int read_header(idx_file *file, uint32_t magic, const char *magic_desc, i
     const char *zmsg;
     size_t got = read_some(file, hdr, want, &zmsg);
     if (got >= 4 && be32(hdr) != magic) {
-        set_err(err, errn, "%s: bad magic 0x%08x, expected 0x%08x (%s)", file->path, be32(hdr), magic, magic_desc);
+        mst_errf(err, errn, "%s: bad magic 0x%08x, expected 0x%08x (%s)", file->path, be32(hdr), magic, magic_desc);
         return -1;
     }
     if (got < want) {
-        set_err(err, errn, "%s: truncated header: expected %zu bytes, got %zu (%s)", file->path, want, got,
+        mst_errf(err, errn, "%s: truncated header: expected %zu bytes, got %zu (%s)", file->path, want, got,
                 zmsg ? zmsg : "end of file");
         return -1;
     }
@@ -128,7 +122,7 @@ static int read_header(idx_file *file, uint32_t magic, const char *magic_desc, i
  * which is also where zlib checks the gzip CRC. */
 static uint8_t *read_body(idx_file *file, uint64_t declared, const char *what, char *err, size_t errn) {
     if (declared > (uint64_t)SIZE_MAX / 2) {
-        set_err(err, errn, "%s: declares %llu bytes of %s, more than this machine can address", file->path,
+        mst_errf(err, errn, "%s: declares %llu bytes of %s, more than this machine can address", file->path,
                 (unsigned long long)declared, what);
         return NULL;
     }
@@ -151,33 +145,33 @@ static uint8_t *read_body(idx_file *file, uint64_t declared, const char *what, c
     }
     /* a cut gzip stream reads as a clean end with zlib's "unexpected end of file": truncation too */
     if (got < declared && (!zmsg || strstr(zmsg, "unexpected end of file"))) {
-        set_err(err, errn, "%s: truncated: expected %llu bytes of %s, got %zu (%s)", file->path,
+        mst_errf(err, errn, "%s: truncated: expected %llu bytes of %s, got %zu (%s)", file->path,
                 (unsigned long long)declared, what, got, zmsg ? zmsg : "end of file");
         goto fail;
     }
     if (got < declared) {
-        set_err(err, errn, "%s: corrupt or unreadable after %zu of %llu bytes of %s: %s", file->path, got,
+        mst_errf(err, errn, "%s: corrupt or unreadable after %zu of %llu bytes of %s: %s", file->path, got,
                 (unsigned long long)declared, what, zmsg);
         goto fail;
     }
     uint8_t extra;
     if (read_some(file, &extra, 1, &zmsg) > 0) {
-        set_err(err, errn, "%s: trailing bytes after the declared %llu bytes of %s", file->path,
+        mst_errf(err, errn, "%s: trailing bytes after the declared %llu bytes of %s", file->path,
                 (unsigned long long)declared, what);
         goto fail;
     }
     if (zmsg) {
         /* the end of a gzip stream is where zlib checks its CRC and length */
         if (strstr(zmsg, "unexpected end of file"))
-            set_err(err, errn, "%s: truncated: the gzip stream ends before its CRC trailer", file->path);
+            mst_errf(err, errn, "%s: truncated: the gzip stream ends before its CRC trailer", file->path);
         else
-            set_err(err, errn, "%s: corrupt after all %llu bytes of %s: %s", file->path, (unsigned long long)declared,
+            mst_errf(err, errn, "%s: corrupt after all %llu bytes of %s: %s", file->path, (unsigned long long)declared,
                     what, zmsg);
         goto fail;
     }
     return buf;
 oom:
-    set_err(err, errn, "%s: out of memory reading %llu bytes of %s", file->path, (unsigned long long)declared, what);
+    mst_errf(err, errn, "%s: out of memory reading %llu bytes of %s", file->path, (unsigned long long)declared, what);
 fail:
     free(buf);
     return NULL;
@@ -186,12 +180,12 @@ fail:
 mst_source *mst_source_idx_open(const char *dir, const char *split, char *err, size_t errn) {
     if (err && errn) err[0] = '\0';
     if (!dir || !split) {
-        set_err(err, errn, "IDX source: %s is NULL", dir ? "split" : "dir");
+        mst_errf(err, errn, "IDX source: %s is NULL", dir ? "split" : "dir");
         return NULL;
     }
     const char *prefix = strcmp(split, "train") == 0 ? "train" : (strcmp(split, "test") == 0 ? "t10k" : NULL);
     if (!prefix) {
-        set_err(err, errn, "%s: unknown split \"%s\", expected \"train\" or \"test\"", dir, split);
+        mst_errf(err, errn, "%s: unknown split \"%s\", expected \"train\" or \"test\"", dir, split);
         return NULL;
     }
     char images_name[64], labels_name[64];
@@ -210,16 +204,16 @@ mst_source *mst_source_idx_open(const char *dir, const char *split, char *err, s
 
     const uint32_t n = idims[0], rows = idims[1], cols = idims[2];
     if (n == 0 || n > INT32_MAX) {
-        set_err(err, errn, "%s: declares %u images, expected 1 to %d", images.path, n, INT32_MAX);
+        mst_errf(err, errn, "%s: declares %u images, expected 1 to %d", images.path, n, INT32_MAX);
         goto fail;
     }
     if (rows == 0 || cols == 0 || (uint64_t)rows * cols > IDX_MAX_PIXELS_PER_IMAGE) {
-        set_err(err, errn, "%s: bad image size %ux%u, expected 1 to %u pixels per image", images.path, rows, cols,
+        mst_errf(err, errn, "%s: bad image size %ux%u, expected 1 to %u pixels per image", images.path, rows, cols,
                 IDX_MAX_PIXELS_PER_IMAGE);
         goto fail;
     }
     if (ldims[0] != n) {
-        set_err(err, errn, "%s: declares %u labels but %s declares %u images", labels.path, ldims[0], images.path, n);
+        mst_errf(err, errn, "%s: declares %u labels but %s declares %u images", labels.path, ldims[0], images.path, n);
         goto fail;
     }
 
@@ -229,7 +223,7 @@ mst_source *mst_source_idx_open(const char *dir, const char *split, char *err, s
     if (!label_bytes) goto fail;
     for (uint32_t i = 0; i < n; i++) {
         if (label_bytes[i] >= MST_IDX_CLASSES) {
-            set_err(err, errn, "%s: label %u at index %u is out of range, expected 0 to %d", labels.path,
+            mst_errf(err, errn, "%s: label %u at index %u is out of range, expected 0 to %d", labels.path,
                     label_bytes[i], i, MST_IDX_CLASSES - 1);
             goto fail;
         }
@@ -237,7 +231,7 @@ mst_source *mst_source_idx_open(const char *dir, const char *split, char *err, s
 
     src = calloc(1, sizeof(*src));
     if (!src) {
-        set_err(err, errn, "%s: out of memory", images.path);
+        mst_errf(err, errn, "%s: out of memory", images.path);
         goto fail;
     }
     src->kind = MST_SOURCE_IDX;

@@ -11,6 +11,7 @@
  * batch's work), so no worker ever writes a slot the new epoch has reused.
  */
 #include "runtime/data/loader.h"
+#include "runtime/status.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -72,13 +73,6 @@ struct mst_loader {
     char err[256];
 };
 
-static void set_err(char *err, size_t errn, const char *fmt, ...) {
-    if (!err || errn == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errn, fmt, ap);
-    va_end(ap);
-}
 
 /* Fills `s` with batch b of the current epoch. Runs without the lock: it reads only what
  * start_epoch never changes while a batch is being produced (perm, epoch), and writes only `s`. */
@@ -131,35 +125,35 @@ static void *worker_main(void *arg) {
 }
 
 static int validate(const mst_source *src, const mst_loader_config *cfg, char *err, size_t errn) {
-    if (!src) { set_err(err, errn, "loader: source is NULL"); return -1; }
-    if (!cfg) { set_err(err, errn, "loader: config is NULL"); return -1; }
+    if (!src) { mst_errf(err, errn, "loader: source is NULL"); return -1; }
+    if (!cfg) { mst_errf(err, errn, "loader: config is NULL"); return -1; }
     if (cfg->batch_size < 1) {
-        set_err(err, errn, "loader config: batch_size = %d, expected >= 1", cfg->batch_size);
+        mst_errf(err, errn, "loader config: batch_size = %d, expected >= 1", cfg->batch_size);
         return -1;
     }
     if (cfg->num_workers < 0 || cfg->num_workers > MST_LOADER_MAX_WORKERS) {
-        set_err(err, errn, "loader config: num_workers = %d, expected 0 to %d (0 = produce in the caller)",
+        mst_errf(err, errn, "loader config: num_workers = %d, expected 0 to %d (0 = produce in the caller)",
                 cfg->num_workers, MST_LOADER_MAX_WORKERS);
         return -1;
     }
     if (cfg->prefetch < 1 || cfg->prefetch > MAX_PREFETCH) {
-        set_err(err, errn, "loader config: prefetch = %d, expected 1 to %d", cfg->prefetch, MAX_PREFETCH);
+        mst_errf(err, errn, "loader config: prefetch = %d, expected 1 to %d", cfg->prefetch, MAX_PREFETCH);
         return -1;
     }
     if ((unsigned)cfg->augment >= MST_AUGMENT_COUNT) {
-        set_err(err, errn, "loader config: augment = %d, expected MST_AUGMENT_NONE, _LIGHT or _HEAVY", (int)cfg->augment);
+        mst_errf(err, errn, "loader config: augment = %d, expected MST_AUGMENT_NONE, _LIGHT or _HEAVY", (int)cfg->augment);
         return -1;
     }
     if (cfg->normalize && !(isfinite(cfg->std) && cfg->std > 0.0f)) {
-        set_err(err, errn, "loader config: std = %g, expected a finite value > 0 when normalize is set", (double)cfg->std);
+        mst_errf(err, errn, "loader config: std = %g, expected a finite value > 0 when normalize is set", (double)cfg->std);
         return -1;
     }
     if (cfg->normalize && !isfinite(cfg->mean)) {
-        set_err(err, errn, "loader config: mean = %g, expected a finite value when normalize is set", (double)cfg->mean);
+        mst_errf(err, errn, "loader config: mean = %g, expected a finite value when normalize is set", (double)cfg->mean);
         return -1;
     }
     if (cfg->limit < 0) {
-        set_err(err, errn, "loader config: limit = %lld, expected >= 0 (0 = all samples)", (long long)cfg->limit);
+        mst_errf(err, errn, "loader config: limit = %lld, expected >= 0 (0 = all samples)", (long long)cfg->limit);
         return -1;
     }
     return 0;
@@ -169,7 +163,7 @@ mst_loader *mst_loader_new(const mst_source *src, const mst_loader_config *cfg, 
     if (err && errn) err[0] = '\0';
     if (validate(src, cfg, err, errn) != 0) return NULL;
     mst_loader *ld = calloc(1, sizeof(*ld));
-    if (!ld) { set_err(err, errn, "loader: out of memory"); return NULL; }
+    if (!ld) { mst_errf(err, errn, "loader: out of memory"); return NULL; }
     ld->src = src;
     ld->cfg = *cfg;
     ld->tcfg = (mst_transform_config){.augment = cfg->augment, .normalize = cfg->normalize,
@@ -195,7 +189,7 @@ mst_loader *mst_loader_new(const mst_source *src, const mst_loader_config *cfg, 
 
     const uint64_t slot_floats = (uint64_t)bs * (uint64_t)ld->numel;
     if (slot_floats > SIZE_MAX / sizeof(float) / (uint64_t)ld->n_slots) {
-        set_err(err, errn, "loader config: batch_size = %d with prefetch = %d needs more memory than this machine can address",
+        mst_errf(err, errn, "loader config: batch_size = %d with prefetch = %d needs more memory than this machine can address",
                 cfg->batch_size, cfg->prefetch);
         goto fail;
     }
@@ -219,7 +213,7 @@ mst_loader *mst_loader_new(const mst_source *src, const mst_loader_config *cfg, 
             if (!wk->scratch) goto oom;
             int rc = pthread_create(&wk->thread, NULL, worker_main, wk);
             if (rc != 0) {
-                set_err(err, errn, "loader: cannot start worker %d of %d: %s", i + 1, cfg->num_workers, strerror(rc));
+                mst_errf(err, errn, "loader: cannot start worker %d of %d: %s", i + 1, cfg->num_workers, strerror(rc));
                 free(wk->scratch);
                 wk->scratch = NULL;
                 goto fail;
@@ -229,7 +223,7 @@ mst_loader *mst_loader_new(const mst_source *src, const mst_loader_config *cfg, 
     }
     return ld;
 oom:
-    set_err(err, errn, "loader: out of memory for %d batch slots of %d samples of %lld floats", ld->n_slots,
+    mst_errf(err, errn, "loader: out of memory for %d batch slots of %d samples of %lld floats", ld->n_slots,
             cfg->batch_size, (long long)ld->numel);
 fail:
     mst_loader_free(ld);
@@ -255,11 +249,11 @@ static void shuffle_order(int64_t *perm, int64_t n, uint64_t seed, int64_t epoch
 
 int mst_loader_start_epoch(mst_loader *ld, int64_t epoch, int64_t first_batch) {
     if (epoch < 0) {
-        set_err(ld->err, sizeof ld->err, "loader: epoch = %lld, expected >= 0", (long long)epoch);
+        mst_errf(ld->err, sizeof ld->err, "loader: epoch = %lld, expected >= 0", (long long)epoch);
         return -1;
     }
     if (first_batch < 0 || first_batch > ld->n_batches) {
-        set_err(ld->err, sizeof ld->err, "loader: first_batch = %lld, expected 0 to %lld (batches per epoch)",
+        mst_errf(ld->err, sizeof ld->err, "loader: first_batch = %lld, expected 0 to %lld (batches per epoch)",
                 (long long)first_batch, (long long)ld->n_batches);
         return -1;
     }
@@ -284,7 +278,7 @@ int mst_loader_start_epoch(mst_loader *ld, int64_t epoch, int64_t first_batch) {
 
 int mst_loader_next(mst_loader *ld, mst_batch *out) {
     if (ld->epoch < 0) {
-        set_err(ld->err, sizeof ld->err, "loader: mst_loader_next before mst_loader_start_epoch");
+        mst_errf(ld->err, sizeof ld->err, "loader: mst_loader_next before mst_loader_start_epoch");
         return -1;
     }
     slot *s;

@@ -20,34 +20,8 @@
 #include <limits.h>
 
 #include "runtime/ops/common.h"
+#include "runtime/ops/gemm.h"
 
-/* ---- GEMM wrappers: row-major, degenerate sizes handled here ---- */
-
-static void gemm_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
-                     const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
-    if (m == 0 || n == 0) return;
-    if (k == 0) {
-        for (int64_t i = 0; i < m; i++)
-            for (int64_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0 ? 0 : beta * c[i * ldc + j];
-        return;
-    }
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
-                alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
-}
-
-static void gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double *a, int64_t lda,
-                     const double *b, int64_t ldb, double beta, double *c, int64_t ldc) {
-    if (m == 0 || n == 0) return;
-    if (k == 0) {
-        for (int64_t i = 0; i < m; i++)
-            for (int64_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0 ? 0 : beta * c[i * ldc + j];
-        return;
-    }
-    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
-                alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
-}
-
-#define GEMM(T) _Generic((T)0, float: gemm_f32, double: gemm_f64)
 
 /* y += x over n elements (col2im's long spans), in pieces small enough that OpenBLAS runs each on
  * the calling thread (it threads axpy above 10,000 elements): col2im issues thousands of these
@@ -108,7 +82,6 @@ static conv_geom conv_geom_of(const mst_op_call *c) {
     return g;
 }
 
-static bool blas_fits(int64_t v) { return v >= 0 && v < INT_MAX; }
 
 /* Attribute ranges, kernel-fits-input, and (for the gradient ops) that gy has the size a forward
  * convolution of this geometry produces. */
