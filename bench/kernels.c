@@ -312,14 +312,15 @@ static double bench_conv_layer(FILE *out, mst_ctx *ctx, const conv_layer *L, con
 }
 
 /* The CNN workload (workloads/cnn.c, width 32, two blocks) at batch 64: its convolutions have no
- * bias (BatchNorm follows), so the forward is timed without one; conv1 is timed with a bias too. */
+ * bias (BatchNorm follows), so the forward is timed without one; the stem is timed with a bias too. */
 static void bench_cnn(FILE *out, mst_ctx *ctx, int repeats) {
     static const conv_layer layers[] = {
-        {"conv1 1->32 3x3 p1 28x28", 64, 1, 28, 28, 32, 3, 3, 1, 1},
-        {"conv2 32->32 3x3 p1 28x28", 64, 32, 28, 28, 32, 3, 3, 1, 1},
-        {"conv3 32->64 3x3 s2 p1 28x28", 64, 32, 28, 28, 64, 3, 3, 2, 1},
-        {"conv4 64->64 3x3 p1 14x14", 64, 64, 14, 14, 64, 3, 3, 1, 1},
-        {"proj 32->64 1x1 s2 28x28", 64, 32, 28, 28, 64, 1, 1, 2, 0},
+        /* stem at 28x28, then max pool; block 1 at 14x14; block 2 at 7x7 */
+        {"stem 1->32 3x3 p1 28x28", 64, 1, 28, 28, 32, 3, 3, 1, 1},
+        {"block1 32->32 3x3 p1 14x14", 64, 32, 14, 14, 32, 3, 3, 1, 1},
+        {"block2a 32->64 3x3 s2 p1 14x14", 64, 32, 14, 14, 64, 3, 3, 2, 1},
+        {"block2b 64->64 3x3 p1 7x7", 64, 64, 7, 7, 64, 3, 3, 1, 1},
+        {"proj 32->64 1x1 s2 14x14", 64, 32, 14, 14, 64, 1, 1, 2, 0},
     };
     static const int all[] = {0, 1, 2}, with_bias[] = {3};
     double worst = 1e9;

@@ -10,7 +10,6 @@
 /* Fashion-MNIST pixel statistics over the training split (scaled to [0, 1]). */
 #define FASHION_MEAN 0.2860f
 #define FASHION_STD 0.3530f
-#define EVAL_BATCH 500
 
 static const mst_augment k_augment[MST_JOB_AUGMENT_COUNT] = {
     [MST_JOB_AUGMENT_NONE] = MST_AUGMENT_NONE, [MST_JOB_AUGMENT_LIGHT] = MST_AUGMENT_LIGHT,
@@ -77,7 +76,7 @@ int mst_session_open(mst_session *s, const mst_job *job, const char *out_dir, bo
         goto fail;
     }
     mst_loader_config tc = lc;
-    tc.batch_size = EVAL_BATCH;
+    tc.batch_size = job->data.batch_size;     /* evaluation's activations stay within training's */
     tc.drop_remainder = false;
     tc.shuffle = false;
     tc.augment = MST_AUGMENT_NONE;

@@ -6,7 +6,7 @@
 
 const mst_zoo_entry mst_zoo[] = {
     {"mlp", "multi-layer perceptron: flatten, hidden1, hidden2, classes; ReLU (784-256-128-10 on Fashion-MNIST)"},
-    {"cnn", "small ResNet: conv-BN-ReLU stem, residual blocks (3x3 conv-BN-ReLU-conv-BN + skip), global average pool, linear"},
+    {"cnn", "small ResNet: conv-BN-ReLU-maxpool stem, residual blocks (3x3 conv-BN-ReLU-conv-BN + skip), global average pool, linear"},
 };
 const int mst_zoo_count = (int)(sizeof(mst_zoo) / sizeof(mst_zoo[0]));
 
