@@ -9,8 +9,15 @@
  * survives im2col, col2im, bias and dispatch. The conv ops group several small images into one
  * GEMM; the per-image GEMM's rate is printed beside them so the grouping's effect is visible.
  * Each figure is the median of repeats after warm-up (CLOCK_MONOTONIC); a repeat runs the call
- * enough times to last a few milliseconds, and the sgemm and op repeats alternate so that noise
- * from other processes hits both. OpenBLAS gets every core unless MST_BENCH_THREADS says otherwise.
+ * enough times to last a few milliseconds, and the ratio pairs the sgemm's and the op's repeat i.
+ * Threads: every core unless MST_BENCH_THREADS says otherwise; the raw sgemm runs on OpenBLAS's
+ * own pool at that many threads (the rate a BLAS-threaded op could reach), the ops on the
+ * runtime's pool with OpenBLAS single-threaded, as training runs them. OpenBLAS's workers spin
+ * for about 0.1 s after each call (measured here: a full core each), so a row times all its sgemm
+ * repeats first and the op's only once they have gone to sleep — interleaving the two had the op
+ * share its cores with a spinning pool, which no training run does. The GEMM shapes are those of
+ * the whole batch on one pool; the runtime's ops issue the same GEMMs split between their
+ * threads' images.
  */
 #include "bench/kernels.h"
 
@@ -95,13 +102,16 @@ static float *random_floats(size_t n, unsigned *seed) {
 #define MAX_SHAPES 2
 typedef struct {
     int n;
+    int threads;        /* OpenBLAS's pool for the raw sgemm; back to 1 for the ops after */
     sgemm_arg arg[MAX_SHAPES];
     timed_call call[MAX_SHAPES];
 } gemm_set;
 
-static void gemm_set_init(gemm_set *g, const gemm_shape *shapes, int n_shapes) {
+static void gemm_set_init(gemm_set *g, const gemm_shape *shapes, int n_shapes, int threads) {
     unsigned seed = 7;
     g->n = 0;
+    g->threads = threads;
+    openblas_set_num_threads(threads);
     for (int i = 0; i < n_shapes && g->n < MAX_SHAPES; i++) {
         const gemm_shape *s = &shapes[i];
         if (s->calls == 0) continue;
@@ -111,12 +121,15 @@ static void gemm_set_init(gemm_set *g, const gemm_shape *shapes, int n_shapes) {
         g->call[g->n] = timed_init(run_sgemm, a);
         g->n++;
     }
+    openblas_set_num_threads(1);
 }
 
 /* Seconds for all the calls the op makes, one repeat. */
 static double gemm_set_run(const gemm_set *g) {
     double t = 0;
+    openblas_set_num_threads(g->threads);
     for (int i = 0; i < g->n; i++) t += g->arg[i].s.calls * timed_run(&g->call[i]);
+    openblas_set_num_threads(1);
     return t;
 }
 
@@ -191,16 +204,28 @@ static void shapes_str(const gemm_shape *s, int n, char *buf, size_t len) {
     }
 }
 
-/* Times the op and its GEMMs, interleaved repeat by repeat so that drift and noise from other
- * processes hit both alike; prints a row; returns the median of the per-repeat op/sgemm ratios. */
+/* Seconds OpenBLAS's workers keep spinning after a multi-threaded call (2^28 cycles, its default
+ * THREAD_TIMEOUT), with a margin. */
+static const double k_blas_spin_s = 0.2;
+
+/* Lets OpenBLAS's spinning workers go to sleep before the runtime's pool is timed. */
+static void blas_settle(int threads) {
+    if (threads <= 1) return;
+    struct timespec ts = {0, (long)(k_blas_spin_s * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* Times the op's GEMMs, then (once OpenBLAS's pool is asleep) the op; prints a row; returns the
+ * median of the per-repeat op/sgemm ratios. */
 static double bench_row(FILE *out, const char *name, op_arg *op, double op_flops, const gemm_shape *shapes, int n_shapes,
                         int repeats) {
     gemm_set g;
-    gemm_set_init(&g, shapes, n_shapes);
-    timed_call oc = timed_init(run_op, op);
+    gemm_set_init(&g, shapes, n_shapes, op->ctx->n_threads);
     double t_gemm[BENCH_MAX_REPEATS], t_op[BENCH_MAX_REPEATS], ratio[BENCH_MAX_REPEATS];
+    for (int r = 0; r < repeats; r++) t_gemm[r] = gemm_set_run(&g);
+    blas_settle(g.threads);
+    timed_call oc = timed_init(run_op, op);
     for (int r = 0; r < repeats; r++) {
-        t_gemm[r] = gemm_set_run(&g);
         t_op[r] = timed_run(&oc);
         ratio[r] = t_gemm[r] / t_op[r];
     }
@@ -214,9 +239,9 @@ static double bench_row(FILE *out, const char *name, op_arg *op, double op_flops
 }
 
 /* The rate one GEMM per image would run at (the conv ops group small images). */
-static void print_per_image(FILE *out, const gemm_shape *shape, double flops, int repeats) {
+static void print_per_image(FILE *out, const gemm_shape *shape, double flops, int threads, int repeats) {
     gemm_set g;
-    gemm_set_init(&g, shape, 1);
+    gemm_set_init(&g, shape, 1, threads);
     double t[BENCH_MAX_REPEATS];
     for (int r = 0; r < repeats; r++) t[r] = gemm_set_run(&g);
     char buf[96];
@@ -305,7 +330,7 @@ static double bench_conv_layer(FILE *out, mst_ctx *ctx, const conv_layer *L, con
         if (which == 0 || which == 3) fwd_ratio = ratio;
         if (nb > 1) {
             conv_gemms(L, p, q, which, 1, shapes);
-            print_per_image(out, shapes, flops, repeats);
+            print_per_image(out, shapes, flops, ctx->n_threads, repeats);
         }
     }
     return fwd_ratio;
@@ -344,7 +369,8 @@ void bench_kernels(FILE *out, int quick) {
     mst_grad_set_enabled(ctx, false);
     fprintf(out, "== GEMM-bound kernels vs raw OpenBLAS sgemm (f32, %d threads, median of %d after warm-up) ==\n",
             ctx->n_threads, repeats);
-    fprintf(out, "sgemm GF = raw cblas_sgemm GFLOP/s on the GEMMs the op issues; op = the op through the dispatcher\n");
+    fprintf(out, "sgemm GF = raw cblas_sgemm GFLOP/s (OpenBLAS at %d threads) on the op's GEMMs; op = the op through the "
+                 "dispatcher\n", ctx->n_threads);
     print_header(out);
     mst_pool_push(ctx);
     bench_mlp(out, ctx, repeats);

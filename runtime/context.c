@@ -1,4 +1,4 @@
-/* context.c — context lifetime, errors, thread budget and workspace. */
+/* context.c — context lifetime, errors, thread budget (the kernel pool) and workspace. */
 #include "runtime/context.h"
 
 #include <cblas.h>
@@ -20,6 +20,11 @@ mst_ctx *mst_ctx_new(const mst_ctx_config *cfg) {
     ctx->out_cat = MST_MEM_ACT;
     for (int op = 0; op < MST_OP_COUNT; op++) ctx->prof_op_names[op] = mst_prof_intern(mst_op_name((mst_op)op));
     mst_ctx_set_threads(ctx, cfg ? cfg->n_threads : 0);
+    if (ctx->status != MST_OK) {    /* no memory for the thread pool */
+        mst_allocator_free(ctx->alloc);
+        free(ctx);
+        return NULL;
+    }
     mst_pool_push(ctx);             /* the root pool, drained by mst_ctx_free */
     return ctx;
 }
@@ -28,6 +33,7 @@ void mst_ctx_free(mst_ctx *ctx) {
     if (!ctx) return;
     while (ctx->pool_depth > 0) mst_pool_pop(ctx);
     MST_ASSERT(ctx->tape_len == 0);
+    mst_threadpool_free(ctx->threadpool);
     mst_free(ctx->alloc, ctx->workspace);
     for (mst_tensor *t = ctx->free_tensors, *next; t; t = next) { next = t->grad; free(t); }
     for (mst_storage *s = ctx->free_storages, *next; s; s = next) { next = s->data; free(s); }
@@ -68,9 +74,17 @@ void mst_ctx_set_threads(mst_ctx *ctx, int n) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         n = cores > 0 ? (int)cores : 1;
     }
+    /* One pool owns the cores: ours. OpenBLAS runs each call on the calling thread, so the
+     * kernels' GEMMs (split over our workers) never wake a second, spinning pool. */
+    openblas_set_num_threads(1);
+    if (n == ctx->n_threads && (n == 1) == (ctx->threadpool == NULL)) return;
+    mst_threadpool_free(ctx->threadpool);
+    ctx->threadpool = NULL;
     ctx->n_threads = n;
-    /* One pool per process owns the cores: OpenBLAS gets exactly our kernel budget. */
-    openblas_set_num_threads(n);
+    if (n > 1 && !(ctx->threadpool = mst_threadpool_new(n))) {
+        ctx->n_threads = 1;
+        mst_ctx_fail(ctx, MST_ERR_OOM, "out of memory: a thread pool for %d threads", n);
+    }
 }
 
 void mst_ctx_set_force_ref(mst_ctx *ctx, bool on) { ctx->force_ref = on; }

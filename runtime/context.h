@@ -1,8 +1,9 @@
 /* context.h — the runtime context: one per training process (and per thread that runs ops).
  *
- * It owns everything stateful: the caching allocator, the seeded generator, the thread budget,
- * the autorelease pools, the autograd tape, the kernel workspace and the last error. There are
- * no other globals in runtime/ (the profiler's enable flag lives in profiler/).
+ * It owns everything stateful: the caching allocator, the seeded generator, the thread budget and
+ * its kernel thread pool, the autorelease pools, the autograd tape, the kernel workspace and the
+ * last error. There are no other globals in runtime/ (the profiler's enable flag lives in
+ * profiler/).
  *
  *     mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 42, .n_threads = 2});
  *     ...
@@ -18,10 +19,11 @@
 #include "runtime/alloc.h"
 #include "runtime/op.h"
 #include "runtime/rng.h"
+#include "runtime/threadpool.h"
 
 typedef struct {
     uint64_t seed;      /* every random draw derives from it */
-    int n_threads;      /* kernels' share of the thread budget (OpenBLAS included); 0 = all cores */
+    int n_threads;      /* kernels' share of the thread budget; 0 = all cores */
 } mst_ctx_config;
 
 struct mst_ctx {
@@ -29,6 +31,7 @@ struct mst_ctx {
     uint64_t seed;
     mst_rng rng;                    /* parameter init, dropout seeds */
     int n_threads;
+    mst_threadpool *threadpool;     /* n_threads - 1 workers; NULL with one thread */
 
     mst_status status;              /* first error since the last clear */
     char err[768];
@@ -66,7 +69,9 @@ void        mst_ctx_clear_error(mst_ctx *ctx);
 mst_status  mst_ctx_fail(mst_ctx *ctx, mst_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 mst_status  mst_ctx_vfail(mst_ctx *ctx, mst_status s, const char *fmt, va_list ap);
 
-void mst_ctx_set_threads(mst_ctx *ctx, int n);          /* also sets OpenBLAS's pool */
+/* Resizes the kernel pool (0 = all cores); OpenBLAS runs single-threaded on whichever thread
+ * calls it: the kernels split their GEMMs over the pool themselves. */
+void mst_ctx_set_threads(mst_ctx *ctx, int n);
 void mst_ctx_set_force_ref(mst_ctx *ctx, bool on);
 /* Scratch memory for one kernel at a time; NULL (and an error) when it cannot grow. */
 void *mst_ctx_workspace(mst_ctx *ctx, size_t bytes);

@@ -2,12 +2,15 @@
  *
  * im2col + GEMM: an image's receptive fields are unrolled into a (C*R*S, P*Q) column matrix in
  * the context workspace, and the weight seen as (K, C*R*S) times it lands in the output's NCHW
- * layout directly. The trade-off is memory traffic: the column matrix is R*S times the input and
- * is written by one thread while the GEMM gets the thread budget, so its cost shows most when
- * the GEMM is small. What keeps it near the sgemm rate (bench/kernels.c measures it):
+ * layout directly. The trade-off is memory traffic: the column matrix is R*S times the input, so
+ * its cost shows most when the GEMM is small. What keeps it near the sgemm rate (bench/kernels.c
+ * measures it):
+ *   - the batch is split between the context's threads, each unrolling its own images into its
+ *     own slice of the workspace and running single-threaded GEMMs on them, so im2col and
+ *     col2im run on every core (see "the split over the pool" below);
  *   - "same" stride-1 convolutions unroll each column-matrix row as one shifted copy of the
  *     input plane, not one short copy per output row;
- *   - small images share a GEMM (their column blocks side by side) so OpenBLAS gets a wide
+ *   - small images share a GEMM (their column blocks side by side) so the GEMM gets a wide
  *     enough matrix, at the price of copying the output tile back to NCHW;
  *   - the bias rides in the GEMM as one more row of ones instead of a second pass;
  *   - 1x1 stride-1 unpadded convolutions skip im2col.
@@ -24,8 +27,9 @@
 
 
 /* y += x over n elements (col2im's long spans), in pieces small enough that OpenBLAS runs each on
- * the calling thread (it threads axpy above 10,000 elements): col2im issues thousands of these
- * per image, too short to pay for waking the pool. */
+ * the calling thread even when a program gives it more than the one thread the runtime sets (it
+ * threads axpy above 10,000 elements): col2im issues thousands of these per image, too short to
+ * pay for waking a pool. */
 enum { k_axpy_chunk = 8192 };
 static void axpy_f32(int64_t n, const float *x, float *y) {
     for (int64_t i = 0; i < n; i += k_axpy_chunk)
@@ -304,33 +308,61 @@ static bool is_pointwise(const conv_geom *g) {
 }
 
 /* Images per GEMM: as many whole images as fit in k_group_cols columns, within k_group_bytes of
- * scratch. A GEMM on one 14x14 image (196 columns) leaves OpenBLAS little to split between
- * threads, so small images share one; the price is copying the output tile back to NCHW (or
- * gathering gy), which costs most when C*R*S is small, and images of 512+ columns (28x28 and up)
- * go one at a time with the GEMM writing NCHW in place. Measured in bench/kernels.c. */
+ * scratch, and no more than `cap` (the images of one chunk). A GEMM on one 14x14 image (196
+ * columns) runs about 10% below the rate of a wider one even on one thread, so small images share
+ * one; the price is copying the output tile back to NCHW (or gathering gy), which costs most when
+ * C*R*S is small, and images of 512+ columns (28x28 and up) go one at a time with the GEMM
+ * writing NCHW in place. Measured in bench/kernels.c. */
 enum { k_group_cols = 1024 };
 static const size_t k_group_bytes = (size_t)16 << 20;
 
-static int64_t group_size(const conv_geom *g, size_t esz) {
+static int64_t group_size(const conv_geom *g, size_t esz, int64_t cap) {
     int64_t pq = g->p * g->q, nb = k_group_cols / pq;
-    if (nb > g->n) nb = g->n;
+    if (nb > cap) nb = cap;
     size_t per_image = (size_t)((g->c * g->r * g->s + 1 + g->k) * pq) * esz;
     while (nb > 1 && (size_t)nb * per_image > k_group_bytes) nb--;
     return nb < 1 ? 1 : nb;
 }
 
-/* Scratch for one group of images, in elements; `cols` = images * P*Q. */
+/* ---- the split over the pool ----
+ *
+ * All three ops split the batch into contiguous ranges of images, one range per pool thread;
+ * each thread unrolls (or folds back) its own images in its own slice of the workspace and runs
+ * single-threaded GEMMs on them. Splitting the batch rather than each GEMM puts im2col and col2im
+ * on every core too, where OpenBLAS's own threading left them on one, and it keeps each GEMM as
+ * wide as the grouping makes it. The price is in grad_weight: every range sums into its own
+ * (K, C*R*S) partial, added up afterwards in range order — the same bits for the same thread
+ * count, within rounding of other counts. A range holds at least k_par_min_chunk_flops of work
+ * (gemm.h), so small convolutions run inline; when the whole batch is one range (batch 1, or one
+ * thread) the GEMMs split themselves over the pool instead (op_gemm_par). */
+static int64_t min_images(const conv_geom *g) {
+    return par_min_items(2.0 * (double)(g->k * g->p * g->q) * (double)(g->c * g->r * g->s));
+}
+
+/* One call as its chunks see it. Chunk `worker` owns per_chunk elements of scratch from
+ * scratch + worker * per_chunk: the column matrix (col), the tile (tile), then grad_weight's
+ * partial sum. Everything else in the workspace is shared and read-only during the region. */
 typedef struct {
-    size_t col;     /* column matrix (rows, cols) */
-    size_t tile;    /* (K, cols): the grouped output, or gy gathered side by side */
-    size_t w;       /* forward with bias: the weight as (K, C*R*S + 1) with the bias as last column */
-    size_t ones;    /* pointwise forward with bias: a row of ones for a rank-1 bias update */
-} conv_scratch;
+    mst_ctx *ctx;               /* for op_gemm_par, which stays on its thread inside a region */
+    const conv_geom *g;
+    const void *in0, *in1;      /* forward: x, the weight (with the bias column when rows > C*R*S);
+                                 * grad_input: gy, w; grad_weight: gy, x */
+    const void *bias, *ones;    /* pointwise forward with bias: the rank-1 update's operands */
+    void *out;
+    void *scratch;
+    size_t col, tile, per_chunk;
+    int64_t nb, rows;
+} conv_job;
+
+/* Elements rounded up to a 64-byte line, so that two chunks' scratch never share one. */
+static size_t line_round(size_t n, size_t esz) {
+    size_t line = 64 / esz;
+    return (n + line - 1) / line * line;
+}
 
 /* NULL with the error in ctx when the workspace cannot grow; a non-NULL dummy when none is needed. */
-static void *scratch_get(mst_ctx *ctx, const conv_scratch *s, size_t esz) {
-    size_t n = s->col + s->tile + s->w + s->ones;
-    return n ? mst_ctx_workspace(ctx, n * esz) : (void *)s;
+static void *scratch_get(mst_ctx *ctx, size_t elems, size_t esz) {
+    return elems ? mst_ctx_workspace(ctx, elems * esz) : (void *)ctx;
 }
 
 /* ---- conv2d ---- */
@@ -338,44 +370,70 @@ static void *scratch_get(mst_ctx *ctx, const conv_scratch *s, size_t esz) {
 /* With a bias, the column matrix gets a row of ones and the weight the bias as an extra column,
  * so the GEMM adds the bias while it writes the output, instead of a second pass over it (a
  * separate rank-1 update cost about 30% of the GEMM time for a 1-channel stem convolution). A
- * pointwise convolution multiplies the input directly and adds the bias with that rank-1 update. */
+ * pointwise convolution multiplies the input directly and adds the bias with that rank-1 update.
+ * Images [begin, end) of the batch, nb to a GEMM. */
+#define CONV2D_CHUNK_BODY                                                                           \
+    {                                                                                               \
+        const conv_job *j = arg;                                                                    \
+        const conv_geom *g = j->g;                                                                  \
+        const T *x = j->in0, *wm = j->in1, *bias = j->bias, *ones = j->ones;                        \
+        T *y = j->out, *col = (T *)j->scratch + (size_t)worker * j->per_chunk, *tile = col + j->col; \
+        int64_t crs = g->c * g->r * g->s, pq = g->p * g->q, chw = g->c * g->h * g->w, kpq = g->k * pq; \
+        bool direct = is_pointwise(g); /* y_n (K, HW) = w (K, C) x_n (C, HW) */                     \
+        for (int64_t n0 = begin; n0 < end; n0 += j->nb) {                                           \
+            int64_t cnt = end - n0 < j->nb ? end - n0 : j->nb, ld = cnt * pq;                       \
+            /* one image: straight into NCHW; several: a (K, cnt*PQ) tile, image i in block i */    \
+            T *dst = cnt == 1 ? y + n0 * kpq : tile;                                                \
+            for (int64_t i = 0; !direct && i < cnt; i++) IM2COL(T)(g, x + (n0 + i) * chw, col + i * pq, ld); \
+            for (int64_t c2 = 0; j->rows > crs && c2 < ld; c2++) col[crs * ld + c2] = 1;            \
+            GEMM_PAR(T)(j->ctx, false, false, g->k, ld, j->rows, 1, wm, j->rows, direct ? x + n0 * chw : col, ld, \
+                        0, dst, ld);                                                                \
+            if (bias) GER(T)(g->k, ld, bias, ones, dst, ld);                                        \
+            for (int64_t i = 0; cnt > 1 && i < cnt; i++)                                            \
+                for (int64_t k = 0; k < g->k; k++)                                                  \
+                    memcpy(y + (n0 + i) * kpq + k * pq, tile + k * ld + i * pq, (size_t)pq * sizeof(T)); \
+        }                                                                                           \
+    }
+static void conv2d_chunk_f32(void *arg, int64_t begin, int64_t end, int worker) {
+    typedef float T;
+    CONV2D_CHUNK_BODY
+}
+static void conv2d_chunk_f64(void *arg, int64_t begin, int64_t end, int worker) {
+    typedef double T;
+    CONV2D_CHUNK_BODY
+}
+#define CONV2D_CHUNK(T) _Generic((T)0, float: conv2d_chunk_f32, double: conv2d_chunk_f64)
+
 #define CONV2D_BODY(T)                                                                              \
     {                                                                                               \
         conv_geom g = conv_geom_of(c);                                                              \
         const T *x = (const T *)mst_tensor_data(c->in[0]), *w = (const T *)mst_tensor_data(c->in[1]); \
         const T *bias = c->n_in == 3 ? (const T *)mst_tensor_data(c->in[2]) : NULL;                 \
-        T *y = (T *)mst_tensor_data(c->out[0]);                                                     \
-        int64_t crs = g.c * g.r * g.s, pq = g.p * g.q, chw = g.c * g.h * g.w, kpq = g.k * pq;       \
+        int64_t crs = g.c * g.r * g.s, pq = g.p * g.q;                                              \
         if (g.n == 0) return MST_OK;                                                                \
-        bool direct = is_pointwise(&g); /* y_n (K, HW) = w (K, C) x_n (C, HW) */                    \
-        int64_t nb = direct ? 1 : group_size(&g, sizeof(T)), cols = nb * pq;                        \
+        bool direct = is_pointwise(&g);                                                             \
+        int64_t min_n = min_images(&g);                                                             \
+        int chunks = mst_parallel_chunks_ctx(ctx, g.n, min_n);                                      \
+        int64_t nb = direct ? 1 : group_size(&g, sizeof(T), (g.n + chunks - 1) / chunks), cols = nb * pq; \
         int64_t rows = crs + (bias && !direct); /* GEMM inner dimension */                          \
-        conv_scratch sc = {direct ? 0 : (size_t)(rows * cols), nb > 1 ? (size_t)(g.k * cols) : 0,   \
-                           bias && !direct ? (size_t)(g.k * rows) : 0, bias && direct ? (size_t)cols : 0}; \
-        T *col = (T *)scratch_get(ctx, &sc, sizeof(T));                                             \
-        if (!col) return ctx->status;                                                               \
-        T *tile = col + sc.col, *wb = tile + sc.tile, *ones = wb + sc.w;                            \
+        size_t col_n = direct ? 0 : (size_t)(rows * cols), tile_n = nb > 1 ? (size_t)(g.k * cols) : 0; \
+        size_t per = line_round(col_n + tile_n, sizeof(T));                                         \
+        size_t wb_n = bias && !direct ? (size_t)(g.k * rows) : 0, ones_n = bias && direct ? (size_t)cols : 0; \
+        T *ws = (T *)scratch_get(ctx, (size_t)chunks * per + wb_n + ones_n, sizeof(T));             \
+        if (!ws) return ctx->status;                                                                \
+        T *wb = ws + (size_t)chunks * per, *ones = wb + wb_n;                                       \
         const T *wm = w;                                                                            \
-        if (sc.w) { /* (K, CRS | bias) */                                                           \
+        if (wb_n) { /* (K, CRS | bias) */                                                           \
             for (int64_t k = 0; k < g.k; k++) {                                                     \
                 memcpy(wb + k * rows, w + k * crs, (size_t)crs * sizeof(T));                        \
                 wb[k * rows + crs] = bias[k];                                                       \
             }                                                                                       \
             wm = wb;                                                                                \
         }                                                                                           \
-        for (size_t i = 0; i < sc.ones; i++) ones[i] = 1;                                           \
-        for (int64_t n0 = 0; n0 < g.n; n0 += nb) {                                                  \
-            int64_t cnt = g.n - n0 < nb ? g.n - n0 : nb, ld = cnt * pq;                             \
-            /* one image: straight into NCHW; several: a (K, cnt*PQ) tile, image i in block i */    \
-            T *dst = cnt == 1 ? y + n0 * kpq : tile;                                                \
-            for (int64_t i = 0; !direct && i < cnt; i++) IM2COL(T)(&g, x + (n0 + i) * chw, col + i * pq, ld); \
-            for (int64_t j = 0; sc.w && j < ld; j++) col[crs * ld + j] = 1;                         \
-            GEMM(T)(false, false, g.k, ld, rows, 1, wm, rows, direct ? x + n0 * chw : col, ld, 0, dst, ld); \
-            if (sc.ones) GER(T)(g.k, ld, bias, ones, dst, ld);                                      \
-            for (int64_t i = 0; cnt > 1 && i < cnt; i++)                                            \
-                for (int64_t k = 0; k < g.k; k++)                                                   \
-                    memcpy(y + (n0 + i) * kpq + k * pq, tile + k * ld + i * pq, (size_t)pq * sizeof(T)); \
-        }                                                                                           \
+        for (size_t i = 0; i < ones_n; i++) ones[i] = 1;                                            \
+        conv_job job = {ctx, &g, x, wm, ones_n ? bias : NULL, ones, mst_tensor_data(c->out[0]), ws, col_n, tile_n, \
+                        per, nb, rows};                                                             \
+        mst_parallel_for(ctx, g.n, min_n, CONV2D_CHUNK(T), &job);                                   \
         return MST_OK;                                                                              \
     }
 FLOAT_KERNELS(conv2d, CONV2D_BODY)
@@ -432,37 +490,60 @@ const mst_op_desc mst_desc_conv2d = {
 
 /* ---- conv2d_grad_input: gy (N, K, P, Q), w -> gx (N, C, H, W) ---- */
 
-#define CONV2D_GRAD_INPUT_BODY(T)                                                                   \
+/* Images [begin, end): gx_n = col2im(w^T gy_n), nb images to a GEMM with gy gathered side by side. */
+#define CONV2D_GRAD_INPUT_CHUNK_BODY                                                                \
     {                                                                                               \
-        conv_geom g = conv_geom_of(c);                                                              \
-        const T *gy = (const T *)mst_tensor_data(c->in[0]), *w = (const T *)mst_tensor_data(c->in[1]); \
-        T *gx = (T *)mst_tensor_data(c->out[0]);                                                    \
-        int64_t crs = g.c * g.r * g.s, pq = g.p * g.q, chw = g.c * g.h * g.w, kpq = g.k * pq;       \
-        if (g.n == 0) return MST_OK;                                                                \
-        if (is_pointwise(&g)) { /* gx_n (C, HW) = w^T (C, K) gy_n (K, HW) */                        \
-            for (int64_t n = 0; n < g.n; n++)                                                       \
-                GEMM(T)(true, false, g.c, pq, g.k, 1, w, g.c, gy + n * kpq, pq, 0, gx + n * chw, pq); \
-            return MST_OK;                                                                          \
+        const conv_job *j = arg;                                                                    \
+        const conv_geom *g = j->g;                                                                  \
+        const T *gy = j->in0, *w = j->in1;                                                          \
+        T *gx = j->out, *col = (T *)j->scratch + (size_t)worker * j->per_chunk, *tile = col + j->col; \
+        int64_t crs = g->c * g->r * g->s, pq = g->p * g->q, chw = g->c * g->h * g->w, kpq = g->k * pq; \
+        if (is_pointwise(g)) { /* gx_n (C, HW) = w^T (C, K) gy_n (K, HW) */                        \
+            for (int64_t n = begin; n < end; n++)                                                   \
+                GEMM_PAR(T)(j->ctx, true, false, g->c, pq, g->k, 1, w, g->c, gy + n * kpq, pq, 0, gx + n * chw, pq); \
+            return;                                                                                 \
         }                                                                                           \
-        int64_t nb = group_size(&g, sizeof(T));                                                     \
-        conv_scratch sc = {(size_t)(crs * nb * pq), nb > 1 ? (size_t)(g.k * nb * pq) : 0, 0, 0};    \
-        T *col = (T *)scratch_get(ctx, &sc, sizeof(T));                                             \
-        if (!col) return ctx->status;                                                               \
-        T *tile = col + sc.col;                                                                     \
-        for (int64_t n0 = 0; n0 < g.n; n0 += nb) {                                                  \
-            int64_t cnt = g.n - n0 < nb ? g.n - n0 : nb, ld = cnt * pq;                             \
+        for (int64_t n0 = begin; n0 < end; n0 += j->nb) {                                           \
+            int64_t cnt = end - n0 < j->nb ? end - n0 : j->nb, ld = cnt * pq;                       \
             const T *src = gy + n0 * kpq;                                                           \
             if (cnt > 1) { /* gather gy's images side by side: (K, cnt*PQ) */                       \
                 for (int64_t i = 0; i < cnt; i++)                                                   \
-                    for (int64_t k = 0; k < g.k; k++)                                               \
+                    for (int64_t k = 0; k < g->k; k++)                                              \
                         memcpy(tile + k * ld + i * pq, gy + (n0 + i) * kpq + k * pq, (size_t)pq * sizeof(T)); \
                 src = tile;                                                                         \
             }                                                                                       \
-            GEMM(T)(true, false, crs, ld, g.k, 1, w, crs, src, ld, 0, col, ld);                     \
+            GEMM_PAR(T)(j->ctx, true, false, crs, ld, g->k, 1, w, crs, src, ld, 0, col, ld);        \
             /* zeroed here rather than up front, so col2im finds the images in cache */             \
             memset(gx + n0 * chw, 0, (size_t)(cnt * chw) * sizeof(T));                              \
-            for (int64_t i = 0; i < cnt; i++) COL2IM(T)(&g, col + i * pq, ld, gx + (n0 + i) * chw); \
+            for (int64_t i = 0; i < cnt; i++) COL2IM(T)(g, col + i * pq, ld, gx + (n0 + i) * chw);  \
         }                                                                                           \
+    }
+static void grad_input_chunk_f32(void *arg, int64_t begin, int64_t end, int worker) {
+    typedef float T;
+    CONV2D_GRAD_INPUT_CHUNK_BODY
+}
+static void grad_input_chunk_f64(void *arg, int64_t begin, int64_t end, int worker) {
+    typedef double T;
+    CONV2D_GRAD_INPUT_CHUNK_BODY
+}
+#define GRAD_INPUT_CHUNK(T) _Generic((T)0, float: grad_input_chunk_f32, double: grad_input_chunk_f64)
+
+#define CONV2D_GRAD_INPUT_BODY(T)                                                                   \
+    {                                                                                               \
+        conv_geom g = conv_geom_of(c);                                                              \
+        int64_t crs = g.c * g.r * g.s, pq = g.p * g.q;                                              \
+        if (g.n == 0) return MST_OK;                                                                \
+        bool direct = is_pointwise(&g);                                                             \
+        int64_t min_n = min_images(&g);                                                             \
+        int chunks = mst_parallel_chunks_ctx(ctx, g.n, min_n);                                      \
+        int64_t nb = direct ? 1 : group_size(&g, sizeof(T), (g.n + chunks - 1) / chunks);           \
+        size_t col_n = direct ? 0 : (size_t)(crs * nb * pq), tile_n = nb > 1 ? (size_t)(g.k * nb * pq) : 0; \
+        size_t per = line_round(col_n + tile_n, sizeof(T));                                         \
+        T *ws = (T *)scratch_get(ctx, (size_t)chunks * per, sizeof(T));                             \
+        if (!ws) return ctx->status;                                                                \
+        conv_job job = {ctx, &g, mst_tensor_data(c->in[0]), mst_tensor_data(c->in[1]), NULL, NULL,  \
+                        mst_tensor_data(c->out[0]), ws, col_n, tile_n, per, nb, 0};                 \
+        mst_parallel_for(ctx, g.n, min_n, GRAD_INPUT_CHUNK(T), &job);                               \
         return MST_OK;                                                                              \
     }
 FLOAT_KERNELS(conv2d_grad_input, CONV2D_GRAD_INPUT_BODY)
@@ -501,36 +582,69 @@ const mst_op_desc mst_desc_conv2d_grad_input = {
 
 /* ---- conv2d_grad_weight: gy (N, K, P, Q), x (N, C, H, W) -> gw (K, C, R, S) ---- */
 
-#define CONV2D_GRAD_WEIGHT_BODY(T)                                                                  \
+/* Images [begin, end) summed into this chunk's partial (chunk 0: gw itself):
+ * acc (K, CRS) += gy (K, cnt*PQ) col^T (cnt*PQ, CRS), nb images to a GEMM. */
+#define CONV2D_GRAD_WEIGHT_CHUNK_BODY                                                               \
     {                                                                                               \
-        conv_geom g = conv_geom_of(c);                                                              \
-        const T *gy = (const T *)mst_tensor_data(c->in[0]), *x = (const T *)mst_tensor_data(c->in[1]); \
-        T *gw = (T *)mst_tensor_data(c->out[0]);                                                    \
-        int64_t crs = g.c * g.r * g.s, pq = g.p * g.q, chw = g.c * g.h * g.w, kpq = g.k * pq;       \
-        memset(gw, 0, mst_tensor_nbytes(c->out[0]));                                                \
-        if (g.n == 0) return MST_OK;                                                                \
-        if (is_pointwise(&g)) { /* gw (K, C) += gy_n (K, HW) x_n^T (HW, C) */                       \
-            for (int64_t n = 0; n < g.n; n++)                                                       \
-                GEMM(T)(false, true, g.k, g.c, pq, 1, gy + n * kpq, pq, x + n * chw, pq, 1, gw, g.c); \
-            return MST_OK;                                                                          \
+        const conv_job *j = arg;                                                                    \
+        const conv_geom *g = j->g;                                                                  \
+        const T *gy = j->in0, *x = j->in1;                                                          \
+        T *col = (T *)j->scratch + (size_t)worker * j->per_chunk, *tile = col + j->col;             \
+        int64_t crs = g->c * g->r * g->s, pq = g->p * g->q, chw = g->c * g->h * g->w, kpq = g->k * pq; \
+        T *acc = worker == 0 ? (T *)j->out : tile + j->tile;                                        \
+        memset(acc, 0, (size_t)(g->k * crs) * sizeof(T));                                           \
+        if (is_pointwise(g)) { /* acc (K, C) += gy_n (K, HW) x_n^T (HW, C) */                      \
+            for (int64_t n = begin; n < end; n++)                                                   \
+                GEMM_PAR(T)(j->ctx, false, true, g->k, g->c, pq, 1, gy + n * kpq, pq, x + n * chw, pq, 1, acc, g->c); \
+            return;                                                                                 \
         }                                                                                           \
-        int64_t nb = group_size(&g, sizeof(T));                                                     \
-        conv_scratch sc = {(size_t)(crs * nb * pq), nb > 1 ? (size_t)(g.k * nb * pq) : 0, 0, 0};    \
-        T *col = (T *)scratch_get(ctx, &sc, sizeof(T));                                             \
-        if (!col) return ctx->status;                                                               \
-        T *tile = col + sc.col;                                                                     \
-        for (int64_t n0 = 0; n0 < g.n; n0 += nb) {                                                  \
-            int64_t cnt = g.n - n0 < nb ? g.n - n0 : nb, ld = cnt * pq;                             \
+        for (int64_t n0 = begin; n0 < end; n0 += j->nb) {                                           \
+            int64_t cnt = end - n0 < j->nb ? end - n0 : j->nb, ld = cnt * pq;                       \
             const T *src = gy + n0 * kpq;                                                           \
-            for (int64_t i = 0; i < cnt; i++) IM2COL(T)(&g, x + (n0 + i) * chw, col + i * pq, ld);  \
+            for (int64_t i = 0; i < cnt; i++) IM2COL(T)(g, x + (n0 + i) * chw, col + i * pq, ld);   \
             if (cnt > 1) {                                                                          \
                 for (int64_t i = 0; i < cnt; i++)                                                   \
-                    for (int64_t k = 0; k < g.k; k++)                                               \
+                    for (int64_t k = 0; k < g->k; k++)                                              \
                         memcpy(tile + k * ld + i * pq, gy + (n0 + i) * kpq + k * pq, (size_t)pq * sizeof(T)); \
                 src = tile;                                                                         \
             }                                                                                       \
-            /* gw (K, CRS) += gy (K, cnt*PQ) col^T (cnt*PQ, CRS) */                                 \
-            GEMM(T)(false, true, g.k, crs, ld, 1, src, ld, col, ld, 1, gw, crs);                    \
+            GEMM_PAR(T)(j->ctx, false, true, g->k, crs, ld, 1, src, ld, col, ld, 1, acc, crs);      \
+        }                                                                                           \
+    }
+static void grad_weight_chunk_f32(void *arg, int64_t begin, int64_t end, int worker) {
+    typedef float T;
+    CONV2D_GRAD_WEIGHT_CHUNK_BODY
+}
+static void grad_weight_chunk_f64(void *arg, int64_t begin, int64_t end, int worker) {
+    typedef double T;
+    CONV2D_GRAD_WEIGHT_CHUNK_BODY
+}
+#define GRAD_WEIGHT_CHUNK(T) _Generic((T)0, float: grad_weight_chunk_f32, double: grad_weight_chunk_f64)
+
+#define CONV2D_GRAD_WEIGHT_BODY(T)                                                                  \
+    {                                                                                               \
+        conv_geom g = conv_geom_of(c);                                                              \
+        T *gw = (T *)mst_tensor_data(c->out[0]);                                                    \
+        int64_t crs = g.c * g.r * g.s, pq = g.p * g.q, kcrs = g.k * crs;                            \
+        if (g.n == 0) {                                                                             \
+            memset(gw, 0, mst_tensor_nbytes(c->out[0]));                                            \
+            return MST_OK;                                                                          \
+        }                                                                                           \
+        bool direct = is_pointwise(&g);                                                             \
+        int64_t min_n = min_images(&g);                                                             \
+        int chunks = mst_parallel_chunks_ctx(ctx, g.n, min_n);                                      \
+        int64_t nb = direct ? 1 : group_size(&g, sizeof(T), (g.n + chunks - 1) / chunks);           \
+        size_t col_n = direct ? 0 : (size_t)(crs * nb * pq), tile_n = nb > 1 ? (size_t)(g.k * nb * pq) : 0; \
+        size_t per = line_round(col_n + tile_n + (chunks > 1 ? (size_t)kcrs : 0), sizeof(T));      \
+        T *ws = (T *)scratch_get(ctx, (size_t)chunks * per, sizeof(T));                             \
+        if (!ws) return ctx->status;                                                                \
+        conv_job job = {ctx, &g, mst_tensor_data(c->in[0]), mst_tensor_data(c->in[1]), NULL, NULL, gw, ws, col_n, \
+                        tile_n, per, nb, 0};                                                        \
+        mst_parallel_for(ctx, g.n, min_n, GRAD_WEIGHT_CHUNK(T), &job);                              \
+        /* partials in chunk order: the same sum for the same thread count */                       \
+        for (int w = 1; w < chunks; w++) {                                                          \
+            const T *part = ws + (size_t)w * per + col_n + tile_n;                                  \
+            for (int64_t i = 0; i < kcrs; i++) gw[i] += part[i];                                    \
         }                                                                                           \
         return MST_OK;                                                                              \
     }

@@ -9,6 +9,11 @@
  * with beta = 1, so no second pass over the output follows the GEMM. Reference kernels are
  * triple loops accumulating in double.
  *
+ * Threads: a single GEMM splits into column (or row) blocks over the context's pool
+ * (op_gemm_par); a batch of products is split by batch items instead, each item one whole GEMM
+ * on one thread, when the batch gives every thread enough work (fewer, larger BLAS calls than
+ * splitting every item), and otherwise each item's GEMM splits itself.
+ *
  * Shapes (the last two dims are the matrices; trans_a / trans_b apply to them):
  *   (M, K) @ (K, N)        -> (M, N)
  *   (B, M, K) @ (B, K, N)  -> (B, M, N)
@@ -85,18 +90,49 @@ static mst_status infer_matmul(mst_ctx *ctx, const mst_op_call *c, mst_meta out[
     return MST_OK;
 }
 
+/* Batch items [begin, end), one GEMM each on the calling thread (or split, when the region runs
+ * inline as one chunk). */
+typedef struct {
+    mst_ctx *ctx;
+    const mm_geom *g;
+    const void *a, *b;
+    void *y;
+} mm_job;
+
+#define MATMUL_ITEMS_BODY                                                                           \
+    {                                                                                               \
+        const mm_job *j = arg;                                                                      \
+        const mm_geom *g = j->g;                                                                    \
+        const T *a = j->a, *b = j->b;                                                               \
+        T *y = j->y;                                                                                \
+        for (int64_t i = begin; i < end; i++)                                                       \
+            GEMM_PAR(T)(j->ctx, g->ta, g->tb, g->m, g->n, g->k, 1, a + i * g->stride_a, g->lda, b + i * g->stride_b, \
+                        g->ldb, 0, y + i * g->m * g->n, g->n);                                      \
+    }
+static void matmul_items_f32(void *arg, int64_t begin, int64_t end, int worker) {
+    typedef float T;
+    MATMUL_ITEMS_BODY
+}
+static void matmul_items_f64(void *arg, int64_t begin, int64_t end, int worker) {
+    typedef double T;
+    MATMUL_ITEMS_BODY
+}
+#define MATMUL_ITEMS(T) _Generic((T)0, float: matmul_items_f32, double: matmul_items_f64)
+
+/* Batch items per chunk: enough that a chunk is worth a region (as for a split GEMM). */
+static int64_t min_items(const mm_geom *g) { return par_min_items(2.0 * (double)g->m * (double)g->n * (double)g->k); }
+
 #define MATMUL_BODY(T)                                                                              \
     {                                                                                               \
         mm_geom g = mm_geom_of(c);                                                                  \
         const T *a = (const T *)mst_tensor_data(c->in[0]), *b = (const T *)mst_tensor_data(c->in[1]); \
         T *y = (T *)mst_tensor_data(c->out[0]);                                                     \
         if (g.stride_b == 0 && !g.ta) { /* (B, M, K) is (B*M, K): one GEMM */                       \
-            GEMM(T)(false, g.tb, g.batch * g.m, g.n, g.k, 1, a, g.lda, b, g.ldb, 0, y, g.n);        \
+            GEMM_PAR(T)(ctx, false, g.tb, g.batch * g.m, g.n, g.k, 1, a, g.lda, b, g.ldb, 0, y, g.n); \
             return MST_OK;                                                                          \
         }                                                                                           \
-        for (int64_t i = 0; i < g.batch; i++)                                                       \
-            GEMM(T)(g.ta, g.tb, g.m, g.n, g.k, 1, a + i * g.stride_a, g.lda, b + i * g.stride_b, g.ldb, 0, \
-                    y + i * g.m * g.n, g.n);                                                        \
+        mm_job job = {ctx, &g, a, b, y};                                                            \
+        mst_parallel_for(ctx, g.batch, min_items(&g), MATMUL_ITEMS(T), &job);                       \
         return MST_OK;                                                                              \
     }
 FLOAT_KERNELS(matmul, MATMUL_BODY)
@@ -212,7 +248,7 @@ static mst_status infer_linear(mst_ctx *ctx, const mst_op_call *c, mst_meta out[
             for (int64_t i = 0; i < m; i++) memcpy(y + i * n, bias, (size_t)n * sizeof(T));         \
             beta = 1;                                                                               \
         }                                                                                           \
-        GEMM(T)(false, true, m, n, k, 1, x, k, w, k, beta, y, n);                                   \
+        GEMM_PAR(T)(ctx, false, true, m, n, k, 1, x, k, w, k, beta, y, n);                          \
         return MST_OK;                                                                              \
     }
 FLOAT_KERNELS(linear, LINEAR_BODY)

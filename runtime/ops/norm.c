@@ -92,28 +92,54 @@ static double *bn_scratch(mst_ctx *ctx, int64_t ch, int k) {
     return (double *)mst_ctx_workspace(ctx, (size_t)(k * ch + 1) * sizeof(double));
 }
 
-/* Runs STMT for every element of x viewed as (N, C, S), in memory order, with i the element and
- * ch its channel. (N, C) inputs (S = 1) get one unit-stride loop over channels per row instead
- * of C runs of length 1. */
-#define BN_FOR_EACH(d, STMT)                                                                         \
+/* Threads: the fast kernels split the channels into ranges over the context's pool. Every
+ * per-channel sum runs over the same elements in the same order whatever the range, so the
+ * results are the same bits for any thread count; the price is that each range walks all N
+ * images (for (N, C) inputs: a short run of every row) instead of one stream through memory.
+ * A range holds at least k_bn_min_chunk elements (about 50 us of one core), so small inputs run
+ * inline. */
+enum { k_bn_min_chunk = 65536 };
+
+typedef struct {
+    const mst_op_call *c;
+    bn_dims d;
+    double *scratch;        /* k arrays of C doubles, each channel's entries written by its range only */
+} bn_job;
+
+/* The kernel: scratch of k per-channel arrays, then CHUNK over the channels of X. */
+#define BN_RUN(X, k, CHUNK)                                                                          \
+    {                                                                                                \
+        bn_dims d = bn_dims_of(X);                                                                   \
+        double *scratch = bn_scratch(ctx, d.c, k);                                                   \
+        if (!scratch) return ctx->status;                                                            \
+        bn_job job = {c, d, scratch};                                                                \
+        int64_t per_channel = d.m > 0 ? d.m : 1;                                                     \
+        mst_parallel_for(ctx, d.c, (k_bn_min_chunk + per_channel - 1) / per_channel, CHUNK, &job);   \
+        return MST_OK;                                                                               \
+    }
+
+/* Runs STMT for every element of x viewed as (N, C, S) whose channel is in [c0, c1), in memory
+ * order, with i the element and ch its channel. (N, C) inputs (S = 1) get one unit-stride loop
+ * over the channels per row instead of runs of length 1. */
+#define BN_FOR_EACH(d, c0, c1, STMT)                                                                 \
     for (int64_t n = 0; n < (d).n; n++) {                                                            \
         if ((d).s == 1)                                                                              \
-            for (int64_t ch = 0, i = n * (d).c; ch < (d).c; ch++, i++) { STMT; }                     \
+            for (int64_t ch = (c0), i = n * (d).c + (c0); ch < (c1); ch++, i++) { STMT; }            \
         else                                                                                         \
-            for (int64_t ch = 0; ch < (d).c; ch++)                                                   \
+            for (int64_t ch = (c0); ch < (c1); ch++)                                                 \
                 for (int64_t i = (n * (d).c + ch) * (d).s, end_ = i + (d).s; i < end_; i++) { STMT; } \
     }
-/* acc1[ch] += E1 and acc2[ch] += E2 over every element (E2 may be 0 for one sum). Runs of S
- * elements use four partial sums: double adds cannot be reordered by the compiler (no
- * -ffast-math), and one chain of dependent adds would cap the pass at one element per add
- * latency. */
-#define BN_ACCUMULATE(d, acc1, E1, acc2, E2)                                                         \
+/* acc1[ch] += E1 and acc2[ch] += E2 over every element of the channels [c0, c1) (E2 may be 0
+ * for one sum). Runs of S elements use four partial sums: double adds cannot be reordered by the
+ * compiler (no -ffast-math), and one chain of dependent adds would cap the pass at one element
+ * per add latency. A channel's sums see its elements in the same order whatever the range. */
+#define BN_ACCUMULATE(d, c0, c1, acc1, E1, acc2, E2)                                                 \
     for (int64_t n = 0; n < (d).n; n++) {                                                            \
         if ((d).s == 1) {                                                                            \
-            for (int64_t ch = 0, i = n * (d).c; ch < (d).c; ch++, i++) { acc1[ch] += (E1); acc2[ch] += (E2); } \
+            for (int64_t ch = (c0), i = n * (d).c + (c0); ch < (c1); ch++, i++) { acc1[ch] += (E1); acc2[ch] += (E2); } \
             continue;                                                                                \
         }                                                                                            \
-        for (int64_t ch = 0; ch < (d).c; ch++) {                                                     \
+        for (int64_t ch = (c0); ch < (c1); ch++) {                                                   \
             double a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;                   \
             int64_t i_ = (n * (d).c + ch) * (d).s, end_ = i_ + (d).s;                                \
             for (; i_ + 4 <= end_; i_ += 4) {                                                        \
@@ -128,46 +154,56 @@ static double *bn_scratch(mst_ctx *ctx, int64_t ch, int k) {
         }                                                                                            \
     }
 
-/* Fast forward: per-channel mean and biased variance by two memory-order passes, then
- * y = (x - mean) a + beta in T with a = gamma invstd (subtracting first keeps y accurate when
- * |mean| >> std). */
-#define BN_FWD_BODY(T)                                                                               \
+/* Fast forward, channels [c0, c1): per-channel mean and biased variance by two memory-order
+ * passes, then y = (x - mean) a + beta in T with a = gamma invstd (subtracting first keeps y
+ * accurate when |mean| >> std). */
+#define BN_FWD_CHUNK_BODY                                                                            \
     {                                                                                                \
-        bn_dims d = bn_dims_of(c->in[0]);                                                            \
+        const bn_job *j = arg;                                                                       \
+        const mst_op_call *c = j->c;                                                                 \
+        bn_dims d = j->d;                                                                            \
         const T *x = (const T *)mst_tensor_data(c->in[0]);                                           \
         const T *gamma = (const T *)mst_tensor_data(c->in[1]), *beta = (const T *)mst_tensor_data(c->in[2]); \
         T *rmean = (T *)mst_tensor_data(c->in[3]), *rvar = (T *)mst_tensor_data(c->in[4]);           \
         T *y = (T *)mst_tensor_data(c->out[0]);                                                      \
         T *save_mean = (T *)mst_tensor_data(c->out[1]), *save_invstd = (T *)mst_tensor_data(c->out[2]); \
         double momentum = c->attrs.f[0], eps = c->attrs.f[1];                                        \
-        double *mean = bn_scratch(ctx, d.c, 4);                                                      \
-        if (!mean) return ctx->status;                                                               \
+        double *mean = j->scratch;                                                                   \
         double *invstd = mean + d.c, *acc = invstd + d.c, *scale = acc + d.c;                        \
         if (c->attrs.i[0]) {                                                                         \
-            for (int64_t ch = 0; ch < d.c; ch++) mean[ch] = acc[ch] = invstd[ch] = 0;                \
-            BN_ACCUMULATE(d, mean, (double)x[i], acc, 0.0)                                           \
-            for (int64_t ch = 0; ch < d.c; ch++) mean[ch] /= (double)d.m;                            \
-            BN_ACCUMULATE(d, acc, ((double)x[i] - mean[ch]) * ((double)x[i] - mean[ch]), invstd, 0.0) \
-            for (int64_t ch = 0; ch < d.c; ch++) {                                                   \
+            for (int64_t ch = c0; ch < c1; ch++) mean[ch] = acc[ch] = invstd[ch] = 0;                \
+            BN_ACCUMULATE(d, c0, c1, mean, (double)x[i], acc, 0.0)                                   \
+            for (int64_t ch = c0; ch < c1; ch++) mean[ch] /= (double)d.m;                            \
+            BN_ACCUMULATE(d, c0, c1, acc, ((double)x[i] - mean[ch]) * ((double)x[i] - mean[ch]), invstd, 0.0) \
+            for (int64_t ch = c0; ch < c1; ch++) {                                                   \
                 double var = acc[ch] / (double)d.m;                                                  \
                 invstd[ch] = 1.0 / sqrt(var + eps);                                                  \
                 rmean[ch] = (T)((1 - momentum) * (double)rmean[ch] + momentum * mean[ch]);           \
                 rvar[ch] = (T)((1 - momentum) * (double)rvar[ch] + momentum * var * (double)d.m / (double)(d.m - 1)); \
             }                                                                                        \
         } else {                                                                                     \
-            for (int64_t ch = 0; ch < d.c; ch++) {                                                   \
+            for (int64_t ch = c0; ch < c1; ch++) {                                                   \
                 mean[ch] = (double)rmean[ch];                                                        \
                 invstd[ch] = 1.0 / sqrt((double)rvar[ch] + eps);                                     \
             }                                                                                        \
         }                                                                                            \
-        for (int64_t ch = 0; ch < d.c; ch++) {                                                       \
+        for (int64_t ch = c0; ch < c1; ch++) {                                                       \
             save_mean[ch] = (T)mean[ch];                                                             \
             save_invstd[ch] = (T)invstd[ch];                                                         \
             scale[ch] = (double)gamma[ch] * invstd[ch];                                              \
         }                                                                                            \
-        BN_FOR_EACH(d, y[i] = (x[i] - (T)mean[ch]) * (T)scale[ch] + beta[ch])                        \
-        return MST_OK;                                                                               \
+        BN_FOR_EACH(d, c0, c1, y[i] = (x[i] - (T)mean[ch]) * (T)scale[ch] + beta[ch])                \
     }
+static void bn_fwd_chunk_f32(void *arg, int64_t c0, int64_t c1, int worker) {
+    typedef float T;
+    BN_FWD_CHUNK_BODY
+}
+static void bn_fwd_chunk_f64(void *arg, int64_t c0, int64_t c1, int worker) {
+    typedef double T;
+    BN_FWD_CHUNK_BODY
+}
+#define BN_FWD_CHUNK(T) _Generic((T)0, float: bn_fwd_chunk_f32, double: bn_fwd_chunk_f64)
+#define BN_FWD_BODY(T) BN_RUN(c->in[0], 4, BN_FWD_CHUNK(T))
 FLOAT_KERNELS(batchnorm, BN_FWD_BODY)
 
 /* Reference forward: channel by channel, every step in double, the textbook formula. */
@@ -254,29 +290,31 @@ static mst_status infer_batchnorm_grad(mst_ctx *ctx, const mst_op_call *c, mst_m
     return MST_OK;
 }
 
-/* Fast: one memory-order pass for sum(gy) and sum(gy (x - mean)) per channel, one for gx:
+/* Fast, channels [c0, c1): one memory-order pass for sum(gy) and sum(gy (x - mean)) per channel,
+ * one for gx:
  *   ggamma = invstd sum(gy (x - mean)),  gbeta = sum(gy)
  *   training: gx = gamma invstd (gy - gbeta / M - (x - mean) invstd ggamma / M)
  *   eval:     gx = gamma invstd gy */
-#define BN_GRAD_BODY(T)                                                                              \
+#define BN_GRAD_CHUNK_BODY                                                                           \
     {                                                                                                \
-        bn_dims d = bn_dims_of(c->in[1]);                                                            \
+        const bn_job *j = arg;                                                                       \
+        const mst_op_call *c = j->c;                                                                 \
+        bn_dims d = j->d;                                                                            \
         const T *gy = (const T *)mst_tensor_data(c->in[0]), *x = (const T *)mst_tensor_data(c->in[1]); \
         const T *gamma = (const T *)mst_tensor_data(c->in[2]);                                       \
         const T *save_mean = (const T *)mst_tensor_data(c->in[3]);                                   \
         const T *save_invstd = (const T *)mst_tensor_data(c->in[4]);                                 \
         T *gx = (T *)mst_tensor_data(c->out[0]);                                                     \
         T *ggamma = (T *)mst_tensor_data(c->out[1]), *gbeta = (T *)mst_tensor_data(c->out[2]);       \
-        double *sum_gy = bn_scratch(ctx, d.c, 5);                                                    \
-        if (!sum_gy) return ctx->status;                                                             \
+        double *sum_gy = j->scratch;                                                                 \
         double *sum_gyx = sum_gy + d.c, *mean = sum_gyx + d.c, *scale = mean + d.c, *q = scale + d.c; \
-        for (int64_t ch = 0; ch < d.c; ch++) {                                                       \
+        for (int64_t ch = c0; ch < c1; ch++) {                                                       \
             sum_gy[ch] = sum_gyx[ch] = 0;                                                            \
             mean[ch] = (double)save_mean[ch];                                                        \
         }                                                                                            \
-        BN_ACCUMULATE(d, sum_gy, (double)gy[i], sum_gyx, (double)gy[i] * ((double)x[i] - mean[ch]))  \
+        BN_ACCUMULATE(d, c0, c1, sum_gy, (double)gy[i], sum_gyx, (double)gy[i] * ((double)x[i] - mean[ch])) \
         double inv_m = d.m > 0 ? 1.0 / (double)d.m : 0;                                              \
-        for (int64_t ch = 0; ch < d.c; ch++) {                                                       \
+        for (int64_t ch = c0; ch < c1; ch++) {                                                       \
             double is = (double)save_invstd[ch];                                                     \
             ggamma[ch] = (T)(sum_gyx[ch] * is);                                                      \
             gbeta[ch] = (T)sum_gy[ch];                                                               \
@@ -285,11 +323,20 @@ static mst_status infer_batchnorm_grad(mst_ctx *ctx, const mst_op_call *c, mst_m
             sum_gy[ch] *= inv_m;                                      /* now mean(gy) */             \
         }                                                                                            \
         if (c->attrs.i[0])                                                                           \
-            BN_FOR_EACH(d, gx[i] = (T)scale[ch] * (gy[i] - (T)sum_gy[ch] - (x[i] - (T)mean[ch]) * (T)q[ch])) \
+            BN_FOR_EACH(d, c0, c1, gx[i] = (T)scale[ch] * (gy[i] - (T)sum_gy[ch] - (x[i] - (T)mean[ch]) * (T)q[ch])) \
         else                                                                                         \
-            BN_FOR_EACH(d, gx[i] = (T)scale[ch] * gy[i])                                             \
-        return MST_OK;                                                                               \
+            BN_FOR_EACH(d, c0, c1, gx[i] = (T)scale[ch] * gy[i])                                     \
     }
+static void bn_grad_chunk_f32(void *arg, int64_t c0, int64_t c1, int worker) {
+    typedef float T;
+    BN_GRAD_CHUNK_BODY
+}
+static void bn_grad_chunk_f64(void *arg, int64_t c0, int64_t c1, int worker) {
+    typedef double T;
+    BN_GRAD_CHUNK_BODY
+}
+#define BN_GRAD_CHUNK(T) _Generic((T)0, float: bn_grad_chunk_f32, double: bn_grad_chunk_f64)
+#define BN_GRAD_BODY(T) BN_RUN(c->in[1], 5, BN_GRAD_CHUNK(T))
 FLOAT_KERNELS(batchnorm_grad, BN_GRAD_BODY)
 
 /* Reference: channel by channel in double, the formula as written in the paper:

@@ -90,16 +90,18 @@ static mst_status infer_pool(mst_ctx *ctx, const mst_op_call *c, mst_meta out[],
 static mst_status infer_maxpool2d(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) { return infer_pool(ctx, c, out, true); }
 static mst_status infer_avgpool2d(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) { return infer_pool(ctx, c, out, false); }
 
-#define MAXPOOL_BODY(T)                                                                              \
+/* Planes [pl0, pl1) of the call `arg`. */
+#define MAXPOOL_CHUNK_BODY                                                                           \
     {                                                                                                \
+        const mst_op_call *c = arg;                                                                  \
         const mst_tensor *X = c->in[0], *Y = c->out[0];                                              \
         pool_geom g = pool_geom_of(&c->attrs);                                                       \
-        int64_t planes = X->shape[0] * X->shape[1], H = X->shape[2], W = X->shape[3];                \
+        int64_t H = X->shape[2], W = X->shape[3];                                                    \
         int64_t P = Y->shape[2], Q = Y->shape[3];                                                    \
         const T *x = (const T *)mst_tensor_data(X);                                                  \
         T *y = (T *)mst_tensor_data(Y);                                                              \
         int32_t *idx = mst_tensor_i32(c->out[1]);                                                    \
-        for (int64_t pl = 0; pl < planes; pl++) {                                                    \
+        for (int64_t pl = pl0; pl < pl1; pl++) {                                                     \
             const T *xp = x + pl * H * W;                                                            \
             T *yp = y + pl * P * Q;                                                                  \
             int32_t *ip = idx + pl * P * Q;                                                          \
@@ -127,6 +129,29 @@ static mst_status infer_avgpool2d(mst_ctx *ctx, const mst_op_call *c, mst_meta o
                 }                                                                                    \
             }                                                                                        \
         }                                                                                            \
+    }
+static void maxpool2d_chunk_f32(void *arg, int64_t pl0, int64_t pl1, int worker) {
+    typedef float T;
+    MAXPOOL_CHUNK_BODY
+}
+static void maxpool2d_chunk_f64(void *arg, int64_t pl0, int64_t pl1, int worker) {
+    typedef double T;
+    MAXPOOL_CHUNK_BODY
+}
+#define MAXPOOL_CHUNK(T) _Generic((T)0, float: maxpool2d_chunk_f32, double: maxpool2d_chunk_f64)
+
+/* Threads: the planes split into ranges over the context's pool (each output element is computed
+ * alone, so the bits do not depend on the split), at least k_pool_min_chunk window reads a range
+ * (about 50 us of one core) so that small inputs stay on the calling thread. */
+enum { k_pool_min_chunk = 1 << 17 };
+
+#define MAXPOOL_BODY(T)                                                                              \
+    {                                                                                                \
+        const mst_tensor *X = c->in[0], *Y = c->out[0];                                              \
+        int64_t per_plane = Y->shape[2] * Y->shape[3] * c->attrs.i[0] * c->attrs.i[1];               \
+        if (per_plane < 1) per_plane = 1;                                                            \
+        mst_parallel_for(ctx, X->shape[0] * X->shape[1], (k_pool_min_chunk + per_plane - 1) / per_plane, \
+                         MAXPOOL_CHUNK(T), (void *)c);                                               \
         return MST_OK;                                                                               \
     }
 FLOAT_KERNELS(maxpool2d, MAXPOOL_BODY)

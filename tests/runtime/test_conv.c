@@ -1,8 +1,9 @@
 /* test_conv.c — conv2d and its gradient ops: finite-difference gradients in f64 (strides,
  * padding, 1x1, non-square, batch 1, with and without bias, grouped and per-image GEMMs),
  * im2col+sgemm against the direct-loop references in f32 and, over hundreds of random
- * geometries, in f64; hand-computed values, FLOP counts, and every error path including
- * allocation failures. */
+ * geometries, in f64; the batch split over 1, 2 and 3 threads (same results within f32
+ * rounding, the same bits run to run); hand-computed values, FLOP counts, and every error path
+ * including allocation failures. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -347,6 +348,129 @@ static void test_out_of_memory(void **state) {
         }
 }
 
+/* ---- the split over threads ----
+ * Shapes big enough to pass the kernels' work threshold (k_par_min_chunk_flops, 4 MFLOP a chunk),
+ * so the batch really splits: into uneven ranges, ranges holding partial groups of images, and
+ * grad_weight partials reduced from two or three threads; batch 1 splits each GEMM instead. */
+typedef struct {
+    const char *name;
+    int64_t n, c, h, w, k, r, s;
+    conv_arg a;
+    bool bias;
+} thread_case;
+
+static const thread_case k_thread_cases[] = {
+    {"14x14 grouped, 3x3 pad 1", 9, 16, 14, 14, 32, 3, 3, {1, 1, 1, 1}, false},
+    {"7x7 grouped + bias, partial groups", 22, 32, 7, 7, 32, 3, 3, {1, 1, 1, 1}, true},
+    {"28x28 stride 2 pad 1", 9, 16, 28, 28, 32, 3, 3, {2, 2, 1, 1}, false},
+    {"1x1 pointwise + bias", 10, 64, 14, 14, 64, 1, 1, {1, 1, 0, 0}, true},
+    {"1x1 stride 2 (projection)", 64, 32, 14, 14, 64, 1, 1, {2, 2, 0, 0}, false},
+    {"batch 1: the GEMMs split", 1, 32, 28, 28, 32, 3, 3, {1, 1, 1, 1}, true},
+};
+
+/* forward, grad_input, grad_weight of one case on a fresh context with `threads` threads; the
+ * inputs come from the seed alone, so every call sees the same data. */
+static void run_threads_case(const thread_case *tc, int threads, uint64_t seed, float *out[3], int64_t numel[3],
+                             bool with_ref) {
+    mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = seed, .n_threads = threads});
+    assert_non_null(ctx);
+    assert_int_equal(ctx->n_threads, threads);
+    mst_grad_set_enabled(ctx, false);
+    const conv_arg *a = &tc->a;
+    int64_t p = (tc->h + 2 * a->ph - tc->r) / a->sh + 1, q = (tc->w + 2 * a->pw - tc->s) / a->sw + 1;
+    mst_tensor *x = mst_tensor_randn(ctx, MST_DTYPE_F32, 4, (int64_t[]){tc->n, tc->c, tc->h, tc->w}, 0, 1);
+    mst_tensor *wt = mst_tensor_randn(ctx, MST_DTYPE_F32, 4, (int64_t[]){tc->k, tc->c, tc->r, tc->s}, 0, 1);
+    mst_tensor *bias = mst_tensor_randn(ctx, MST_DTYPE_F32, 1, (int64_t[]){tc->k}, 0, 1);
+    mst_tensor *gy = mst_tensor_randn(ctx, MST_DTYPE_F32, 4, (int64_t[]){tc->n, tc->k, p, q}, 0, 1);
+    for (int pass = 0; pass < (with_ref ? 2 : 1); pass++) {
+        mst_ctx_set_force_ref(ctx, pass == 1);
+        mst_tensor *y[3] = {
+            mst_conv2d(ctx, x, wt, tc->bias ? bias : NULL, a->sh, a->sw, a->ph, a->pw),
+            mst_conv2d_grad_input(ctx, gy, wt, (int)tc->h, (int)tc->w, a->sh, a->sw, a->ph, a->pw),
+            mst_conv2d_grad_weight(ctx, gy, x, (int)tc->r, (int)tc->s, a->sh, a->sw, a->ph, a->pw),
+        };
+        for (int o = 0; o < 3; o++) {
+            if (!y[o]) fail_msg("%s, %d threads: %s", tc->name, threads, mst_ctx_error(ctx));
+            float *dst = out[o] + (pass ? numel[o] : 0);
+            if (!pass) numel[o] = y[o]->numel;
+            memcpy(dst, mst_tensor_f32(y[o]), (size_t)y[o]->numel * sizeof(float));
+        }
+    }
+    mst_ctx_free(ctx);
+}
+
+/* |a - b| <= tol (|b| + rms(b)) elementwise, and the whole-tensor relative error below tol. */
+static void expect_close(const float *a, const float *b, int64_t n, double tol, const char *name, const char *op,
+                         int threads, uint64_t seed) {
+    double ss = 0, se = 0, worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        ss += (double)b[i] * b[i];
+        se += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    }
+    double rms = sqrt(ss / (double)(n > 0 ? n : 1));
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]) / (fabs(b[i]) + rms);
+        if (e > worst) worst = e;
+        if (e > tol)
+            fail_msg("%s (seed %llu): %s element %lld: %.9g at %d threads vs %.9g at 1 (rms %.3g)", name,
+                     (unsigned long long)seed, op, (long long)i, a[i], threads, b[i], rms);
+    }
+    double rel = ss > 0 ? sqrt(se / ss) : sqrt(se);
+    printf("  %-12s %d threads: worst %.2g, norm-wise %.2g\n", op, threads, worst, rel);
+    assert_true(rel <= tol);
+}
+
+static void test_threads(void **state) {
+    static const char *const ops[] = {"conv2d", "grad_input", "grad_weight"};
+    uint64_t seed = gc_seed();
+    for (int ci = 0; ci < N_ELEMS(k_thread_cases); ci++) {
+        const thread_case *tc = &k_thread_cases[ci];
+        int64_t sizes[3] = {tc->n * tc->k * tc->h * tc->w, tc->n * tc->c * tc->h * tc->w, tc->k * tc->c * tc->r * tc->s};
+        float *base[3], *run[3];
+        int64_t numel[3];
+        for (int o = 0; o < 3; o++) {
+            base[o] = malloc((size_t)(2 * sizes[o]) * sizeof(float));     /* fast, then reference */
+            run[o] = malloc((size_t)sizes[o] * sizeof(float));
+            assert_true(base[o] && run[o]);
+        }
+        run_threads_case(tc, 1, seed, base, numel, true);
+        for (int o = 0; o < 3; o++)     /* one thread against the direct loops, as test_fast_vs_reference */
+            for (int64_t i = 0; i < numel[o]; i++) {
+                float f = base[o][i], r = base[o][numel[o] + i];
+                if (fabsf(f - r) > 3e-4f * (1 + fabsf(r)))
+                    fail_msg("%s (seed %llu): %s element %lld: %.9g vs reference %.9g", tc->name,
+                             (unsigned long long)seed, ops[o], (long long)i, f, r);
+            }
+        for (int threads = 2; threads <= 3; threads++) {
+            float *first[3];
+            for (int rep = 0; rep < 2; rep++) {
+                run_threads_case(tc, threads, seed, run, numel, false);
+                for (int o = 0; o < 3; o++) {
+                    if (rep == 1) {     /* run to run: the same bits */
+                        if (memcmp(first[o], run[o], (size_t)numel[o] * sizeof(float)) != 0)
+                            fail_msg("%s (seed %llu): %s at %d threads differs between two runs", tc->name,
+                                     (unsigned long long)seed, ops[o], threads);
+                        free(first[o]);
+                        continue;
+                    }
+                    /* against one thread: summation order differs (grad_weight's partials, GEMM
+                     * blocking), so within f32 rounding — relative to the output's RMS, since an
+                     * element that cancels to near 0 carries the rounding of its large terms */
+                    expect_close(run[o], base[o], numel[o], 1e-5, tc->name, ops[o], threads, seed);
+                    first[o] = malloc((size_t)numel[o] * sizeof(float));
+                    assert_non_null(first[o]);
+                    memcpy(first[o], run[o], (size_t)numel[o] * sizeof(float));
+                }
+            }
+        }
+        printf("threads 1/2/3 %-36s seed %llu\n", tc->name, (unsigned long long)seed);
+        for (int o = 0; o < 3; o++) {
+            free(base[o]);
+            free(run[o]);
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gradients),        cmocka_unit_test(test_fast_vs_reference),
@@ -354,6 +478,7 @@ int main(void) {
         cmocka_unit_test(test_values),           cmocka_unit_test(test_backward_values),
         cmocka_unit_test(test_empty_batch_and_flops), cmocka_unit_test(test_conv_errors),
         cmocka_unit_test(test_grad_op_errors),   cmocka_unit_test(test_out_of_memory),
+        cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

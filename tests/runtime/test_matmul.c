@@ -1,6 +1,7 @@
 /* test_matmul.c — matmul (2-D, batched, shared operand, transposes) and linear (with and without
  * bias, any leading dims): finite-difference gradients in f64, sgemm against the triple-loop
- * reference in f32, known values, empty sizes, FLOP counts and every error path. */
+ * reference in f32, the GEMMs split over 1, 2 and 3 threads (same results within f32 rounding,
+ * the same bits run to run), known values, empty sizes, FLOP counts and every error path. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -252,12 +253,80 @@ static void test_linear_errors(void **state) {
     mst_ctx_free(ctx);
 }
 
+/* ---- the split over threads ----
+ * Products big enough to pass the work threshold (k_par_min_chunk_flops, 4 MFLOP a block), so
+ * they split: by columns (N a multiple of 16 or not), by rows (M > N), every transpose, one GEMM
+ * for a batch with b shared, and batches split by items (many small, or two large items whose
+ * GEMMs then stay whole on their threads). */
+static const gc_case k_thread_cases[] = {
+    {"linear 64x784 -> 256 + bias", b_linear_bias, NULL, 3,
+     {{T2(64, 784), GC_RANDN, false}, {T2(256, 784), GC_RANDN, false}, {T1(256), GC_RANDN, false}}},
+    MM("NN 64x256 @ 256x784", k_nn, T2(64, 256), T2(256, 784)),
+    MM("TN 256x64^T @ 64x784", k_tn, T2(64, 256), T2(64, 784)),
+    MM("NT rows split 512x256 @ 40x256^T", k_nt, T2(512, 256), T2(40, 256)),
+    MM("TT 300x64^T @ 256x300^T", k_tt, T2(300, 64), T2(256, 300)),
+    MM("N = 200, not a multiple of 16", k_nn, T2(64, 512), T2(512, 200)),
+    MM("shared b, one GEMM", k_nn, T3(4, 64, 256), T2(256, 300)),
+    MM("batch of 6 small items", k_nn, T3(6, 64, 256), T3(6, 256, 128)),
+    MM("batch of 2 large items, b^T", k_nt, T3(2, 128, 512), T3(2, 256, 512)),
+    {"linear rank-3 input", b_linear, NULL, 2, {{T3(4, 32, 512), GC_RANDN, false}, {T2(384, 512), GC_RANDN, false}}},
+};
+
+/* One case's output on a fresh context with `threads` threads (inputs depend on the seed only). */
+static float *run_threads_case(const gc_case *c, int threads, uint64_t seed, int64_t *numel) {
+    mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = seed, .n_threads = threads});
+    assert_non_null(ctx);
+    assert_int_equal(ctx->n_threads, threads);
+    mst_tensor *in[MST_MAX_OP_INPUTS] = {0};
+    gc_make_inputs(ctx, c, MST_DTYPE_F32, in);
+    mst_grad_set_enabled(ctx, false);
+    mst_tensor *y = c->build(ctx, in, c->arg);
+    if (!y) fail_msg("%s, %d threads: %s", c->name, threads, mst_ctx_error(ctx));
+    *numel = y->numel;
+    float *out = malloc((size_t)y->numel * sizeof(float));
+    assert_non_null(out);
+    memcpy(out, mst_tensor_f32(y), (size_t)y->numel * sizeof(float));
+    mst_ctx_free(ctx);
+    return out;
+}
+
+static void test_threads(void **state) {
+    uint64_t seed = gc_seed();
+    /* one thread against the triple loops, as test_fast_vs_reference */
+    gc_check_ref_all(k_thread_cases, N_ELEMS(k_thread_cases), 1e-4);
+    for (int ci = 0; ci < N_ELEMS(k_thread_cases); ci++) {
+        const gc_case *c = &k_thread_cases[ci];
+        int64_t n1, n;
+        float *base = run_threads_case(c, 1, seed, &n1);
+        for (int threads = 2; threads <= 3; threads++) {
+            float *a = run_threads_case(c, threads, seed, &n), *b = run_threads_case(c, threads, seed, &n);
+            assert_int_equal(n, n1);
+            if (memcmp(a, b, (size_t)n * sizeof(float)) != 0)
+                fail_msg("%s (seed %llu): two runs at %d threads differ", c->name, (unsigned long long)seed, threads);
+            /* each element is one dot product of K terms whichever thread computes it; only the
+             * GEMM's blocking may differ, so 1e-5 relative to the element and the output's RMS */
+            double ss = 0;
+            for (int64_t i = 0; i < n; i++) ss += (double)base[i] * base[i];
+            double rms = sqrt(ss / (double)n);
+            for (int64_t i = 0; i < n; i++)
+                if (fabs((double)a[i] - base[i]) > 1e-5 * (fabs(base[i]) + rms))
+                    fail_msg("%s (seed %llu): element %lld: %.9g at %d threads vs %.9g at 1", c->name,
+                             (unsigned long long)seed, (long long)i, a[i], threads, base[i]);
+            free(a);
+            free(b);
+        }
+        printf("threads 1/2/3 %-36s seed %llu\n", c->name, (unsigned long long)seed);
+        free(base);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gradients),       cmocka_unit_test(test_fast_vs_reference),
         cmocka_unit_test(test_values),          cmocka_unit_test(test_linear_gradient_values),
         cmocka_unit_test(test_empty_and_promotion), cmocka_unit_test(test_flops),
         cmocka_unit_test(test_matmul_errors),   cmocka_unit_test(test_linear_errors),
+        cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
