@@ -2,12 +2,14 @@
  *
  * Ranges (begin/end with a category), counters and step markers are appended as fixed-size
  * records to a thread-local buffer. When no profiler is running, every call costs one
- * predictable branch on `mst_prof_enabled` (the only global shared across modules).
+ * predictable branch on `mst_prof_enabled` (the only global shared across modules); each record
+ * site has a detail level (mst_prof_level) and a schedule chooses which steps record.
  * Full buffers are handed to the active profiler's sink; the default sink keeps them in memory
  * (the profiler issue adds the SQLite writer and attribution on top of this stream).
  *
  * Usage:
  *     mst_profiler *p = mst_profiler_new();
+ *     mst_profiler_configure(p, &(mst_prof_config){.level = MST_PROF_LEVEL_OPS});
  *     mst_profiler_start(p);
  *     uint32_t id = mst_prof_intern("conv2d");
  *     mst_prof_begin(MST_CAT_KERNEL, id, op);  ...  mst_prof_end(MST_CAT_KERNEL, id, op);
@@ -40,6 +42,8 @@ typedef enum {
     MST_EV_INSTANT,     /* name = what happened, a/b free payload */
     MST_EV_STEP_BEGIN,  /* a = step number */
     MST_EV_STEP_END,    /* a = step number */
+    MST_EV_VALUE,       /* name = series (loss, lr, ...), a = the double's bits */
+    MST_EV_THREAD_NAME, /* name = the recording thread's name; first record of a thread's stream */
     MST_EV_KIND_COUNT
 } mst_prof_kind;
 
@@ -55,8 +59,29 @@ typedef struct {
 
 _Static_assert(sizeof(mst_prof_event) == 32, "profiler records must stay 32 bytes");
 
-/* The enable flag: nonzero while a profiler is running. Read it, never write it. */
+/* Detail levels. Each record site has a level; a profiler at level L records the sites <= L. */
+typedef enum {
+    MST_PROF_LEVEL_STEPS = 0,   /* step markers, data waits, compile, per-step values: per-step totals */
+    MST_PROF_LEVEL_OPS = 1,     /* plus a dispatch and a kernel range per op (FLOPs, bytes) */
+    MST_PROF_LEVEL_DETAIL = 2,  /* plus memory counters on every allocation and free */
+    MST_PROF_LEVEL_COUNT
+} mst_prof_level;
+
+/* The enable flag: 0 while no profiler records, otherwise its level + 1. Read it, never write it. */
 extern int mst_prof_enabled;
+
+/* True when records of level l are being kept: one predictable branch when profiling is off. */
+static inline int mst_prof_on(mst_prof_level l) { return __builtin_expect(mst_prof_enabled > (int)l, 0); }
+
+/* Which steps record, as PyTorch's profiler schedule: `skip` steps off, then cycles of `warmup`
+ * steps recorded but marked for dropping (buffers and caches warm up) and `active` steps kept;
+ * `repeat` cycles (0 = forever); `active` 0 = every step after skip + warmup. */
+typedef struct {
+    mst_prof_level level;
+    int64_t skip, warmup, active, repeat;
+} mst_prof_config;
+
+typedef enum { MST_PROF_STEP_OFF, MST_PROF_STEP_WARMUP, MST_PROF_STEP_ACTIVE } mst_prof_phase;
 
 typedef struct mst_profiler mst_profiler;
 
@@ -64,7 +89,14 @@ typedef struct mst_profiler mst_profiler;
  * from the recording thread with the profiler's lock held; it must copy what it keeps. */
 typedef void (*mst_prof_sink_fn)(void *user, uint32_t tid, const mst_prof_event *ev, size_t n);
 
-mst_profiler *mst_profiler_new(void);
+mst_profiler *mst_profiler_new(void);                  /* level 1, every step */
+void          mst_profiler_configure(mst_profiler *p, const mst_prof_config *cfg);
+const mst_prof_config *mst_profiler_config(const mst_profiler *p);
+/* The schedule's phase of a step (pure function of the config). */
+mst_prof_phase mst_prof_schedule_phase(const mst_prof_config *cfg, int64_t step);
+/* Called by the trainer as each step starts: turns recording on or off for the step per the
+ * schedule, and returns its phase. */
+mst_prof_phase mst_profiler_step(mst_profiler *p, int64_t step);
 void          mst_profiler_free(mst_profiler *p);
 /* Replace the default in-memory sink. Call before start. */
 void          mst_profiler_set_sink(mst_profiler *p, mst_prof_sink_fn fn, void *user);
@@ -79,6 +111,19 @@ void          mst_profiler_foreach(const mst_profiler *p, mst_prof_visit_fn fn, 
 /* Records lost because memory ran out (never silently: counted here). */
 uint64_t      mst_profiler_dropped(const mst_profiler *p);
 
+/* Self-measurement (as Nsight's PROFILER_OVERHEAD): records made, the calibrated cost of one
+ * record, and the time recording threads spent handing chunks to the sink. */
+typedef struct {
+    uint64_t records;
+    double record_ns;           /* measured at mst_profiler_new: one mst_prof_record_ call */
+    uint64_t flush_ns;          /* wall time inside sink calls, summed over recording threads */
+    uint64_t flushes;
+} mst_prof_overhead;
+mst_prof_overhead mst_profiler_overhead(const mst_profiler *p);
+
+/* Name the calling thread in the profile ("main", "loader.worker.0", "pool.1"); any time. */
+void          mst_prof_set_thread_name(const char *name);
+
 /* Hand the calling thread's partly filled buffer to the sink (threads do this on exit too). */
 void          mst_prof_thread_flush(void);
 
@@ -91,27 +136,43 @@ uint64_t      mst_prof_now_ns(void);
 
 void mst_prof_record_(mst_prof_kind kind, mst_prof_cat cat, uint32_t name, int op, int64_t a, int64_t b);
 
+/* Coarse ranges (data waits, compile, comm): level STEPS. */
 static inline void mst_prof_begin(mst_prof_cat cat, uint32_t name, int op) {
-    if (__builtin_expect(mst_prof_enabled, 0)) mst_prof_record_(MST_EV_BEGIN, cat, name, op, 0, 0);
+    if (mst_prof_on(MST_PROF_LEVEL_STEPS)) mst_prof_record_(MST_EV_BEGIN, cat, name, op, 0, 0);
 }
 static inline void mst_prof_end(mst_prof_cat cat, uint32_t name, int op) {
-    if (__builtin_expect(mst_prof_enabled, 0)) mst_prof_record_(MST_EV_END, cat, name, op, 0, 0);
+    if (mst_prof_on(MST_PROF_LEVEL_STEPS)) mst_prof_record_(MST_EV_END, cat, name, op, 0, 0);
 }
-/* End of a kernel range with its cost: FLOPs and bytes moved, from the op table. */
-static inline void mst_prof_end_cost(mst_prof_cat cat, uint32_t name, int op, int64_t flops, int64_t bytes) {
-    if (__builtin_expect(mst_prof_enabled, 0)) mst_prof_record_(MST_EV_END, cat, name, op, flops, bytes);
+/* Per-op ranges (the dispatcher): level OPS. The kernel's end carries its FLOPs and bytes. */
+static inline void mst_prof_op_begin(mst_prof_cat cat, uint32_t name, int op) {
+    if (mst_prof_on(MST_PROF_LEVEL_OPS)) mst_prof_record_(MST_EV_BEGIN, cat, name, op, 0, 0);
+}
+static inline void mst_prof_op_end(mst_prof_cat cat, uint32_t name, int op) {
+    if (mst_prof_on(MST_PROF_LEVEL_OPS)) mst_prof_record_(MST_EV_END, cat, name, op, 0, 0);
 }
 static inline void mst_prof_counter(uint32_t name, int64_t value) {
-    if (__builtin_expect(mst_prof_enabled, 0)) mst_prof_record_(MST_EV_COUNTER, MST_CAT_OTHER, name, -1, value, 0);
+    if (mst_prof_on(MST_PROF_LEVEL_STEPS)) mst_prof_record_(MST_EV_COUNTER, MST_CAT_OTHER, name, -1, value, 0);
+}
+/* Counters on hot paths (allocator): level DETAIL. */
+static inline void mst_prof_counter_detail(uint32_t name, int64_t value) {
+    if (mst_prof_on(MST_PROF_LEVEL_DETAIL)) mst_prof_record_(MST_EV_COUNTER, MST_CAT_OTHER, name, -1, value, 0);
 }
 static inline void mst_prof_instant(uint32_t name, int64_t a, int64_t b) {
-    if (__builtin_expect(mst_prof_enabled, 0)) mst_prof_record_(MST_EV_INSTANT, MST_CAT_OTHER, name, -1, a, b);
+    if (mst_prof_on(MST_PROF_LEVEL_STEPS)) mst_prof_record_(MST_EV_INSTANT, MST_CAT_OTHER, name, -1, a, b);
+}
+/* A per-step value of a series: loss, learning rate, loss scale. */
+static inline void mst_prof_value(uint32_t name, double v) {
+    if (mst_prof_on(MST_PROF_LEVEL_STEPS)) {
+        int64_t bits;
+        __builtin_memcpy(&bits, &v, sizeof(bits));
+        mst_prof_record_(MST_EV_VALUE, MST_CAT_OTHER, name, -1, bits, 0);
+    }
 }
 static inline void mst_prof_step_begin(int64_t step) {
-    if (__builtin_expect(mst_prof_enabled, 0)) mst_prof_record_(MST_EV_STEP_BEGIN, MST_CAT_OTHER, 0, -1, step, 0);
+    if (mst_prof_on(MST_PROF_LEVEL_STEPS)) mst_prof_record_(MST_EV_STEP_BEGIN, MST_CAT_OTHER, 0, -1, step, 0);
 }
 static inline void mst_prof_step_end(int64_t step) {
-    if (__builtin_expect(mst_prof_enabled, 0)) mst_prof_record_(MST_EV_STEP_END, MST_CAT_OTHER, 0, -1, step, 0);
+    if (mst_prof_on(MST_PROF_LEVEL_STEPS)) mst_prof_record_(MST_EV_STEP_END, MST_CAT_OTHER, 0, -1, step, 0);
 }
 
 #endif

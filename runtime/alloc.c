@@ -122,7 +122,7 @@ void *mst_alloc(mst_allocator *a, size_t bytes, mst_mem_cat cat) {
     a->stats.in_use_total += (int64_t)bytes;
     if (a->stats.in_use[cat] > a->stats.peak[cat]) a->stats.peak[cat] = a->stats.in_use[cat];
     if (a->stats.in_use_total > a->stats.peak_total) a->stats.peak_total = a->stats.in_use_total;
-    mst_prof_counter(a->counter_names[cat], a->stats.in_use[cat]);
+    mst_prof_counter_detail(a->counter_names[cat], a->stats.in_use[cat]);
     return (char *)b + HEADER;
 }
 
@@ -133,7 +133,7 @@ void mst_free(mst_allocator *a, void *p) {
     b->magic = MAGIC_FREE;
     a->stats.in_use[b->cat] -= (int64_t)b->requested;
     a->stats.in_use_total -= (int64_t)b->requested;
-    mst_prof_counter(a->counter_names[b->cat], a->stats.in_use[b->cat]);
+    mst_prof_counter_detail(a->counter_names[b->cat], a->stats.in_use[b->cat]);
     b->next_free = a->free_list[b->cls];
     a->free_list[b->cls] = b;
     a->stats.cached_bytes += (int64_t)class_size(b->cls);

@@ -49,7 +49,7 @@ mst_status mst_dispatch(mst_ctx *ctx, mst_op op, int n_in, mst_tensor *const in[
         return mst_ctx_fail(ctx, MST_ERR_UNSUPPORTED, "op %d is not available in this build", (int)op);
     const mst_op_desc *d = mst_op_table[op];
     uint32_t prof_name = ctx->prof_op_names[op];
-    mst_prof_begin(MST_CAT_DISPATCH, prof_name, op);
+    mst_prof_op_begin(MST_CAT_DISPATCH, prof_name, op);
 
     mst_op_call c;
     c.op = op;
@@ -79,9 +79,9 @@ mst_status mst_dispatch(mst_ctx *ctx, mst_op op, int n_in, mst_tensor *const in[
     }
 
     if (s == MST_OK && kernel) {
-        mst_prof_begin(MST_CAT_KERNEL, prof_name, op);
+        mst_prof_op_begin(MST_CAT_KERNEL, prof_name, op);
         s = kernel(ctx, &c);
-        if (__builtin_expect(mst_prof_enabled, 0))
+        if (mst_prof_on(MST_PROF_LEVEL_OPS))
             mst_prof_record_(MST_EV_END, MST_CAT_KERNEL, prof_name, op, mst_op_flops(&c), mst_op_bytes(&c));
     }
 
@@ -96,7 +96,7 @@ mst_status mst_dispatch(mst_ctx *ctx, mst_op op, int n_in, mst_tensor *const in[
     }
 
     for (int k = 0; k < d->n_outputs; k++) out[k] = s == MST_OK ? c.out[k] : NULL;
-    mst_prof_end(MST_CAT_DISPATCH, prof_name, op);
+    mst_prof_op_end(MST_CAT_DISPATCH, prof_name, op);
     return s;
 }
 
