@@ -6,13 +6,15 @@
 
 #include "cli/commands.h"
 #include "cli/session.h"
+#include "cli/signals.h"
 #include "cli/summary.h"
 #include "runtime/fsutil.h"
 
 static void print_summary(FILE *f, const mst_job_args *a, const mst_train_result *r, const char *summary_path,
                           const char *ckpt) {
-    fprintf(f, "mstune train: %s: %lld steps (%lld epoch%s) in %.1f s\n", a->job.name, (long long)r->steps,
-            (long long)r->epochs, r->epochs == 1 ? "" : "s", r->wall_s);
+    fprintf(f, "mstune train: %s: %lld steps (%lld epoch%s) in %.1f s%s\n", a->job.name, (long long)r->steps,
+            (long long)r->epochs, r->epochs == 1 ? "" : "s", r->wall_s,
+            r->interrupted ? " (interrupted: resume with --resume)" : "");
     if (r->val_accuracy >= 0) fprintf(f, "  val accuracy %.2f%%, val loss %.4f\n", 100 * r->val_accuracy, r->val_loss);
     fprintf(f, "  step time %.2f ms median, %.1f steps/s, %.0f samples/s, peak memory %.1f MiB\n", r->step_time_ms_median,
             r->steps_per_s, r->samples_per_s, (double)r->peak_memory_bytes / (1 << 20));
@@ -35,19 +37,23 @@ int mst_cmd_train(int argc, char **argv) {
         return MST_EXIT_INPUT;
     }
     mst_train_result r;
+    s.cfg.stop = mst_cli_stop_flag_install();
     mst_status st = mst_train(s.ctx, s.model, s.train, s.test, &s.cfg, &r);
+    mst_cli_stop_flag_restore();
     if (st != MST_OK) {
         fprintf(stderr, "mstune train: %s\n", mst_ctx_error(s.ctx));
         rc = st == MST_ERR_NONFINITE ? MST_EXIT_FAIL : MST_EXIT_INPUT;
     } else {
         char path[1200];
         snprintf(path, sizeof(path), "%s/summary.json", a.out_dir);
-        if (mst_summary_write(path, &a.job, &s, &r, err, sizeof(err)) != 0) {
-            fprintf(stderr, "mstune train: %s\n", err);
+        cJSON *sum = mst_summary_build(&a.job, &s, &r);
+        if (!sum || mst_summary_write(path, sum, err, sizeof(err)) != 0) {
+            fprintf(stderr, "mstune train: %s\n", sum ? err : "out of memory building the summary");
             rc = MST_EXIT_FAIL;
         } else {
             print_summary(stdout, &a, &r, path, s.cfg.checkpoint_path);
         }
+        cJSON_Delete(sum);
     }
     mst_train_result_free(&r);
     mst_session_close(&s);

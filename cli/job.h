@@ -68,6 +68,7 @@ typedef struct mst_job {
         struct {
             int samples, test_samples, classes;
             int channels, height, width;
+            int delay_us;                   /* testing knob: busy work per sample, to inject a known loader cost */
         } synthetic;
     } data;
     struct {
@@ -91,6 +92,13 @@ typedef struct mst_job {
         mst_job_device device;
         int threads;                        /* 0 = all cores */
     } runtime;
+    struct {
+        int level;                          /* 0 steps, 1 ops, 2 detail (profiler/events.h) */
+        int skip, warmup, active, repeat;   /* schedule */
+        int trace_steps;                    /* steps whose raw events are kept for the trace */
+        bool sampler;                       /* libunwind stack sampler */
+        int sample_hz;
+    } profile;
     struct {
         mst_job_amp_level level;
         mst_job_half dtype;

@@ -84,6 +84,8 @@ const mst_job_key mst_job_keys[] = {
     INT("data.synthetic.channels", data.synthetic.channels, "1", 1, "synthetic: sample channels"),
     INT("data.synthetic.height", data.synthetic.height, "28", 1, "synthetic: sample height"),
     INT("data.synthetic.width", data.synthetic.width, "28", 1, "synthetic: sample width"),
+    INTMAX("data.synthetic.delay_us", data.synthetic.delay_us, "0", 0, 1000000,
+           "synthetic, testing knob: busy work per sample in microseconds (a known loader cost)"),
 
     INT("train.epochs", train.epochs, "1", 0, "passes over the training data"),
     INT("train.steps", train.steps, "0", 0, "optimizer steps; > 0 caps the run, 0 = the epochs decide"),
@@ -113,6 +115,16 @@ const mst_job_key mst_job_keys[] = {
     ENUM("runtime.mode", runtime.mode, "eager", mode_names, "eager dispatch per op, or a traced, compiled graph"),
     ENUM("runtime.device", runtime.device, "cpu", device_names, "where kernels run (cuda needs a CUDA build)"),
     INTMAX("runtime.threads", runtime.threads, "0", 0, 4096, "thread budget for kernels and loader (0 = all cores)"),
+
+    INTMAX("profile.level", profile.level, "1", 0, 2,
+           "mstune profile: 0 per-step totals, 1 plus per-op ranges, 2 plus memory events"),
+    INT("profile.skip", profile.skip, "0", 0, "schedule: steps not recorded at the start"),
+    INT("profile.warmup", profile.warmup, "1", 0, "schedule: steps recorded then dropped before each active window"),
+    INT("profile.active", profile.active, "0", 0, "schedule: steps kept per window (0 = every step)"),
+    INT("profile.repeat", profile.repeat, "0", 0, "schedule: windows (0 = until the run ends)"),
+    INT("profile.trace_steps", profile.trace_steps, "20", 0, "steps whose raw events are kept for the trace"),
+    BOOL("profile.sampler", profile.sampler, "true", "sample call stacks (libunwind) to cross-check dispatch time"),
+    INTMAX("profile.sample_hz", profile.sample_hz, "997", 1, 10000, "sampler rate per thread"),
 
     ENUM("amp.level", amp.level, "O0", amp_names,
          "mixed precision: O0 f32, O1 allow-list half, O2 half but norms/loss, O3 all half"),

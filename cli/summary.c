@@ -7,13 +7,11 @@
 
 #include "runtime/fsutil.h"
 
-int mst_summary_write(const char *path, const mst_job *job, const mst_session *s, const mst_train_result *r, char *err,
-                      size_t errn) {
+cJSON *mst_summary_build(const mst_job *job, const mst_session *s, const mst_train_result *r) {
     cJSON *root = cJSON_CreateObject(), *config = NULL;
     if (!root || mst_job_to_json(job, &config) != 0) {
         cJSON_Delete(root);
-        snprintf(err, errn, "%s: out of memory building the summary", path);
-        return -1;
+        return NULL;
     }
     cJSON_AddStringToObject(root, "name", job->name);
     cJSON_AddStringToObject(root, "model", s->model->name);
@@ -30,6 +28,7 @@ int mst_summary_write(const char *path, const mst_job *job, const mst_session *s
     cJSON_AddNumberToObject(root, "peak_memory_bytes", (double)r->peak_memory_bytes);
     cJSON_AddNumberToObject(root, "wall_s", r->wall_s);
     cJSON_AddNumberToObject(root, "resumed_at_step", (double)r->resumed_at_step);
+    cJSON_AddBoolToObject(root, "interrupted", r->interrupted);
     cJSON *epochs = cJSON_AddArrayToObject(root, "epoch_records");
     for (int64_t i = 0; i < r->n_epoch; i++) {
         cJSON *e = cJSON_CreateObject();
@@ -44,8 +43,11 @@ int mst_summary_write(const char *path, const mst_job *job, const mst_session *s
     cJSON *losses = cJSON_AddArrayToObject(root, "train_loss");
     for (int64_t i = 0; i < r->n_losses; i++) cJSON_AddItemToArray(losses, cJSON_CreateNumber(r->losses[i]));
     cJSON_AddItemToObject(root, "config", config);
+    return root;
+}
+
+int mst_summary_write(const char *path, const cJSON *root, char *err, size_t errn) {
     char *text = cJSON_Print(root);
-    cJSON_Delete(root);
     if (!text) {
         snprintf(err, errn, "%s: out of memory printing the summary", path);
         return -1;

@@ -5,10 +5,14 @@
 
 #include <stddef.h>
 
+#include <cjson/cJSON.h>
+
 #include "cli/job.h"
 #include "cli/session.h"
 
-int mst_summary_write(const char *path, const mst_job *job, const mst_session *s, const mst_train_result *r, char *err,
-                      size_t errn);
+/* The summary of a training run as a JSON object (NULL when out of memory). */
+cJSON *mst_summary_build(const mst_job *job, const mst_session *s, const mst_train_result *r);
+/* Print root and replace path atomically; 0, or -1 with a message. root stays the caller's. */
+int mst_summary_write(const char *path, const cJSON *root, char *err, size_t errn);
 
 #endif

@@ -42,6 +42,8 @@ typedef enum {
     MST_OP_CAST,
     /* ops/optim_update.c — in-place parameter updates, so graph mode can trace the optimizer */
     MST_OP_SGD_UPDATE, MST_OP_ADAM_UPDATE,
+    /* ops/testing.c — a kernel of known cost, for the profiler's attribution tests */
+    MST_OP_SPIN,
     MST_OP_COUNT
 } mst_op;
 

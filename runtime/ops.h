@@ -98,6 +98,11 @@ mst_status mst_adam_update(mst_ctx *ctx, mst_tensor *param, mst_tensor *grad, ms
                            double lr, double beta1, double beta2, double eps, double weight_decay,
                            bool decoupled, int64_t step);
 
+/* ---- testing knob (ops/testing.c) ---- */
+/* A copy of x whose kernel busy-waits `ns` nanoseconds first: an op of known kernel cost, so tests
+ * can check that the profiler attributes it to `kernel`. Its gradient passes through. */
+mst_tensor *mst_spin(mst_ctx *ctx, mst_tensor *x, int64_t ns);
+
 /* ---- gradient ops: what backward rules are written in (public so graph mode can trace them) ---- */
 mst_tensor *mst_relu_grad(mst_ctx *ctx, mst_tensor *gy, mst_tensor *x);
 mst_tensor *mst_gelu_grad(mst_ctx *ctx, mst_tensor *gy, mst_tensor *x);

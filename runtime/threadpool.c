@@ -17,9 +17,11 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
+#include "profiler/events.h"
 #include "runtime/context.h"
 #include "runtime/status.h"
 
@@ -115,6 +117,9 @@ static void run_chunks(mst_threadpool *p, const region *r, int home) {
 static void *worker_main(void *arg) {
     worker_slot *w = arg;
     mst_threadpool *p = w->pool;
+    char name[32];
+    snprintf(name, sizeof(name), "pool.%d", w->home);
+    mst_prof_set_thread_name(name);
     uint64_t seen = 0;
     for (;;) {
         PT_CHECK(pthread_mutex_lock(&p->lock));

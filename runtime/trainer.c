@@ -213,8 +213,9 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
 
     int64_t n_timed = 0, batch_size = 0;
     bool evaluated_last = false;
+    const uint32_t name_loss = mst_prof_intern("loss"), name_lr = mst_prof_intern("lr");
     uint64_t run_t0 = mst_prof_now_ns();
-    for (int64_t epoch = start_epoch; epoch < cfg->epochs && step < total; epoch++) {
+    for (int64_t epoch = start_epoch; epoch < cfg->epochs && step < total && !res->interrupted; epoch++) {
         int64_t b0 = epoch == start_epoch ? start_batch : 0, b = b0;
         if (mst_loader_start_epoch(train, epoch, b0) != 0) {
             s = mst_ctx_fail(ctx, MST_ERR_ARG, "train: cannot start epoch %lld at batch %lld", (long long)epoch, (long long)b0);
@@ -225,7 +226,8 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
         double loss_sum = 0;
         uint64_t epoch_t0 = mst_prof_now_ns();
         evaluated_last = false;
-        while (step < total) {
+        while (step < total && !(cfg->stop && *cfg->stop)) {
+            if (cfg->profiler) mst_profiler_step(cfg->profiler, step);
             uint64_t t0 = mst_prof_now_ns();
             mst_prof_step_begin(step);
             mst_pool_push(ctx);
@@ -254,10 +256,14 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
                 goto out;
             }
             if ((s = mst_backward(ctx, loss)) != MST_OK) { mst_pool_pop(ctx); goto out; }
-            if ((s = mst_optim_step(opt, mst_lr_at(&lr, step))) != MST_OK) { mst_pool_pop(ctx); goto out; }
+            double step_lr = mst_lr_at(&lr, step);
+            if ((s = mst_optim_step(opt, step_lr)) != MST_OK) { mst_pool_pop(ctx); goto out; }
             mst_zero_grad(model->params, model->n_params);
             mst_pool_pop(ctx);
+            mst_prof_value(name_loss, lv);
+            mst_prof_value(name_lr, step_lr);
             mst_prof_step_end(step);
+            if (cfg->profiler) mst_prof_thread_flush();     /* every finished step reaches the store */
             double ms = (double)(mst_prof_now_ns() - t0) / 1e6;
             if (b > b0) step_ms[n_timed++] = ms;        /* the first step of an epoch is warm-up */
             res->losses[res->n_losses++] = lv;
@@ -268,11 +274,13 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
             double elapsed = (double)(mst_prof_now_ns() - epoch_t0) / 1e9;
             progress_step(&pr, epoch, cfg->epochs, b, nb, lv, elapsed > 0 ? (double)(b - b0) / elapsed : 0, total - step);
         }
+        if (cfg->profiler) mst_profiler_pause(cfg->profiler);      /* evaluation is not a training step */
+        if (cfg->stop && *cfg->stop) res->interrupted = true;
         er->wall_s = (double)(mst_prof_now_ns() - epoch_t0) / 1e9;
         er->train_loss = er->steps ? loss_sum / (double)er->steps : 0;
         if (pr.f && pr.tty) fputc('\n', pr.f);
         bool complete = b >= nb;
-        if (cfg->eval && test && (complete || step >= total)) {
+        if (cfg->eval && test && (complete || step >= total || res->interrupted)) {
             if ((s = mst_evaluate(ctx, model, test, cfg->sample_shape, &er->val_accuracy, &er->val_loss)) != MST_OK) goto out;
             res->val_accuracy = er->val_accuracy;
             res->val_loss = er->val_loss;
@@ -284,7 +292,7 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
         if (pr.f && er->val_accuracy >= 0)
             fprintf(pr.f, ", val accuracy %.2f%%, val loss %.4f\n", 100 * er->val_accuracy, er->val_loss);
         if (complete) res->epochs = epoch + 1;
-        if (cfg->checkpoint_path) {
+        if (cfg->checkpoint_path) {     /* an interrupted epoch saves its batch position: resumable */
             mst_ckpt_meta meta = {complete ? epoch + 1 : epoch, complete ? 0 : b, step, mst_optim_steps(opt), ctx->rng, ctx->seed};
             if ((s = mst_checkpoint_save(ctx, cfg->checkpoint_path, &meta, ck.e, ck.n)) != MST_OK) goto out;
         }

@@ -15,9 +15,12 @@
 #ifndef MST_RUNTIME_TRAINER_H
 #define MST_RUNTIME_TRAINER_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "profiler/events.h"
 
 #include "runtime/data/loader.h"
 #include "runtime/lr_schedule.h"
@@ -36,6 +39,8 @@ typedef struct {
     bool resume;                    /* continue from checkpoint_path */
     FILE *progress;                 /* NULL: silent */
     int progress_tty;               /* -1: detect with isatty */
+    mst_profiler *profiler;         /* NULL: instrumentation off; else its schedule gates each step */
+    volatile sig_atomic_t *stop;    /* when set (a SIGINT handler), stop cleanly after the current step */
 } mst_train_config;
 
 typedef struct {
@@ -58,6 +63,7 @@ typedef struct {
     mst_epoch_record *epoch;        /* one per epoch this run worked on */
     int64_t n_epoch;
     int64_t resumed_at_step;        /* 0 unless resumed */
+    bool interrupted;               /* stopped early through cfg->stop */
     double wall_s;
 } mst_train_result;
 

@@ -98,6 +98,9 @@ static bool can_produce(const mst_loader *ld) {
 static void *worker_main(void *arg) {
     worker *wk = arg;
     mst_loader *ld = wk->ld;
+    char name[32];
+    snprintf(name, sizeof(name), "loader.worker.%d", (int)(wk - ld->workers));
+    mst_prof_set_thread_name(name);
     pthread_mutex_lock(&ld->lock);
     for (;;) {
         while (!ld->shutdown && !can_produce(ld)) pthread_cond_wait(&ld->work_cv, &ld->lock);

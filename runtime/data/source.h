@@ -46,6 +46,10 @@ mst_source *mst_source_idx_open(const char *dir, const char *split, char *err, s
  * classes well above chance and different splits (0 = train, 1 = test, ...) share prototypes but
  * not samples. Returns NULL on a non-positive size or an allocation failure. */
 mst_source *mst_source_synthetic_new(int64_t n, int c, int h, int w, int n_classes, uint64_t seed, int split);
+/* Testing knob for the profiler's attribution tests: every sample of this synthetic source costs
+ * `us` microseconds of busy work on the thread that reads it (a known, injected loader cost).
+ * The samples themselves do not change. */
+void mst_source_synthetic_set_delay_us(mst_source *src, int us);
 
 int64_t mst_source_len(const mst_source *src);
 /* Writes (C, H, W) and returns 3, the rank. */

@@ -26,6 +26,7 @@ struct mst_source {
     /* synthetic: keys derived from (seed, split), see synthetic.c */
     uint64_t key_proto, key_label, key_noise;
     float *protos;              /* (n_classes, c*h*w), or NULL when computed per sample */
+    int64_t delay_ns;           /* testing knob: busy work per sample (mst_source_synthetic_set_delay_us) */
 };
 
 /* Synthetic sample generation (synthetic.c), called by mst_source_get. */

@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "profiler/events.h"
 #include "runtime/data/source_impl.h"
 #include "runtime/rng.h"
 
@@ -65,7 +66,19 @@ mst_source *mst_source_synthetic_new(int64_t n, int c, int h, int w, int n_class
 
 static inline float clamp01(float v) { return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v); }
 
+void mst_source_synthetic_set_delay_us(mst_source *src, int us) {
+    if (src->kind == MST_SOURCE_SYNTHETIC) src->delay_ns = (int64_t)us * 1000;
+}
+
+/* Busy work, not a sleep: the injected cost occupies the reading thread's core as real
+ * decoding or augmentation would. */
+static void spin_for(int64_t ns) {
+    uint64_t end = mst_prof_now_ns() + (uint64_t)ns;
+    while (mst_prof_now_ns() < end) {}
+}
+
 void mst_synthetic_get(const mst_source *src, int64_t index, float *x_out, int32_t *label_out) {
+    if (src->delay_ns > 0 && x_out) spin_for(src->delay_ns);
     mst_philox_out lr = mst_philox(src->key_label, (uint64_t)index, 0);
     const int32_t label = (int32_t)(((uint64_t)lr.v[0] * (uint64_t)src->n_classes) >> 32);
     if (label_out) *label_out = label;

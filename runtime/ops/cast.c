@@ -72,9 +72,6 @@ static mst_status cast_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *
     return ctx->status;
 }
 
-#define ALL_DTYPES(F) {[MST_DTYPE_F32] = F, [MST_DTYPE_F64] = F, [MST_DTYPE_F16] = F, [MST_DTYPE_BF16] = F, \
-                       [MST_DTYPE_I32] = F, [MST_DTYPE_U8] = F}
-
 const mst_op_desc mst_desc_cast = {
     .name = "cast", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .flags = MST_OPF_ELEMENTWISE,
     .attr_i = {"to"},

@@ -84,4 +84,8 @@ static inline void op_bcast_row(const op_bcast *it, int64_t row, int64_t off[3])
 
 #define FLOAT_KERNEL_TABLE(NAME) { [MST_DTYPE_F32] = NAME##_f32, [MST_DTYPE_F64] = NAME##_f64 }
 
+/* One kernel for every dtype (ops that only move bytes). */
+#define ALL_DTYPES(F) {[MST_DTYPE_F32] = F, [MST_DTYPE_F64] = F, [MST_DTYPE_F16] = F, [MST_DTYPE_BF16] = F, \
+                       [MST_DTYPE_I32] = F, [MST_DTYPE_U8] = F}
+
 #endif

@@ -81,6 +81,9 @@ MST_DESC mst_desc_cast;
 MST_DESC mst_desc_sgd_update;
 MST_DESC mst_desc_adam_update;
 
+/* ops/testing.c */
+MST_DESC mst_desc_spin;
+
 #undef MST_DESC
 
 #endif

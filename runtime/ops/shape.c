@@ -8,9 +8,6 @@
  */
 #include "runtime/ops/common.h"
 
-#define ALL_DTYPES(F) {[MST_DTYPE_F32] = F, [MST_DTYPE_F64] = F, [MST_DTYPE_F16] = F, [MST_DTYPE_BF16] = F, \
-                       [MST_DTYPE_I32] = F, [MST_DTYPE_U8] = F}
-
 static int64_t cost_zero(const mst_op_call *c) { return 0; }
 
 /* ---- reshape: attrs i[0] = rank, i[1..6] = dims (already resolved, no -1) ---- */

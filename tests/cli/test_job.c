@@ -283,7 +283,7 @@ static int by_offset(const void *a, const void *b) {
 
 static void test_schema_table(void **state) {
     const int n = mst_job_key_count;
-    assert_int_equal(n, 51);
+    assert_int_equal(n, 60);
     const mst_job_key *sorted[64];
     mst_job job;
     mst_job_defaults(&job);
@@ -386,15 +386,15 @@ static void test_error_syntax(void **state) {
 
 static void test_error_structure(void **state) {
     expect_load_error("", "job.yaml:1:1: empty job file; expected a mapping of settings "
-                          "(keys: name, model, data, train, optimizer, runtime, amp)");
+                          "(keys: name, model, data, train, optimizer, runtime, profile, amp)");
     expect_load_error("# only a comment\n\n", "job.yaml:1:1: empty job file; expected a mapping of settings "
-                                               "(keys: name, model, data, train, optimizer, runtime, amp)");
+                                               "(keys: name, model, data, train, optimizer, runtime, profile, amp)");
     expect_load_error("---\n", "job.yaml:2:1: empty job file; expected a mapping of settings "
-                               "(keys: name, model, data, train, optimizer, runtime, amp)");
+                               "(keys: name, model, data, train, optimizer, runtime, profile, amp)");
     expect_load_error("- a\n- b\n", "job.yaml:1:1: a job file must be a mapping "
-                                    "(keys: name, model, data, train, optimizer, runtime, amp), not a sequence");
+                                    "(keys: name, model, data, train, optimizer, runtime, profile, amp), not a sequence");
     expect_load_error("hello\n", "job.yaml:1:1: a job file must be a mapping "
-                                 "(keys: name, model, data, train, optimizer, runtime, amp), not a scalar");
+                                 "(keys: name, model, data, train, optimizer, runtime, profile, amp), not a scalar");
     expect_load_error("name: a\n---\nname: b\n",
                       "job.yaml:2:1: a job file holds one YAML document; a second one starts here");
     /* the brief's own example */
@@ -404,13 +404,13 @@ static void test_error_structure(void **state) {
                       "normalize, limit, synthetic");
     expect_load_error("modle:\n  name: cnn\n",
                       "job.yaml:1:1: unknown key 'modle' at the top level (did you mean 'model'?); valid keys: "
-                      "name, model, data, train, optimizer, runtime, amp");
+                      "name, model, data, train, optimizer, runtime, profile, amp");
     expect_load_error("batch_size: 3\n",
                       "job.yaml:1:1: unknown key 'batch_size' at the top level (did you mean 'data.batch_size'?); "
-                      "valid keys: name, model, data, train, optimizer, runtime, amp");
+                      "valid keys: name, model, data, train, optimizer, runtime, profile, amp");
     expect_load_error("data.batch_size: 3\n",
                       "job.yaml:1:1: unknown key 'data.batch_size' at the top level (in a job file, write dotted "
-                      "names as nested mappings); valid keys: name, model, data, train, optimizer, runtime, amp");
+                      "names as nested mappings); valid keys: name, model, data, train, optimizer, runtime, profile, amp");
     expect_load_error("amp:\n  loss_scale:\n    windw: 10\n",
                       "job.yaml:3:5: unknown key 'windw' in amp.loss_scale (did you mean 'window'?); valid keys: "
                       "type, init, factor, window");
@@ -433,7 +433,7 @@ static void test_error_structure(void **state) {
                                    "synthetic), not a scalar");
     expect_load_error("data:\n  synthetic: [1, 2]\n",
                       "job.yaml:2:14: data.synthetic must be a mapping (keys: samples, test_samples, classes, "
-                      "channels, height, width), not a sequence");
+                      "channels, height, width, delay_us), not a sequence");
     expect_load_error("data: {batch_size: 3, batch_size: 4}\n",
                       "job.yaml:1:23: duplicate key 'batch_size' in data (first at line 1, column 8)");
     expect_load_error("name: [x]\n", "job.yaml:1:7: name must be a name of 1 to 127 characters from A-Z a-z 0-9 . _ - "
@@ -445,7 +445,7 @@ static void test_error_structure(void **state) {
     /* a cyclic alias is walked no deeper than the schema */
     expect_load_error("data: &d\n  synthetic: *d\n",
                       "job.yaml:2:3: unknown key 'synthetic' in data.synthetic; valid keys: samples, test_samples, "
-                      "classes, channels, height, width");
+                      "classes, channels, height, width, delay_us");
 }
 
 static void test_error_values(void **state) {
@@ -566,7 +566,7 @@ static void test_set(void **state) {
                      "dataset, path, batch_size, num_workers, prefetch, drop_remainder, shuffle, augment, normalize, "
                      "limit, synthetic");
     expect_set_error("batch_size=3", "--set batch_size=3: unknown key 'batch_size' at the top level (did you mean "
-                                     "'data.batch_size'?); valid keys: name, model, data, train, optimizer, runtime, amp");
+                                     "'data.batch_size'?); valid keys: name, model, data, train, optimizer, runtime, profile, amp");
     expect_set_error("amp.loss_scale.windw=3",
                      "--set amp.loss_scale.windw=3: unknown key 'windw' in amp.loss_scale (did you mean 'window'?); "
                      "valid keys: type, init, factor, window");
@@ -712,7 +712,13 @@ static void perturb_all(mst_job *j) {
         case MST_JOB_STRING:
             snprintf(field, k->size, "%s", (k->flags & MST_JOB_NAME_CHARS) ? "tuned-run_1.b" : "/data/odd: path # \"q\" 'x'\\ é");
             break;
-        case MST_JOB_INT: *(int *)field = (int)k->min + 3 + i; break;
+        case MST_JOB_INT: {
+            int v = (int)k->min + 3 + i;
+            if (k->flags & MST_JOB_HAS_MAX) v = (int)k->min + (3 + i) % ((int)(k->max - k->min) + 1);
+            if (v == *(int *)field) v = v == (int)k->min ? v + 1 : v - 1;      /* differ from the default */
+            *(int *)field = v;
+            break;
+        }
         case MST_JOB_FLOAT: {
             double v = k->min + 0.1 / (i + 3);  /* not exact in binary: tests the round trip */
             if (k->flags & MST_JOB_HAS_MAX) v = k->min + (k->max - k->min) * 0.3;

@@ -1,0 +1,12 @@
+/* signals.h — a clean stop on SIGINT/SIGTERM: the first signal sets a flag the trainer checks
+ * after each step (it then evaluates, checkpoints and writes the summary); a second SIGINT
+ * ends the process at once, as the user expects from a second Ctrl-C. */
+#ifndef MST_CLI_SIGNALS_H
+#define MST_CLI_SIGNALS_H
+
+#include <signal.h>
+
+volatile sig_atomic_t *mst_cli_stop_flag_install(void);
+void mst_cli_stop_flag_restore(void);
+
+#endif
