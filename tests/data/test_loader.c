@@ -419,7 +419,7 @@ static void test_real_fashion_mnist(void **state) {
 typedef struct {
     uint32_t main_tid;
     uint32_t wait, produce, depth;
-    int wait_begin, wait_end, produce_begin, produce_end, counters, on_wrong_thread, other;
+    int wait_begin, wait_end, produce_begin, produce_end, counters, on_wrong_thread, other, named;
     int64_t max_depth, min_depth;
     uint32_t worker_tids[8];
     int n_worker_tids;
@@ -438,6 +438,10 @@ static void tally(void *user, uint32_t tid, const mst_prof_event *ev) {
         bool known = false;
         for (int i = 0; i < t->n_worker_tids; i++) known |= t->worker_tids[i] == tid;
         if (!known && t->n_worker_tids < 8) t->worker_tids[t->n_worker_tids++] = tid;
+    } else if (ev->kind == MST_EV_THREAD_NAME) {            /* workers name themselves */
+        assert_int_equal(strncmp(mst_prof_name(ev->name), "loader.worker.", 14), 0);
+        t->on_wrong_thread += tid == t->main_tid;
+        t->named++;
     } else if (ev->name == t->depth && ev->kind == MST_EV_COUNTER) {
         t->on_wrong_thread += tid != t->main_tid;
         t->counters++;
@@ -472,6 +476,7 @@ static void test_profiler_events(void **state) {
         assert_int_equal(t.produce_end, workers ? 8 : 0);
         assert_int_equal(t.on_wrong_thread, 0);
         assert_int_equal(t.other, 0);
+        assert_int_equal(t.named, t.n_worker_tids);
         assert_true(t.min_depth >= 0 && t.max_depth <= (workers ? 3 : 0));
         assert_in_range(t.n_worker_tids, workers ? 1 : 0, workers);
         mst_profiler_free(p);
