@@ -157,6 +157,12 @@ mst_prof_phase mst_profiler_step(mst_profiler *p, int64_t step) {
     return ph;
 }
 
+void mst_profiler_pause(mst_profiler *p) {
+    pthread_mutex_lock(&g_active_lock);
+    if (g_active == p) __atomic_store_n(&mst_prof_enabled, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&g_active_lock);
+}
+
 mst_prof_overhead mst_profiler_overhead(const mst_profiler *p) {
     mst_profiler *q = (mst_profiler *)p;
     pthread_mutex_lock(&q->lock);

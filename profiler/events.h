@@ -97,6 +97,8 @@ mst_prof_phase mst_prof_schedule_phase(const mst_prof_config *cfg, int64_t step)
 /* Called by the trainer as each step starts: turns recording on or off for the step per the
  * schedule, and returns its phase. */
 mst_prof_phase mst_profiler_step(mst_profiler *p, int64_t step);
+/* Stop recording until the next mst_profiler_step (evaluation passes between steps). */
+void mst_profiler_pause(mst_profiler *p);
 void          mst_profiler_free(mst_profiler *p);
 /* Replace the default in-memory sink. Call before start. */
 void          mst_profiler_set_sink(mst_profiler *p, mst_prof_sink_fn fn, void *user);

@@ -1,0 +1,867 @@
+/* sampler.c — SIGPROF stack sampling with libunwind, symbolization and the dispatch/kernel split.
+ *
+ * Collection: every sampled thread owns a timer (SIGEV_THREAD_ID) whose signal carries the
+ * thread's slot in si_value; the handler unwinds from the signal's ucontext straight into the
+ * slot's single-producer ring and publishes the record with one release store. A full ring
+ * counts the sample as lost. Analysis (stop): IPs are mapped to functions through the ELF
+ * .symtab of every loaded object that has one (the executable's static kernels included) and
+ * dladdr otherwise, cached per IP; stacks are folded per thread and classified against the
+ * caller's kernel and dispatcher addresses (docs/sampler.md).
+ *
+ * The only mutable file-scope state is the running sampler and a count of handlers in flight: a
+ * signal handler takes no user argument, and the disposition it serves is process-wide, so one
+ * sampler runs at a time.
+ */
+#define _GNU_SOURCE
+#define UNW_LOCAL_ONLY
+#include "profiler/sampler.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libunwind.h>
+#include <link.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "profiler/events.h"
+
+#define MAX_THREADS 256
+#define MAX_DEPTH_LIMIT 256
+#define PENDING_WAIT_NS (200u * 1000u * 1000u)    /* stop: how long a thread may keep SIGPROF pending */
+
+enum { REC_UNWIND_ERROR = 1, REC_DEPTH_LIMIT = 2 };
+
+/* One ring slot: the header, then max_depth instruction pointers, leaf first. */
+typedef struct {
+    uint64_t t_ns;
+    uint32_t tid;
+    uint16_t depth;
+    uint16_t flags;
+} rec_hdr;
+
+typedef struct {
+    uint32_t tid;
+    bool has_timer, removed;
+    timer_t timer;
+    unsigned char *ring;            /* cap records of stride bytes */
+    _Atomic uint64_t head;          /* written by the handler only */
+    _Atomic uint64_t tail;          /* written by the drain (stop) only */
+    _Atomic int64_t lost, overruns;
+    mst_sampler_stats st;           /* aggregated at stop */
+} slot;
+
+/* A resolved function: the name (in the sampler's string arena) and its start address (0 when
+ * only the object is known). */
+typedef struct {
+    const char *name;
+    uintptr_t start;
+} fn_info;
+
+typedef struct {
+    uintptr_t ip;                   /* 0 = empty */
+    fn_info fn;
+} ip_entry;
+
+typedef struct {
+    uintptr_t addr, size;
+    const char *name;
+    uint8_t global;
+} elf_sym;
+
+typedef struct {
+    uintptr_t lo, hi;               /* the union of its PT_LOAD segments, at run time */
+    const char *base;               /* file name without directories */
+    elf_sym *syms;                  /* sorted by addr; NULL: no .symtab, use dladdr */
+    size_t n_syms;
+} objfile;
+
+typedef struct {
+    uint32_t tid;
+    uint64_t hash;
+    const char *folded;
+    int64_t count;
+} folded_entry;
+
+typedef struct arena_block {
+    struct arena_block *next;
+    size_t used, cap;
+    char data[];
+} arena_block;
+
+struct mst_sampler {
+    int hz, max_depth;
+    size_t cap, stride;
+    mst_sampler_clock clock;
+    pthread_mutex_t lock;           /* threads registering, start/stop */
+    bool running;
+    atomic_bool accepting;          /* the handler records (false while stopping) */
+    struct sigaction old_sa;
+    slot *_Atomic slots[MAX_THREADS];
+    atomic_int n_slots;
+    _Atomic int64_t stray;
+
+    uintptr_t *kernels, *dispatchers, *callsites;   /* sorted */
+    size_t n_kernels, n_dispatchers, n_callsites, cap_callsites;
+
+    /* symbolization */
+    objfile *objs;
+    size_t n_objs;
+    ip_entry *ipc;                  /* open addressing, power-of-two size */
+    size_t ipc_cap, ipc_len;
+    arena_block *arena;
+
+    /* aggregation */
+    folded_entry *folded;
+    size_t n_folded, cap_folded;
+    uint32_t *fidx;                 /* open addressing into folded (index + 1), power of two */
+    size_t fidx_cap;
+
+    char err[256];
+};
+
+static mst_sampler *_Atomic g_active;
+static atomic_int g_inflight;
+
+static uint32_t current_tid(void) { return (uint32_t)syscall(SYS_gettid); }
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int fail(mst_sampler *s, const char *what) {
+    snprintf(s->err, sizeof(s->err), "%s: %s", what, strerror(errno));
+    return -1;
+}
+
+/* ---------------------------------------------------------------- the signal handler ---- */
+
+static slot *find_slot(mst_sampler *s, void *p) {
+    int n = atomic_load(&s->n_slots);
+    for (int i = 0; i < n; i++)
+        if (atomic_load(&s->slots[i]) == p) return p;
+    return NULL;
+}
+
+/* Async-signal-safe: libunwind's local unwinder, clock_gettime and stores into the ring. */
+static void record(mst_sampler *s, slot *sl, const siginfo_t *si, void *uc) {
+    if (si->si_overrun > 0) atomic_fetch_add_explicit(&sl->overruns, si->si_overrun, memory_order_relaxed);
+    uint64_t h = atomic_load_explicit(&sl->head, memory_order_relaxed);
+    uint64_t t = atomic_load_explicit(&sl->tail, memory_order_acquire);
+    if (h - t >= s->cap) {
+        atomic_fetch_add_explicit(&sl->lost, 1, memory_order_relaxed);
+        return;
+    }
+    rec_hdr *r = (rec_hdr *)(sl->ring + (size_t)(h % s->cap) * s->stride);
+    uintptr_t *ips = (uintptr_t *)(r + 1);
+    int depth = 0, flags = 0;
+    unw_cursor_t cur;
+    if (unw_init_local2(&cur, (unw_context_t *)uc, UNW_INIT_SIGNAL_FRAME) < 0) {
+        flags |= REC_UNWIND_ERROR;
+    } else {
+        for (;;) {
+            unw_word_t ip;
+            if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || ip == 0) break;
+            if (depth == s->max_depth) {
+                flags |= REC_DEPTH_LIMIT;
+                break;
+            }
+            ips[depth++] = (uintptr_t)ip;
+            int st = unw_step(&cur);
+            if (st < 0) flags |= REC_UNWIND_ERROR;
+            if (st <= 0) break;
+        }
+    }
+    r->t_ns = now_ns();
+    r->tid = sl->tid;
+    r->depth = (uint16_t)depth;
+    r->flags = (uint16_t)flags;
+    atomic_store_explicit(&sl->head, h + 1, memory_order_release);
+}
+
+static void on_sigprof(int sig, siginfo_t *si, void *uc) {
+    int saved_errno = errno;
+    atomic_fetch_add(&g_inflight, 1);
+    mst_sampler *s = atomic_load(&g_active);
+    if (s) {
+        slot *sl = si && si->si_code == SI_TIMER ? find_slot(s, si->si_value.sival_ptr) : NULL;
+        if (sl && atomic_load_explicit(&s->accepting, memory_order_acquire)) record(s, sl, si, uc);
+        else atomic_fetch_add_explicit(&s->stray, 1, memory_order_relaxed);
+    }
+    atomic_fetch_sub(&g_inflight, 1);
+    errno = saved_errno;
+}
+
+/* libunwind initializes itself (and, with per-thread caching, the thread's cache) on first use;
+ * do that here, outside any signal handler. */
+static void warm_unwinder(void) {
+    unw_context_t ctx;
+    unw_cursor_t cur;
+    if (unw_getcontext(&ctx) != 0 || unw_init_local(&cur, &ctx) != 0) return;
+    for (int i = 0; i < MAX_DEPTH_LIMIT && unw_step(&cur) > 0; i++) {}
+}
+
+/* ---------------------------------------------------------------- threads, start, stop ---- */
+
+mst_sampler *mst_sampler_new(int hz, int max_depth, size_t ring_capacity) {
+    mst_sampler *s = calloc(1, sizeof(*s));
+    if (!s) return NULL;
+    s->hz = hz > 0 ? hz : 1000;
+    s->max_depth = max_depth <= 0 ? 64 : max_depth > MAX_DEPTH_LIMIT ? MAX_DEPTH_LIMIT : max_depth;
+    s->cap = ring_capacity ? ring_capacity : 16384;
+    s->stride = sizeof(rec_hdr) + (size_t)s->max_depth * sizeof(uintptr_t);
+    s->clock = MST_SAMPLER_CLOCK_WALL;
+    if (pthread_mutex_init(&s->lock, NULL) != 0) {
+        free(s);
+        return NULL;
+    }
+    atomic_init(&s->accepting, false);
+    atomic_init(&s->n_slots, 0);
+    atomic_init(&s->stray, 0);
+    return s;
+}
+
+void mst_sampler_set_clock(mst_sampler *s, mst_sampler_clock clock) { s->clock = clock; }
+
+static int cmp_uptr(const void *a, const void *b) {
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int set_addrs(mst_sampler *s, uintptr_t **dst, size_t *n_dst, const void *const *addrs, size_t n) {
+    uintptr_t *a = n ? malloc(n * sizeof(*a)) : NULL;
+    if (n && !a) return fail(s, "set addresses");
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (addrs[i]) a[k++] = (uintptr_t)addrs[i];
+    qsort(a, k, sizeof(*a), cmp_uptr);
+    size_t u = 0;                                   /* f32 and f64 slots may share a kernel */
+    for (size_t i = 0; i < k; i++)
+        if (u == 0 || a[u - 1] != a[i]) a[u++] = a[i];
+    free(*dst);
+    *dst = a;
+    *n_dst = u;
+    return 0;
+}
+
+int mst_sampler_set_kernel_addrs(mst_sampler *s, const void *const *addrs, size_t n) {
+    return set_addrs(s, &s->kernels, &s->n_kernels, addrs, n);
+}
+
+int mst_sampler_set_dispatch_addrs(mst_sampler *s, const void *const *addrs, size_t n) {
+    return set_addrs(s, &s->dispatchers, &s->n_dispatchers, addrs, n);
+}
+
+static int arm(mst_sampler *s, slot *sl, bool on) {
+    struct itimerspec its;
+    memset(&its, 0, sizeof(its));
+    if (on) {
+        long period = 1000000000L / s->hz;
+        its.it_interval.tv_sec = period / 1000000000L;
+        its.it_interval.tv_nsec = period > 0 ? period % 1000000000L : 1;
+        its.it_value = its.it_interval;
+    }
+    if (timer_settime(sl->timer, 0, &its, NULL) != 0) return fail(s, "timer_settime");
+    return 0;
+}
+
+int mst_sampler_add_thread(mst_sampler *s) {
+    uint32_t tid = current_tid();
+    int rc = -1;
+    pthread_mutex_lock(&s->lock);
+    int n = atomic_load(&s->n_slots);
+    for (int i = 0; i < n; i++) {
+        slot *o = atomic_load(&s->slots[i]);
+        if (o->tid == tid && !o->removed) {
+            rc = 0;
+            goto out;
+        }
+    }
+    if (n == MAX_THREADS) {
+        snprintf(s->err, sizeof(s->err), "add_thread: at most %d threads", MAX_THREADS);
+        goto out;
+    }
+    slot *sl = calloc(1, sizeof(*sl));
+    if (!sl) {
+        fail(s, "add_thread");
+        goto out;
+    }
+    sl->tid = tid;
+    atomic_init(&sl->head, 0);
+    atomic_init(&sl->tail, 0);
+    atomic_init(&sl->lost, 0);
+    atomic_init(&sl->overruns, 0);
+    /* touch every page now: the handler must not take page faults in a fresh mapping */
+    sl->ring = calloc(s->cap, s->stride);
+    if (!sl->ring) {
+        fail(s, "add_thread: ring");
+        free(sl);
+        goto out;
+    }
+    memset(sl->ring, 0, s->cap * s->stride);
+    warm_unwinder();
+    struct sigevent sev;
+    memset(&sev, 0, sizeof(sev));
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = SIGPROF;
+    sev.sigev_value.sival_ptr = sl;
+    sev._sigev_un._tid = (pid_t)tid;
+    clockid_t clk = s->clock == MST_SAMPLER_CLOCK_CPU ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
+    if (timer_create(clk, &sev, &sl->timer) != 0) {
+        fail(s, "timer_create");
+        free(sl->ring);
+        free(sl);
+        goto out;
+    }
+    sl->has_timer = true;
+    atomic_store(&s->slots[n], sl);
+    atomic_store(&s->n_slots, n + 1);               /* published: the handler accepts it now */
+    rc = s->running ? arm(s, sl, true) : 0;
+out:
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+int mst_sampler_remove_thread(mst_sampler *s) {
+    uint32_t tid = current_tid();
+    pthread_mutex_lock(&s->lock);
+    int n = atomic_load(&s->n_slots), rc = -1;
+    for (int i = 0; i < n; i++) {
+        slot *sl = atomic_load(&s->slots[i]);
+        if (sl->tid != tid || sl->removed) continue;
+        if (sl->has_timer) timer_delete(sl->timer);  /* a pending signal reaches this thread now */
+        sl->has_timer = false;
+        sl->removed = true;
+        rc = 0;
+    }
+    if (rc) snprintf(s->err, sizeof(s->err), "remove_thread: thread %u is not sampled", tid);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+int mst_sampler_start(mst_sampler *s) {
+    pthread_mutex_lock(&s->lock);
+    int rc = 0;
+    if (s->running) goto out;
+    mst_sampler *expect = NULL;
+    if (!atomic_compare_exchange_strong(&g_active, &expect, s)) {
+        snprintf(s->err, sizeof(s->err), "start: another sampler is running");
+        rc = -1;
+        goto out;
+    }
+    /* per-thread caches: sampled threads never contend on libunwind's global cache lock */
+    unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+    warm_unwinder();
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_sigprof;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGPROF, &sa, &s->old_sa) != 0) {
+        rc = fail(s, "sigaction");
+        atomic_store(&g_active, NULL);
+        goto out;
+    }
+    atomic_store(&s->accepting, true);
+    s->running = true;
+    int n = atomic_load(&s->n_slots);
+    for (int i = 0; i < n; i++) {
+        slot *sl = atomic_load(&s->slots[i]);
+        if (sl->has_timer && arm(s, sl, true) != 0) rc = -1;
+    }
+out:
+    pthread_mutex_unlock(&s->lock);
+    if (rc != 0 && s->running) mst_sampler_stop(s);
+    return rc;
+}
+
+/* SIGPROF pending for thread tid (its SigPnd line): a disarmed timer's signal may still be queued. */
+static bool sigprof_pending(uint32_t tid) {
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/self/task/%u/status", tid);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;                           /* the thread is gone */
+    bool pending = false;
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, "SigPnd:", 7) == 0) {
+            unsigned long long mask = strtoull(line + 7, NULL, 16);
+            pending = mask >> (SIGPROF - 1) & 1;
+            break;
+        }
+    fclose(f);
+    return pending;
+}
+
+static void aggregate(mst_sampler *s);
+
+void mst_sampler_stop(mst_sampler *s) {
+    pthread_mutex_lock(&s->lock);
+    if (!s->running) {
+        pthread_mutex_unlock(&s->lock);
+        return;
+    }
+    atomic_store(&s->accepting, false);
+    int n = atomic_load(&s->n_slots);
+    for (int i = 0; i < n; i++) {
+        slot *sl = atomic_load(&s->slots[i]);
+        if (sl->has_timer) arm(s, sl, false);
+    }
+    /* A signal queued before the disarm is delivered when its thread next runs; the handler is
+     * still ours and counts it as stray. Restoring the old disposition (SIG_DFL terminates on
+     * SIGPROF) before that would let it through, so wait, bounded, for the queues to empty. */
+    uint64_t deadline = now_ns() + PENDING_WAIT_NS;
+    for (int i = 0; i < n; i++) {
+        slot *sl = atomic_load(&s->slots[i]);
+        while (!sl->removed && sigprof_pending(sl->tid) && now_ns() < deadline) sched_yield();
+    }
+    atomic_store(&g_active, NULL);
+    while (atomic_load(&g_inflight) != 0) sched_yield();    /* handlers already running */
+    sigaction(SIGPROF, &s->old_sa, NULL);
+    s->running = false;
+    aggregate(s);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* ---------------------------------------------------------------- symbolization ---- */
+
+static const char *arena_strdup(mst_sampler *s, const char *str) {
+    size_t len = strlen(str) + 1;
+    arena_block *b = s->arena;
+    if (!b || b->cap - b->used < len) {
+        size_t cap = len > 65536 ? len : 65536;
+        b = malloc(sizeof(*b) + cap);
+        if (!b) return "[oom]";
+        b->next = s->arena;
+        b->used = 0;
+        b->cap = cap;
+        s->arena = b;
+    }
+    char *p = b->data + b->used;
+    memcpy(p, str, len);
+    b->used += len;
+    return p;
+}
+
+static int cmp_sym(const void *a, const void *b) {
+    const elf_sym *x = a, *y = b;
+    if (x->addr != y->addr) return x->addr < y->addr ? -1 : 1;
+    if (x->global != y->global) return x->global ? -1 : 1;     /* the global alias first */
+    return (x->size == 0) - (y->size == 0);                     /* then one with a size */
+}
+
+/* The function symbols of path's .symtab, relocated by bias. 0 when the file has none. */
+static size_t read_symtab(mst_sampler *s, const char *path, uintptr_t bias, elf_sym **out) {
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat st;
+    size_t n_out = 0;
+    if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
+        close(fd);
+        return 0;
+    }
+    size_t size = (size_t)st.st_size;
+    const unsigned char *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) return 0;
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)m;
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+        eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shoff == 0 ||
+        eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > size)
+        goto done;
+    const Elf64_Shdr *sh = (const Elf64_Shdr *)(m + eh->e_shoff);
+    for (int i = 0; i < eh->e_shnum; i++) {
+        if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum) continue;
+        const Elf64_Shdr *strsh = &sh[sh[i].sh_link];
+        if (sh[i].sh_offset + sh[i].sh_size > size || strsh->sh_offset + strsh->sh_size > size) continue;
+        const Elf64_Sym *sym = (const Elf64_Sym *)(m + sh[i].sh_offset);
+        const char *strtab = (const char *)(m + strsh->sh_offset);
+        size_t n = sh[i].sh_size / sizeof(Elf64_Sym), k = 0;
+        elf_sym *v = malloc((n ? n : 1) * sizeof(*v));
+        if (!v) goto done;
+        for (size_t j = 0; j < n; j++) {
+            int type = ELF64_ST_TYPE(sym[j].st_info);
+            if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym[j].st_shndx == SHN_UNDEF ||
+                sym[j].st_value == 0 || sym[j].st_name >= strsh->sh_size)
+                continue;
+            v[k].addr = (uintptr_t)sym[j].st_value + bias;
+            v[k].size = (uintptr_t)sym[j].st_size;
+            v[k].global = ELF64_ST_BIND(sym[j].st_info) != STB_LOCAL;
+            v[k].name = arena_strdup(s, strtab + sym[j].st_name);
+            k++;
+        }
+        qsort(v, k, sizeof(*v), cmp_sym);
+        size_t u = 0;                               /* one name per address */
+        for (size_t j = 0; j < k; j++)
+            if (u == 0 || v[u - 1].addr != v[j].addr) v[u++] = v[j];
+        *out = v;
+        n_out = u;
+        break;
+    }
+done:
+    munmap((void *)m, size);
+    return n_out;
+}
+
+static int add_object(struct dl_phdr_info *info, size_t info_size, void *user) {
+    mst_sampler *s = user;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD) continue;
+        uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+        if (a < lo) lo = a;
+        if (a + ph->p_memsz > hi) hi = a + ph->p_memsz;
+    }
+    if (lo >= hi) return 0;
+    for (size_t i = 0; i < s->n_objs; i++)
+        if (s->objs[i].lo == lo) return 0;          /* known */
+    objfile *grown = realloc(s->objs, (s->n_objs + 1) * sizeof(*grown));
+    if (!grown) return 1;
+    s->objs = grown;
+    bool exe = !info->dlpi_name || !info->dlpi_name[0];
+    const char *path = exe ? "/proc/self/exe" : info->dlpi_name;
+    const char *slash = strrchr(path, '/');
+    objfile *o = &s->objs[s->n_objs++];
+    o->lo = lo;
+    o->hi = hi;
+    o->base = arena_strdup(s, exe ? "[exe]" : slash ? slash + 1 : path);
+    o->n_syms = read_symtab(s, path, info->dlpi_addr, &o->syms);
+    return 0;
+}
+
+static const objfile *find_object(const mst_sampler *s, uintptr_t ip) {
+    for (size_t i = 0; i < s->n_objs; i++)
+        if (ip >= s->objs[i].lo && ip < s->objs[i].hi) return &s->objs[i];
+    return NULL;
+}
+
+static fn_info resolve_uncached(mst_sampler *s, uintptr_t ip) {
+    const objfile *o = find_object(s, ip);
+    if (!o) {                                       /* loaded since the last look: refresh */
+        dl_iterate_phdr(add_object, s);
+        o = find_object(s, ip);
+    }
+    if (o && o->syms) {
+        size_t lo = 0, hi = o->n_syms;              /* last symbol with addr <= ip */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (o->syms[mid].addr <= ip) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo > 0) {
+            const elf_sym *sy = &o->syms[lo - 1];
+            bool inside = sy->size ? ip - sy->addr < sy->size : lo == o->n_syms || ip < o->syms[lo].addr;
+            if (inside) return (fn_info){sy->name, sy->addr};
+        }
+    }
+    Dl_info di;
+    if (dladdr((void *)ip, &di) && di.dli_sname && di.dli_saddr)
+        return (fn_info){arena_strdup(s, di.dli_sname), (uintptr_t)di.dli_saddr};
+    if (o) {
+        char name[256];
+        snprintf(name, sizeof(name), "[%s]", o->base);
+        return (fn_info){arena_strdup(s, name), 0};
+    }
+    return (fn_info){"[unknown]", 0};
+}
+
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+static fn_info resolve(mst_sampler *s, uintptr_t ip) {
+    if (s->ipc_len * 2 >= s->ipc_cap) {
+        size_t cap = s->ipc_cap ? s->ipc_cap * 2 : 4096;
+        ip_entry *t = calloc(cap, sizeof(*t));
+        if (!t) return resolve_uncached(s, ip);
+        for (size_t i = 0; i < s->ipc_cap; i++) {
+            if (!s->ipc[i].ip) continue;
+            size_t j = mix64(s->ipc[i].ip) & (cap - 1);
+            while (t[j].ip) j = (j + 1) & (cap - 1);
+            t[j] = s->ipc[i];
+        }
+        free(s->ipc);
+        s->ipc = t;
+        s->ipc_cap = cap;
+    }
+    size_t j = mix64(ip) & (s->ipc_cap - 1);
+    while (s->ipc[j].ip && s->ipc[j].ip != ip) j = (j + 1) & (s->ipc_cap - 1);
+    if (!s->ipc[j].ip) {
+        s->ipc[j].ip = ip;
+        s->ipc[j].fn = resolve_uncached(s, ip);
+        s->ipc_len++;
+    }
+    return s->ipc[j].fn;
+}
+
+/* ---------------------------------------------------------------- aggregation ---- */
+
+static bool in_sorted(const uintptr_t *a, size_t n, uintptr_t x) {
+    return n && x && bsearch(&x, a, n, sizeof(*a), cmp_uptr) != NULL;
+}
+
+static bool is_dispatcher(const mst_sampler *s, fn_info f) {
+    if (s->n_dispatchers) return in_sorted(s->dispatchers, s->n_dispatchers, f.start);
+    return strncmp(f.name, "mst_dispatch", 12) == 0 && (f.name[12] == '\0' || f.name[12] == '.');
+}
+
+static void add_callsite(mst_sampler *s, uintptr_t ret) {
+    if (in_sorted(s->callsites, s->n_callsites, ret)) return;
+    if (s->n_callsites == s->cap_callsites) {
+        size_t cap = s->cap_callsites ? 2 * s->cap_callsites : 8;
+        uintptr_t *g = realloc(s->callsites, cap * sizeof(*g));
+        if (!g) return;
+        s->callsites = g;
+        s->cap_callsites = cap;
+    }
+    size_t i = s->n_callsites++;
+    while (i > 0 && s->callsites[i - 1] > ret) {
+        s->callsites[i] = s->callsites[i - 1];
+        i--;
+    }
+    s->callsites[i] = ret;
+}
+
+static uint64_t hash_str(uint32_t tid, const char *str) {
+    uint64_t h = 1469598103934665603ull ^ tid;      /* FNV-1a */
+    for (; *str; str++) h = (h ^ (unsigned char)*str) * 1099511628211ull;
+    return h;
+}
+
+static void folded_add(mst_sampler *s, uint32_t tid, const char *str) {
+    if (s->n_folded * 2 >= s->fidx_cap) {
+        size_t cap = s->fidx_cap ? s->fidx_cap * 2 : 1024;
+        uint32_t *t = calloc(cap, sizeof(*t));
+        if (!t) return;
+        for (size_t i = 0; i < s->n_folded; i++) {
+            size_t j = s->folded[i].hash & (cap - 1);
+            while (t[j]) j = (j + 1) & (cap - 1);
+            t[j] = (uint32_t)(i + 1);
+        }
+        free(s->fidx);
+        s->fidx = t;
+        s->fidx_cap = cap;
+    }
+    uint64_t h = hash_str(tid, str);
+    size_t j = h & (s->fidx_cap - 1);
+    for (; s->fidx[j]; j = (j + 1) & (s->fidx_cap - 1)) {
+        folded_entry *e = &s->folded[s->fidx[j] - 1];
+        if (e->hash == h && e->tid == tid && strcmp(e->folded, str) == 0) {
+            e->count++;
+            return;
+        }
+    }
+    if (s->n_folded == s->cap_folded) {
+        size_t cap = s->cap_folded ? 2 * s->cap_folded : 1024;
+        folded_entry *g = realloc(s->folded, cap * sizeof(*g));
+        if (!g) return;
+        s->folded = g;
+        s->cap_folded = cap;
+    }
+    s->folded[s->n_folded] = (folded_entry){tid, h, arena_strdup(s, str), 1};
+    s->fidx[j] = (uint32_t)++s->n_folded;
+}
+
+/* Frame i's function: return addresses (i > 0) point after the call, so look up ip - 1. */
+static fn_info frame_fn(mst_sampler *s, const uintptr_t *ips, int i) {
+    return resolve(s, i == 0 ? ips[0] : ips[i] - 1);
+}
+
+/* The classification of docs/sampler.md. */
+typedef enum { CLS_OUTSIDE, CLS_DISPATCH, CLS_KERNEL, CLS_PROFILER } sample_class;
+
+/* The event recorder's entry points: time under them is the instrumentation's own cost. */
+static bool is_recorder(uintptr_t start) {
+    return start && (start == (uintptr_t)mst_prof_record_ || start == (uintptr_t)mst_prof_thread_flush);
+}
+
+static sample_class classify(mst_sampler *s, const rec_hdr *r, const uintptr_t *ips) {
+    for (int i = 0; i < r->depth; i++)
+        if (is_recorder(frame_fn(s, ips, i).start)) return CLS_PROFILER;
+    int outer = -1;                                 /* the outermost dispatcher frame */
+    for (int i = r->depth - 1; i >= 0 && outer < 0; i--)
+        if (is_dispatcher(s, frame_fn(s, ips, i))) outer = i;
+    if (outer < 0) return CLS_OUTSIDE;
+    for (int i = 0; i < outer; i++)
+        if (in_sorted(s->kernels, s->n_kernels, frame_fn(s, ips, i).start)) return CLS_KERNEL;
+    for (int i = 1; i <= outer; i++)                /* a kernel that tail-called out of its frame */
+        if (in_sorted(s->callsites, s->n_callsites, ips[i]) && is_dispatcher(s, frame_fn(s, ips, i)))
+            return CLS_KERNEL;
+    return CLS_DISPATCH;
+}
+
+/* Drain every ring: learn the kernel call sites, then fold and classify each record. Safe while
+ * the handlers run: each ring is single-producer, single-consumer, and only the records below the
+ * head read here are consumed. Caller holds s->lock. */
+static void aggregate(mst_sampler *s) {
+    int n = atomic_load(&s->n_slots);
+    uint64_t heads[MAX_THREADS];
+    for (int k = 0; k < n; k++) heads[k] = atomic_load_explicit(&atomic_load(&s->slots[k])->head, memory_order_acquire);
+    if (s->n_objs == 0) dl_iterate_phdr(add_object, s);
+    /* pass 1: the return addresses in dispatcher frames right above a kernel frame */
+    for (int k = 0; k < n; k++) {
+        slot *sl = atomic_load(&s->slots[k]);
+        for (uint64_t t = atomic_load(&sl->tail); t != heads[k]; t++) {
+            const rec_hdr *r = (const rec_hdr *)(sl->ring + (size_t)(t % s->cap) * s->stride);
+            const uintptr_t *ips = (const uintptr_t *)(r + 1);
+            for (int i = 1; i < r->depth; i++)
+                if (in_sorted(s->kernels, s->n_kernels, frame_fn(s, ips, i - 1).start) &&
+                    is_dispatcher(s, frame_fn(s, ips, i)))
+                    add_callsite(s, ips[i]);
+        }
+    }
+    /* pass 2 */
+    size_t buf_cap = 4096;
+    char *buf = malloc(buf_cap);
+    if (!buf) return;
+    for (int k = 0; k < n; k++) {
+        slot *sl = atomic_load(&s->slots[k]);
+        uint64_t t = atomic_load(&sl->tail);
+        for (; t != heads[k]; t++) {
+            const rec_hdr *r = (const rec_hdr *)(sl->ring + (size_t)(t % s->cap) * s->stride);
+            const uintptr_t *ips = (const uintptr_t *)(r + 1);
+            size_t len = 0;
+            bool truncated = r->flags != 0;
+            for (int i = (truncated ? r->depth : r->depth - 1); i >= 0; i--) {
+                const char *name = i == r->depth ? "[truncated]" : frame_fn(s, ips, i).name;
+                size_t nl = strlen(name);
+                if (len + nl + 2 > buf_cap) {
+                    char *g = realloc(buf, 2 * (len + nl + 2));
+                    if (!g) break;
+                    buf = g;
+                    buf_cap = 2 * (len + nl + 2);
+                }
+                if (len) buf[len++] = ';';
+                memcpy(buf + len, name, nl);
+                len += nl;
+            }
+            buf[len] = '\0';
+            if (r->depth == 0 && !truncated) strcpy(buf, "[empty]");
+            folded_add(s, sl->tid, buf);
+            sl->st.samples++;
+            sl->st.truncated += truncated;
+            switch (classify(s, r, ips)) {
+            case CLS_OUTSIDE: sl->st.outside++; break;
+            case CLS_DISPATCH: sl->st.dispatch++; break;
+            case CLS_KERNEL: sl->st.kernel++; break;
+            case CLS_PROFILER: sl->st.profiler++; break;
+            }
+        }
+        atomic_store_explicit(&sl->tail, t, memory_order_release);     /* the space is free again */
+    }
+    free(buf);
+}
+
+int mst_sampler_drain(mst_sampler *s) {
+    pthread_mutex_lock(&s->lock);
+    aggregate(s);
+    pthread_mutex_unlock(&s->lock);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- results ---- */
+
+static int cmp_folded(const void *a, const void *b) {
+    const folded_entry *x = *(const folded_entry *const *)a, *y = *(const folded_entry *const *)b;
+    if (x->tid != y->tid) return x->tid < y->tid ? -1 : 1;
+    if (x->count != y->count) return x->count > y->count ? -1 : 1;
+    return strcmp(x->folded, y->folded);
+}
+
+int mst_sampler_foreach_folded(mst_sampler *s, mst_sampler_folded_fn fn, void *user) {
+    pthread_mutex_lock(&s->lock);
+    bool running = s->running;
+    pthread_mutex_unlock(&s->lock);
+    if (running) {
+        snprintf(s->err, sizeof(s->err), "foreach_folded: stop the sampler first");
+        return -1;
+    }
+    const folded_entry **order = malloc((s->n_folded ? s->n_folded : 1) * sizeof(*order));
+    if (!order) return fail(s, "foreach_folded");
+    for (size_t i = 0; i < s->n_folded; i++) order[i] = &s->folded[i];
+    qsort(order, s->n_folded, sizeof(*order), cmp_folded);
+    for (size_t i = 0; i < s->n_folded; i++) fn(user, order[i]->tid, order[i]->folded, order[i]->count);
+    free(order);
+    return 0;
+}
+
+mst_sampler_stats mst_sampler_stats_get(const mst_sampler *cs, uint32_t tid) {
+    mst_sampler *s = (mst_sampler *)cs;             /* the lock and the atomics; nothing changes */
+    mst_sampler_stats st = {0};
+    pthread_mutex_lock(&s->lock);
+    int n = atomic_load(&s->n_slots);
+    for (int i = 0; i < n; i++) {
+        slot *sl = atomic_load(&s->slots[i]);
+        if (tid && sl->tid != tid) continue;
+        st.samples += sl->st.samples;
+        st.outside += sl->st.outside;
+        st.dispatch += sl->st.dispatch;
+        st.kernel += sl->st.kernel;
+        st.profiler += sl->st.profiler;
+        st.truncated += sl->st.truncated;
+        st.lost += atomic_load(&sl->lost);
+        st.overruns += atomic_load(&sl->overruns);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+int64_t mst_sampler_count(const mst_sampler *s, uint32_t tid) { return mst_sampler_stats_get(s, tid).samples; }
+
+double mst_sampler_dispatch_share(const mst_sampler *s, uint32_t tid) {
+    mst_sampler_stats st = mst_sampler_stats_get(s, tid);
+    int64_t in_op = st.dispatch + st.kernel;
+    return in_op ? (double)st.dispatch / (double)in_op : -1.0;
+}
+
+int64_t mst_sampler_lost(const mst_sampler *s) { return mst_sampler_stats_get(s, 0).lost; }
+
+int64_t mst_sampler_stray(const mst_sampler *s) { return atomic_load(&((mst_sampler *)s)->stray); }
+
+const char *mst_sampler_error(const mst_sampler *s) { return s->err; }
+
+void mst_sampler_free(mst_sampler *s) {
+    if (!s) return;
+    mst_sampler_stop(s);
+    int n = atomic_load(&s->n_slots);
+    for (int i = 0; i < n; i++) {
+        slot *sl = atomic_load(&s->slots[i]);
+        if (sl->has_timer) timer_delete(sl->timer);
+        free(sl->ring);
+        free(sl);
+    }
+    for (size_t i = 0; i < s->n_objs; i++) free(s->objs[i].syms);
+    free(s->objs);
+    free(s->ipc);
+    free(s->folded);
+    free(s->fidx);
+    free(s->kernels);
+    free(s->dispatchers);
+    free(s->callsites);
+    while (s->arena) {
+        arena_block *b = s->arena;
+        s->arena = b->next;
+        free(b);
+    }
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}

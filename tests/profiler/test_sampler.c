@@ -1,0 +1,414 @@
+/* test_sampler.c — the SIGPROF sampler: rate, folded stacks, per-thread timers, stop restoring
+ * the old disposition, ring overflow and stray signals counted, and the dispatch share of real
+ * eager workloads (tiny elementwise ops: high; 512x512 matmuls: low) against the instrumented
+ * ranges. Busy loops are bounded by the wall clock; no test sleeps. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "profiler/events.h"
+#include "profiler/sampler.h"
+#include "runtime/context.h"
+#include "runtime/op.h"
+#include "runtime/ops.h"
+
+#define MS 1000000ull
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint32_t gettid_u32(void) { return (uint32_t)syscall(SYS_gettid); }
+
+/* Distinct, never inlined or cloned, so their names appear in the folded stacks. */
+__attribute__((noinline, noclone)) static uint64_t spin_leaf(uint64_t ns) {
+    volatile uint64_t x = 0;
+    for (uint64_t t0 = now_ns(); now_ns() - t0 < ns;)
+        for (int i = 0; i < 2000; i++) x += (uint64_t)i;
+    return x;
+}
+__attribute__((noinline, noclone)) static uint64_t spin_a(uint64_t ns) { return spin_leaf(ns) + 1; }
+__attribute__((noinline, noclone)) static uint64_t spin_b(uint64_t ns) { return spin_leaf(ns) + 2; }
+
+/* ---- folded-stack helpers ---- */
+
+typedef struct {
+    uint32_t tid;           /* 0 = any */
+    const char *needle;     /* a frame name */
+    int64_t with, total;    /* samples whose stack has the frame; all samples seen */
+    int64_t lines, bad_lines;
+    char first[512];
+} folded_probe;
+
+static bool has_frame(const char *folded, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = folded; (p = strstr(p, name)); p += n) {
+        bool start = p == folded || p[-1] == ';';
+        bool end = p[n] == '\0' || p[n] == ';';
+        if (start && end) return true;
+    }
+    return false;
+}
+
+static void probe(void *user, uint32_t tid, const char *folded, int64_t count) {
+    folded_probe *fp = user;
+    if (fp->tid && tid != fp->tid) return;
+    fp->lines++;
+    fp->total += count;
+    if (count <= 0 || !folded[0] || strchr(folded, ' ') || strstr(folded, ";;")) fp->bad_lines++;
+    if (fp->needle && has_frame(folded, fp->needle)) {
+        fp->with += count;
+        if (!fp->first[0]) snprintf(fp->first, sizeof(fp->first), "%s", folded);
+    }
+}
+
+static folded_probe probe_run(mst_sampler *s, uint32_t tid, const char *needle) {
+    folded_probe fp = {.tid = tid, .needle = needle};
+    assert_int_equal(mst_sampler_foreach_folded(s, probe, &fp), 0);
+    return fp;
+}
+
+/* ---- tests ---- */
+
+static void test_rate_and_folded(void **state) {
+    mst_sampler *s = mst_sampler_new(1000, 64, 1 << 14);
+    assert_non_null(s);
+    assert_int_equal(mst_sampler_add_thread(s), 0);
+    assert_int_equal(mst_sampler_add_thread(s), 0);            /* second call: no-op */
+    assert_int_equal(mst_sampler_start(s), 0);
+    uint64_t t0 = now_ns();
+    spin_leaf(300 * MS);
+    double wall_s = (double)(now_ns() - t0) * 1e-9;
+    mst_sampler_stop(s);
+
+    mst_sampler_stats st = mst_sampler_stats_get(s, 0);
+    double expect = wall_s * 1000;
+    printf("# rate: %lld samples + %lld overruns in %.3f s at 1 kHz (expected %.0f), %lld truncated\n",
+           (long long)st.samples, (long long)st.overruns, wall_s, expect, (long long)st.truncated);
+    /* every expiration is either a sample or an overrun; coalescing happens when descheduled */
+    assert_true(st.samples + st.overruns >= 0.8 * expect);
+    assert_true(st.samples + st.overruns <= 1.1 * expect + 5);
+    assert_true(st.samples >= 0.3 * expect);
+    assert_int_equal(st.lost, 0);
+    assert_int_equal(st.samples, st.outside);                  /* no op ran */
+    assert_int_equal(mst_sampler_count(s, gettid_u32()), st.samples);
+    assert_true(mst_sampler_dispatch_share(s, 0) < 0);          /* nothing inside mst_dispatch */
+
+    folded_probe fp = probe_run(s, 0, "spin_leaf");
+    printf("# folded: %s\n", fp.first);
+    assert_int_equal(fp.total, st.samples);
+    assert_int_equal(fp.bad_lines, 0);
+    assert_true(fp.with >= 0.9 * (double)st.samples);
+    assert_true(has_frame(fp.first, "main"));
+    assert_true(has_frame(fp.first, "test_rate_and_folded"));
+    assert_non_null(strstr(fp.first, "main;"));                /* root first, leaf last */
+    assert_true(strstr(fp.first, "main;") < strstr(fp.first, "spin_leaf"));
+    mst_sampler_free(s);
+}
+
+typedef struct {
+    mst_sampler *s;
+    pthread_barrier_t *ready, *go;
+    uint64_t (*fn)(uint64_t);
+    uint32_t tid;
+    int add_rc;
+} spinner;
+
+static void *spinner_main(void *arg) {
+    spinner *sp = arg;
+    sp->tid = gettid_u32();
+    sp->add_rc = mst_sampler_add_thread(sp->s);
+    pthread_barrier_wait(sp->ready);
+    pthread_barrier_wait(sp->go);
+    sp->fn(200 * MS);
+    mst_sampler_remove_thread(sp->s);
+    return NULL;
+}
+
+static void test_two_threads(void **state) {
+    mst_sampler *s = mst_sampler_new(1000, 64, 1 << 14);
+    pthread_barrier_t ready, go;
+    pthread_barrier_init(&ready, NULL, 3);
+    pthread_barrier_init(&go, NULL, 3);
+    spinner sp[2] = {{s, &ready, &go, spin_a, 0, -1}, {s, &ready, &go, spin_b, 0, -1}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, spinner_main, &sp[i]), 0);
+    pthread_barrier_wait(&ready);
+    assert_int_equal(mst_sampler_start(s), 0);
+    pthread_barrier_wait(&go);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    mst_sampler_stop(s);
+    pthread_barrier_destroy(&ready);
+    pthread_barrier_destroy(&go);
+
+    for (int i = 0; i < 2; i++) assert_int_equal(sp[i].add_rc, 0);
+    assert_int_not_equal(sp[0].tid, sp[1].tid);
+    assert_int_equal(mst_sampler_count(s, gettid_u32()), 0);   /* main was not sampled */
+    folded_probe a_in_a = probe_run(s, sp[0].tid, "spin_a"), b_in_a = probe_run(s, sp[0].tid, "spin_b");
+    folded_probe b_in_b = probe_run(s, sp[1].tid, "spin_b"), a_in_b = probe_run(s, sp[1].tid, "spin_a");
+    printf("# threads: %lld and %lld samples\n", (long long)a_in_a.total, (long long)b_in_b.total);
+    for (int i = 0; i < 2; i++) assert_true(mst_sampler_count(s, sp[i].tid) >= 40);   /* 200 expected */
+    assert_true(a_in_a.with >= 0.9 * (double)a_in_a.total);
+    assert_true(b_in_b.with >= 0.9 * (double)b_in_b.total);
+    assert_int_equal(b_in_a.with, 0);
+    assert_int_equal(a_in_b.with, 0);
+    assert_int_equal(mst_sampler_count(s, 0), a_in_a.total + b_in_b.total);
+    mst_sampler_free(s);
+}
+
+static atomic_int g_prof_seen;
+static void count_prof(int sig) { atomic_fetch_add(&g_prof_seen, 1); }
+
+static int count_posix_timers(void) {
+    FILE *f = fopen("/proc/self/timers", "r");
+    if (!f) return -1;
+    char line[256];
+    int n = 0;
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, "ID:", 3) == 0) n++;
+    fclose(f);
+    return n;
+}
+
+static void test_stop_restores(void **state) {
+    struct sigaction mine, old, now;
+    memset(&mine, 0, sizeof(mine));
+    mine.sa_handler = count_prof;
+    sigemptyset(&mine.sa_mask);
+    assert_int_equal(sigaction(SIGPROF, &mine, &old), 0);
+    atomic_store(&g_prof_seen, 0);
+    int timers_before = count_posix_timers();
+
+    mst_sampler *s = mst_sampler_new(2000, 32, 1 << 12);
+    assert_int_equal(mst_sampler_add_thread(s), 0);
+    for (int window = 0; window < 2; window++) {              /* restart accumulates */
+        int64_t before = mst_sampler_count(s, 0);
+        assert_int_equal(mst_sampler_start(s), 0);
+        spin_leaf(50 * MS);
+        mst_sampler_stop(s);
+        assert_true(mst_sampler_count(s, 0) > before);
+        assert_int_equal(sigaction(SIGPROF, NULL, &now), 0);
+        assert_ptr_equal(now.sa_handler, count_prof);
+        assert_false(now.sa_flags & SA_SIGINFO);
+    }
+    int64_t after = mst_sampler_count(s, 0);
+    spin_leaf(50 * MS);                                         /* the disarmed timer sends nothing */
+    assert_int_equal(atomic_load(&g_prof_seen), 0);
+    assert_int_equal(mst_sampler_foreach_folded(s, probe, &(folded_probe){0}), 0);
+    assert_int_equal(mst_sampler_count(s, 0), after);
+    mst_sampler_free(s);
+    if (timers_before >= 0) assert_int_equal(count_posix_timers(), timers_before);   /* deleted */
+    spin_leaf(20 * MS);
+    assert_int_equal(atomic_load(&g_prof_seen), 0);
+    assert_int_equal(sigaction(SIGPROF, &old, NULL), 0);
+}
+
+static void test_one_running_sampler(void **state) {
+    mst_sampler *a = mst_sampler_new(0, 0, 16), *b = mst_sampler_new(0, 0, 16);
+    assert_int_equal(mst_sampler_start(a), 0);
+    assert_int_equal(mst_sampler_start(b), -1);
+    assert_non_null(strstr(mst_sampler_error(b), "another sampler"));
+    mst_sampler_stop(a);
+    assert_int_equal(mst_sampler_start(b), 0);
+    mst_sampler_stop(b);
+    mst_sampler_free(a);
+    mst_sampler_free(b);
+}
+
+static void test_ring_overflow_counted(void **state) {
+    mst_sampler *s = mst_sampler_new(2000, 16, 4);
+    assert_int_equal(mst_sampler_add_thread(s), 0);
+    assert_int_equal(mst_sampler_start(s), 0);
+    spin_leaf(100 * MS);
+    mst_sampler_stop(s);
+    mst_sampler_stats st = mst_sampler_stats_get(s, 0);
+    printf("# overflow: kept %lld, lost %lld\n", (long long)st.samples, (long long)st.lost);
+    assert_int_equal(st.samples, 4);
+    assert_true(st.lost >= 20);                                 /* ~200 expirations */
+    assert_int_equal(mst_sampler_lost(s), st.lost);
+    /* the ring drains at stop: the next window has room again */
+    assert_int_equal(mst_sampler_start(s), 0);
+    spin_leaf(20 * MS);
+    mst_sampler_stop(s);
+    assert_int_equal(mst_sampler_count(s, 0), 8);
+    mst_sampler_free(s);
+}
+
+static void test_drain_while_running(void **state) {
+    mst_sampler *s = mst_sampler_new(1000, 32, 64);             /* 64 ms of samples per ring */
+    assert_int_equal(mst_sampler_add_thread(s), 0);
+    assert_int_equal(mst_sampler_start(s), 0);
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < 15; i++) {
+        spin_leaf(20 * MS);
+        assert_int_equal(mst_sampler_drain(s), 0);
+        assert_true(mst_sampler_count(s, 0) > 0);              /* readable while running */
+    }
+    double expect = (double)(now_ns() - t0) * 1e-9 * 1000;
+    assert_int_equal(mst_sampler_foreach_folded(s, probe, &(folded_probe){0}), -1);
+    mst_sampler_stop(s);
+    mst_sampler_stats st = mst_sampler_stats_get(s, 0);
+    printf("# drained: %lld samples + %lld overruns (expected %.0f), %lld lost\n", (long long)st.samples,
+           (long long)st.overruns, expect, (long long)st.lost);
+    assert_int_equal(st.lost, 0);
+    assert_true(st.samples + st.overruns >= 0.8 * expect);
+    assert_true(probe_run(s, 0, "spin_leaf").with >= 0.9 * (double)st.samples);
+    mst_sampler_free(s);
+}
+
+static void test_stray_signal_before_ring(void **state) {
+    mst_sampler *s = mst_sampler_new(1000, 16, 64);
+    assert_int_equal(mst_sampler_start(s), 0);                 /* running, this thread has no ring */
+    assert_int_equal(pthread_kill(pthread_self(), SIGPROF), 0);
+    assert_int_equal(mst_sampler_add_thread(s), 0);             /* armed at once while running */
+    assert_int_equal(pthread_kill(pthread_self(), SIGPROF), 0); /* not the timer: ignored too */
+    spin_leaf(30 * MS);
+    mst_sampler_stop(s);
+    assert_int_equal(mst_sampler_stray(s), 2);
+    assert_true(mst_sampler_count(s, 0) > 0);
+    mst_sampler_free(s);
+}
+
+/* ---- real eager workloads ---- */
+
+static size_t op_table_kernels(const void **out, size_t cap) {
+    size_t n = 0;
+    for (int op = 0; op < MST_OP_COUNT; op++) {
+        const mst_op_desc *d = mst_op_table[op];
+        if (!d) continue;
+        for (int t = 0; t < MST_DTYPE_COUNT; t++) {
+            if (d->cpu[t] && n < cap) out[n++] = (const void *)d->cpu[t];
+            if (d->cpu_ref[t] && n < cap) out[n++] = (const void *)d->cpu_ref[t];
+        }
+    }
+    return n;
+}
+
+/* The instrumented split of the calling thread's op time: dispatch-exclusive / outermost dispatch. */
+typedef struct {
+    uint32_t tid;
+    int disp_depth, kern_depth;
+    uint64_t disp_t0, kern_t0, disp_ns, kern_ns;
+} range_sum;
+
+static void sum_ranges(void *user, uint32_t tid, const mst_prof_event *ev) {
+    range_sum *r = user;
+    if (tid != r->tid || (ev->kind != MST_EV_BEGIN && ev->kind != MST_EV_END)) return;
+    int *depth = ev->cat == MST_CAT_DISPATCH ? &r->disp_depth : ev->cat == MST_CAT_KERNEL ? &r->kern_depth : NULL;
+    if (!depth) return;
+    uint64_t *t0 = ev->cat == MST_CAT_DISPATCH ? &r->disp_t0 : &r->kern_t0;
+    uint64_t *sum = ev->cat == MST_CAT_DISPATCH ? &r->disp_ns : &r->kern_ns;
+    if (ev->kind == MST_EV_BEGIN && (*depth)++ == 0) *t0 = ev->t_ns;
+    if (ev->kind == MST_EV_END && --(*depth) == 0) *sum += ev->t_ns - *t0;
+}
+
+typedef enum { WORK_TINY, WORK_MATMUL } workload;
+
+/* Run the workload for ns under the sampler (and the event profiler when `instrument`); returns
+ * the calling thread's stats. The instrumented dispatch share is printed, never asserted: how
+ * far the two measurements agree is a benchmark (docs/sampler.md), not a correctness property. */
+static mst_sampler_stats run_workload(workload w, uint64_t ns, bool instrument, mst_sampler *s) {
+    mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 7, .n_threads = w == WORK_TINY ? 1 : 0});
+    assert_non_null(ctx);
+    int64_t n = w == WORK_TINY ? 8 : 512;
+    mst_tensor *a = mst_tensor_randn(ctx, MST_DTYPE_F32, 2, (int64_t[]){n, n}, 0, 1);
+    mst_tensor *b = mst_tensor_randn(ctx, MST_DTYPE_F32, 2, (int64_t[]){n, n}, 0, 1);
+    assert_non_null(a);
+    assert_non_null(b);
+    const void *kernels[2 * MST_OP_COUNT * MST_DTYPE_COUNT];
+    size_t n_kernels = op_table_kernels(kernels, sizeof(kernels) / sizeof(kernels[0]));
+    assert_int_equal(mst_sampler_set_kernel_addrs(s, kernels, n_kernels), 0);
+    assert_int_equal(mst_sampler_add_thread(s), 0);
+
+    mst_profiler *p = mst_profiler_new();                      /* level OPS: dispatch and kernel ranges */
+    if (instrument) assert_int_equal(mst_profiler_start(p), 0);
+    assert_int_equal(mst_sampler_start(s), 0);
+    int64_t ops = 0;
+    uint64_t t0 = now_ns(), t;
+    while ((t = now_ns()) - t0 < ns) {
+        mst_pool_push(ctx);
+        if (w == WORK_TINY)
+            for (int i = 0; i < 100; i++, ops += 2) assert_non_null(mst_relu(ctx, mst_add(ctx, a, b)));
+        else
+            assert_non_null(mst_matmul(ctx, a, b)), ops++;
+        mst_pool_pop(ctx);
+    }
+    mst_sampler_stop(s);
+    mst_profiler_stop(p);
+
+    range_sum r = {.tid = gettid_u32()};
+    mst_profiler_foreach(p, sum_ranges, &r);
+    mst_sampler_stats st = mst_sampler_stats_get(s, gettid_u32());
+    printf("# %s%s: %.0f ns/op; samples %lld = outside %lld + dispatch %lld + kernel %lld + profiler %lld "
+           "(%lld truncated, %lld lost); dispatch share sampled %.3f",
+           w == WORK_TINY ? "add+relu (8, 8)" : "matmul (512, 512)", instrument ? ", instrumented" : "",
+           (double)(t - t0) / (double)ops, (long long)st.samples, (long long)st.outside, (long long)st.dispatch,
+           (long long)st.kernel, (long long)st.profiler, (long long)st.truncated, (long long)st.lost,
+           mst_sampler_dispatch_share(s, gettid_u32()));
+    if (instrument) printf(", instrumented %.3f", r.disp_ns ? (double)(r.disp_ns - r.kern_ns) / (double)r.disp_ns : -1);
+    printf("\n");
+    assert_int_equal(st.lost, 0);
+    assert_true(st.samples >= 0.3 * (double)ns * 1e-9 * 1000);
+    /* the loop is almost all ops (or the recorder, when instrumented) */
+    assert_true(st.dispatch + st.kernel + st.profiler >= 0.5 * (double)st.samples);
+    assert_int_equal(st.profiler > 0, instrument);
+    mst_profiler_free(p);
+    mst_ctx_free(ctx);
+    return st;
+}
+
+static void test_dispatch_share_tiny_ops(void **state) {
+    for (int instrument = 0; instrument < 2; instrument++) {
+        mst_sampler *s = mst_sampler_new(1000, 64, 1 << 14);
+        run_workload(WORK_TINY, 300 * MS, instrument, s);
+        /* 8-element kernels take a few ns; checks, inference, allocation and the tape far more
+         * (0.75-0.9 optimized; 0.45-0.65 under AddressSanitizer, which checks every access of
+         * the kernels' loops and broadcasting setup) */
+#ifdef __SANITIZE_ADDRESS__
+        assert_true(mst_sampler_dispatch_share(s, gettid_u32()) > 0.3);
+#else
+        assert_true(mst_sampler_dispatch_share(s, gettid_u32()) > 0.5);
+#endif
+        folded_probe fp = probe_run(s, gettid_u32(), "mst_dispatch");
+        assert_true(fp.with > 0);
+        mst_sampler_free(s);
+    }
+}
+
+static void test_dispatch_share_matmul(void **state) {
+    mst_sampler *s = mst_sampler_new(1000, 64, 1 << 14);
+    mst_sampler_stats st = run_workload(WORK_MATMUL, 300 * MS, false, s);
+    double share = mst_sampler_dispatch_share(s, gettid_u32());
+    assert_true(share >= 0 && share < 0.1);
+    assert_true(st.kernel > 0.8 * (double)st.samples);
+    folded_probe fp = probe_run(s, gettid_u32(), "matmul_f32");
+    printf("# e.g. %s\n", fp.first);
+    assert_true(fp.with >= st.kernel / 2);                     /* the kernel frame is on the stack */
+    mst_sampler_free(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rate_and_folded),         cmocka_unit_test(test_two_threads),
+        cmocka_unit_test(test_stop_restores),           cmocka_unit_test(test_one_running_sampler),
+        cmocka_unit_test(test_ring_overflow_counted),   cmocka_unit_test(test_drain_while_running),
+        cmocka_unit_test(test_stray_signal_before_ring),
+        cmocka_unit_test(test_dispatch_share_tiny_ops), cmocka_unit_test(test_dispatch_share_matmul),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
