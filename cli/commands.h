@@ -24,5 +24,7 @@ int mst_job_args_parse(const char *cmd, int argc, char **argv, bool allow_resume
 int mst_cmd_train(int argc, char **argv);
 int mst_cmd_validate(int argc, char **argv);
 int mst_cmd_list(int argc, char **argv);
+int mst_cmd_profile(int argc, char **argv);
+int mst_cmd_export_trace(int argc, char **argv);
 
 #endif

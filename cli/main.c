@@ -12,6 +12,11 @@ static void usage(FILE *f) {
             "  train JOB [--set key=value]... [--out DIR] [--resume]\n"
             "                 train (instrumentation off); writes DIR/summary.json and DIR/checkpoint.bin\n"
             "                 (DIR defaults to out/<job name>)\n"
+            "  profile JOB [--set key=value]... [--out DIR]\n"
+            "                 train with instrumentation on; writes DIR/profile.db (SQLite), DIR/trace.json\n"
+            "                 (Chrome trace) and DIR/summary.json with the per-step time breakdown\n"
+            "  export-trace PROFILE.db TRACE.json\n"
+            "                 Chrome trace (Perfetto, chrome://tracing) from a profile\n"
             "  validate JOB [--set key=value]...\n"
             "                 check a job file: every error as file:line:column and what was expected\n"
             "  list [workloads|datasets|ops|keys]\n"
@@ -28,6 +33,8 @@ int main(int argc, char **argv) {
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "train") == 0) return mst_cmd_train(argc - 2, argv + 2);
+    if (strcmp(cmd, "profile") == 0) return mst_cmd_profile(argc - 2, argv + 2);
+    if (strcmp(cmd, "export-trace") == 0) return mst_cmd_export_trace(argc - 2, argv + 2);
     if (strcmp(cmd, "validate") == 0) return mst_cmd_validate(argc - 2, argv + 2);
     if (strcmp(cmd, "list") == 0) return mst_cmd_list(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

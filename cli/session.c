@@ -50,6 +50,7 @@ static int open_sources(mst_session *s, const mst_job *job, char *err, size_t er
     uint64_t seed = (uint64_t)job->train.seed;
     s->train_src = mst_source_synthetic_new(sy->samples, sy->channels, sy->height, sy->width, sy->classes, seed, 0);
     s->test_src = mst_source_synthetic_new(sy->test_samples, sy->channels, sy->height, sy->width, sy->classes, seed, 1);
+    if (s->train_src && sy->delay_us > 0) mst_source_synthetic_set_delay_us(s->train_src, sy->delay_us);
     if (!s->train_src || !s->test_src) {
         snprintf(err, errn, "data.synthetic: cannot create a dataset of %d samples of (%d, %d, %d)", sy->samples, sy->channels,
                  sy->height, sy->width);

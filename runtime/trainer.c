@@ -226,7 +226,7 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
         double loss_sum = 0;
         uint64_t epoch_t0 = mst_prof_now_ns();
         evaluated_last = false;
-        while (step < total && !(cfg->stop && *cfg->stop)) {
+        while (step < total && b < nb && !(cfg->stop && *cfg->stop)) {
             if (cfg->profiler) mst_profiler_step(cfg->profiler, step);
             uint64_t t0 = mst_prof_now_ns();
             mst_prof_step_begin(step);

@@ -1,0 +1,231 @@
+/* cmd_profile.c — `mstune profile JOB [--set k=v]... [--out DIR]`: train with instrumentation on
+ * and write DIR/profile.db (SQLite, docs/profile-schema.md), DIR/trace.json (Chrome trace) and
+ * DIR/summary.json with the per-step breakdown; print the breakdown and the top ops.
+ * `mstune export-trace profile.db trace.json` re-exports a trace. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "cli/run_meta.h"
+#include "cli/session.h"
+#include "cli/signals.h"
+#include "cli/summary.h"
+#include "profiler/sampler.h"
+#include "profiler/store.h"
+#include "profiler/trace_export.h"
+#include "runtime/fsutil.h"
+
+#define TOP_OPS 10
+
+/* Every kernel function in the op table: the sampler tells kernel frames from dispatch frames by
+ * these addresses (profiler/ knows nothing about the op table). */
+static size_t kernel_addrs(const void **out, size_t cap) {
+    size_t n = 0;
+    for (int op = 0; op < MST_OP_COUNT; op++)
+        for (int t = 0; t < MST_DTYPE_COUNT; t++) {
+            const mst_op_desc *d = mst_op_table[op];
+            if (d->cpu[t] && n < cap) out[n++] = (const void *)d->cpu[t];
+            if (d->cpu_ref[t] && n < cap) out[n++] = (const void *)d->cpu_ref[t];
+        }
+    return n;
+}
+
+static void add_folded(void *store, uint32_t tid, const char *folded, int64_t count) {
+    mst_store_add_folded(store, tid, folded, count);
+}
+
+static int store_meta(mst_store *st, const mst_job *job) {
+    cJSON *config = NULL;
+    if (mst_job_to_json(job, &config) != 0) return -1;
+    char *text = cJSON_PrintUnformatted(config);
+    cJSON_Delete(config);
+    int rc = text ? mst_store_set_meta(st, "config", text) : -1;
+    cJSON_free(text);
+    mst_meta_item items[24];
+    int n = mst_run_meta_collect(items, 24);
+    for (int i = 0; i < n && rc == 0; i++) rc = mst_store_set_meta(st, items[i].key, items[i].value);
+    return rc;
+}
+
+static void print_breakdown(FILE *f, const mst_breakdown *b, double sampler_share, const mst_op_row *ops, int n_ops) {
+    fprintf(f, "\nstep time breakdown (median per step over %lld profiled steps; median step %.3f ms)\n", (long long)b->steps,
+            b->wall_median_ns / 1e6);
+    fprintf(f, "  %-10s %12s %8s %14s\n", "category", "ms/step", "share", "hidden ms/step");
+    for (int c = 0; c < MST_CAT_COUNT; c++)
+        fprintf(f, "  %-10s %12.3f %7.1f%% %14.3f\n", mst_prof_cat_name((mst_prof_cat)c), b->median_ns[c] / 1e6,
+                100 * b->share[c], b->hidden_known ? b->hidden_median_ns[c] / 1e6 : 0.0);
+    if (sampler_share >= 0)
+        fprintf(f, "  dispatch share of op time: instrumented %.1f%%, sampled %.1f%%\n",
+                100 * b->share[MST_CAT_DISPATCH] / (b->share[MST_CAT_DISPATCH] + b->share[MST_CAT_KERNEL] + 1e-12),
+                100 * sampler_share);
+    if (n_ops > 0) {
+        fprintf(f, "\ntop ops by kernel time\n  %-20s %8s %12s %10s %10s\n", "op", "calls", "total ms", "mean us", "GFLOP/s");
+        for (int i = 0; i < n_ops; i++)
+            fprintf(f, "  %-20s %8lld %12.3f %10.2f %10.2f\n", ops[i].name, (long long)ops[i].calls, ops[i].total_ns / 1e6,
+                    ops[i].mean_ns / 1e3, ops[i].gflops);
+    }
+}
+
+static cJSON *breakdown_json(const mst_breakdown *b, double sampler_share, double overhead_share, const mst_op_row *ops,
+                             int n_ops) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON *ms = cJSON_AddObjectToObject(o, "breakdown_ms"), *share = cJSON_AddObjectToObject(o, "breakdown_share");
+    cJSON *hidden = cJSON_AddObjectToObject(o, "hidden_ms");
+    for (int c = 0; c < MST_CAT_COUNT; c++) {
+        const char *name = mst_prof_cat_name((mst_prof_cat)c);
+        cJSON_AddNumberToObject(ms, name, b->median_ns[c] / 1e6);
+        cJSON_AddNumberToObject(share, name, b->share[c]);
+        cJSON_AddNumberToObject(hidden, name, b->hidden_known ? b->hidden_median_ns[c] / 1e6 : 0.0);
+    }
+    cJSON_AddNumberToObject(o, "profiled_steps", (double)b->steps);
+    cJSON_AddNumberToObject(o, "profiled_step_ms_median", b->wall_median_ns / 1e6);
+    if (sampler_share >= 0) cJSON_AddNumberToObject(o, "sampler_dispatch_share", sampler_share);
+    else cJSON_AddNullToObject(o, "sampler_dispatch_share");
+    double d = b->share[MST_CAT_DISPATCH], k = b->share[MST_CAT_KERNEL];
+    cJSON_AddNumberToObject(o, "instrumented_dispatch_share", d + k > 0 ? d / (d + k) : 0);
+    cJSON_AddNumberToObject(o, "profiler_overhead_share", overhead_share);
+    cJSON *top = cJSON_AddArrayToObject(o, "top_ops");
+    for (int i = 0; i < n_ops; i++) {
+        cJSON *r = cJSON_CreateObject();
+        cJSON_AddStringToObject(r, "op", ops[i].name);
+        cJSON_AddNumberToObject(r, "calls", (double)ops[i].calls);
+        cJSON_AddNumberToObject(r, "total_ms", ops[i].total_ns / 1e6);
+        cJSON_AddNumberToObject(r, "gflops", ops[i].gflops);
+        cJSON_AddItemToArray(top, r);
+    }
+    return o;
+}
+
+int mst_cmd_profile(int argc, char **argv) {
+    mst_job_args a;
+    int rc = mst_job_args_parse("profile", argc, argv, false, &a);
+    if (rc != MST_EXIT_OK) return rc;
+    char err[2048];
+    mst_session s;
+    if (mst_session_open(&s, &a.job, a.out_dir, false, err, sizeof(err)) != 0) {
+        fprintf(stderr, "mstune profile: %s\n", err);
+        return MST_EXIT_INPUT;
+    }
+    if (mst_mkdirs(a.out_dir, err, sizeof(err)) != 0) {
+        fprintf(stderr, "mstune profile: %s\n", err);
+        mst_session_close(&s);
+        return MST_EXIT_INPUT;
+    }
+    char db_path[1200], trace_path[1200], sum_path[1200];
+    snprintf(db_path, sizeof(db_path), "%s/profile.db", a.out_dir);
+    snprintf(trace_path, sizeof(trace_path), "%s/trace.json", a.out_dir);
+    snprintf(sum_path, sizeof(sum_path), "%s/summary.json", a.out_dir);
+
+    mst_prof_config pc = {(mst_prof_level)a.job.profile.level, a.job.profile.skip, a.job.profile.warmup,
+                          a.job.profile.active, a.job.profile.repeat};
+    mst_profiler *prof = mst_profiler_new();
+    mst_store *store = prof ? mst_store_open(db_path, &pc, a.job.profile.trace_steps, err, sizeof(err)) : NULL;
+    if (!store) {
+        fprintf(stderr, "mstune profile: %s\n", prof ? err : "out of memory");
+        mst_profiler_free(prof);
+        mst_session_close(&s);
+        return MST_EXIT_INPUT;
+    }
+    if (store_meta(store, &a.job) != 0) fprintf(stderr, "mstune profile: warning: %s\n", mst_store_error(store));
+    mst_profiler_configure(prof, &pc);
+    mst_profiler_set_sink(prof, mst_store_sink, store);
+
+    mst_sampler *sampler = NULL;
+    if (a.job.profile.sampler) {
+        static const void *addrs[MST_OP_COUNT * MST_DTYPE_COUNT * 2];
+        size_t n = kernel_addrs(addrs, sizeof(addrs) / sizeof(addrs[0]));
+        sampler = mst_sampler_new(a.job.profile.sample_hz, 64, 1 << 16);
+        if (!sampler || mst_sampler_set_kernel_addrs(sampler, addrs, n) != 0 || mst_sampler_add_thread(sampler) != 0 ||
+            mst_sampler_start(sampler) != 0) {
+            fprintf(stderr, "mstune profile: warning: the stack sampler is off: %s\n",
+                    sampler ? mst_sampler_error(sampler) : "out of memory");
+            mst_sampler_free(sampler);
+            sampler = NULL;
+        }
+    }
+
+    mst_prof_set_thread_name("main");
+    s.cfg.profiler = prof;
+    s.cfg.stop = mst_cli_stop_flag_install();
+    uint64_t t0 = mst_prof_now_ns();
+    mst_profiler_start(prof);
+    mst_train_result r;
+    mst_status st = mst_train(s.ctx, s.model, s.train, s.test, &s.cfg, &r);
+    mst_profiler_stop(prof);
+    double wall_s = (double)(mst_prof_now_ns() - t0) / 1e9;
+    mst_cli_stop_flag_restore();
+
+    double sampler_share = -1;
+    uint32_t main_tid = (uint32_t)syscall(SYS_gettid);
+    if (sampler) {
+        mst_sampler_stop(sampler);
+        mst_sampler_foreach_folded(sampler, add_folded, store);
+        sampler_share = mst_sampler_dispatch_share(sampler, main_tid);
+        mst_store_set_sampler_summary(store, mst_sampler_count(sampler, main_tid), sampler_share, a.job.profile.sample_hz);
+        mst_sampler_free(sampler);
+    }
+    mst_prof_overhead ov = mst_profiler_overhead(prof);
+    mst_store_set_overhead(store, &ov, wall_s);
+    double overhead_share = wall_s > 0 ? ((double)ov.records * ov.record_ns + (double)ov.flush_ns) / (wall_s * 1e9) : 0;
+    if (mst_store_close(store, err, sizeof(err)) != 0) {
+        fprintf(stderr, "mstune profile: %s\n", err);
+        rc = MST_EXIT_FAIL;
+    }
+    mst_profiler_free(prof);
+
+    if (st != MST_OK) {
+        fprintf(stderr, "mstune profile: %s\n", mst_ctx_error(s.ctx));
+        rc = st == MST_ERR_NONFINITE ? MST_EXIT_FAIL : MST_EXIT_INPUT;
+    } else if (rc == MST_EXIT_OK) {
+        mst_breakdown b;
+        mst_op_row ops[TOP_OPS];
+        int n_ops = 0;
+        cJSON *sum = NULL;
+        if (mst_store_read_breakdown(db_path, &b, err, sizeof(err)) != 0 ||
+            (n_ops = mst_store_read_top_ops(db_path, ops, TOP_OPS, err, sizeof(err))) < 0 ||
+            mst_trace_export(db_path, trace_path, err, sizeof(err)) != 0 || !(sum = mst_summary_build(&a.job, &s, &r))) {
+            fprintf(stderr, "mstune profile: %s\n", sum ? err : err[0] ? err : "out of memory building the summary");
+            rc = MST_EXIT_FAIL;
+        } else {
+            cJSON *bj = breakdown_json(&b, sampler_share, overhead_share, ops, n_ops);
+            for (cJSON *it = bj->child; it;) {          /* move the breakdown's keys into the summary */
+                cJSON *next = it->next;
+                cJSON_AddItemToObject(sum, it->string, cJSON_DetachItemViaPointer(bj, it));
+                it = next;
+            }
+            cJSON_Delete(bj);
+            if (mst_summary_write(sum_path, sum, err, sizeof(err)) != 0) {
+                fprintf(stderr, "mstune profile: %s\n", err);
+                rc = MST_EXIT_FAIL;
+            } else {
+                printf("mstune profile: %s: %lld steps in %.1f s%s", a.job.name, (long long)r.steps, r.wall_s,
+                       r.interrupted ? " (interrupted)\n" : "\n");
+                if (r.val_accuracy >= 0) printf("  val accuracy %.2f%%, val loss %.4f\n", 100 * r.val_accuracy, r.val_loss);
+                print_breakdown(stdout, &b, sampler_share, ops, n_ops);
+                printf("\n  profiler overhead (estimated) %.2f%% of the run\n", 100 * overhead_share);
+                printf("  wrote %s, %s, %s\n", db_path, trace_path, sum_path);
+            }
+        }
+        cJSON_Delete(sum);
+    }
+    mst_train_result_free(&r);
+    mst_session_close(&s);
+    return rc;
+}
+
+int mst_cmd_export_trace(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: mstune export-trace PROFILE.db TRACE.json\n");
+        return MST_EXIT_INPUT;
+    }
+    char err[1024];
+    if (mst_trace_export(argv[0], argv[1], err, sizeof(err)) != 0) {
+        fprintf(stderr, "mstune export-trace: %s\n", err);
+        return MST_EXIT_INPUT;
+    }
+    printf("wrote %s\n", argv[1]);
+    return MST_EXIT_OK;
+}
