@@ -16,9 +16,10 @@ $(BUILD)/CMakeCache.txt:
 build: setup $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The main job: train the quickstart MLP on Fashion-MNIST (under a minute).
+# The main job: profile the quickstart MLP on Fashion-MNIST (seconds): breakdown, top ops,
+# out/quickstart/{profile.db,trace.json,summary.json}.
 demo: build
-	./$(BUILD)/mstune train workloads/jobs/quickstart.yaml
+	./$(BUILD)/mstune profile workloads/jobs/quickstart.yaml
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -26,6 +27,7 @@ test: build
 bench: build
 	./$(BUILD)/bench_core
 	./$(BUILD)/bench_train
+	bash bench/profiler_overhead.sh
 
 # Same tests under AddressSanitizer + UBSan, in its own build folder.
 sanitize: setup
@@ -34,4 +36,4 @@ sanitize: setup
 	cd build-asan && ctest --output-on-failure -j $(JOBS)
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-noprof

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/step.h"
 #include "bench/timing.h"
 #include "profiler/events.h"
 #include "runtime/autograd.h"
@@ -25,50 +26,24 @@ typedef struct {
     int batch;
 } workload;
 
-static double step_ms(mst_ctx *ctx, mst_model *m, mst_optim *opt, mst_tensor *x, mst_tensor *y) {
-    uint64_t t0 = mst_prof_now_ns();
-    mst_pool_push(ctx);
-    mst_tensor *loss = mst_cross_entropy(ctx, m->forward(m, ctx, x, true), y);
-    if (!loss || mst_backward(ctx, loss) != MST_OK || mst_optim_step(opt, 0.01) != MST_OK) {
-        fprintf(stderr, "bench_train: %s\n", mst_ctx_error(ctx));
-        exit(1);
-    }
-    mst_zero_grad(m->params, m->n_params);
-    mst_pool_pop(ctx);
-    return (double)(mst_prof_now_ns() - t0) / 1e6;
-}
 
 static void bench_steps(int quick) {
     const workload w[] = {{"mlp", 16}, {"mlp", 64}, {"mlp", 256}, {"cnn", 32}, {"cnn", 128}};
     printf("== training step, eager, fwd + bwd + SGD momentum (median of repeats after warm-up) ==\n");
     printf("%-6s %6s %12s %12s %14s\n", "model", "batch", "ms/step", "samples/s", "peak MiB");
     for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++) {
-        mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 1});
-        mst_model_spec spec = {.name = w[i].model, .in_c = 1, .in_h = 28, .in_w = 28, .classes = 10,
-                               .hidden1 = 256, .hidden2 = 128, .width = 32, .blocks = 2};
-        char err[256];
-        mst_model *m = mst_zoo_model_new(ctx, &spec, err, sizeof(err));
-        if (!m) { fprintf(stderr, "bench_train: %s\n", err); exit(1); }
-        mst_optim_config oc = mst_optim_defaults(MST_OPTIM_SGD);
-        oc.momentum = 0.9;
-        mst_optim *opt = mst_optim_new(ctx, &oc, m->params, m->n_params);
-        mst_tensor *x = mst_tensor_retain(mst_tensor_rand(ctx, MST_DTYPE_F32, 4, (int64_t[]){w[i].batch, 1, 28, 28}, 0, 1));
-        mst_tensor *y = mst_tensor_retain(mst_tensor_zeros(ctx, MST_DTYPE_I32, 1, (int64_t[]){w[i].batch}));
-        for (int k = 0; k < w[i].batch; k++) mst_tensor_i32(y)[k] = k % 10;
+        bench_step bs;
+        bench_step_init(&bs, w[i].model, w[i].batch, 0);
         int cnn = strcmp(w[i].model, "cnn") == 0;
         int warm = cnn ? 2 : 10, reps = quick ? (cnn ? 3 : 15) : (cnn ? 9 : 41);
-        for (int k = 0; k < warm; k++) step_ms(ctx, m, opt, x, y);
-        mst_allocator_reset_peak(ctx->alloc);
+        for (int k = 0; k < warm; k++) bench_step_run(&bs);
+        mst_allocator_reset_peak(bs.ctx->alloc);
         double t[BENCH_MAX_REPEATS];
-        for (int k = 0; k < reps; k++) t[k] = step_ms(ctx, m, opt, x, y);
+        for (int k = 0; k < reps; k++) t[k] = bench_step_run(&bs);
         double med = bench_median(t, reps);
         printf("%-6s %6d %12.2f %12.0f %14.1f\n", w[i].model, w[i].batch, med, w[i].batch * 1000.0 / med,
-               (double)mst_ctx_mem(ctx)->peak_total / (1 << 20));
-        mst_tensor_release(x);
-        mst_tensor_release(y);
-        mst_optim_free(opt);
-        mst_model_free(m);
-        mst_ctx_free(ctx);
+               (double)mst_ctx_mem(bs.ctx)->peak_total / (1 << 20));
+        bench_step_free(&bs);
     }
     printf("\n");
 }
