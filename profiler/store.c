@@ -29,6 +29,7 @@
 
 #define DEFAULT_QUEUE_EVENTS (1u << 18)
 #define QUEUE_ITEMS 4096                /* sink calls in flight; a power of two */
+#define WRITER_POLL_NS 20000000ull      /* an idle writer looks at the queue every 20 ms */
 #define MAX_THREADS 1024
 #define MAX_MEM_CATS 32
 #define MAX_STEP_COUNTERS 64
@@ -671,7 +672,9 @@ void mst_store_sink(void *user, uint32_t tid, const mst_prof_event *ev, size_t n
         s->received += piece;
         ev += piece;
         n -= piece;
-        pthread_cond_signal(&s->q_data);
+        /* Wake the writer only when the queue fills up; otherwise it polls every WRITER_POLL_NS.
+         * A wake-up per step would put the writer on a core the step's kernels are using. */
+        if (s->tail - s->head >= s->cap / 4 || s->itail - s->ihead >= QUEUE_ITEMS / 4) pthread_cond_signal(&s->q_data);
     }
     pthread_mutex_unlock(&s->qlock);
 }
@@ -688,7 +691,9 @@ static void *writer_main(void *arg) {
         if (s->ihead == s->itail) {
             if (s->closing) break;
             if (!s->txn_open) {         /* txn_open is the writer's own, read without dblock */
-                pthread_cond_wait(&s->q_data, &s->qlock);
+                struct timespec ts;
+                deadline_ts(now_ns() + WRITER_POLL_NS, &ts);
+                pthread_cond_timedwait(&s->q_data, &s->qlock, &ts);
                 continue;
             }
             const uint64_t deadline = s->txn_t0 + s->commit_ns;
