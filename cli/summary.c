@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/run_meta.h"
 #include "runtime/fsutil.h"
 
 cJSON *mst_summary_build(const mst_job *job, const mst_session *s, const mst_train_result *r) {
@@ -43,6 +44,11 @@ cJSON *mst_summary_build(const mst_job *job, const mst_session *s, const mst_tra
     cJSON *losses = cJSON_AddArrayToObject(root, "train_loss");
     for (int64_t i = 0; i < r->n_losses; i++) cJSON_AddItemToArray(losses, cJSON_CreateNumber(r->losses[i]));
     cJSON_AddItemToObject(root, "config", config);
+    /* where it ran: the regression gate refuses to compare runs from different machines */
+    cJSON *machine = cJSON_AddObjectToObject(root, "machine");
+    mst_meta_item items[24];
+    int n = mst_run_meta_collect(items, 24);
+    for (int i = 0; i < n; i++) cJSON_AddStringToObject(machine, items[i].key, items[i].value);
     return root;
 }
 
