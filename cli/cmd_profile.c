@@ -16,6 +16,7 @@
 #include "profiler/sampler.h"
 #include "profiler/store.h"
 #include "profiler/trace_export.h"
+#include "report/report.h"
 #include "runtime/fsutil.h"
 
 #define TOP_OPS 10
@@ -207,6 +208,13 @@ int mst_cmd_profile(int argc, char **argv) {
                 print_breakdown(stdout, &b, sampler_share, ops, n_ops);
                 printf("\n  profiler overhead (estimated) %.2f%% of the run\n", 100 * overhead_share);
                 printf("  wrote %s, %s, %s\n", db_path, trace_path, sum_path);
+                char report_dir[1200];
+                snprintf(report_dir, sizeof(report_dir), "%s/report", a.out_dir);
+                /* a chart gnuplot could not draw is named on the page: a warning, not a failed run */
+                if (mst_report_render(db_path, sum_path, report_dir, err, sizeof(err)) != 0)
+                    fprintf(stderr, "mstune profile: warning: report: %s\n", err);
+                printf("  report: %s/index.html%s\n", report_dir,
+                       mst_report_have_gnuplot() ? "" : " (no charts: gnuplot is not installed)");
             }
         }
         cJSON_Delete(sum);

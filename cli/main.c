@@ -14,7 +14,13 @@ static void usage(FILE *f) {
             "                 (DIR defaults to out/<job name>)\n"
             "  profile JOB [--set key=value]... [--out DIR]\n"
             "                 train with instrumentation on; writes DIR/profile.db (SQLite), DIR/trace.json\n"
-            "                 (Chrome trace) and DIR/summary.json with the per-step time breakdown\n"
+            "                 (Chrome trace), DIR/summary.json with the per-step time breakdown and the\n"
+            "                 report in DIR/report/\n"
+            "  report PROFILE.db [-o DIR]\n"
+            "                 render a profile: index.html (works offline), PNG charts (gnuplot), flame graph,\n"
+            "                 summary.json and summary.md (DIR defaults to report/ beside the profile)\n"
+            "  compare A/profile.db B/profile.db [-o DIR]\n"
+            "                 two profiles side by side: step time, categories, top ops, memory, accuracy\n"
             "  export-trace PROFILE.db TRACE.json\n"
             "                 Chrome trace (Perfetto, chrome://tracing) from a profile\n"
             "  validate JOB [--set key=value]...\n"
@@ -34,6 +40,8 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (strcmp(cmd, "train") == 0) return mst_cmd_train(argc - 2, argv + 2);
     if (strcmp(cmd, "profile") == 0) return mst_cmd_profile(argc - 2, argv + 2);
+    if (strcmp(cmd, "report") == 0) return mst_cmd_report(argc - 2, argv + 2);
+    if (strcmp(cmd, "compare") == 0) return mst_cmd_compare(argc - 2, argv + 2);
     if (strcmp(cmd, "export-trace") == 0) return mst_cmd_export_trace(argc - 2, argv + 2);
     if (strcmp(cmd, "validate") == 0) return mst_cmd_validate(argc - 2, argv + 2);
     if (strcmp(cmd, "list") == 0) return mst_cmd_list(argc - 2, argv + 2);
