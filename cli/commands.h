@@ -28,5 +28,6 @@ int mst_cmd_profile(int argc, char **argv);
 int mst_cmd_export_trace(int argc, char **argv);
 int mst_cmd_report(int argc, char **argv);
 int mst_cmd_compare(int argc, char **argv);
+int mst_cmd_gate(int argc, char **argv);
 
 #endif

@@ -21,6 +21,9 @@ static void usage(FILE *f) {
             "                 summary.json and summary.md (DIR defaults to report/ beside the profile)\n"
             "  compare A/profile.db B/profile.db [-o DIR]\n"
             "                 two profiles side by side: step time, categories, top ops, memory, accuracy\n"
+            "  gate --baseline DIR... --current DIR... | gate run --baseline-cmd CMD --candidate-cmd CMD\n"
+            "                 CI performance regression gate over repeated runs (docs/gate.md); exit 0 pass,\n"
+            "                 1 regression, 2 usage error, 3 inconclusive, 4 a run failed\n"
             "  export-trace PROFILE.db TRACE.json\n"
             "                 Chrome trace (Perfetto, chrome://tracing) from a profile\n"
             "  validate JOB [--set key=value]...\n"
@@ -29,7 +32,8 @@ static void usage(FILE *f) {
             "                 what this build offers\n"
             "  version        print the version\n"
             "\n"
-            "exit codes: 0 ok, 1 the run failed (non-finite loss), 2 bad input\n");
+            "exit codes: 0 ok, 1 the run failed (non-finite loss) or a regression, 2 bad input\n"
+            "            (gate: 3 inconclusive, 4 a run failed)\n");
 }
 
 int main(int argc, char **argv) {
@@ -42,6 +46,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "profile") == 0) return mst_cmd_profile(argc - 2, argv + 2);
     if (strcmp(cmd, "report") == 0) return mst_cmd_report(argc - 2, argv + 2);
     if (strcmp(cmd, "compare") == 0) return mst_cmd_compare(argc - 2, argv + 2);
+    if (strcmp(cmd, "gate") == 0) return mst_cmd_gate(argc - 2, argv + 2);
     if (strcmp(cmd, "export-trace") == 0) return mst_cmd_export_trace(argc - 2, argv + 2);
     if (strcmp(cmd, "validate") == 0) return mst_cmd_validate(argc - 2, argv + 2);
     if (strcmp(cmd, "list") == 0) return mst_cmd_list(argc - 2, argv + 2);

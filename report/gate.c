@@ -411,7 +411,10 @@ static void fingerprint(const side_prints *b, const side_prints *c, mst_gate_res
                 machine_value(first, va, sizeof(va));
                 machine_value(it, vb, sizeof(vb));
                 if (strcmp(va, vb) == 0) continue;
-                if (++mismatches <= 3)
+                mismatches++;
+                char tag[160];
+                snprintf(tag, sizeof(tag), "machine differs: %s '", it->string);
+                if (!strstr(fp, tag))       /* each key once, however many runs differ */
                     appendf(fp, fn, "machine differs: %s '%s' (%s) vs '%s' (%s); ", it->string, va, first_side, vb,
                             sides[s]->name);
             }
@@ -697,7 +700,9 @@ static void timing_history(const mst_gate_config *cfg, const mst_gate_metric_des
     double mh = mst_stats_mean(wh, n), sh = mst_stats_sd(wh, n), mc = mst_stats_mean(wc, k);
     m->base_value = exp(sign * mh);
     m->cand_value = exp(sign * mc);
-    m->cv = mst_stats_shamos(wh, n);    /* the threshold's CV is robust; the interval keeps the sd */
+    /* The history was recorded at other times than the current runs, so its whole spread, modes
+     * of a shared machine included, is the run-to-run variation: the sd, not a robust scale. */
+    m->cv = sh;
     m->threshold = fmax(cfg->min_effect, cfg->cv_multiplier * m->cv);
     double se = sh * sqrt(1.0 / n + 1.0 / k), diff = mc - mh;
     double half = mst_stats_t_quantile(1 - cfg->alpha, n - 1) * se;
@@ -779,7 +784,7 @@ int mst_gate_compare_history(const mst_gate_config *cfg, const mst_gate_history 
         if (d->rule == MST_GATE_RULE_MEMORY) {
             double lh[MST_GATE_MAX_RUNS * 4];
             for (int i = 0; i < kh; i++) lh[i] = log(hv[i]);
-            m->cv = mst_stats_shamos(lh, kh);
+            m->cv = mst_stats_sd(lh, kh);
             memory_rule(cfg, mst_stats_median(hv, kh), mst_stats_median(cv, kc), m);
             continue;
         }

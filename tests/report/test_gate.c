@@ -438,6 +438,7 @@ static void test_fingerprint(void **state) {
     assert_int_equal(r.verdict, MST_GATE_INCONCLUSIVE);
     assert_int_equal(mst_gate_exit_code(&r), 3);
     assert_non_null(strstr(r.fingerprint, "cpu_model 'Test CPU' (baseline) vs 'Other CPU' (candidate)"));
+    assert_null(strstr(strstr(r.fingerprint, "cpu_model") + 1, "cpu_model"));     /* named once, not per run */
     /* a new build on the same machine: git_revision and host differ, comparable */
     b = SPEC;
     b.rev = "rev-b";
