@@ -17,7 +17,7 @@
 #include "profiler/store.h"
 #include "profiler/trace_export.h"
 #include "report/report.h"
-#include "runtime/fsutil.h"
+#include "util/fsutil.h"
 
 #define TOP_OPS 10
 

@@ -8,7 +8,7 @@
 #include "cli/session.h"
 #include "cli/signals.h"
 #include "cli/summary.h"
-#include "runtime/fsutil.h"
+#include "util/fsutil.h"
 
 static void print_summary(FILE *f, const mst_job_args *a, const mst_train_result *r, const char *summary_path,
                           const char *ckpt) {

@@ -20,7 +20,7 @@
 
 #include "cli/job.h"
 #include "runtime/status.h"
-#include "runtime/fsutil.h"
+#include "util/fsutil.h"
 
 #define JOB_FILE_MAX (1u << 20)     /* a job file is a few hundred bytes; refuse anything past 1 MiB */
 #define MSG_MAX 1024

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cli/run_meta.h"
-#include "runtime/fsutil.h"
+#include "util/fsutil.h"
 
 cJSON *mst_summary_build(const mst_job *job, const mst_session *s, const mst_train_result *r) {
     cJSON *root = cJSON_CreateObject(), *config = NULL;

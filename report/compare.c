@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "report/gnuplot.h"
+#include "util/fsutil.h"
 #include "report/render.h"
 #include "report/report.h"
 
@@ -393,7 +394,7 @@ int mst_compare_render(const char *db_a, const char *db_b, const char *out_dir, 
     c.acc_a = sibling_accuracy(&c.a);
     c.acc_b = sibling_accuracy(&c.b);
     if (build(&c, err, errn) != 0) goto out;
-    if (out_dir && rpt_mkdirs(out_dir, err, errn) != 0) goto out;
+    if (out_dir && mst_mkdirs(out_dir, err, errn) != 0) goto out;
     if (terminal) {
         print_terminal(&c, terminal);
         fflush(terminal);

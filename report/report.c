@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "report/flamegraph.h"
+#include "util/fsutil.h"
 #include "report/render.h"
 #include "report/report.h"
 
@@ -61,7 +62,7 @@ int mst_report_render(const char *db_path, const char *summary_json_path, const 
             goto out;
         }
     }
-    if (rpt_mkdirs(out_dir, err, errn) != 0) goto out;
+    if (mst_mkdirs(out_dir, err, errn) != 0) goto out;
 
     rpt_headline h;
     rpt_headline_fill(&h, &p, summary, summary_json_path != NULL);
@@ -84,7 +85,7 @@ int mst_report_render(const char *db_path, const char *summary_json_path, const 
         rpt_flamegraph_write(path, p.samples, p.n_samples, title, &fs, err, errn) != 0)
         goto out;
     if (out_path(path, sizeof(path), out_dir, "summary.json", err, errn) != 0 ||
-        rpt_write_atomic(path, summary_text, summary_len, err, errn) != 0)
+        mst_write_atomic(path, summary_text, summary_len, err, errn) != 0)
         goto out;
     rpt_page pg = {&p, &h, charts, gnuplot, "flame.svg", fs.frames, fs.frames_pruned};
     if (out_path(path, sizeof(path), out_dir, "summary.md", err, errn) != 0 || rpt_markdown_write(&pg, path, err, errn) != 0)

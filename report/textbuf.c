@@ -3,6 +3,7 @@
  * which keeps the rendering code free of per-line error checks. */
 #define _GNU_SOURCE
 #include "report/textbuf.h"
+#include "util/fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -131,96 +132,14 @@ void rpt_gnuplot_label(const char *s, char *out, size_t max_chars) {
     out[n] = '\0';
 }
 
-static int write_all(int fd, const unsigned char *p, size_t n) {
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-int rpt_write_atomic(const char *path, const void *data, size_t len, char *err, size_t errn) {
-    /* the temp file sits beside the target so rename() stays on one file system */
-    char tmp[4096];
-    const char *slash = strrchr(path, '/');
-    int dir_len = slash ? (int)(slash - path) : 0;
-    const char *base = slash ? slash + 1 : path;
-    if ((slash ? snprintf(tmp, sizeof(tmp), "%.*s/.%s.tmp-XXXXXX", dir_len, path, base)
-               : snprintf(tmp, sizeof(tmp), ".%s.tmp-XXXXXX", base)) >= (int)sizeof(tmp)) {
-        snprintf(err, errn, "cannot write '%s': path too long", path);
-        return -1;
-    }
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        snprintf(err, errn, "cannot write '%s': %s", path, strerror(errno));
-        return -1;
-    }
-    const char *what = NULL;
-    if (fchmod(fd, 0644) != 0) what = "chmod";
-    else if (write_all(fd, data, len) != 0) what = "write";
-    else if (fsync(fd) != 0) what = "fsync";
-    int saved = errno;
-    if (close(fd) != 0 && !what) {
-        what = "close";
-        saved = errno;
-    }
-    if (!what && rename(tmp, path) != 0) {
-        what = "rename";
-        saved = errno;
-    }
-    if (what) {
-        unlink(tmp);
-        snprintf(err, errn, "cannot write '%s' (%s): %s", path, what, strerror(saved));
-        return -1;
-    }
-    return 0;
-}
-
 int rpt_buf_write(const rpt_buf *b, const char *path, char *err, size_t errn) {
     if (b->oom) {
         snprintf(err, errn, "cannot write '%s': out of memory", path);
         return -1;
     }
-    return rpt_write_atomic(path, b->p ? b->p : "", b->n, err, errn);
+    return mst_write_atomic(path, b->p ? b->p : "", b->n, err, errn);
 }
 
-int rpt_mkdirs(const char *path, char *err, size_t errn) {
-    char buf[4096];
-    if (!path || !*path || snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf)) {
-        snprintf(err, errn, "'%s': not a usable folder path", path ? path : "(null)");
-        return -1;
-    }
-    for (char *p = buf + 1;; p++) {
-        if (*p != '/' && *p != '\0') continue;
-        char c = *p;
-        *p = '\0';
-        struct stat st;
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
-            snprintf(err, errn, "cannot create folder '%s': %s", buf, strerror(errno));
-            return -1;
-        }
-        if (stat(buf, &st) != 0) {
-            snprintf(err, errn, "cannot create folder '%s': %s", buf, strerror(errno));
-            return -1;
-        }
-        if (!S_ISDIR(st.st_mode)) {
-            snprintf(err, errn, "cannot create folder '%s': a file of that name exists", buf);
-            return -1;
-        }
-        if (c == '\0') break;
-        *p = c;
-    }
-    if (access(path, W_OK | X_OK) != 0) {
-        snprintf(err, errn, "cannot write into folder '%s': %s", path, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
 
 char *rpt_read_file(const char *path, size_t *len, char *err, size_t errn) {
     FILE *f = fopen(path, "rb");

@@ -36,13 +36,8 @@ void rpt_md(rpt_buf *b, const char *s);
  * (longer names end in ".."). out holds at least max_chars + 1 bytes. */
 void rpt_gnuplot_label(const char *s, char *out, size_t max_chars);
 
-/* Replace path with data atomically (temp file beside it, fsync, rename). 0, or -1 with a
- * message naming the path. */
-int rpt_write_atomic(const char *path, const void *data, size_t len, char *err, size_t errn);
 /* The buffer's text (an out-of-memory buffer is an error, never a truncated file). */
 int rpt_buf_write(const rpt_buf *b, const char *path, char *err, size_t errn);
-/* mkdir -p; 0, or -1 with a message naming the folder. */
-int rpt_mkdirs(const char *path, char *err, size_t errn);
 /* The whole file, NUL-terminated, or NULL with a message naming the path. */
 char *rpt_read_file(const char *path, size_t *len, char *err, size_t errn);
 /* path joined to a file name; -1 when it does not fit. */

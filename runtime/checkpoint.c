@@ -15,7 +15,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "runtime/fsutil.h"
+#include "util/fsutil.h"
 
 static const char k_magic[8] = {'M', 'S', 'T', 'C', 'K', 'P', 'T', 0};
 

@@ -1,6 +1,6 @@
 /* fsutil.c — atomic file replacement (temp + fsync + rename + fsync of the folder) and mkdir -p. */
 #define _GNU_SOURCE
-#include "runtime/fsutil.h"
+#include "util/fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>

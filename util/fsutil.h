@@ -1,4 +1,4 @@
-/* fsutil.h — writing files so that a crash never leaves a torn one, and making output folders.
+/* fsutil.h — (util/: below every module) writing files so that a crash never leaves a torn one, and making output folders.
  *
  *     if (mst_write_atomic(path, data, len, err, sizeof(err)) != 0) fprintf(stderr, "%s\n", err);
  */
