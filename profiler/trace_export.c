@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include "profiler/trace_export.h"
+#include "util/fsutil.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -338,37 +339,6 @@ static int export_events(exporter *x) {
     return rc;
 }
 
-static int write_atomic(const char *path, const char *data, size_t len, char *err, size_t errn) {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp-XXXXXX", path) >= (int)sizeof(tmp)) {
-        snprintf(err, errn, "trace export: cannot write '%s': path too long", path);
-        return -1;
-    }
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        snprintf(err, errn, "trace export: cannot write '%s': %s", path, strerror(errno));
-        return -1;
-    }
-    const char *what = NULL;
-    if (fchmod(fd, 0644) != 0) what = "chmod";
-    for (size_t off = 0; !what && off < len;) {
-        ssize_t w = write(fd, data + off, len - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) what = "write";
-        else off += (size_t)w;
-    }
-    if (!what && fsync(fd) != 0) what = "fsync";
-    int saved = errno;
-    if (close(fd) != 0 && !what) what = "close", saved = errno;
-    if (!what && rename(tmp, path) != 0) what = "rename", saved = errno;
-    if (what) {
-        unlink(tmp);
-        snprintf(err, errn, "trace export: cannot write '%s' (%s): %s", path, what, strerror(saved));
-        return -1;
-    }
-    return 0;
-}
-
 int mst_trace_export(const char *db_path, const char *json_path, char *err, size_t errn) {
     exporter x = {.db_path = db_path, .err = err, .errn = errn};
     cJSON *root = NULL;
@@ -388,7 +358,7 @@ int mst_trace_export(const char *db_path, const char *json_path, char *err, size
         oom(&x);
         goto out;
     }
-    rc = write_atomic(json_path, text, strlen(text), err, errn);
+    rc = mst_write_atomic(json_path, text, strlen(text), err, errn);
 out:
     cJSON_free(text);
     cJSON_Delete(root);
