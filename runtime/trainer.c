@@ -151,10 +151,18 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Sorts v; the median. */
 static double median(double *v, int64_t n) {
     if (n <= 0) return 0;
     qsort(v, (size_t)n, sizeof(*v), cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Of sorted v: the nearest-rank 90th percentile. */
+static double p90_sorted(const double *v, int64_t n) {
+    if (n <= 0) return 0;
+    int64_t rank = (int64_t)ceil(0.9 * (double)n);
+    return v[(rank > 0 ? rank : 1) - 1];
 }
 
 /* ---- the loop ---- */
@@ -305,6 +313,7 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
     res->steps = step;
     res->final_loss = res->n_losses ? res->losses[res->n_losses - 1] : 0;
     res->step_time_ms_median = median(step_ms, n_timed);
+    res->step_time_ms_p90 = p90_sorted(step_ms, n_timed);
     res->steps_per_s = res->step_time_ms_median > 0 ? 1000.0 / res->step_time_ms_median : 0;
     res->samples_per_s = res->steps_per_s * (double)batch_size;
     res->peak_memory_bytes = mst_ctx_mem(ctx)->peak_total;

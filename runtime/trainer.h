@@ -56,6 +56,7 @@ typedef struct {
     double val_accuracy, val_loss;  /* last evaluation; -1 when none ran */
     double final_loss;              /* training loss of the last step */
     double step_time_ms_median;     /* over this run's steps, first step of each epoch excluded */
+    double step_time_ms_p90;        /* the same steps' 90th percentile (nearest rank) */
     double steps_per_s, samples_per_s;
     int64_t peak_memory_bytes;      /* allocator peak, all categories */
     double *losses;                 /* training loss of every step this run took */

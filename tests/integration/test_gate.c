@@ -154,21 +154,22 @@ static void test_slower_job_fails(void **state) {
     assert_string_equal(metric_verdict(j, "peak_memory_bytes"), "PASS");
     assert_string_equal(metric_verdict(j, "val_accuracy"), "ABSENT");
     cJSON_Delete(j);
-    /* ::error lines: exactly the two failing metrics, nothing for the passing ones */
+    /* ::error lines: exactly the failing metrics (median, p90, throughput), nothing for the passing ones */
     int errors = 0;
     for (const char *p = g_out; (p = strstr(p, "::error ")); p++) {
         assert_true(p == g_out || p[-1] == '\n');
         errors++;
     }
-    assert_int_equal(errors, 2);
+    assert_int_equal(errors, 3);
     assert_non_null(strstr(g_out, "::error title=mstune gate%3A step time FAIL::"));
+    assert_non_null(strstr(g_out, "::error title=mstune gate%3A step time p90 FAIL::"));
     assert_null(strstr(g_out, "peak memory FAIL"));
     snprintf(path, sizeof(path), "%s/h.xml", g_tmp);
     char *xml = e2e_read_file(path, NULL), err[256];
     assert_non_null(xml);
     if (!xml_well_formed(xml, err, sizeof(err))) fail_msg("JUnit: %s\n%s", err, xml);
     assert_non_null(strstr(xml, "name=\"step_time_ms_median\">\n      <failure "));
-    assert_non_null(strstr(xml, "failures=\"2\""));
+    assert_non_null(strstr(xml, "failures=\"3\""));
     free(xml);
     snprintf(path, sizeof(path), "%s/h.md", g_tmp);
     char *md = e2e_read_file(path, NULL);
