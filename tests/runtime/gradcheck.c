@@ -145,3 +145,18 @@ void gc_check_ref_all(const gc_case *cases, int n, double tol) {
         mst_ctx_free(ctx);
     }
 }
+
+void gc_expect_error(mst_ctx *ctx, const mst_tensor *y, mst_status status, const char *const needles[]) {
+    assert_null(y);
+    if (mst_ctx_status(ctx) != status)
+        fail_msg("expected %s, got %s: %s", mst_status_name(status), mst_status_name(mst_ctx_status(ctx)), mst_ctx_error(ctx));
+    for (int i = 0; needles[i]; i++)
+        if (!strstr(mst_ctx_error(ctx), needles[i])) fail_msg("message lacks \"%s\": %s", needles[i], mst_ctx_error(ctx));
+    mst_ctx_clear_error(ctx);
+}
+
+mst_tensor *gc_zeros(mst_ctx *ctx, mst_dtype dtype, int ndim, const int64_t *shape) {
+    mst_tensor *t = mst_tensor_zeros(ctx, dtype, ndim, shape);
+    assert_non_null(t);
+    return t;
+}

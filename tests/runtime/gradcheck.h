@@ -67,4 +67,12 @@ void gc_make_inputs(mst_ctx *ctx, const gc_case *c, mst_dtype float_dtype, mst_t
 
 uint64_t gc_seed(void);     /* MST_TEST_SEED, or 1234 */
 
+/* Error-path checks: y must be NULL, the context's status `status`, and its message must contain
+ * every needle; the error is cleared afterwards.
+ *     GC_EXPECT_ERROR(ctx, mst_add(ctx, a, b), MST_ERR_SHAPE, "add", "broadcast");   */
+void gc_expect_error(mst_ctx *ctx, const mst_tensor *y, mst_status status, const char *const needles[]);
+#define GC_EXPECT_ERROR(ctx, y, status, ...) gc_expect_error(ctx, y, status, (const char *const[]){__VA_ARGS__, NULL})
+/* A zero-filled pooled tensor; fails the test when it cannot be made. */
+mst_tensor *gc_zeros(mst_ctx *ctx, mst_dtype dtype, int ndim, const int64_t *shape);
+
 #endif

@@ -244,47 +244,31 @@ static void test_empty_batch_and_flops(void **state) {
     mst_ctx_free(ctx);
 }
 
-static void expect_error(mst_ctx *ctx, const mst_tensor *y, mst_status status, const char *const needles[]) {
-    assert_null(y);
-    if (mst_ctx_status(ctx) != status)
-        fail_msg("expected %s, got %s: %s", mst_status_name(status), mst_status_name(mst_ctx_status(ctx)), mst_ctx_error(ctx));
-    for (int i = 0; needles[i]; i++)
-        if (!strstr(mst_ctx_error(ctx), needles[i])) fail_msg("message lacks \"%s\": %s", needles[i], mst_ctx_error(ctx));
-    mst_ctx_clear_error(ctx);
-}
-#define EXPECT_ERROR(ctx, y, status, ...) expect_error(ctx, y, status, (const char *const[]){__VA_ARGS__, NULL})
-
-static mst_tensor *zeros(mst_ctx *ctx, mst_dtype dt, int ndim, const int64_t *shape) {
-    mst_tensor *t = mst_tensor_zeros(ctx, dt, ndim, shape);
-    assert_non_null(t);
-    return t;
-}
-
 static void test_conv_errors(void **state) {
     mst_ctx *ctx = mst_ctx_new(NULL);
-    mst_tensor *x = zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){1, 3, 5, 5});
-    mst_tensor *w = zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){2, 3, 3, 3});
-    mst_tensor *w4 = zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){2, 4, 3, 3});
-    EXPECT_ERROR(ctx, mst_conv2d(ctx, x, w4, NULL, 1, 1, 0, 0), MST_ERR_SHAPE, "conv2d", "4 input channels", "has 3",
+    mst_tensor *x = gc_zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){1, 3, 5, 5});
+    mst_tensor *w = gc_zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){2, 3, 3, 3});
+    mst_tensor *w4 = gc_zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){2, 4, 3, 3});
+    GC_EXPECT_ERROR(ctx, mst_conv2d(ctx, x, w4, NULL, 1, 1, 0, 0), MST_ERR_SHAPE, "conv2d", "4 input channels", "has 3",
                  "f32(1, 3, 5, 5)", "f32(2, 4, 3, 3)");
-    mst_tensor *small = zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){1, 3, 2, 2});
-    EXPECT_ERROR(ctx, mst_conv2d(ctx, small, w, NULL, 1, 1, 0, 0), MST_ERR_SHAPE, "kernel 3x3 is larger than the padded input 2x2");
+    mst_tensor *small = gc_zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){1, 3, 2, 2});
+    GC_EXPECT_ERROR(ctx, mst_conv2d(ctx, small, w, NULL, 1, 1, 0, 0), MST_ERR_SHAPE, "kernel 3x3 is larger than the padded input 2x2");
     assert_non_null(mst_conv2d(ctx, small, w, NULL, 1, 1, 1, 1));     /* padding makes it fit */
-    mst_tensor *wide = zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){2, 3, 1, 7});
-    EXPECT_ERROR(ctx, mst_conv2d(ctx, x, wide, NULL, 1, 1, 0, 0), MST_ERR_SHAPE, "kernel 1x7", "5x5");
-    mst_tensor *x3 = zeros(ctx, MST_DTYPE_F32, 3, (int64_t[]){3, 5, 5});
-    EXPECT_ERROR(ctx, mst_conv2d(ctx, x3, w, NULL, 1, 1, 0, 0), MST_ERR_SHAPE, "input (N, C, H, W) must have rank 4", "rank 3");
-    mst_tensor *w2 = zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){2, 27});
-    EXPECT_ERROR(ctx, mst_conv2d(ctx, x, w2, NULL, 1, 1, 0, 0), MST_ERR_SHAPE, "weight (K, C, R, S) must have rank 4");
-    mst_tensor *xi = zeros(ctx, MST_DTYPE_I32, 4, (int64_t[]){1, 3, 5, 5}), *wi = zeros(ctx, MST_DTYPE_I32, 4, (int64_t[]){2, 3, 3, 3});
-    EXPECT_ERROR(ctx, mst_conv2d(ctx, xi, wi, NULL, 1, 1, 0, 0), MST_ERR_DTYPE, "float", "i32");
-    EXPECT_ERROR(ctx, mst_conv2d(ctx, x, w, NULL, 0, 1, 0, 0), MST_ERR_ARG, "stride must be >= 1", "(0, 1)");
-    EXPECT_ERROR(ctx, mst_conv2d(ctx, x, w, NULL, 1, 1, 0, -1), MST_ERR_ARG, "padding must be >= 0", "(0, -1)");
-    mst_tensor *bias = zeros(ctx, MST_DTYPE_F32, 1, (int64_t[]){3});
-    EXPECT_ERROR(ctx, mst_conv2d(ctx, x, w, bias, 1, 1, 0, 0), MST_ERR_SHAPE, "bias must be (2)");
-    mst_tensor *w0 = zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){0, 3, 3, 3});
-    EXPECT_ERROR(ctx, mst_conv2d(ctx, x, w0, NULL, 1, 1, 0, 0), MST_ERR_SHAPE, "positive dims");
-    EXPECT_ERROR(ctx, mst_conv2d(ctx, x, NULL, NULL, 1, 1, 0, 0), MST_ERR_ARG, "input 1 is NULL");
+    mst_tensor *wide = gc_zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){2, 3, 1, 7});
+    GC_EXPECT_ERROR(ctx, mst_conv2d(ctx, x, wide, NULL, 1, 1, 0, 0), MST_ERR_SHAPE, "kernel 1x7", "5x5");
+    mst_tensor *x3 = gc_zeros(ctx, MST_DTYPE_F32, 3, (int64_t[]){3, 5, 5});
+    GC_EXPECT_ERROR(ctx, mst_conv2d(ctx, x3, w, NULL, 1, 1, 0, 0), MST_ERR_SHAPE, "input (N, C, H, W) must have rank 4", "rank 3");
+    mst_tensor *w2 = gc_zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){2, 27});
+    GC_EXPECT_ERROR(ctx, mst_conv2d(ctx, x, w2, NULL, 1, 1, 0, 0), MST_ERR_SHAPE, "weight (K, C, R, S) must have rank 4");
+    mst_tensor *xi = gc_zeros(ctx, MST_DTYPE_I32, 4, (int64_t[]){1, 3, 5, 5}), *wi = gc_zeros(ctx, MST_DTYPE_I32, 4, (int64_t[]){2, 3, 3, 3});
+    GC_EXPECT_ERROR(ctx, mst_conv2d(ctx, xi, wi, NULL, 1, 1, 0, 0), MST_ERR_DTYPE, "float", "i32");
+    GC_EXPECT_ERROR(ctx, mst_conv2d(ctx, x, w, NULL, 0, 1, 0, 0), MST_ERR_ARG, "stride must be >= 1", "(0, 1)");
+    GC_EXPECT_ERROR(ctx, mst_conv2d(ctx, x, w, NULL, 1, 1, 0, -1), MST_ERR_ARG, "padding must be >= 0", "(0, -1)");
+    mst_tensor *bias = gc_zeros(ctx, MST_DTYPE_F32, 1, (int64_t[]){3});
+    GC_EXPECT_ERROR(ctx, mst_conv2d(ctx, x, w, bias, 1, 1, 0, 0), MST_ERR_SHAPE, "bias must be (2)");
+    mst_tensor *w0 = gc_zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){0, 3, 3, 3});
+    GC_EXPECT_ERROR(ctx, mst_conv2d(ctx, x, w0, NULL, 1, 1, 0, 0), MST_ERR_SHAPE, "positive dims");
+    GC_EXPECT_ERROR(ctx, mst_conv2d(ctx, x, NULL, NULL, 1, 1, 0, 0), MST_ERR_ARG, "input 1 is NULL");
     /* a failure upstream passes through untouched */
     assert_null(mst_conv2d(ctx, mst_conv2d(ctx, x, w4, NULL, 1, 1, 0, 0), w, NULL, 1, 1, 0, 0));
     assert_non_null(strstr(mst_ctx_error(ctx), "4 input channels"));
@@ -293,29 +277,29 @@ static void test_conv_errors(void **state) {
 
 static void test_grad_op_errors(void **state) {
     mst_ctx *ctx = mst_ctx_new(NULL);
-    mst_tensor *x = zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){2, 3, 6, 6});
-    mst_tensor *w = zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){4, 3, 3, 3});
-    mst_tensor *gy = zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){2, 4, 4, 4});      /* 6x6, 3x3, no padding */
+    mst_tensor *x = gc_zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){2, 3, 6, 6});
+    mst_tensor *w = gc_zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){4, 3, 3, 3});
+    mst_tensor *gy = gc_zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){2, 4, 4, 4});      /* 6x6, 3x3, no padding */
     assert_non_null(mst_conv2d_grad_input(ctx, gy, w, 6, 6, 1, 1, 0, 0));
     assert_non_null(mst_conv2d_grad_weight(ctx, gy, x, 3, 3, 1, 1, 0, 0));
-    EXPECT_ERROR(ctx, mst_conv2d_grad_input(ctx, gy, w, 7, 6, 1, 1, 0, 0), MST_ERR_SHAPE, "conv2d_grad_input", "gy is 4x4",
+    GC_EXPECT_ERROR(ctx, mst_conv2d_grad_input(ctx, gy, w, 7, 6, 1, 1, 0, 0), MST_ERR_SHAPE, "conv2d_grad_input", "gy is 4x4",
                  "7x6 input", "gives 5x4");
-    EXPECT_ERROR(ctx, mst_conv2d_grad_input(ctx, gy, w, 0, 6, 1, 1, 0, 0), MST_ERR_SHAPE, "must be positive");
-    mst_tensor *gy5 = zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){2, 5, 4, 4});
-    EXPECT_ERROR(ctx, mst_conv2d_grad_input(ctx, gy5, w, 6, 6, 1, 1, 0, 0), MST_ERR_SHAPE, "gy has 5 channels", "4 output channels");
-    EXPECT_ERROR(ctx, mst_conv2d_grad_input(ctx, gy, w, 6, 6, 1, 0, 0, 0), MST_ERR_ARG, "stride");
-    EXPECT_ERROR(ctx, mst_conv2d_grad_weight(ctx, gy, x, 3, 3, 1, 1, -2, 0), MST_ERR_ARG, "padding");
-    EXPECT_ERROR(ctx, mst_conv2d_grad_weight(ctx, gy, x, 2, 3, 1, 1, 0, 0), MST_ERR_SHAPE, "conv2d_grad_weight", "gy is 4x4",
+    GC_EXPECT_ERROR(ctx, mst_conv2d_grad_input(ctx, gy, w, 0, 6, 1, 1, 0, 0), MST_ERR_SHAPE, "must be positive");
+    mst_tensor *gy5 = gc_zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){2, 5, 4, 4});
+    GC_EXPECT_ERROR(ctx, mst_conv2d_grad_input(ctx, gy5, w, 6, 6, 1, 1, 0, 0), MST_ERR_SHAPE, "gy has 5 channels", "4 output channels");
+    GC_EXPECT_ERROR(ctx, mst_conv2d_grad_input(ctx, gy, w, 6, 6, 1, 0, 0, 0), MST_ERR_ARG, "stride");
+    GC_EXPECT_ERROR(ctx, mst_conv2d_grad_weight(ctx, gy, x, 3, 3, 1, 1, -2, 0), MST_ERR_ARG, "padding");
+    GC_EXPECT_ERROR(ctx, mst_conv2d_grad_weight(ctx, gy, x, 2, 3, 1, 1, 0, 0), MST_ERR_SHAPE, "conv2d_grad_weight", "gy is 4x4",
                  "gives 5x4");
-    EXPECT_ERROR(ctx, mst_conv2d_grad_weight(ctx, gy, x, 0, 3, 1, 1, 0, 0), MST_ERR_SHAPE, "positive dims");
-    EXPECT_ERROR(ctx, mst_conv2d_grad_weight(ctx, gy, x, 9, 9, 1, 1, 0, 0), MST_ERR_SHAPE, "larger than the padded input");
-    mst_tensor *x1 = zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){1, 3, 6, 6});
-    EXPECT_ERROR(ctx, mst_conv2d_grad_weight(ctx, gy, x1, 3, 3, 1, 1, 0, 0), MST_ERR_SHAPE, "gy has batch 2", "batch 1");
-    mst_tensor *gy3 = zeros(ctx, MST_DTYPE_F32, 3, (int64_t[]){4, 4, 4});
-    EXPECT_ERROR(ctx, mst_conv2d_grad_weight(ctx, gy3, x, 3, 3, 1, 1, 0, 0), MST_ERR_SHAPE, "gy (N, K, P, Q) must have rank 4");
-    EXPECT_ERROR(ctx, mst_conv2d_grad_input(ctx, gy3, w, 6, 6, 1, 1, 0, 0), MST_ERR_SHAPE, "rank 4");
-    mst_tensor *gyi = zeros(ctx, MST_DTYPE_I32, 4, (int64_t[]){2, 4, 4, 4}), *wi = zeros(ctx, MST_DTYPE_I32, 4, (int64_t[]){4, 3, 3, 3});
-    EXPECT_ERROR(ctx, mst_conv2d_grad_input(ctx, gyi, wi, 6, 6, 1, 1, 0, 0), MST_ERR_DTYPE, "i32");
+    GC_EXPECT_ERROR(ctx, mst_conv2d_grad_weight(ctx, gy, x, 0, 3, 1, 1, 0, 0), MST_ERR_SHAPE, "positive dims");
+    GC_EXPECT_ERROR(ctx, mst_conv2d_grad_weight(ctx, gy, x, 9, 9, 1, 1, 0, 0), MST_ERR_SHAPE, "larger than the padded input");
+    mst_tensor *x1 = gc_zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){1, 3, 6, 6});
+    GC_EXPECT_ERROR(ctx, mst_conv2d_grad_weight(ctx, gy, x1, 3, 3, 1, 1, 0, 0), MST_ERR_SHAPE, "gy has batch 2", "batch 1");
+    mst_tensor *gy3 = gc_zeros(ctx, MST_DTYPE_F32, 3, (int64_t[]){4, 4, 4});
+    GC_EXPECT_ERROR(ctx, mst_conv2d_grad_weight(ctx, gy3, x, 3, 3, 1, 1, 0, 0), MST_ERR_SHAPE, "gy (N, K, P, Q) must have rank 4");
+    GC_EXPECT_ERROR(ctx, mst_conv2d_grad_input(ctx, gy3, w, 6, 6, 1, 1, 0, 0), MST_ERR_SHAPE, "rank 4");
+    mst_tensor *gyi = gc_zeros(ctx, MST_DTYPE_I32, 4, (int64_t[]){2, 4, 4, 4}), *wi = gc_zeros(ctx, MST_DTYPE_I32, 4, (int64_t[]){4, 3, 3, 3});
+    GC_EXPECT_ERROR(ctx, mst_conv2d_grad_input(ctx, gyi, wi, 6, 6, 1, 1, 0, 0), MST_ERR_DTYPE, "i32");
     mst_ctx_free(ctx);
 }
 
@@ -337,11 +321,11 @@ static void test_out_of_memory(void **state) {
         for (int nth = 1; nth <= 2; nth++) {
             mst_ctx *ctx = mst_ctx_new(NULL);
             mst_tensor *t[4] = {
-                zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){2, 3, 8, 8}), zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){4, 3, 3, 3}),
-                zeros(ctx, MST_DTYPE_F32, 1, (int64_t[]){4}), zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){2, 4, 8, 8}),
+                gc_zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){2, 3, 8, 8}), gc_zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){4, 3, 3, 3}),
+                gc_zeros(ctx, MST_DTYPE_F32, 1, (int64_t[]){4}), gc_zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){2, 4, 8, 8}),
             };
             mst_allocator_fail_at(ctx->alloc, nth);
-            EXPECT_ERROR(ctx, calls[ci](ctx, t), MST_ERR_OOM, "out of memory", nth == 1 ? "tensor" : "workspace");
+            GC_EXPECT_ERROR(ctx, calls[ci](ctx, t), MST_ERR_OOM, "out of memory", nth == 1 ? "tensor" : "workspace");
             mst_tensor *y = calls[ci](ctx, t);
             if (!y) fail_msg("call %d did not recover: %s", ci, mst_ctx_error(ctx));
             mst_ctx_free(ctx);

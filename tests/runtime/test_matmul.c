@@ -184,72 +184,55 @@ static void test_flops(void **state) {
     mst_ctx_free(ctx);
 }
 
-/* Expect the last call to have failed with `status` and a message containing each needle. */
-static void expect_error(mst_ctx *ctx, const mst_tensor *y, mst_status status, const char *const needles[]) {
-    assert_null(y);
-    if (mst_ctx_status(ctx) != status)
-        fail_msg("expected %s, got %s: %s", mst_status_name(status), mst_status_name(mst_ctx_status(ctx)), mst_ctx_error(ctx));
-    for (int i = 0; needles[i]; i++)
-        if (!strstr(mst_ctx_error(ctx), needles[i])) fail_msg("message lacks \"%s\": %s", needles[i], mst_ctx_error(ctx));
-    mst_ctx_clear_error(ctx);
-}
-#define EXPECT_ERROR(ctx, y, status, ...) expect_error(ctx, y, status, (const char *const[]){__VA_ARGS__, NULL})
-
-static mst_tensor *zeros(mst_ctx *ctx, mst_dtype dt, int ndim, const int64_t *shape) {
-    mst_tensor *t = mst_tensor_zeros(ctx, dt, ndim, shape);
-    assert_non_null(t);
-    return t;
-}
-
 static void test_matmul_errors(void **state) {
     mst_ctx *ctx = mst_ctx_new(NULL);
-    mst_tensor *a = zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){2, 3});
-    mst_tensor *b = zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){4, 5});
-    EXPECT_ERROR(ctx, mst_matmul(ctx, a, b), MST_ERR_SHAPE, "matmul", "inner dimensions", "f32(2, 3)", "f32(4, 5)");
+    mst_tensor *a = gc_zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){2, 3});
+    mst_tensor *b = gc_zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){4, 5});
+    GC_EXPECT_ERROR(ctx, mst_matmul(ctx, a, b), MST_ERR_SHAPE, "matmul", "inner dimensions", "f32(2, 3)", "f32(4, 5)");
     /* a transpose that breaks an otherwise fitting product */
-    mst_tensor *b3 = zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){3, 5});
-    EXPECT_ERROR(ctx, mst_matmul_t(ctx, a, b3, true, false), MST_ERR_SHAPE, "inner dimensions", "a^T");
-    mst_tensor *v = zeros(ctx, MST_DTYPE_F32, 1, (int64_t[]){3});
-    EXPECT_ERROR(ctx, mst_matmul(ctx, v, b3), MST_ERR_SHAPE, "rank 1");
-    mst_tensor *r4 = zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){1, 1, 2, 3});
-    EXPECT_ERROR(ctx, mst_matmul(ctx, r4, b3), MST_ERR_SHAPE, "rank 4");
-    mst_tensor *x1 = zeros(ctx, MST_DTYPE_F32, 3, (int64_t[]){2, 2, 3}), *x2 = zeros(ctx, MST_DTYPE_F32, 3, (int64_t[]){3, 3, 4});
-    EXPECT_ERROR(ctx, mst_matmul(ctx, x1, x2), MST_ERR_SHAPE, "batch sizes differ", "2 vs 3");
-    mst_tensor *i1 = zeros(ctx, MST_DTYPE_I32, 2, (int64_t[]){2, 3}), *i2 = zeros(ctx, MST_DTYPE_I32, 2, (int64_t[]){3, 2});
-    EXPECT_ERROR(ctx, mst_matmul(ctx, i1, i2), MST_ERR_DTYPE, "matmul", "float", "i32");
+    mst_tensor *b3 = gc_zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){3, 5});
+    GC_EXPECT_ERROR(ctx, mst_matmul_t(ctx, a, b3, true, false), MST_ERR_SHAPE, "inner dimensions", "a^T");
+    mst_tensor *v = gc_zeros(ctx, MST_DTYPE_F32, 1, (int64_t[]){3});
+    GC_EXPECT_ERROR(ctx, mst_matmul(ctx, v, b3), MST_ERR_SHAPE, "rank 1");
+    mst_tensor *r4 = gc_zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){1, 1, 2, 3});
+    GC_EXPECT_ERROR(ctx, mst_matmul(ctx, r4, b3), MST_ERR_SHAPE, "rank 4");
+    mst_tensor *x1 = gc_zeros(ctx, MST_DTYPE_F32, 3, (int64_t[]){2, 2, 3}), *x2 = gc_zeros(ctx, MST_DTYPE_F32, 3, (int64_t[]){3, 3, 4});
+    GC_EXPECT_ERROR(ctx, mst_matmul(ctx, x1, x2), MST_ERR_SHAPE, "batch sizes differ", "2 vs 3");
+    mst_tensor *i1 = gc_zeros(ctx, MST_DTYPE_I32, 2, (int64_t[]){2, 3}), *i2 = gc_zeros(ctx, MST_DTYPE_I32, 2, (int64_t[]){3, 2});
+    GC_EXPECT_ERROR(ctx, mst_matmul(ctx, i1, i2), MST_ERR_DTYPE, "matmul", "float", "i32");
     /* a bad trans flag reaching the op through the dispatcher */
     mst_attrs bad = {.i = {2, 0}};
-    EXPECT_ERROR(ctx, mst_dispatch1(ctx, MST_OP_MATMUL, 2, (mst_tensor *[]){a, b3}, &bad), MST_ERR_ARG, "trans_a");
+    GC_EXPECT_ERROR(ctx, mst_dispatch1(ctx, MST_OP_MATMUL, 2, (mst_tensor *[]){a, b3}, &bad), MST_ERR_ARG, "trans_a");
     /* an earlier failure passes through, keeping the first message */
     assert_null(mst_matmul(ctx, mst_matmul(ctx, a, b), b3));
     assert_non_null(strstr(mst_ctx_error(ctx), "inner dimensions"));
     mst_ctx_clear_error(ctx);
     /* out of memory on the output */
     mst_allocator_fail_at(ctx->alloc, 1);
-    EXPECT_ERROR(ctx, mst_matmul(ctx, a, b3), MST_ERR_OOM, "out of memory");
+    GC_EXPECT_ERROR(ctx, mst_matmul(ctx, a, b3), MST_ERR_OOM, "out of memory");
     assert_non_null(mst_matmul(ctx, a, b3));    /* recovers afterwards */
     mst_ctx_free(ctx);
 }
 
 static void test_linear_errors(void **state) {
     mst_ctx *ctx = mst_ctx_new(NULL);
-    mst_tensor *x = zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){4, 3});
-    mst_tensor *w = zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){5, 6});
-    EXPECT_ERROR(ctx, mst_linear(ctx, x, w, NULL), MST_ERR_SHAPE, "linear", "6 input features", "last dim is 3", "f32(4, 3)");
-    mst_tensor *w_ok = zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){5, 3});
-    mst_tensor *bias = zeros(ctx, MST_DTYPE_F32, 1, (int64_t[]){4});
-    EXPECT_ERROR(ctx, mst_linear(ctx, x, w_ok, bias), MST_ERR_SHAPE, "bias must be (5)");
-    mst_tensor *bias2 = zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){1, 5});
-    EXPECT_ERROR(ctx, mst_linear(ctx, x, w_ok, bias2), MST_ERR_SHAPE, "bias must be (5)");
-    mst_tensor *w3 = zeros(ctx, MST_DTYPE_F32, 3, (int64_t[]){1, 5, 3});
-    EXPECT_ERROR(ctx, mst_linear(ctx, x, w3, NULL), MST_ERR_SHAPE, "weight must be (out_features, in_features)");
+    mst_tensor *x = gc_zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){4, 3});
+    mst_tensor *w = gc_zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){5, 6});
+    GC_EXPECT_ERROR(ctx, mst_linear(ctx, x, w, NULL), MST_ERR_SHAPE, "linear", "6 input features", "last dim is 3", "f32(4, 3)");
+    mst_tensor *w_ok = gc_zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){5, 3});
+    mst_tensor *bias = gc_zeros(ctx, MST_DTYPE_F32, 1, (int64_t[]){4});
+    GC_EXPECT_ERROR(ctx, mst_linear(ctx, x, w_ok, bias), MST_ERR_SHAPE, "bias must be (5)");
+    mst_tensor *bias2 = gc_zeros(ctx, MST_DTYPE_F32, 2, (int64_t[]){1, 5});
+    GC_EXPECT_ERROR(ctx, mst_linear(ctx, x, w_ok, bias2), MST_ERR_SHAPE, "bias must be (5)");
+    mst_tensor *w3 = gc_zeros(ctx, MST_DTYPE_F32, 3, (int64_t[]){1, 5, 3});
+    GC_EXPECT_ERROR(ctx, mst_linear(ctx, x, w3, NULL), MST_ERR_SHAPE, "weight must be (out_features, in_features)");
     mst_tensor *s = mst_tensor_scalar(ctx, MST_DTYPE_F32, 1.0);
-    EXPECT_ERROR(ctx, mst_linear(ctx, s, w_ok, NULL), MST_ERR_SHAPE, "scalar");
-    mst_tensor *xi = zeros(ctx, MST_DTYPE_I32, 2, (int64_t[]){4, 3}), *wi = zeros(ctx, MST_DTYPE_I32, 2, (int64_t[]){5, 3});
-    EXPECT_ERROR(ctx, mst_linear(ctx, xi, wi, NULL), MST_ERR_DTYPE, "i32");
-    EXPECT_ERROR(ctx, mst_linear(ctx, x, NULL, NULL), MST_ERR_ARG, "input 1 is NULL");
+    GC_EXPECT_ERROR(ctx, mst_linear(ctx, s, w_ok, NULL), MST_ERR_SHAPE, "scalar");
+    mst_tensor *xi = gc_zeros(ctx, MST_DTYPE_I32, 2, (int64_t[]){4, 3}), *wi = gc_zeros(ctx, MST_DTYPE_I32, 2, (int64_t[]){5, 3});
+    GC_EXPECT_ERROR(ctx, mst_linear(ctx, xi, wi, NULL), MST_ERR_DTYPE, "i32");
+    GC_EXPECT_ERROR(ctx, mst_linear(ctx, x, NULL, NULL), MST_ERR_ARG, "input 1 is NULL");
     mst_allocator_fail_at(ctx->alloc, 1);
-    EXPECT_ERROR(ctx, mst_linear(ctx, x, w_ok, NULL), MST_ERR_OOM, "out of memory");
+    GC_EXPECT_ERROR(ctx, mst_linear(ctx, x, w_ok, NULL), MST_ERR_OOM, "out of memory");
     mst_ctx_free(ctx);
 }
 

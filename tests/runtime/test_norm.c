@@ -320,15 +320,6 @@ static void test_autograd_wiring(void **state) {
 
 /* ---- errors ---- */
 
-static void expect_error(mst_ctx *ctx, mst_tensor *r, mst_status want, const char *op, const char *text) {
-    assert_null(r);
-    if (mst_ctx_status(ctx) != want)
-        fail_msg("expected status %d, got %d: %s", (int)want, (int)mst_ctx_status(ctx), mst_ctx_error(ctx));
-    const char *e = mst_ctx_error(ctx);
-    if (!strstr(e, op) || !strstr(e, text)) fail_msg("message \"%s\" lacks \"%s\" / \"%s\"", e, op, text);
-    mst_ctx_clear_error(ctx);
-}
-
 static void test_batchnorm_errors(void **state) {
     mst_ctx *ctx = mst_ctx_new(NULL);
     const mst_dtype f = MST_DTYPE_F32;
@@ -337,33 +328,33 @@ static void test_batchnorm_errors(void **state) {
     mst_tensor *x3 = mst_tensor_zeros(ctx, f, 3, (int64_t[]){2, 3, 4});
     mst_tensor *m13 = mst_tensor_zeros(ctx, f, 2, (int64_t[]){1, 3});
 
-    expect_error(ctx, mst_batchnorm(ctx, x3, v3, v3, v3, v3, true, 0.1, 1e-5), MST_ERR_SHAPE, "batchnorm",
+    GC_EXPECT_ERROR(ctx, mst_batchnorm(ctx, x3, v3, v3, v3, v3, true, 0.1, 1e-5), MST_ERR_SHAPE, "batchnorm",
                  "rank 2 (N, C) or 4 (N, C, H, W), got rank 3");
-    expect_error(ctx, mst_batchnorm(ctx, x, v4, v3, v3, v3, true, 0.1, 1e-5), MST_ERR_SHAPE, "batchnorm",
+    GC_EXPECT_ERROR(ctx, mst_batchnorm(ctx, x, v4, v3, v3, v3, true, 0.1, 1e-5), MST_ERR_SHAPE, "batchnorm",
                  "gamma (input 1) must have shape (3)");
-    expect_error(ctx, mst_batchnorm(ctx, x, v3, v4, v3, v3, true, 0.1, 1e-5), MST_ERR_SHAPE, "batchnorm", "beta (input 2)");
-    expect_error(ctx, mst_batchnorm(ctx, x, v3, v3, v4, v3, true, 0.1, 1e-5), MST_ERR_SHAPE, "batchnorm",
+    GC_EXPECT_ERROR(ctx, mst_batchnorm(ctx, x, v3, v4, v3, v3, true, 0.1, 1e-5), MST_ERR_SHAPE, "batchnorm", "beta (input 2)");
+    GC_EXPECT_ERROR(ctx, mst_batchnorm(ctx, x, v3, v3, v4, v3, true, 0.1, 1e-5), MST_ERR_SHAPE, "batchnorm",
                  "running_mean (input 3)");
-    expect_error(ctx, mst_batchnorm(ctx, x, v3, v3, v3, m13, false, 0.1, 1e-5), MST_ERR_SHAPE, "batchnorm",
+    GC_EXPECT_ERROR(ctx, mst_batchnorm(ctx, x, v3, v3, v3, m13, false, 0.1, 1e-5), MST_ERR_SHAPE, "batchnorm",
                  "running_var (input 4) must have shape (3) to match the channels of x (dim 1), got (1, 3)");
-    expect_error(ctx, mst_batchnorm(ctx, x, v3, v3, v3, v3, true, 0.1, 0), MST_ERR_ARG, "batchnorm", "eps must be a finite number > 0, got 0");
-    expect_error(ctx, mst_batchnorm(ctx, x, v3, v3, v3, v3, false, 0.1, -1e-5), MST_ERR_ARG, "batchnorm", "eps");
-    expect_error(ctx, mst_batchnorm(ctx, x, v3, v3, v3, v3, true, 0.1, NAN), MST_ERR_ARG, "batchnorm", "eps");
-    expect_error(ctx, mst_batchnorm(ctx, x, v3, v3, v3, v3, true, 1.5, 1e-5), MST_ERR_ARG, "batchnorm",
+    GC_EXPECT_ERROR(ctx, mst_batchnorm(ctx, x, v3, v3, v3, v3, true, 0.1, 0), MST_ERR_ARG, "batchnorm", "eps must be a finite number > 0, got 0");
+    GC_EXPECT_ERROR(ctx, mst_batchnorm(ctx, x, v3, v3, v3, v3, false, 0.1, -1e-5), MST_ERR_ARG, "batchnorm", "eps");
+    GC_EXPECT_ERROR(ctx, mst_batchnorm(ctx, x, v3, v3, v3, v3, true, 0.1, NAN), MST_ERR_ARG, "batchnorm", "eps");
+    GC_EXPECT_ERROR(ctx, mst_batchnorm(ctx, x, v3, v3, v3, v3, true, 1.5, 1e-5), MST_ERR_ARG, "batchnorm",
                  "momentum must be in [0, 1], got 1.5");
-    expect_error(ctx, mst_batchnorm(ctx, x, v3, v3, v3, v3, true, -0.1, 1e-5), MST_ERR_ARG, "batchnorm", "momentum");
+    GC_EXPECT_ERROR(ctx, mst_batchnorm(ctx, x, v3, v3, v3, v3, true, -0.1, 1e-5), MST_ERR_ARG, "batchnorm", "momentum");
     /* PyTorch: "Expected more than 1 value per channel when training" */
     mst_tensor *x1 = mst_tensor_zeros(ctx, f, 2, (int64_t[]){1, 3});
-    expect_error(ctx, mst_batchnorm(ctx, x1, v3, v3, v3, v3, true, 0.1, 1e-5), MST_ERR_SHAPE, "batchnorm",
+    GC_EXPECT_ERROR(ctx, mst_batchnorm(ctx, x1, v3, v3, v3, v3, true, 0.1, 1e-5), MST_ERR_SHAPE, "batchnorm",
                  "expected more than 1 value per channel when training, got N*H*W = 1");
     mst_tensor *x1111 = mst_tensor_zeros(ctx, f, 4, (int64_t[]){1, 3, 1, 1});
-    expect_error(ctx, mst_batchnorm(ctx, x1111, v3, v3, v3, v3, true, 0.1, 1e-5), MST_ERR_SHAPE, "batchnorm", "more than 1 value");
+    GC_EXPECT_ERROR(ctx, mst_batchnorm(ctx, x1111, v3, v3, v3, v3, true, 0.1, 1e-5), MST_ERR_SHAPE, "batchnorm", "more than 1 value");
     assert_non_null(mst_batchnorm(ctx, x1, v3, v3, v3, v3, false, 0.1, 1e-5));     /* fine in evaluation */
     /* dtypes */
     mst_tensor *xi = mst_tensor_zeros(ctx, MST_DTYPE_I32, 2, (int64_t[]){2, 3});
-    expect_error(ctx, mst_batchnorm(ctx, xi, v3, v3, v3, v3, true, 0.1, 1e-5), MST_ERR_DTYPE, "batchnorm", "float tensor, got i32");
+    GC_EXPECT_ERROR(ctx, mst_batchnorm(ctx, xi, v3, v3, v3, v3, true, 0.1, 1e-5), MST_ERR_DTYPE, "batchnorm", "float tensor, got i32");
     mst_tensor *v3d = mst_tensor_full(ctx, MST_DTYPE_F64, 1, (int64_t[]){3}, 1);
-    expect_error(ctx, mst_batchnorm(ctx, x, v3, v3, v3, v3d, true, 0.1, 1e-5), MST_ERR_DTYPE, "batchnorm",
+    GC_EXPECT_ERROR(ctx, mst_batchnorm(ctx, x, v3, v3, v3, v3d, true, 0.1, 1e-5), MST_ERR_DTYPE, "batchnorm",
                  "inputs 0 and 4 must have the same dtype (f32 vs f64)");
     /* NULL from an earlier failure passes through with its message */
     mst_ctx_fail(ctx, MST_ERR_ARG, "earlier failure");
@@ -394,20 +385,20 @@ static void test_layernorm_errors(void **state) {
     const mst_dtype f = MST_DTYPE_F32;
     mst_tensor *x = mst_tensor_zeros(ctx, f, 3, (int64_t[]){2, 3, 4});
     mst_tensor *v4 = mst_tensor_full(ctx, f, 1, (int64_t[]){4}, 1), *v3 = mst_tensor_full(ctx, f, 1, (int64_t[]){3}, 1);
-    expect_error(ctx, mst_layernorm(ctx, x, v3, v4, 1e-5), MST_ERR_SHAPE, "layernorm",
+    GC_EXPECT_ERROR(ctx, mst_layernorm(ctx, x, v3, v4, 1e-5), MST_ERR_SHAPE, "layernorm",
                  "gamma (input 1) must have shape (4) to match the last dimension of x, got (3)");
-    expect_error(ctx, mst_layernorm(ctx, x, v4, v3, 1e-5), MST_ERR_SHAPE, "layernorm", "beta (input 2) must have shape (4)");
-    expect_error(ctx, mst_layernorm(ctx, x, v4, v4, 0), MST_ERR_ARG, "layernorm", "eps must be a finite number > 0");
-    expect_error(ctx, mst_layernorm(ctx, x, v4, v4, INFINITY), MST_ERR_ARG, "layernorm", "eps");
-    expect_error(ctx, mst_layernorm(ctx, x, v4, NULL, 1e-5), MST_ERR_ARG, "layernorm", "input 2 is NULL");
+    GC_EXPECT_ERROR(ctx, mst_layernorm(ctx, x, v4, v3, 1e-5), MST_ERR_SHAPE, "layernorm", "beta (input 2) must have shape (4)");
+    GC_EXPECT_ERROR(ctx, mst_layernorm(ctx, x, v4, v4, 0), MST_ERR_ARG, "layernorm", "eps must be a finite number > 0");
+    GC_EXPECT_ERROR(ctx, mst_layernorm(ctx, x, v4, v4, INFINITY), MST_ERR_ARG, "layernorm", "eps");
+    GC_EXPECT_ERROR(ctx, mst_layernorm(ctx, x, v4, NULL, 1e-5), MST_ERR_ARG, "layernorm", "input 2 is NULL");
     mst_tensor *s = mst_tensor_scalar(ctx, f, 1);
-    expect_error(ctx, mst_layernorm(ctx, s, v4, v4, 1e-5), MST_ERR_SHAPE, "layernorm", "rank >= 1");
+    GC_EXPECT_ERROR(ctx, mst_layernorm(ctx, s, v4, v4, 1e-5), MST_ERR_SHAPE, "layernorm", "rank >= 1");
     mst_tensor *x0 = mst_tensor_zeros(ctx, f, 2, (int64_t[]){2, 0});
-    expect_error(ctx, mst_layernorm(ctx, x0, v4, v4, 1e-5), MST_ERR_SHAPE, "layernorm", "last) dimension of x must be >= 1");
+    GC_EXPECT_ERROR(ctx, mst_layernorm(ctx, x0, v4, v4, 1e-5), MST_ERR_SHAPE, "layernorm", "last) dimension of x must be >= 1");
     mst_tensor *xi = mst_tensor_zeros(ctx, MST_DTYPE_I32, 2, (int64_t[]){2, 4});
-    expect_error(ctx, mst_layernorm(ctx, xi, v4, v4, 1e-5), MST_ERR_DTYPE, "layernorm", "got i32");
+    GC_EXPECT_ERROR(ctx, mst_layernorm(ctx, xi, v4, v4, 1e-5), MST_ERR_DTYPE, "layernorm", "got i32");
     mst_tensor *v4d = mst_tensor_full(ctx, MST_DTYPE_F64, 1, (int64_t[]){4}, 1);
-    expect_error(ctx, mst_layernorm(ctx, x, v4, v4d, 1e-5), MST_ERR_DTYPE, "layernorm", "same dtype (f32 vs f64)");
+    GC_EXPECT_ERROR(ctx, mst_layernorm(ctx, x, v4, v4d, 1e-5), MST_ERR_DTYPE, "layernorm", "same dtype (f32 vs f64)");
 
     /* layernorm_grad: statistics must have x's shape without its last dimension */
     mst_tensor *out[3];

@@ -217,43 +217,34 @@ static void test_global_avgpool_values(void **state) {
 
 /* ---- errors ---- */
 
-static void expect_error(mst_ctx *ctx, mst_tensor *r, mst_status want, const char *op, const char *text) {
-    assert_null(r);
-    if (mst_ctx_status(ctx) != want)
-        fail_msg("expected status %d, got %d: %s", (int)want, (int)mst_ctx_status(ctx), mst_ctx_error(ctx));
-    const char *e = mst_ctx_error(ctx);
-    if (!strstr(e, op) || !strstr(e, text)) fail_msg("message \"%s\" lacks \"%s\" / \"%s\"", e, op, text);
-    mst_ctx_clear_error(ctx);
-}
-
 static void test_pool_errors(void **state) {
     mst_ctx *ctx = mst_ctx_new(NULL);
     mst_tensor *x = mst_tensor_zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){1, 2, 5, 5});
     mst_tensor *x3 = mst_tensor_zeros(ctx, MST_DTYPE_F32, 3, (int64_t[]){2, 5, 5});
-    expect_error(ctx, mst_maxpool2d(ctx, x3, 2, 2, 2, 2, 0, 0), MST_ERR_SHAPE, "maxpool2d", "x must have rank 4 (N, C, H, W), got rank 3");
-    expect_error(ctx, mst_avgpool2d(ctx, x3, 2, 2, 2, 2, 0, 0), MST_ERR_SHAPE, "avgpool2d", "rank 4");
-    expect_error(ctx, mst_maxpool2d(ctx, x, 0, 2, 1, 1, 0, 0), MST_ERR_ARG, "maxpool2d", "kernel size must be >= 1, got 0x2");
-    expect_error(ctx, mst_avgpool2d(ctx, x, 2, -1, 1, 1, 0, 0), MST_ERR_ARG, "avgpool2d", "kernel size must be >= 1, got 2x-1");
-    expect_error(ctx, mst_maxpool2d(ctx, x, 2, 2, 0, 1, 0, 0), MST_ERR_ARG, "maxpool2d", "stride must be >= 1, got 0x1");
-    expect_error(ctx, mst_avgpool2d(ctx, x, 2, 2, 1, -2, 0, 0), MST_ERR_ARG, "avgpool2d", "stride must be >= 1");
-    expect_error(ctx, mst_maxpool2d(ctx, x, 3, 3, 1, 1, 2, 0), MST_ERR_ARG, "maxpool2d",
+    GC_EXPECT_ERROR(ctx, mst_maxpool2d(ctx, x3, 2, 2, 2, 2, 0, 0), MST_ERR_SHAPE, "maxpool2d", "x must have rank 4 (N, C, H, W), got rank 3");
+    GC_EXPECT_ERROR(ctx, mst_avgpool2d(ctx, x3, 2, 2, 2, 2, 0, 0), MST_ERR_SHAPE, "avgpool2d", "rank 4");
+    GC_EXPECT_ERROR(ctx, mst_maxpool2d(ctx, x, 0, 2, 1, 1, 0, 0), MST_ERR_ARG, "maxpool2d", "kernel size must be >= 1, got 0x2");
+    GC_EXPECT_ERROR(ctx, mst_avgpool2d(ctx, x, 2, -1, 1, 1, 0, 0), MST_ERR_ARG, "avgpool2d", "kernel size must be >= 1, got 2x-1");
+    GC_EXPECT_ERROR(ctx, mst_maxpool2d(ctx, x, 2, 2, 0, 1, 0, 0), MST_ERR_ARG, "maxpool2d", "stride must be >= 1, got 0x1");
+    GC_EXPECT_ERROR(ctx, mst_avgpool2d(ctx, x, 2, 2, 1, -2, 0, 0), MST_ERR_ARG, "avgpool2d", "stride must be >= 1");
+    GC_EXPECT_ERROR(ctx, mst_maxpool2d(ctx, x, 3, 3, 1, 1, 2, 0), MST_ERR_ARG, "maxpool2d",
                  "padding must be in [0, kernel / 2], got pad 2x0 for kernel 3x3");
-    expect_error(ctx, mst_maxpool2d(ctx, x, 2, 2, 1, 1, 0, 2), MST_ERR_ARG, "maxpool2d", "padding must be in [0, kernel / 2]");
-    expect_error(ctx, mst_avgpool2d(ctx, x, 3, 3, 1, 1, -1, 0), MST_ERR_ARG, "avgpool2d", "padding");
-    expect_error(ctx, mst_maxpool2d(ctx, x, 6, 2, 1, 1, 0, 0), MST_ERR_SHAPE, "maxpool2d",
+    GC_EXPECT_ERROR(ctx, mst_maxpool2d(ctx, x, 2, 2, 1, 1, 0, 2), MST_ERR_ARG, "maxpool2d", "padding must be in [0, kernel / 2]");
+    GC_EXPECT_ERROR(ctx, mst_avgpool2d(ctx, x, 3, 3, 1, 1, -1, 0), MST_ERR_ARG, "avgpool2d", "padding");
+    GC_EXPECT_ERROR(ctx, mst_maxpool2d(ctx, x, 6, 2, 1, 1, 0, 0), MST_ERR_SHAPE, "maxpool2d",
                  "output size must be >= 1: kernel 6x2 is larger than the padded input 5x5");
-    expect_error(ctx, mst_avgpool2d(ctx, x, 2, 7, 1, 1, 0, 0), MST_ERR_SHAPE, "avgpool2d", "kernel 2x7 is larger than the padded input 5x5");
+    GC_EXPECT_ERROR(ctx, mst_avgpool2d(ctx, x, 2, 7, 1, 1, 0, 0), MST_ERR_SHAPE, "avgpool2d", "kernel 2x7 is larger than the padded input 5x5");
     assert_non_null(mst_maxpool2d(ctx, x, 5, 5, 1, 1, 0, 0));       /* kernel == input: 1x1 output */
     mst_tensor *xe = mst_tensor_zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){1, 1, 0, 3});
-    expect_error(ctx, mst_maxpool2d(ctx, xe, 2, 2, 1, 1, 1, 1), MST_ERR_SHAPE, "maxpool2d", "input H and W must be >= 1, got 0x3");
+    GC_EXPECT_ERROR(ctx, mst_maxpool2d(ctx, xe, 2, 2, 1, 1, 1, 1), MST_ERR_SHAPE, "maxpool2d", "input H and W must be >= 1, got 0x3");
     mst_tensor *xi = mst_tensor_zeros(ctx, MST_DTYPE_I32, 4, (int64_t[]){1, 2, 5, 5});
-    expect_error(ctx, mst_maxpool2d(ctx, xi, 2, 2, 2, 2, 0, 0), MST_ERR_DTYPE, "maxpool2d", "float tensor, got i32");
-    expect_error(ctx, mst_avgpool2d(ctx, xi, 2, 2, 2, 2, 0, 0), MST_ERR_DTYPE, "avgpool2d", "float tensor, got i32");
+    GC_EXPECT_ERROR(ctx, mst_maxpool2d(ctx, xi, 2, 2, 2, 2, 0, 0), MST_ERR_DTYPE, "maxpool2d", "float tensor, got i32");
+    GC_EXPECT_ERROR(ctx, mst_avgpool2d(ctx, xi, 2, 2, 2, 2, 0, 0), MST_ERR_DTYPE, "avgpool2d", "float tensor, got i32");
 
     /* global average pooling */
-    expect_error(ctx, mst_global_avgpool(ctx, x3), MST_ERR_SHAPE, "global_avgpool", "x must have rank 4 (N, C, H, W)");
-    expect_error(ctx, mst_global_avgpool(ctx, xe), MST_ERR_SHAPE, "global_avgpool", "at least 1x1, got 0x3");
-    expect_error(ctx, mst_global_avgpool(ctx, xi), MST_ERR_DTYPE, "global_avgpool", "got i32");
+    GC_EXPECT_ERROR(ctx, mst_global_avgpool(ctx, x3), MST_ERR_SHAPE, "global_avgpool", "x must have rank 4 (N, C, H, W)");
+    GC_EXPECT_ERROR(ctx, mst_global_avgpool(ctx, xe), MST_ERR_SHAPE, "global_avgpool", "at least 1x1, got 0x3");
+    GC_EXPECT_ERROR(ctx, mst_global_avgpool(ctx, xi), MST_ERR_DTYPE, "global_avgpool", "got i32");
     /* a NULL input from an earlier failure passes through with its message */
     mst_ctx_fail(ctx, MST_ERR_ARG, "earlier failure");
     assert_null(mst_global_avgpool(ctx, NULL));
@@ -269,25 +260,25 @@ static void test_grad_op_errors(void **state) {
     mst_tensor *ind_f = mst_tensor_zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){1, 1, 2, 2});
     mst_tensor *ind_3 = mst_tensor_zeros(ctx, MST_DTYPE_I32, 4, (int64_t[]){1, 1, 2, 3});
     assert_non_null(mst_maxpool2d_grad(ctx, gy, ind, 2, 2));
-    expect_error(ctx, mst_maxpool2d_grad(ctx, gy, ind_f, 4, 4), MST_ERR_DTYPE, "maxpool2d_grad", "indices must be i32, got f32");
-    expect_error(ctx, mst_maxpool2d_grad(ctx, gy, ind_3, 4, 4), MST_ERR_SHAPE, "maxpool2d_grad", "inputs 0 and 1 must have the same shape");
-    expect_error(ctx, mst_maxpool2d_grad(ctx, gy, ind, 0, 4), MST_ERR_ARG, "maxpool2d_grad", "input size must be >= 1, got 0x4");
-    expect_error(ctx, mst_maxpool2d_grad(ctx, gy, NULL, 4, 4), MST_ERR_ARG, "maxpool2d_grad", "input 1 is NULL");
+    GC_EXPECT_ERROR(ctx, mst_maxpool2d_grad(ctx, gy, ind_f, 4, 4), MST_ERR_DTYPE, "maxpool2d_grad", "indices must be i32, got f32");
+    GC_EXPECT_ERROR(ctx, mst_maxpool2d_grad(ctx, gy, ind_3, 4, 4), MST_ERR_SHAPE, "maxpool2d_grad", "inputs 0 and 1 must have the same shape");
+    GC_EXPECT_ERROR(ctx, mst_maxpool2d_grad(ctx, gy, ind, 0, 4), MST_ERR_ARG, "maxpool2d_grad", "input size must be >= 1, got 0x4");
+    GC_EXPECT_ERROR(ctx, mst_maxpool2d_grad(ctx, gy, NULL, 4, 4), MST_ERR_ARG, "maxpool2d_grad", "input 1 is NULL");
     /* indices outside the (in_h, in_w) plane are caught by the kernel */
     mst_tensor_i32(ind)[2] = 4;
-    expect_error(ctx, mst_maxpool2d_grad(ctx, gy, ind, 2, 2), MST_ERR_ARG, "maxpool2d_grad",
+    GC_EXPECT_ERROR(ctx, mst_maxpool2d_grad(ctx, gy, ind, 2, 2), MST_ERR_ARG, "maxpool2d_grad",
                  "index 4 at position 2 is outside [0, 4) (in_h * in_w)");
     mst_tensor_i32(ind)[2] = -1;
-    expect_error(ctx, mst_maxpool2d_grad(ctx, gy, ind, 2, 2), MST_ERR_ARG, "maxpool2d_grad", "index -1");
+    GC_EXPECT_ERROR(ctx, mst_maxpool2d_grad(ctx, gy, ind, 2, 2), MST_ERR_ARG, "maxpool2d_grad", "index -1");
 
     /* avgpool2d_grad: gy must be the pooled size of (in_h, in_w) */
     assert_non_null(mst_avgpool2d_grad(ctx, gy, 4, 4, 2, 2, 2, 2, 0, 0));
-    expect_error(ctx, mst_avgpool2d_grad(ctx, gy, 5, 5, 2, 2, 1, 1, 0, 0), MST_ERR_SHAPE, "avgpool2d_grad",
+    GC_EXPECT_ERROR(ctx, mst_avgpool2d_grad(ctx, gy, 5, 5, 2, 2, 1, 1, 0, 0), MST_ERR_SHAPE, "avgpool2d_grad",
                  "gy must be 4x4 spatially (the pooled size of a 5x5 input), got 2x2");
-    expect_error(ctx, mst_avgpool2d_grad(ctx, gy, 0, 4, 2, 2, 2, 2, 0, 0), MST_ERR_ARG, "avgpool2d_grad", "input size must be >= 1");
-    expect_error(ctx, mst_avgpool2d_grad(ctx, gy, 4, 4, 2, 2, 2, 2, 3, 0), MST_ERR_ARG, "avgpool2d_grad", "padding must be in");
+    GC_EXPECT_ERROR(ctx, mst_avgpool2d_grad(ctx, gy, 0, 4, 2, 2, 2, 2, 0, 0), MST_ERR_ARG, "avgpool2d_grad", "input size must be >= 1");
+    GC_EXPECT_ERROR(ctx, mst_avgpool2d_grad(ctx, gy, 4, 4, 2, 2, 2, 2, 3, 0), MST_ERR_ARG, "avgpool2d_grad", "padding must be in");
     mst_tensor *gy3 = mst_tensor_zeros(ctx, MST_DTYPE_F32, 3, (int64_t[]){1, 2, 2});
-    expect_error(ctx, mst_avgpool2d_grad(ctx, gy3, 4, 4, 2, 2, 2, 2, 0, 0), MST_ERR_SHAPE, "avgpool2d_grad",
+    GC_EXPECT_ERROR(ctx, mst_avgpool2d_grad(ctx, gy3, 4, 4, 2, 2, 2, 2, 0, 0), MST_ERR_SHAPE, "avgpool2d_grad",
                  "gy must have rank 4 (N, C, H, W), got rank 3");
     mst_ctx_free(ctx);
 }
