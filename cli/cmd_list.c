@@ -1,8 +1,10 @@
-/* cmd_list.c — `mstune list [workloads|datasets|ops|keys]`: what this build offers. */
+/* cmd_list.c — `mstune list [workloads|datasets|ops|amp|keys]`: what this build offers. */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/commands.h"
+#include "runtime/amp/autocast.h"
+#include "runtime/amp/half.h"
 #include "runtime/op.h"
 #include "workloads/zoo.h"
 
@@ -26,22 +28,60 @@ static void list_ops(void) {
         const mst_op_desc *d = mst_op_table[op];
         char dtypes[64] = "";
         size_t k = 0;
-        for (int t = 0; t < MST_DTYPE_COUNT; t++)
-            if (d->cpu[t]) k += (size_t)snprintf(dtypes + k, sizeof(dtypes) - k, "%s%s", k ? "," : "", mst_dtype_name((mst_dtype)t));
+        for (int t = 0; t < MST_DTYPE_COUNT; t++) {
+            bool via_f32 = !d->cpu[t] && mst_half_kernel_applies(d, (mst_dtype)t);
+            if (d->cpu[t] || via_f32)
+                k += (size_t)snprintf(dtypes + k, sizeof(dtypes) - k, "%s%s%s", k ? "," : "", mst_dtype_name((mst_dtype)t),
+                                      via_f32 ? "*" : "");
+        }
         char arity[16];
         if (d->min_inputs == d->max_inputs) snprintf(arity, sizeof(arity), "%d", d->min_inputs);
         else snprintf(arity, sizeof(arity), "%d..%d", d->min_inputs, d->max_inputs);
         printf("  %-20s %6s %7d  %-24s %s\n", d->name, arity, d->n_outputs, (d->flags & MST_OPF_VIEW) ? "(view)" : dtypes,
                d->backward ? "yes" : "-");
     }
+    printf("  * stored half, computed by the op's f32 kernel (runtime/amp/half_kernels.c)\n");
+}
+
+/* The autocast policy per op and level; ops that are never cast at any level are summarized. */
+static void list_amp(void) {
+    printf("amp levels (MindSpore semantics; amp.level O0..O3, amp.dtype f16|bf16):\n"
+           "  O0 all f32\n"
+           "  O1 allow-list ops in half, their float outputs cast back to f32\n"
+           "  O2 everything in half except a keep-f32 list (norms, softmax, loss, reductions)\n"
+           "  O3 everything in half, norms and loss included\n"
+           "  mutated inputs (running statistics) and integer inputs are never cast; parameters are cast\n"
+           "  once per forward/backward; backward and optimizer updates run with autocast off\n\n");
+    printf("  %-20s %-10s %-6s %-6s\n", "op", "O1", "O2", "O3");
+    int n_never = 0;
+    for (int op = 0; op < MST_OP_COUNT; op++) {
+        const mst_op_desc *d = mst_op_table[op];
+        if (!d) continue;
+        mst_amp_action a[4];
+        bool any = false;
+        for (int level = 1; level <= 3; level++) any |= (a[level] = mst_amp_policy((mst_op)op, level)) != MST_AMP_NEVER;
+        if (!any) { n_never++; continue; }
+        char o1[16];
+        snprintf(o1, sizeof(o1), "%s%s", mst_amp_action_name(a[1]), mst_amp_casts_back((mst_op)op, 1) ? "->f32" : "");
+        printf("  %-20s %-10s %-6s %-6s\n", d->name, a[1] == MST_AMP_NEVER ? "-" : o1,
+               a[2] == MST_AMP_NEVER ? "-" : mst_amp_action_name(a[2]), a[3] == MST_AMP_NEVER ? "-" : mst_amp_action_name(a[3]));
+    }
+    printf("  never cast (%d ops):", n_never);
+    for (int op = 0, col = 22; op < MST_OP_COUNT; op++) {
+        const mst_op_desc *d = mst_op_table[op];
+        if (!d || mst_amp_policy((mst_op)op, 3) != MST_AMP_NEVER) continue;
+        if (col + (int)strlen(d->name) > 100) { printf("\n   "); col = 3; }
+        col += printf(" %s", d->name);
+    }
+    printf("\n\n  half <-> f32 conversions: %s path\n", mst_half_path_name(mst_half_best_path()));
 }
 
 int mst_cmd_list(int argc, char **argv) {
     const char *what = argc > 0 ? argv[0] : "all";
     bool all = strcmp(what, "all") == 0;
     if (argc > 1 || !(all || !strcmp(what, "workloads") || !strcmp(what, "datasets") || !strcmp(what, "ops") ||
-                      !strcmp(what, "keys"))) {
-        fprintf(stderr, "usage: mstune list [workloads|datasets|ops|keys]\n");
+                      !strcmp(what, "amp") || !strcmp(what, "keys"))) {
+        fprintf(stderr, "usage: mstune list [workloads|datasets|ops|amp|keys]\n");
         return MST_EXIT_INPUT;
     }
     if (all || !strcmp(what, "workloads")) list_workloads();
@@ -49,6 +89,8 @@ int mst_cmd_list(int argc, char **argv) {
     if (all || !strcmp(what, "datasets")) list_datasets();
     if (all) putchar('\n');
     if (all || !strcmp(what, "ops")) list_ops();
+    if (all) putchar('\n');
+    if (all || !strcmp(what, "amp")) list_amp();
     if (!strcmp(what, "keys")) mst_job_schema_print(stdout);
     if (all) printf("\njob keys: mstune list keys\n");
     return MST_EXIT_OK;

@@ -1,4 +1,9 @@
-/* dtype.c — the dtype table and exact scalar half/bfloat16 conversions. */
+/* dtype.c — the dtype table and exact scalar half/bfloat16 conversions.
+ *
+ * These are the reference for runtime/amp/half.c's vectorized bulk conversions, which must give
+ * the same bits: NaNs come out quiet in both directions for f16 (a signalling NaN's conversion
+ * sets the quiet bit, as IEEE 754 and F16C's vcvtph2ps/vcvtps2ph do); bf16 -> f32 is a plain
+ * widening that keeps every bit. */
 #include "runtime/dtype.h"
 
 #include <string.h>
@@ -35,8 +40,10 @@ float mst_f16_to_f32(mst_f16 h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16;
     uint32_t exp = (h >> 10) & 0x1f;
     uint32_t man = h & 0x3ff;
-    if (exp == 0x1f)                                  /* inf / NaN, payload kept */
-        return bits_f32(sign | 0x7f800000u | (man << 13));
+    if (exp == 0x1f) {                                /* inf, or NaN: payload kept, made quiet */
+        if (man == 0) return bits_f32(sign | 0x7f800000u);
+        return bits_f32(sign | 0x7fc00000u | (man << 13));   /* as IEEE 754 and vcvtph2ps do */
+    }
     if (exp == 0) {
         if (man == 0) return bits_f32(sign);          /* signed zero */
         /* subnormal: value = man * 2^-24, exact in f32 */

@@ -2,7 +2,8 @@
  *
  * f16 and bf16 are storage types: on CPUs without native half arithmetic kernels load them,
  * compute in f32 and round to nearest even on store. The scalar conversions here are exact per
- * IEEE 754 (subnormals, inf, NaN); vectorized paths come with the AMP work.
+ * IEEE 754 (subnormals, inf, NaN quieted); runtime/amp/half.h has the vectorized bulk versions
+ * (AVX2+F16C, AVX-512F), bit-identical to these.
  */
 #ifndef MST_RUNTIME_DTYPE_H
 #define MST_RUNTIME_DTYPE_H
@@ -44,7 +45,7 @@ mst_dtype mst_dtype_promote(mst_dtype a, mst_dtype b);
 typedef uint16_t mst_f16;
 typedef uint16_t mst_bf16;
 
-float   mst_f16_to_f32(mst_f16 h);
+float   mst_f16_to_f32(mst_f16 h);         /* exact; a signalling NaN comes back quiet */
 mst_f16 mst_f32_to_f16(float f);        /* round to nearest even, overflow to inf, NaN kept */
 float   mst_bf16_to_f32(mst_bf16 h);
 mst_bf16 mst_f32_to_bf16(float f);      /* round to nearest even, NaN kept quiet */

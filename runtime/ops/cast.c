@@ -1,8 +1,11 @@
 /* cast.c — conversions between all dtypes (target in attrs i[0]). Float-to-half rounds to
- * nearest even and keeps inf/NaN (runtime/dtype.c); float-to-int truncates toward zero.
- * The backward of a cast is a cast back to the input's dtype. */
+ * nearest even and keeps inf/NaN; f32 <-> f16/bf16 (what AMP casts) go through the vectorized bulk
+ * conversions of runtime/amp/half.h, bit-identical to the scalar ones in runtime/dtype.c, which
+ * force_ref selects. Float-to-int truncates toward zero. The backward of a cast is a cast back to
+ * the input's dtype. */
 #include <math.h>
 
+#include "runtime/amp/half.h"
 #include "runtime/ops/common.h"
 
 static mst_status infer_cast(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) {
@@ -34,18 +37,15 @@ static mst_status cast_any(mst_ctx *ctx, const mst_op_call *c) {
     const void *src = mst_tensor_data(x);
     void *dst = mst_tensor_data(y);
     if (x->dtype == y->dtype) { memcpy(dst, src, mst_tensor_nbytes(x)); return MST_OK; }
+    mst_half_path path = ctx->force_ref ? MST_HALF_PATH_SCALAR : mst_half_best_path();
     switch (x->dtype * MST_DTYPE_COUNT + y->dtype) {
     case MST_DTYPE_F32 * MST_DTYPE_COUNT + MST_DTYPE_F16:
-        for (int64_t i = 0; i < n; i++) ((mst_f16 *)dst)[i] = mst_f32_to_f16(((const float *)src)[i]);
+    case MST_DTYPE_F32 * MST_DTYPE_COUNT + MST_DTYPE_BF16:
+        mst_half_from_f32_path(path, y->dtype, src, dst, (size_t)n);
         return MST_OK;
     case MST_DTYPE_F16 * MST_DTYPE_COUNT + MST_DTYPE_F32:
-        for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = mst_f16_to_f32(((const mst_f16 *)src)[i]);
-        return MST_OK;
-    case MST_DTYPE_F32 * MST_DTYPE_COUNT + MST_DTYPE_BF16:
-        for (int64_t i = 0; i < n; i++) ((mst_bf16 *)dst)[i] = mst_f32_to_bf16(((const float *)src)[i]);
-        return MST_OK;
     case MST_DTYPE_BF16 * MST_DTYPE_COUNT + MST_DTYPE_F32:
-        for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = mst_bf16_to_f32(((const mst_bf16 *)src)[i]);
+        mst_half_to_f32_path(path, x->dtype, src, dst, (size_t)n);
         return MST_OK;
     case MST_DTYPE_F32 * MST_DTYPE_COUNT + MST_DTYPE_F64:
         for (int64_t i = 0; i < n; i++) ((double *)dst)[i] = ((const float *)src)[i];

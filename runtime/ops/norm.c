@@ -64,9 +64,21 @@ static mst_status require_eps(mst_ctx *ctx, const mst_op_call *c, double eps) {
 
 /* in: x, gamma, beta, running_mean, running_var; attrs i[0] training, f[0] momentum, f[1] eps.
  * out: y (like x), save_mean (C), save_invstd (C). */
+/* x, gamma, beta of one float dtype; the running statistics of that dtype too, or f32 beside a
+ * half x (O3 runs batchnorm in half while its running statistics, updated in place and never
+ * cast, stay f32; the half kernel passes them through to the f32 kernel untouched). */
+static mst_status bn_require_dtypes(mst_ctx *ctx, const mst_op_call *c) {
+    mst_dtype xt = c->in[0]->dtype, st = c->in[3]->dtype;
+    bool half_x = xt == MST_DTYPE_F16 || xt == MST_DTYPE_BF16;
+    if (!half_x || st != MST_DTYPE_F32 || c->in[4]->dtype != MST_DTYPE_F32) return require_float_all(ctx, c);
+    mst_status s = op_require_float(ctx, c, 0);
+    for (int i = 1; s == MST_OK && i < 3; i++) s = op_require_same_dtype(ctx, c, 0, i);
+    return s;
+}
+
 static mst_status infer_batchnorm(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) {
     static const char *const names[] = {"x", "gamma", "beta", "running_mean", "running_var"};
-    mst_status s = require_float_all(ctx, c);
+    mst_status s = bn_require_dtypes(ctx, c);
     if (s == MST_OK) s = bn_require_x(ctx, c, 0, "x");
     if (s != MST_OK) return s;
     const mst_tensor *x = c->in[0];

@@ -1,0 +1,227 @@
+/* bench_amp_kernels.c — what mixed precision costs per kernel on this CPU, and what conversions run at.
+ *
+ * 1. Per-kernel time of linear, conv2d, relu and batchnorm (forward, through the eager dispatcher)
+ *    in f32, f16 and bf16. This CPU has no half arithmetic: half ops run the f32 kernel between a
+ *    widening and a narrowing pass (runtime/amp/half_kernels.c), so the half columns show that
+ *    overhead; memory falls, speed does not rise.
+ * 2. Conversion throughput (GB/s, bytes read + written) of f32 <-> f16/bf16 for the scalar,
+ *    AVX2+F16C and AVX-512F paths.
+ * 3. OpenBLAS's cblas_sbgemm, looked up at run time (Debian's 0.3.21 declares it but does not export
+ *    it): when present, timed against convert-to-f32 + sgemm on the same shape.
+ * Every figure is the median of repeats in one run; a repeat lasts at least a few milliseconds.
+ * Threads: MST_BENCH_THREADS (default 1), for the kernels' pool and OpenBLAS alike.
+ *
+ *     ./build/bench_amp_kernels > amp.md
+ */
+#define _GNU_SOURCE
+#include <cblas.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench/timing.h"
+#include "runtime/amp/half.h"
+#include "runtime/autograd.h"
+#include "runtime/context.h"
+#include "runtime/ops.h"
+
+enum { k_repeats = 15 };
+static const double k_min_repeat_s = 0.004;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- kernels ---- */
+
+typedef struct {
+    const char *name;
+    int n_in;
+    int ndim[5];
+    int64_t shape[5][4];
+} kernel_case;
+
+static const kernel_case kcases[] = {
+    {"linear 128x784 -> 256", 3, {2, 2, 1}, {{128, 784}, {256, 784}, {256}}},
+    {"conv2d 32x16x14x14, 16x3x3", 2, {4, 4}, {{32, 16, 14, 14}, {16, 16, 3, 3}}},
+    {"relu 32x16x28x28", 1, {4}, {{32, 16, 28, 28}}},
+    {"batchnorm 32x16x28x28 (train)", 5, {4, 1, 1, 1, 1}, {{32, 16, 28, 28}, {16}, {16}, {16}, {16}}},
+};
+
+static mst_tensor *run_kernel(mst_ctx *ctx, int which, mst_tensor *const in[]) {
+    switch (which) {
+    case 0: return mst_linear(ctx, in[0], in[1], in[2]);
+    case 1: return mst_conv2d(ctx, in[0], in[1], NULL, 1, 1, 1, 1);
+    case 2: return mst_relu(ctx, in[0]);
+    default: return mst_batchnorm(ctx, in[0], in[1], in[2], in[3], in[4], true, 0.1, 1e-5);
+    }
+}
+
+/* Median seconds per call of kernel case `which` in dtype dt (running statistics stay f32). */
+static double time_kernel(mst_ctx *ctx, int which, mst_dtype dt) {
+    const kernel_case *k = &kcases[which];
+    mst_tensor *in[5];
+    for (int i = 0; i < k->n_in; i++) {
+        bool stats = which == 3 && i >= 3;
+        mst_tensor *t = mst_tensor_randn(ctx, MST_DTYPE_F32, k->ndim[i], k->shape[i], stats ? 1 : 0, stats ? 0.1 : 1);
+        in[i] = mst_tensor_retain(stats ? t : mst_cast(ctx, t, dt));
+    }
+    int calls = 1;
+    for (;;) {      /* warm up and size a repeat */
+        double t0 = now_s();
+        for (int c = 0; c < calls; c++) {
+            mst_pool_push(ctx);
+            if (!run_kernel(ctx, which, in)) { fprintf(stderr, "error: %s\n", mst_ctx_error(ctx)); exit(2); }
+            mst_pool_pop(ctx);
+        }
+        if (now_s() - t0 >= k_min_repeat_s) break;
+        calls *= 2;
+    }
+    double v[k_repeats];
+    for (int r = 0; r < k_repeats; r++) {
+        double t0 = now_s();
+        for (int c = 0; c < calls; c++) {
+            mst_pool_push(ctx);
+            run_kernel(ctx, which, in);
+            mst_pool_pop(ctx);
+        }
+        v[r] = (now_s() - t0) / calls;
+    }
+    for (int i = 0; i < k->n_in; i++) mst_tensor_release(in[i]);
+    return bench_median(v, k_repeats);
+}
+
+static void bench_kernels(mst_ctx *ctx) {
+    printf("## Kernels (forward, eager dispatch, median of %d repeats)\n\n", k_repeats);
+    printf("| kernel | f32 (us) | f16 (us) | bf16 (us) | f16 / f32 | bf16 / f32 |\n|---|---:|---:|---:|---:|---:|\n");
+    mst_grad_set_enabled(ctx, false);
+    for (int i = 0; i < (int)(sizeof(kcases) / sizeof(kcases[0])); i++) {
+        double f32 = time_kernel(ctx, i, MST_DTYPE_F32), f16 = time_kernel(ctx, i, MST_DTYPE_F16);
+        double bf16 = time_kernel(ctx, i, MST_DTYPE_BF16);
+        printf("| %s | %.1f | %.1f | %.1f | %.2f | %.2f |\n", kcases[i].name, 1e6 * f32, 1e6 * f16, 1e6 * bf16, f16 / f32,
+               bf16 / f32);
+    }
+    printf("\n");
+}
+
+/* ---- conversions ---- */
+
+static double time_conversion(mst_half_path p, mst_dtype half, bool narrow, const float *f, uint16_t *h, float *out,
+                              size_t n) {
+    double v[k_repeats];
+    int calls = 1;
+    for (;;) {
+        double t0 = now_s();
+        for (int c = 0; c < calls; c++) {
+            if (narrow) mst_half_from_f32_path(p, half, f, h, n);
+            else mst_half_to_f32_path(p, half, h, out, n);
+        }
+        if (now_s() - t0 >= k_min_repeat_s) break;
+        calls *= 2;
+    }
+    for (int r = 0; r < k_repeats; r++) {
+        double t0 = now_s();
+        for (int c = 0; c < calls; c++) {
+            if (narrow) mst_half_from_f32_path(p, half, f, h, n);
+            else mst_half_to_f32_path(p, half, h, out, n);
+        }
+        v[r] = (now_s() - t0) / calls;
+    }
+    return (double)n * 6 / bench_median(v, k_repeats) * 1e-9;   /* 4 bytes f32 + 2 bytes half per element */
+}
+
+static void bench_conversions(void) {
+    size_t n = (size_t)1 << 22;     /* 16 MiB of f32: past the caches */
+    float *f = malloc(n * 4), *out = malloc(n * 4);
+    uint16_t *h = malloc(n * 2);
+    if (!f || !out || !h) abort();
+    for (size_t i = 0; i < n; i++) f[i] = (float)((double)(i % 9973) * 0.37 - 1800.0);
+    mst_half_from_f32_path(MST_HALF_PATH_SCALAR, MST_DTYPE_F16, f, h, n);
+    printf("## Conversions (%zu elements, GB/s of bytes read + written, median of %d repeats)\n\n", n, k_repeats);
+    printf("| path | f32 -> f16 | f16 -> f32 | f32 -> bf16 | bf16 -> f32 |\n|---|---:|---:|---:|---:|\n");
+    for (int p = 0; p < MST_HALF_PATH_COUNT; p++) {
+        if (!mst_half_path_available((mst_half_path)p)) {
+            printf("| %s | n/a | n/a | n/a | n/a |\n", mst_half_path_name((mst_half_path)p));
+            continue;
+        }
+        double r[4];
+        for (int k = 0; k < 4; k++)
+            r[k] = time_conversion((mst_half_path)p, k < 2 ? MST_DTYPE_F16 : MST_DTYPE_BF16, k % 2 == 0, f, h, out, n);
+        printf("| %s | %.2f | %.2f | %.2f | %.2f |\n", mst_half_path_name((mst_half_path)p), r[0], r[1], r[2], r[3]);
+    }
+    printf("\n");
+    free(f);
+    free(out);
+    free(h);
+}
+
+/* ---- bf16 GEMM ---- */
+
+typedef void (*sbgemm_fn)(enum CBLAS_ORDER, enum CBLAS_TRANSPOSE, enum CBLAS_TRANSPOSE, blasint, blasint, blasint, float,
+                          const uint16_t *, blasint, const uint16_t *, blasint, float, float *, blasint);
+
+static double median_gemm(sbgemm_fn sb, const uint16_t *ah, const uint16_t *bh, float *a, float *b, float *c, int m) {
+    double v[k_repeats];
+    for (int r = -2; r < k_repeats; r++) {
+        double t0 = now_s();
+        if (sb) {
+            sb(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, m, m, 1.0f, ah, m, bh, m, 0.0f, c, m);
+        } else {
+            mst_half_to_f32(MST_DTYPE_BF16, ah, a, (size_t)m * m);
+            mst_half_to_f32(MST_DTYPE_BF16, bh, b, (size_t)m * m);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, m, m, 1.0f, a, m, b, m, 0.0f, c, m);
+        }
+        if (r >= 0) v[r] = now_s() - t0;
+    }
+    return bench_median(v, k_repeats);
+}
+
+static void bench_sbgemm(void) {
+    sbgemm_fn sb = (sbgemm_fn)dlsym(RTLD_DEFAULT, "cblas_sbgemm");
+    printf("## bf16 GEMM\n\n");
+    int m = 512;
+    size_t n = (size_t)m * m;
+    float *a = malloc(n * 4), *b = malloc(n * 4), *c = malloc(n * 4);
+    uint16_t *ah = malloc(n * 2), *bh = malloc(n * 2);
+    if (!a || !b || !c || !ah || !bh) abort();
+    for (size_t i = 0; i < n; i++) a[i] = b[i] = (float)((double)(i % 101) / 101.0 - 0.5);
+    mst_half_from_f32(MST_DTYPE_BF16, a, ah, n);
+    mst_half_from_f32(MST_DTYPE_BF16, b, bh, n);
+    double conv = median_gemm(NULL, ah, bh, a, b, c, m);
+    double flop = 2.0 * m * m * m;
+    printf("| %dx%dx%d | time (ms) | GFLOP/s |\n|---|---:|---:|\n", m, m, m);
+    printf("| bf16 -> f32 + cblas_sgemm | %.3f | %.1f |\n", 1e3 * conv, flop / conv * 1e-9);
+    if (sb) {
+        double t = median_gemm(sb, ah, bh, a, b, c, m);
+        printf("| cblas_sbgemm | %.3f | %.1f |\n", 1e3 * t, flop / t * 1e-9);
+        printf("\ncblas_sbgemm is exported by the loaded OpenBLAS: %s.\n\n",
+               t < conv ? "faster than convert + sgemm" : "not faster than convert + sgemm");
+    } else {
+        printf("\ncblas_sbgemm: not exported by the loaded OpenBLAS (declared in cblas.h, absent from the library);"
+               " bf16 matmuls convert to f32 and call sgemm.\n\n");
+    }
+    free(a);
+    free(b);
+    free(c);
+    free(ah);
+    free(bh);
+}
+
+int main(void) {
+    const char *env = getenv("MST_BENCH_THREADS");
+    int threads = env ? atoi(env) : 1;
+    if (threads < 1) threads = 1;
+    mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 7, .n_threads = threads});
+    if (!ctx) return 2;
+    openblas_set_num_threads(threads);
+    printf("# mstune amp kernels (threads %d, conversion path %s)\n\n", threads, mst_half_path_name(mst_half_best_path()));
+    bench_kernels(ctx);
+    bench_conversions();
+    bench_sbgemm();
+    mst_ctx_free(ctx);
+    return 0;
+}
