@@ -18,6 +18,9 @@ static void print_summary(FILE *f, const mst_job_args *a, const mst_train_result
     if (r->val_accuracy >= 0) fprintf(f, "  val accuracy %.2f%%, val loss %.4f\n", 100 * r->val_accuracy, r->val_loss);
     fprintf(f, "  step time %.2f ms median, %.1f steps/s, %.0f samples/s, peak memory %.1f MiB\n", r->step_time_ms_median,
             r->steps_per_s, r->samples_per_s, (double)r->peak_memory_bytes / (1 << 20));
+    if (r->amp_level > 0 || r->overflow_steps > 0)
+        fprintf(f, "  amp O%d: loss scale %g, %lld overflow steps (%lld skipped)\n", r->amp_level, r->loss_scale_final,
+                (long long)r->overflow_steps, (long long)r->skipped_steps);
     fprintf(f, "  wrote %s%s%s\n", summary_path, ckpt ? ", " : "", ckpt ? ckpt : "");
 }
 

@@ -457,6 +457,11 @@ int mst_job_get(const mst_job *job, const char *path, char *buf, size_t n, char 
 
 /* ---- validation ---- */
 
+mst_job_scale mst_job_loss_scale(const mst_job *job) {
+    if (job->amp.loss_scale.type != MST_JOB_SCALE_AUTO) return job->amp.loss_scale.type;
+    return job->amp.level == MST_JOB_AMP_O2 ? MST_JOB_SCALE_DYNAMIC : MST_JOB_SCALE_NONE;
+}
+
 int mst_job_validate(const mst_job *job, char *err, size_t errn) {
     for (int i = 0; i < mst_job_key_count; i++)
         if (mst_job_key_check(job, &mst_job_keys[i], err, errn) != 0) return -1;

@@ -41,7 +41,8 @@ typedef enum { MST_JOB_MODE_EAGER, MST_JOB_MODE_GRAPH, MST_JOB_MODE_COUNT } mst_
 typedef enum { MST_JOB_DEVICE_CPU, MST_JOB_DEVICE_CUDA, MST_JOB_DEVICE_COUNT } mst_job_device;
 typedef enum { MST_JOB_AMP_O0, MST_JOB_AMP_O1, MST_JOB_AMP_O2, MST_JOB_AMP_O3, MST_JOB_AMP_COUNT } mst_job_amp_level;
 typedef enum { MST_JOB_HALF_F16, MST_JOB_HALF_BF16, MST_JOB_HALF_COUNT } mst_job_half;
-typedef enum { MST_JOB_SCALE_NONE, MST_JOB_SCALE_FIXED, MST_JOB_SCALE_DYNAMIC, MST_JOB_SCALE_COUNT } mst_job_scale;
+/* auto: dynamic at O2, none at O0/O1/O3 (MindSpore's defaults); mst_job_loss_scale resolves it */
+typedef enum { MST_JOB_SCALE_NONE, MST_JOB_SCALE_FIXED, MST_JOB_SCALE_DYNAMIC, MST_JOB_SCALE_AUTO, MST_JOB_SCALE_COUNT } mst_job_scale;
 
 #define MST_JOB_NAME_MAX 128    /* bytes of mst_job.name, NUL included */
 #define MST_JOB_PATH_MAX 4096   /* bytes of mst_job.data.path, NUL included */
@@ -57,6 +58,7 @@ typedef struct mst_job {
         int width;                          /* cnn stem channels */
         int blocks;                         /* cnn residual blocks */
         double dropout;
+        double init_gain;
     } model;
     struct {
         mst_job_dataset dataset;
@@ -77,6 +79,8 @@ typedef struct mst_job {
         int seed;
         bool eval, checkpoint;
         int log_every;
+        double clip_grad_norm;              /* > 0: clip to this global gradient norm; 0 = off */
+        int accumulate_steps;               /* batches per optimizer step */
     } train;
     struct {
         mst_job_optim name;
@@ -91,6 +95,7 @@ typedef struct mst_job {
         mst_job_mode mode;
         mst_job_device device;
         int threads;                        /* 0 = all cores */
+        bool dynamic_batch;                 /* graph mode: one plan for every batch size (read by graph mode) */
     } runtime;
     struct {
         int level;                          /* 0 steps, 1 ops, 2 detail (profiler/events.h) */
@@ -106,6 +111,7 @@ typedef struct mst_job {
             mst_job_scale type;
             double init, factor;
             int window;
+            bool drop_overflow_update;      /* fixed: skip the update on overflow */
         } loss_scale;
     } amp;
 } mst_job;
@@ -195,6 +201,9 @@ int mst_job_to_json(const mst_job *job, cJSON **out);
 /* Every key as a YAML job file, written atomically: a temp file in the same folder, fsync,
  * rename over path, fsync of the folder. mst_job_load of the result gives the same struct. */
 int mst_job_write_yaml(const mst_job *job, const char *path, char *err, size_t errn);
+
+/* amp.loss_scale.type with `auto` resolved for the job's amp.level: dynamic at O2, else none. */
+mst_job_scale mst_job_loss_scale(const mst_job *job);
 
 /* The schema as an aligned text table (key, type, default, range, meaning): `mstune list keys`. */
 void mst_job_schema_print(FILE *f);

@@ -32,7 +32,7 @@ NAMES(mode_names, MST_JOB_MODE_COUNT, "eager", "graph");
 NAMES(device_names, MST_JOB_DEVICE_COUNT, "cpu", "cuda");
 NAMES(amp_names, MST_JOB_AMP_COUNT, "O0", "O1", "O2", "O3");
 NAMES(half_names, MST_JOB_HALF_COUNT, "f16", "bf16");
-NAMES(scale_names, MST_JOB_SCALE_COUNT, "none", "fixed", "dynamic");
+NAMES(scale_names, MST_JOB_SCALE_COUNT, "none", "fixed", "dynamic", "auto");
 
 /* Enum fields are stored and read as int. */
 _Static_assert(sizeof(mst_job_model) == sizeof(int) && sizeof(mst_job_dataset) == sizeof(int) &&
@@ -63,6 +63,8 @@ const mst_job_key mst_job_keys[] = {
     INT("model.hidden2", model.hidden2, "128", 1, "mlp: width of the second hidden layer"),
     INT("model.width", model.width, "32", 1, "cnn: stem channels (each later block doubles them)"),
     INT("model.blocks", model.blocks, "2", 1, "cnn: residual blocks (each after the first halves H and W)"),
+    FLT("model.init_gain", model.init_gain, "1", 0, 0, MST_JOB_MIN_OPEN,
+        "multiplies every weight's init bound (1 = PyTorch's default init)"),
     FLT("model.dropout", model.dropout, "0", 0, 1, MST_JOB_HAS_MAX | MST_JOB_MAX_OPEN,
         "mlp: dropout probability after each hidden layer"),
 
@@ -93,6 +95,10 @@ const mst_job_key mst_job_keys[] = {
     BOOL("train.eval", train.eval, "true", "evaluate on the held-out split after each epoch"),
     INT("train.log_every", train.log_every, "50", 1, "without a terminal: a progress line every N steps"),
     BOOL("train.checkpoint", train.checkpoint, "true", "write resumable checkpoints (atomically) during the run"),
+    FLT("train.clip_grad_norm", train.clip_grad_norm, "0", 0, 0, 0,
+        "clip gradients to this global L2 norm after unscaling (0 = off)"),
+    INTMAX("train.accumulate_steps", train.accumulate_steps, "1", 1, 64,
+           "batches per optimizer step (gradient accumulation); an epoch's remainder batches are dropped"),
 
     ENUM("optimizer.name", optimizer.name, "sgd", optim_names, "update rule (PyTorch semantics)"),
     FLT("optimizer.lr", optimizer.lr, "0.05", 0, 0, MST_JOB_MIN_OPEN, "base learning rate"),
@@ -115,6 +121,8 @@ const mst_job_key mst_job_keys[] = {
     ENUM("runtime.mode", runtime.mode, "eager", mode_names, "eager dispatch per op, or a traced, compiled graph"),
     ENUM("runtime.device", runtime.device, "cpu", device_names, "where kernels run (cuda needs a CUDA build)"),
     INTMAX("runtime.threads", runtime.threads, "0", 0, 4096, "thread budget for kernels and loader (0 = all cores)"),
+    BOOL("runtime.dynamic_batch", runtime.dynamic_batch, "false",
+         "graph: one compiled plan for every batch size instead of one per shape"),
 
     INTMAX("profile.level", profile.level, "1", 0, 2,
            "mstune profile: 0 per-step totals, 1 plus per-op ranges, 2 plus memory events"),
@@ -129,12 +137,15 @@ const mst_job_key mst_job_keys[] = {
     ENUM("amp.level", amp.level, "O0", amp_names,
          "mixed precision: O0 f32, O1 allow-list half, O2 half but norms/loss, O3 all half"),
     ENUM("amp.dtype", amp.dtype, "f16", half_names, "half-precision type"),
-    ENUM("amp.loss_scale.type", amp.loss_scale.type, "none", scale_names, "loss scaling"),
+    ENUM("amp.loss_scale.type", amp.loss_scale.type, "auto", scale_names,
+         "loss scaling; auto = dynamic at O2, none at O0/O1/O3 (MindSpore's defaults)"),
     FLT("amp.loss_scale.init", amp.loss_scale.init, "16777216", 0, 0, MST_JOB_MIN_OPEN,
         "initial (or fixed) loss scale; the default is 2^24"),
     FLT("amp.loss_scale.factor", amp.loss_scale.factor, "2", 1, 0, MST_JOB_MIN_OPEN,
         "dynamic: grow/shrink factor of the scale"),
     INT("amp.loss_scale.window", amp.loss_scale.window, "2000", 1, "dynamic: clean steps before the scale grows"),
+    BOOL("amp.loss_scale.drop_overflow_update", amp.loss_scale.drop_overflow_update, "true",
+         "fixed: skip the optimizer update on a step with inf/NaN gradients (dynamic always does)"),
 };
 const int mst_job_key_count = (int)(sizeof(mst_job_keys) / sizeof(mst_job_keys[0]));
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/amp/autocast.h"
 #include "runtime/context.h"
 #include "runtime/ops.h"
 
@@ -58,11 +59,12 @@ void mst_tape_clear(mst_ctx *ctx) { mst_tape_truncate(ctx, 0); }
 size_t mst_tape_length(const mst_ctx *ctx) { return ctx->tape_len; }
 
 /* Add g into t->grad. Leaf gradients must be tensors nobody else holds, since optimizers and
- * clipping may update them in place: a gradient shared with another tensor is copied. */
+ * clipping may update them in place: a gradient shared with another tensor is copied, through
+ * the copy op so graph mode's tracer records it. */
 static mst_status accumulate(mst_ctx *ctx, mst_tensor *t, mst_tensor *g, bool leaf) {
     if (!t->grad) {
         if (leaf && g->refcount > 1) {
-            g = mst_tensor_clone(ctx, g);
+            g = mst_copy(ctx, g);
             if (!g) return ctx->status;
         }
         t->grad = mst_tensor_retain(g);
@@ -120,16 +122,19 @@ mst_status mst_backward_seeded(mst_ctx *ctx, mst_tensor *y, mst_tensor *gy) {
         return mst_ctx_fail(ctx, MST_ERR_SHAPE, "backward: seed gradient %s does not match %s",
                             mst_tensor_desc(gy, a, sizeof(a)), mst_tensor_desc(y, b, sizeof(b)));
     }
-    bool was_enabled = ctx->grad_enabled;
+    bool was_enabled = ctx->grad_enabled, was_autocast = ctx->autocast;
     mst_mem_cat was_cat = ctx->out_cat;
     ctx->grad_enabled = false;
+    ctx->autocast = false;          /* gradients run in the dtypes the forward produced */
     ctx->out_cat = MST_MEM_GRAD;
     mst_tensor_release(y->grad);
     y->grad = mst_tensor_retain(gy);
     mst_status s = run_backward(ctx);
     ctx->grad_enabled = was_enabled;
+    ctx->autocast = was_autocast;
     ctx->out_cat = was_cat;
     mst_tape_clear(ctx);
+    mst_amp_cache_clear(ctx);       /* the next forward casts the updated parameters afresh */
     return s;
 }
 

@@ -85,18 +85,37 @@ mst_tensor *mst_mean(mst_ctx *ctx, mst_tensor *x, uint32_t axes, bool keepdim);
 /* ---- casts between all float types (ops/cast.c) ---- */
 mst_tensor *mst_cast(mst_ctx *ctx, mst_tensor *x, mst_dtype to);
 
-/* ---- in-place parameter updates (ops/optim_update.c); runtime/optim.h drives them ---- */
-/* PyTorch's SGD: g += wd p; buf = momentum buf + (1 - dampening) g (buf = g on the first step,
- * step == 1); g = nesterov ? g + momentum buf : buf; p -= lr g. momentum_buf may be NULL when
+/* ---- in-place parameter updates (ops/optim_update.c); runtime/optim.h drives them ----
+ * Per-step values are tensors so a traced step replays: lr f64 (), steps f64 (n_params) (this
+ * parameter's update count at steps[index], incremented by the update), found_inf f32 () (non-zero:
+ * the update is skipped, count included). */
+/* PyTorch's SGD: g += wd p; buf = momentum buf + (1 - dampening) g (buf = g on the parameter's
+ * first update); g = nesterov ? g + momentum buf : buf; p -= lr g. momentum_buf may be NULL when
  * momentum == 0. */
-mst_status mst_sgd_update(mst_ctx *ctx, mst_tensor *param, mst_tensor *grad, mst_tensor *momentum_buf,
-                          double lr, double momentum, double dampening, double weight_decay, bool nesterov,
-                          int64_t step);
+mst_status mst_sgd_update(mst_ctx *ctx, mst_tensor *param, mst_tensor *grad, mst_tensor *lr, mst_tensor *steps,
+                          mst_tensor *found_inf, mst_tensor *momentum_buf, int index, double momentum, double dampening,
+                          double weight_decay, bool nesterov);
 /* Adam (decoupled = false: weight decay added to the gradient) or AdamW (decoupled = true:
- * p -= lr wd p), with bias correction for step >= 1. */
-mst_status mst_adam_update(mst_ctx *ctx, mst_tensor *param, mst_tensor *grad, mst_tensor *m, mst_tensor *v,
-                           double lr, double beta1, double beta2, double eps, double weight_decay,
-                           bool decoupled, int64_t step);
+ * p -= lr wd p), with bias correction from the parameter's update count. */
+mst_status mst_adam_update(mst_ctx *ctx, mst_tensor *param, mst_tensor *grad, mst_tensor *lr, mst_tensor *steps,
+                           mst_tensor *found_inf, mst_tensor *m, mst_tensor *v, int index, double beta1, double beta2,
+                           double eps, double weight_decay, bool decoupled);
+
+/* ---- copy (ops/copy.c) ---- */
+/* y = x in new storage; on the tape, the gradient passes through. */
+mst_tensor *mst_copy(mst_ctx *ctx, mst_tensor *x);
+
+/* ---- loss scaling and clipping (ops/amp_ops.c); runtime/amp/loss_scale.h and runtime/step.h drive them ---- */
+/* In place: grad *= 1 / scale, and found_inf = 1 when an element of the result is inf/NaN
+ * (reset: found_inf = 0 first). scale and found_inf are f32 (). */
+mst_status mst_amp_unscale_check(mst_ctx *ctx, mst_tensor *grad, mst_tensor *scale, mst_tensor *found_inf, bool reset);
+/* In place on scale and good_steps (both () of one float dtype), reading found_inf f32 (): on
+ * overflow scale = max(scale / factor, floor), good_steps = 0; else good_steps += 1 and after
+ * `window` clean steps scale *= factor (unless that overflows), good_steps = 0. */
+mst_status mst_amp_update_scale(mst_ctx *ctx, mst_tensor *scale, mst_tensor *good_steps, mst_tensor *found_inf,
+                                double factor, int64_t window, double floor);
+/* From the sum of squares of all gradients (): norm = sqrt(sum), coef = min(1, max_norm / (norm + 1e-6)). */
+mst_status mst_clip_coef(mst_ctx *ctx, mst_tensor *sum_sq, double max_norm, mst_tensor **coef, mst_tensor **norm);
 
 /* ---- testing knob (ops/testing.c) ---- */
 /* A copy of x whose kernel busy-waits `ns` nanoseconds first: an op of known kernel cost, so tests

@@ -33,9 +33,12 @@ const mst_op_desc *const mst_op_table[MST_OP_COUNT] = {
     [MST_OP_SUM] = &mst_desc_sum, [MST_OP_MEAN] = &mst_desc_mean,
     [MST_OP_CAST] = &mst_desc_cast,
     [MST_OP_SGD_UPDATE] = &mst_desc_sgd_update, [MST_OP_ADAM_UPDATE] = &mst_desc_adam_update,
+    [MST_OP_COPY] = &mst_desc_copy,
+    [MST_OP_AMP_UNSCALE_CHECK] = &mst_desc_amp_unscale_check, [MST_OP_AMP_UPDATE_SCALE] = &mst_desc_amp_update_scale,
+    [MST_OP_CLIP_COEF] = &mst_desc_clip_coef,
     [MST_OP_SPIN] = &mst_desc_spin,
 };
-_Static_assert(MST_OP_COUNT == 49, "a new op needs a descriptor row in mst_op_table");
+_Static_assert(MST_OP_COUNT == 53, "a new op needs a descriptor row in mst_op_table");
 
 const char *mst_op_name(mst_op op) {
     if ((unsigned)op >= MST_OP_COUNT || !mst_op_table[op]) return "?";

@@ -27,7 +27,9 @@ struct mst_optim {
     state_entry *state;     /* per-parameter slots in parameter order, then "step" */
     int n_state;
     int slots;              /* per-parameter state tensors: 0, 1 (SGD momentum) or 2 (Adam) */
-    mst_tensor *step;       /* f64 (n_params) update counts; the last state entry; NULL when slots == 0 */
+    mst_tensor *step;       /* f64 (n_params) update counts; the last state entry when slots > 0 */
+    mst_tensor *lr;         /* f64 (): the learning rate the update ops read; set each step */
+    mst_tensor *no_inf;     /* f32 () zero: the overflow flag when the caller has none */
     int64_t steps;
 };
 
@@ -129,14 +131,19 @@ mst_optim *mst_optim_new(mst_ctx *ctx, const mst_optim_config *cfg, mst_tensor *
         if (s == MST_OK && cfg->kind != MST_OPTIM_SGD) s = add_state(o, i, "exp_avg_sq");
         if (s != MST_OK) goto fail;
     }
+    /* The update ops read the per-parameter counts even where no state is checkpointed (plain
+     * SGD), so the counts always exist; they are a state entry only when something uses them. */
+    o->step = mst_state_new(ctx, "step", MST_DTYPE_F64, 1, (int64_t[]){n > 0 ? n : 1}, MST_MEM_OPTIM);
+    if (!o->step) goto fail;
     if (o->slots > 0 && n > 0) {
-        state_entry *e = &o->state[o->n_state];
+        state_entry *e = &o->state[o->n_state++];
         snprintf(e->name, sizeof(e->name), "step");
-        e->t = mst_state_new(ctx, e->name, MST_DTYPE_F64, 1, (int64_t[]){n}, MST_MEM_OPTIM);
-        if (!e->t) goto fail;
-        o->step = e->t;
-        o->n_state++;
+        e->t = o->step;
     }
+    o->lr = mst_state_new(ctx, "lr", MST_DTYPE_F64, 0, NULL, MST_MEM_OPTIM);
+    o->no_inf = mst_state_new(ctx, "found_inf.zero", MST_DTYPE_F32, 0, NULL, MST_MEM_OPTIM);
+    if (!o->lr || !o->no_inf) goto fail;
+    mst_tensor_f64(o->lr)[0] = cfg->lr;
     return o;
 
 oom:
@@ -148,7 +155,11 @@ fail:
 
 void mst_optim_free(mst_optim *o) {
     if (!o) return;
-    for (int i = 0; i < o->n_state; i++) mst_tensor_release(o->state[i].t);
+    for (int i = 0; i < o->n_state; i++)
+        if (o->state[i].t != o->step) mst_tensor_release(o->state[i].t);
+    mst_tensor_release(o->step);
+    mst_tensor_release(o->lr);
+    mst_tensor_release(o->no_inf);
     for (int i = 0; i < o->n_params; i++) mst_tensor_release(o->params[i]);
     free(o->state);
     free(o->params);
@@ -169,36 +180,49 @@ static mst_status check_grads(const mst_optim *o) {
     return MST_OK;
 }
 
-mst_status mst_optim_step(mst_optim *o, double lr) {
-    mst_ctx *ctx = o->ctx;
+mst_status mst_optim_set_lr(mst_optim *o, double lr) {
     if (!(lr >= 0 && isfinite(lr)))
-        return mst_ctx_fail(ctx, MST_ERR_ARG, "optim step: lr must be finite and >= 0, got %g", lr);
+        return mst_ctx_fail(o->ctx, MST_ERR_ARG, "optim step: lr must be finite and >= 0, got %g", lr);
+    mst_tensor_f64(o->lr)[0] = lr;
+    return MST_OK;
+}
+
+mst_tensor *mst_optim_lr(const mst_optim *o) { return o->lr; }
+
+mst_status mst_optim_apply(mst_optim *o, mst_tensor *found_inf) {
+    mst_ctx *ctx = o->ctx;
     mst_status s = check_grads(o);
     if (s != MST_OK) return s;
     const mst_optim_config *c = &o->cfg;
-    double *counts = o->step ? mst_tensor_f64(o->step) : NULL;
+    mst_tensor *flag = found_inf ? found_inf : o->no_inf;
     for (int i = 0; i < o->n_params; i++) {
         mst_tensor *p = o->params[i];
         if (!p->grad) continue;
-        int64_t t = counts ? (int64_t)counts[i] + 1 : o->steps + 1;
         switch (c->kind) {
         case MST_OPTIM_SGD:
-            s = mst_sgd_update(ctx, p, p->grad, o->slots ? o->state[i].t : NULL, lr, c->momentum, c->dampening,
-                               c->weight_decay, c->nesterov, t);
+            s = mst_sgd_update(ctx, p, p->grad, o->lr, o->step, flag, o->slots ? o->state[i].t : NULL, i, c->momentum,
+                               c->dampening, c->weight_decay, c->nesterov);
             break;
         case MST_OPTIM_ADAM:
         case MST_OPTIM_ADAMW:
-            s = mst_adam_update(ctx, p, p->grad, o->state[2 * i].t, o->state[2 * i + 1].t, lr, c->beta1, c->beta2,
-                                c->eps, c->weight_decay, c->kind == MST_OPTIM_ADAMW, t);
+            s = mst_adam_update(ctx, p, p->grad, o->lr, o->step, flag, o->state[2 * i].t, o->state[2 * i + 1].t, i,
+                                c->beta1, c->beta2, c->eps, c->weight_decay, c->kind == MST_OPTIM_ADAMW);
             break;
         default:
             MST_ASSERT(!"optimizer kind validated at construction");
         }
         if (s != MST_OK) return s;
-        if (counts) counts[i] = (double)t;
     }
-    o->steps++;
     return MST_OK;
+}
+
+void mst_optim_count_step(mst_optim *o) { o->steps++; }
+
+mst_status mst_optim_step(mst_optim *o, double lr) {
+    mst_status s = mst_optim_set_lr(o, lr);
+    if (s == MST_OK) s = mst_optim_apply(o, NULL);
+    if (s == MST_OK) mst_optim_count_step(o);
+    return s;
 }
 
 int64_t mst_optim_steps(const mst_optim *o) { return o->steps; }

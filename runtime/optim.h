@@ -17,6 +17,8 @@
  * then, when there is any per-parameter state (and n_params > 0), "step": f64 (n_params), each parameter's update
  * count. <param> is the parameter's name, or "param<i>" when it has none. A checkpoint saves
  * these tensors and mst_optim_steps; resuming copies them back and calls mst_optim_set_steps.
+ * The learning rate (f64 ()) and a zero overflow flag are tensors too (persistent, so a traced
+ * step binds them by reference) but not state: a checkpoint does not hold them.
  *
  *     mst_optim_config cfg = mst_optim_defaults(MST_OPTIM_ADAMW);
  *     cfg.lr = 3e-4;
@@ -70,8 +72,20 @@ void       mst_optim_free(mst_optim *o);                   /* NULL is fine */
 
 /* One update of every parameter whose grad is not NULL, with learning rate lr; parameters
  * without a gradient are left alone (and so is their state). Gradients are checked against their
- * parameters before anything is updated, so a bad gradient leaves the whole model untouched. */
+ * parameters before anything is updated, so a bad gradient leaves the whole model untouched.
+ * The same as mst_optim_set_lr + mst_optim_apply(o, NULL) + mst_optim_count_step. */
 mst_status mst_optim_step(mst_optim *o, double lr);
+
+/* The parts of a step, for a traced training step (runtime/step.h):
+ * set_lr writes the learning-rate tensor on the host (finite, >= 0) before the step runs;
+ * apply dispatches the update ops and reads no tensor value on the host, so graph mode can trace
+ * it; every update is skipped (parameters, state and per-parameter counts untouched) when
+ * found_inf (f32 ()) holds a non-zero value at run time; NULL: never skipped;
+ * count_step advances the optimizer's own count, on the host, after a step that was not skipped. */
+mst_status  mst_optim_set_lr(mst_optim *o, double lr);
+mst_status  mst_optim_apply(mst_optim *o, mst_tensor *found_inf);
+void        mst_optim_count_step(mst_optim *o);
+mst_tensor *mst_optim_lr(const mst_optim *o);              /* the f64 () learning-rate tensor */
 int64_t    mst_optim_steps(const mst_optim *o);
 /* Resume: restores the optimizer's count (>= 0); per-parameter counts are the "step" state. */
 mst_status mst_optim_set_steps(mst_optim *o, int64_t steps);

@@ -1,5 +1,5 @@
 /* mlp.c — the multi-layer perceptron: flatten, linear-ReLU, linear-ReLU, linear.
- * Init as PyTorch's nn.Linear: weights and biases U(-1/sqrt(fan_in), 1/sqrt(fan_in)). */
+ * Init as PyTorch's nn.Linear: weights and biases U(-g/sqrt(fan_in), g/sqrt(fan_in)), gain g = 1 by default. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -22,9 +22,10 @@ static mst_tensor *mlp_forward(mst_model *m, mst_ctx *ctx, mst_tensor *x, bool t
     return mst_linear(ctx, h, p->w3, p->b3);
 }
 
-static void linear_params(mst_model *m, mst_ctx *ctx, const char *name, int64_t in, int64_t out, mst_tensor **w, mst_tensor **b) {
+static void linear_params(mst_model *m, mst_ctx *ctx, const char *name, int64_t in, int64_t out, double gain, mst_tensor **w,
+                          mst_tensor **b) {
     char n[32];
-    double bound = 1.0 / sqrt((double)in);
+    double bound = gain / sqrt((double)in);
     snprintf(n, sizeof(n), "%s.weight", name);
     *w = mst_model_param(m, ctx, n, 2, (int64_t[]){out, in}, bound);
     snprintf(n, sizeof(n), "%s.bias", name);
@@ -45,9 +46,10 @@ mst_model *mst_mlp_new(mst_ctx *ctx, const mst_model_spec *spec) {
     m->forward = mlp_forward;
     p->in_features = (int64_t)spec->in_c * spec->in_h * spec->in_w;
     p->dropout = spec->dropout;
-    linear_params(m, ctx, "fc1", p->in_features, spec->hidden1, &p->w1, &p->b1);
-    linear_params(m, ctx, "fc2", spec->hidden1, spec->hidden2, &p->w2, &p->b2);
-    linear_params(m, ctx, "fc3", spec->hidden2, spec->classes, &p->w3, &p->b3);
+    double gain = spec->init_gain > 0 ? spec->init_gain : 1.0;
+    linear_params(m, ctx, "fc1", p->in_features, spec->hidden1, gain, &p->w1, &p->b1);
+    linear_params(m, ctx, "fc2", spec->hidden1, spec->hidden2, gain, &p->w2, &p->b2);
+    linear_params(m, ctx, "fc3", spec->hidden2, spec->classes, gain, &p->w3, &p->b3);
     if (!p->b3) {
         mst_model_free(m);
         return NULL;

@@ -18,6 +18,7 @@ typedef struct {
     double dropout;             /* mlp: dropout after each hidden layer (0 = none) */
     int width;                  /* cnn: stem channels */
     int blocks;                 /* cnn: residual blocks; every block after the first halves H, W and doubles channels */
+    double init_gain;           /* multiplies every weight's init bound (PyTorch's defaults at 1; 0 counts as 1) */
 } mst_model_spec;
 
 typedef struct {

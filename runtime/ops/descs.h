@@ -81,6 +81,14 @@ MST_DESC mst_desc_cast;
 MST_DESC mst_desc_sgd_update;
 MST_DESC mst_desc_adam_update;
 
+/* ops/copy.c */
+MST_DESC mst_desc_copy;
+
+/* ops/amp_ops.c */
+MST_DESC mst_desc_amp_unscale_check;
+MST_DESC mst_desc_amp_update_scale;
+MST_DESC mst_desc_clip_coef;
+
 /* ops/testing.c */
 MST_DESC mst_desc_spin;
 

@@ -227,10 +227,22 @@ static void test_defaults(void **state) {
     assert_int_equal(j.runtime.threads, 0);
     assert_int_equal(j.amp.level, MST_JOB_AMP_O0);
     assert_int_equal(j.amp.dtype, MST_JOB_HALF_F16);
-    assert_int_equal(j.amp.loss_scale.type, MST_JOB_SCALE_NONE);
+    assert_int_equal(j.amp.loss_scale.type, MST_JOB_SCALE_AUTO);
     assert_true(j.amp.loss_scale.init == 16777216.0);
     assert_true(j.amp.loss_scale.factor == 2.0);
     assert_int_equal(j.amp.loss_scale.window, 2000);
+    assert_true(j.amp.loss_scale.drop_overflow_update);
+    assert_true(j.train.clip_grad_norm == 0);
+    assert_int_equal(j.train.accumulate_steps, 1);
+    assert_false(j.runtime.dynamic_batch);
+    /* auto follows MindSpore: dynamic at O2 only; any explicit type wins at any level */
+    for (int level = 0; level < MST_JOB_AMP_COUNT; level++) {
+        mst_job a = j;
+        a.amp.level = (mst_job_amp_level)level;
+        assert_int_equal(mst_job_loss_scale(&a), level == MST_JOB_AMP_O2 ? MST_JOB_SCALE_DYNAMIC : MST_JOB_SCALE_NONE);
+        a.amp.loss_scale.type = MST_JOB_SCALE_FIXED;
+        assert_int_equal(mst_job_loss_scale(&a), MST_JOB_SCALE_FIXED);
+    }
     char err[256];
     assert_int_equal(mst_job_validate(&j, err, sizeof(err)), 0);
 
@@ -283,8 +295,8 @@ static int by_offset(const void *a, const void *b) {
 
 static void test_schema_table(void **state) {
     const int n = mst_job_key_count;
-    assert_int_equal(n, 60);
-    const mst_job_key *sorted[64];
+    assert_int_equal(n, 65);
+    const mst_job_key *sorted[72];
     mst_job job;
     mst_job_defaults(&job);
     for (int i = 0; i < n; i++) {
@@ -413,9 +425,9 @@ static void test_error_structure(void **state) {
                       "names as nested mappings); valid keys: name, model, data, train, optimizer, runtime, profile, amp");
     expect_load_error("amp:\n  loss_scale:\n    windw: 10\n",
                       "job.yaml:3:5: unknown key 'windw' in amp.loss_scale (did you mean 'window'?); valid keys: "
-                      "type, init, factor, window");
+                      "type, init, factor, window, drop_overflow_update");
     expect_load_error("train:\n  zzz: 1\n", "job.yaml:2:3: unknown key 'zzz' in train; valid keys: "
-                                            "epochs, steps, seed, eval, log_every, checkpoint");
+                                            "epochs, steps, seed, eval, log_every, checkpoint, clip_grad_norm, accumulate_steps");
     /* duplicates, at the top and nested */
     expect_load_error("name: a\nname: b\n",
                       "job.yaml:2:1: duplicate key 'name' at the top level (first at line 1, column 1)");
@@ -440,7 +452,7 @@ static void test_error_structure(void **state) {
                                      "(not starting with '.'), not a sequence");
     expect_load_error("train:\n  \"a\\x01bcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz\": 1\n",
                       "job.yaml:2:3: unknown key 'a?bcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijk...' "
-                      "in train; valid keys: epochs, steps, seed, eval, log_every, checkpoint");
+                      "in train; valid keys: epochs, steps, seed, eval, log_every, checkpoint, clip_grad_norm, accumulate_steps");
     expect_load_error("? [a, b]\n: 1\n", "job.yaml:1:3: keys must be plain names, not a sequence");
     /* a cyclic alias is walked no deeper than the schema */
     expect_load_error("data: &d\n  synthetic: *d\n",
@@ -569,14 +581,14 @@ static void test_set(void **state) {
                                      "'data.batch_size'?); valid keys: name, model, data, train, optimizer, runtime, profile, amp");
     expect_set_error("amp.loss_scale.windw=3",
                      "--set amp.loss_scale.windw=3: unknown key 'windw' in amp.loss_scale (did you mean 'window'?); "
-                     "valid keys: type, init, factor, window");
+                     "valid keys: type, init, factor, window, drop_overflow_update");
     expect_set_error("data..batch_size=3", "--set data..batch_size=3: unknown key '' in data; valid keys: dataset, "
                                            "path, batch_size, num_workers, prefetch, drop_remainder, shuffle, augment, "
                                            "normalize, limit, synthetic");
     expect_set_error("data.batch_size.x=3", "--set data.batch_size.x=3: data.batch_size must be an integer >= 1, "
                                             "not a mapping");
     expect_set_error("amp.loss_scale=4", "--set amp.loss_scale=4: amp.loss_scale must be a mapping (keys: type, init, "
-                                         "factor, window), not a scalar");
+                                         "factor, window, drop_overflow_update), not a scalar");
     expect_set_error("data.batch_size", "--set data.batch_size: expected key.path=value");
     expect_set_error("=3", "--set =3: expected key.path=value");
 

@@ -167,6 +167,28 @@ static mst_tensor *scalar1(mst_ctx *ctx, mst_dtype dt, double v) {
     return mst_tensor_full(ctx, dt, 1, (int64_t[]){1}, v);
 }
 
+/* The per-step inputs of the update ops: lr f64 (), counts f64 (1) from 0, found_inf f32 (). */
+typedef struct {
+    mst_tensor *lr, *steps, *found;
+} controls;
+
+static controls ctl(mst_ctx *ctx, double lr) {
+    controls k = {mst_tensor_scalar(ctx, MST_DTYPE_F64, lr), mst_tensor_zeros(ctx, MST_DTYPE_F64, 1, (int64_t[]){1}),
+                  mst_tensor_scalar(ctx, MST_DTYPE_F32, 0)};
+    assert_true(k.lr && k.steps && k.found);
+    return k;
+}
+
+static mst_status sgd(mst_ctx *ctx, mst_tensor *p, mst_tensor *g, mst_tensor *buf, controls k, double mom, double damp,
+                      double wd, bool nesterov) {
+    return mst_sgd_update(ctx, p, g, k.lr, k.steps, k.found, buf, 0, mom, damp, wd, nesterov);
+}
+
+static mst_status adam(mst_ctx *ctx, mst_tensor *p, mst_tensor *g, mst_tensor *m, mst_tensor *v, controls k, double b1,
+                       double b2, double eps, double wd, bool decoupled) {
+    return mst_adam_update(ctx, p, g, k.lr, k.steps, k.found, m, v, 0, b1, b2, eps, wd, decoupled);
+}
+
 static void test_sgd_by_hand(void **state) {
     mst_ctx *ctx = mst_ctx_new(NULL);
     const mst_dtype dts[2] = {MST_DTYPE_F64, MST_DTYPE_F32};
@@ -177,30 +199,35 @@ static void test_sgd_by_hand(void **state) {
         /* momentum 0.9, lr 0.1, g = 1: buf 1, 1.9, 2.71; p 0.9, 0.71, 0.439 */
         mst_tensor *p = scalar1(ctx, dt, 1.0), *buf = scalar1(ctx, dt, 123.0);   /* garbage is never read on step 1 */
         const double want_p[3] = {0.9, 0.71, 0.439}, want_buf[3] = {1, 1.9, 2.71};
+        controls k = ctl(ctx, 0.1);
         for (int t = 1; t <= 3; t++) {
-            assert_int_equal(mst_sgd_update(ctx, p, g, buf, 0.1, 0.9, 0, 0, false, t), MST_OK);
+            assert_int_equal(sgd(ctx, p, g, buf, k, 0.9, 0, 0, false), MST_OK);
+            assert_true(mst_tensor_get(k.steps, 0) == t);
             assert_close(mst_tensor_get(p, 0), want_p[t - 1], tol, "sgd momentum", 0, t);
             assert_close(mst_tensor_get(buf, 0), want_buf[t - 1], tol, "sgd momentum buffer", 0, t);
         }
         /* dampening 0.5: the first step is not dampened (buf 1, p 0.9), then buf 0.9 + 0.5 = 1.4, p 0.76 */
         p = scalar1(ctx, dt, 1.0);
         buf = scalar1(ctx, dt, 0.0);
-        assert_int_equal(mst_sgd_update(ctx, p, g, buf, 0.1, 0.9, 0.5, 0, false, 1), MST_OK);
-        assert_int_equal(mst_sgd_update(ctx, p, g, buf, 0.1, 0.9, 0.5, 0, false, 2), MST_OK);
+        k = ctl(ctx, 0.1);
+        assert_int_equal(sgd(ctx, p, g, buf, k, 0.9, 0.5, 0, false), MST_OK);
+        assert_int_equal(sgd(ctx, p, g, buf, k, 0.9, 0.5, 0, false), MST_OK);
         assert_close(mst_tensor_get(p, 0), 0.76, tol, "sgd dampening", 0, 2);
         assert_close(mst_tensor_get(buf, 0), 1.4, tol, "sgd dampening buffer", 0, 2);
         /* nesterov 0.9: u = 1 + 0.9 * 1 = 1.9 -> 0.81; then buf 1.9, u = 1 + 1.71 = 2.71 -> 0.539 */
         p = scalar1(ctx, dt, 1.0);
         buf = scalar1(ctx, dt, 0.0);
-        assert_int_equal(mst_sgd_update(ctx, p, g, buf, 0.1, 0.9, 0, 0, true, 1), MST_OK);
+        k = ctl(ctx, 0.1);
+        assert_int_equal(sgd(ctx, p, g, buf, k, 0.9, 0, 0, true), MST_OK);
         assert_close(mst_tensor_get(p, 0), 0.81, tol, "sgd nesterov", 0, 1);
-        assert_int_equal(mst_sgd_update(ctx, p, g, buf, 0.1, 0.9, 0, 0, true, 2), MST_OK);
+        assert_int_equal(sgd(ctx, p, g, buf, k, 0.9, 0, 0, true), MST_OK);
         assert_close(mst_tensor_get(p, 0), 0.539, tol, "sgd nesterov", 0, 2);
         /* plain with weight decay 0.1, no buffer: d = 1.1 -> 0.89; d = 1.089 -> 0.7811 */
         p = scalar1(ctx, dt, 1.0);
-        assert_int_equal(mst_sgd_update(ctx, p, g, NULL, 0.1, 0, 0, 0.1, false, 1), MST_OK);
+        k = ctl(ctx, 0.1);
+        assert_int_equal(sgd(ctx, p, g, NULL, k, 0, 0, 0.1, false), MST_OK);
         assert_close(mst_tensor_get(p, 0), 0.89, tol, "sgd weight decay", 0, 1);
-        assert_int_equal(mst_sgd_update(ctx, p, g, NULL, 0.1, 0, 0, 0.1, false, 2), MST_OK);
+        assert_int_equal(sgd(ctx, p, g, NULL, k, 0, 0, 0.1, false), MST_OK);
         assert_close(mst_tensor_get(p, 0), 0.7811, tol, "sgd weight decay", 0, 2);
     }
     mst_ctx_free(ctx);
@@ -217,8 +244,9 @@ static void test_adam_by_hand(void **state) {
         mst_tensor *g = scalar1(ctx, dt, 0.5);
         mst_tensor *p = scalar1(ctx, dt, 1.0), *m = scalar1(ctx, dt, 0), *v = scalar1(ctx, dt, 0);
         const double move = 0.1 * 0.5 / (0.5 + 1e-8);
+        controls k = ctl(ctx, 0.1);
         for (int t = 1; t <= 3; t++) {
-            assert_int_equal(mst_adam_update(ctx, p, g, m, v, 0.1, 0.9, 0.999, 1e-8, 0, false, t), MST_OK);
+            assert_int_equal(adam(ctx, p, g, m, v, k, 0.9, 0.999, 1e-8, 0, false), MST_OK);
             assert_close(mst_tensor_get(p, 0), 1.0 - t * move, tol, "adam constant gradient", 0, t);
         }
         assert_close(mst_tensor_get(m, 0), 0.5 * (1 - pow(0.9, 3)), tol, "adam m", 0, 3);
@@ -227,13 +255,13 @@ static void test_adam_by_hand(void **state) {
         p = scalar1(ctx, dt, 1.0);
         m = scalar1(ctx, dt, 0);
         v = scalar1(ctx, dt, 0);
-        assert_int_equal(mst_adam_update(ctx, p, g, m, v, 0.1, 0.9, 0.999, 1e-8, 0.1, true, 1), MST_OK);
+        assert_int_equal(adam(ctx, p, g, m, v, ctl(ctx, 0.1), 0.9, 0.999, 1e-8, 0.1, true), MST_OK);
         assert_close(mst_tensor_get(p, 0), 0.99 - move, tol, "adamw", 0, 1);
         /* Adam's L2 decay changes the gradient (0.5 + 0.1 = 0.6), not p directly */
         p = scalar1(ctx, dt, 1.0);
         m = scalar1(ctx, dt, 0);
         v = scalar1(ctx, dt, 0);
-        assert_int_equal(mst_adam_update(ctx, p, g, m, v, 0.1, 0.9, 0.999, 1e-8, 0.1, false, 1), MST_OK);
+        assert_int_equal(adam(ctx, p, g, m, v, ctl(ctx, 0.1), 0.9, 0.999, 1e-8, 0.1, false), MST_OK);
         assert_close(mst_tensor_get(p, 0), 1.0 - 0.1 * 0.6 / (0.6 + 1e-8), tol, "adam l2", 0, 1);
         assert_close(mst_tensor_get(m, 0), 0.1 * 0.6, tol, "adam l2 m", 0, 1);
     }
@@ -375,13 +403,14 @@ static void test_state_memory_and_layout(void **state) {
     mst_ctx *ctx = mst_ctx_new(NULL);
     mst_tensor *params[N_PARAMS];
     make_params(ctx, MST_DTYPE_F32, params);
-    const int64_t param_bytes = (12 + 5) * 4, step_bytes = N_PARAMS * 8;
+    /* plus the learning rate (f64 ()) and the zero overflow flag (f32 ()), not checkpointed */
+    const int64_t param_bytes = (12 + 5) * 4, step_bytes = N_PARAMS * 8, control_bytes = 8 + 4;
     assert_int_equal(mst_ctx_mem(ctx)->in_use[MST_MEM_OPTIM], 0);
 
     mst_optim_config cfg = mst_optim_defaults(MST_OPTIM_ADAM);
     mst_optim *o = mst_optim_new(ctx, &cfg, params, N_PARAMS);
     assert_non_null(o);
-    assert_int_equal(mst_ctx_mem(ctx)->in_use[MST_MEM_OPTIM], 2 * param_bytes + step_bytes);
+    assert_int_equal(mst_ctx_mem(ctx)->in_use[MST_MEM_OPTIM], 2 * param_bytes + step_bytes + control_bytes);
     assert_int_equal(mst_ctx_mem(ctx)->in_use[MST_MEM_PARAM], param_bytes);
     const char *want[5] = {"w.exp_avg", "w.exp_avg_sq", "b.exp_avg", "b.exp_avg_sq", "step"};
     assert_int_equal(mst_optim_state_count(o), 5);
@@ -406,12 +435,13 @@ static void test_state_memory_and_layout(void **state) {
     mst_optim_free(o);
     assert_int_equal(mst_ctx_mem(ctx)->in_use[MST_MEM_OPTIM], 0);
 
-    /* SGD with momentum: one buffer per parameter plus the counts; without: no state at all */
+    /* SGD with momentum: one buffer per parameter plus the counts; without: no checkpointed state
+     * (the counts the update ops read still exist) */
     cfg = mst_optim_defaults(MST_OPTIM_SGD);
     cfg.momentum = 0.9;
     o = mst_optim_new(ctx, &cfg, params, N_PARAMS);
     assert_non_null(o);
-    assert_int_equal(mst_ctx_mem(ctx)->in_use[MST_MEM_OPTIM], param_bytes + step_bytes);
+    assert_int_equal(mst_ctx_mem(ctx)->in_use[MST_MEM_OPTIM], param_bytes + step_bytes + control_bytes);
     assert_int_equal(mst_optim_state_count(o), 3);
     mst_optim_state_at(o, 0, &name);
     assert_string_equal(name, "w.momentum_buffer");
@@ -420,7 +450,7 @@ static void test_state_memory_and_layout(void **state) {
     o = mst_optim_new(ctx, &cfg, params, N_PARAMS);
     assert_non_null(o);
     assert_int_equal(mst_optim_state_count(o), 0);
-    assert_int_equal(mst_ctx_mem(ctx)->in_use[MST_MEM_OPTIM], 0);
+    assert_int_equal(mst_ctx_mem(ctx)->in_use[MST_MEM_OPTIM], step_bytes + control_bytes);
     mst_optim_free(o);
 
     /* an unnamed parameter gets "param<i>"; the optimizer keeps its parameters alive */
@@ -458,16 +488,19 @@ static void test_defaults_and_names(void **state) {
 static void test_cost_formulas(void **state) {
     mst_ctx *ctx = mst_ctx_new(NULL);
     mst_tensor *p = mst_tensor_zeros(ctx, MST_DTYPE_F32, 1, (int64_t[]){10});
-    mst_op_call c = {.op = MST_OP_SGD_UPDATE, .n_in = 3, .in = {p, p, p},
-                     .attrs = {.i = {0, 1}, .f = {0.1, 0.9, 0, 0}}};
-    assert_int_equal(mst_op_bytes(&c), 5 * 40);         /* read p, g, buf; write p, buf */
+    controls k = ctl(ctx, 0.1);
+    const int64_t control = 8 + 2 * 8 + 4;              /* read lr, read+write steps[index], read found_inf */
+    mst_op_call c = {.op = MST_OP_SGD_UPDATE, .n_in = 6, .in = {p, p, k.lr, k.steps, k.found, p},
+                     .attrs = {.i = {0, 0}, .f = {0.9, 0, 0}}};
+    assert_int_equal(mst_op_bytes(&c), 5 * 40 + control);   /* read p, g, buf; write p, buf */
     assert_int_equal(mst_op_flops(&c), 5 * 10);
-    c.n_in = 2;
-    c.attrs.f[1] = 0;
-    assert_int_equal(mst_op_bytes(&c), 3 * 40);
+    c.n_in = 5;
+    c.attrs.f[0] = 0;
+    assert_int_equal(mst_op_bytes(&c), 3 * 40 + control);
     assert_int_equal(mst_op_flops(&c), 2 * 10);
-    mst_op_call a = {.op = MST_OP_ADAM_UPDATE, .n_in = 4, .in = {p, p, p, p}, .attrs = {.i = {0, 1}, .f = {0.1, 0.9, 0.999, 1e-8, 0}}};
-    assert_int_equal(mst_op_bytes(&a), 7 * 40);         /* read 4, write p, m, v */
+    mst_op_call a = {.op = MST_OP_ADAM_UPDATE, .n_in = 7, .in = {p, p, k.lr, k.steps, k.found, p, p},
+                     .attrs = {.i = {0, 1}, .f = {0.9, 0.999, 1e-8, 0}}};
+    assert_int_equal(mst_op_bytes(&a), 7 * 40 + control);   /* read 4, write p, m, v */
     assert_int_equal(mst_op_flops(&a), 13 * 10);
     assert_string_equal(mst_op_name(MST_OP_ADAM_UPDATE), "adam_update");
     mst_ctx_free(ctx);
@@ -489,38 +522,47 @@ static void test_update_op_errors(void **state) {
     mst_tensor *g64 = mst_tensor_zeros(ctx, MST_DTYPE_F64, 1, s4), *pi = mst_tensor_zeros(ctx, MST_DTYPE_I32, 1, s4);
     mst_tensor *m = mst_tensor_zeros(ctx, MST_DTYPE_F32, 1, s4), *v = mst_tensor_zeros(ctx, MST_DTYPE_F32, 1, s4);
 
-    expect_error(ctx, mst_sgd_update(ctx, p, b5, NULL, 0.1, 0, 0, 0, false, 1), MST_ERR_SHAPE, "same shape");
-    expect_error(ctx, mst_sgd_update(ctx, p, g, b5, 0.1, 0.9, 0, 0, false, 1), MST_ERR_SHAPE, "f32(5)");
-    expect_error(ctx, mst_sgd_update(ctx, p, g64, NULL, 0.1, 0, 0, 0, false, 1), MST_ERR_DTYPE, "same dtype (f32 vs f64)");
-    expect_error(ctx, mst_sgd_update(ctx, pi, pi, NULL, 0.1, 0, 0, 0, false, 1), MST_ERR_DTYPE, "float tensor, got i32");
-    expect_error(ctx, mst_sgd_update(ctx, p, g, b, -0.1, 0.9, 0, 0, false, 1), MST_ERR_ARG, "sgd_update: lr must be finite and >= 0, got -0.1");
-    expect_error(ctx, mst_sgd_update(ctx, p, g, b, NAN, 0.9, 0, 0, false, 1), MST_ERR_ARG, "lr must be finite and >= 0, got nan");
-    expect_error(ctx, mst_sgd_update(ctx, p, g, b, 0.1, -0.5, 0, 0, false, 1), MST_ERR_ARG, "momentum must be finite and >= 0, got -0.5");
-    expect_error(ctx, mst_sgd_update(ctx, p, g, b, 0.1, 0.9, 1.5, 0, false, 1), MST_ERR_ARG, "dampening must be in [0, 1], got 1.5");
-    expect_error(ctx, mst_sgd_update(ctx, p, g, b, 0.1, 0.9, 0, -1, false, 1), MST_ERR_ARG, "weight_decay must be finite and >= 0, got -1");
-    expect_error(ctx, mst_sgd_update(ctx, p, g, NULL, 0.1, 0.9, 0, 0, false, 1), MST_ERR_ARG, "momentum 0.9 > 0 needs a momentum buffer");
-    expect_error(ctx, mst_sgd_update(ctx, p, g, NULL, 0.1, 0, 0, 0, true, 1), MST_ERR_ARG,
+    controls k = ctl(ctx, 0.1);
+    mst_tensor *lr32 = mst_tensor_scalar(ctx, MST_DTYPE_F32, 0.1), *steps2d = mst_tensor_zeros(ctx, MST_DTYPE_F64, 2, (int64_t[]){1, 1});
+    mst_tensor *found64 = mst_tensor_scalar(ctx, MST_DTYPE_F64, 0);
+    expect_error(ctx, sgd(ctx, p, b5, NULL, k, 0, 0, 0, false), MST_ERR_SHAPE, "same shape");
+    expect_error(ctx, sgd(ctx, p, g, b5, k, 0.9, 0, 0, false), MST_ERR_SHAPE, "f32(5)");
+    expect_error(ctx, sgd(ctx, p, g64, NULL, k, 0, 0, 0, false), MST_ERR_DTYPE, "same dtype (f32 vs f64)");
+    expect_error(ctx, sgd(ctx, pi, pi, NULL, k, 0, 0, 0, false), MST_ERR_DTYPE, "float tensor, got i32");
+    expect_error(ctx, mst_sgd_update(ctx, p, g, lr32, k.steps, k.found, b, 0, 0.9, 0, 0, false), MST_ERR_ARG,
+                 "sgd_update: lr (input 2) must be f64 (), got f32()");
+    expect_error(ctx, mst_sgd_update(ctx, p, g, k.lr, steps2d, k.found, b, 0, 0.9, 0, 0, false), MST_ERR_ARG,
+                 "steps (input 3) must be f64 (n_params), got f64(1, 1)");
+    expect_error(ctx, mst_sgd_update(ctx, p, g, k.lr, k.steps, found64, b, 0, 0.9, 0, 0, false), MST_ERR_ARG,
+                 "found_inf (input 4) must be f32 (), got f64()");
+    expect_error(ctx, mst_sgd_update(ctx, p, g, k.lr, k.steps, k.found, b, 1, 0.9, 0, 0, false), MST_ERR_ARG,
+                 "index 1 is outside steps' 1 entries");
+    expect_error(ctx, sgd(ctx, p, g, b, k, -0.5, 0, 0, false), MST_ERR_ARG, "momentum must be finite and >= 0, got -0.5");
+    expect_error(ctx, sgd(ctx, p, g, b, k, 0.9, 1.5, 0, false), MST_ERR_ARG, "dampening must be in [0, 1], got 1.5");
+    expect_error(ctx, sgd(ctx, p, g, b, k, 0.9, 0, -1, false), MST_ERR_ARG, "weight_decay must be finite and >= 0, got -1");
+    expect_error(ctx, sgd(ctx, p, g, NULL, k, 0.9, 0, 0, false), MST_ERR_ARG, "momentum 0.9 > 0 needs a momentum buffer");
+    expect_error(ctx, sgd(ctx, p, g, NULL, k, 0, 0, 0, true), MST_ERR_ARG,
                  "nesterov needs momentum > 0 and dampening == 0, got momentum 0, dampening 0");
-    expect_error(ctx, mst_sgd_update(ctx, p, g, b, 0.1, 0.9, 0.1, 0, true, 1), MST_ERR_ARG, "dampening 0.1");
-    expect_error(ctx, mst_sgd_update(ctx, p, g, b, 0.1, 0.9, 0, 0, false, 0), MST_ERR_ARG, "step must be >= 1");
-    expect_error(ctx, mst_sgd_update(ctx, p, NULL, NULL, 0.1, 0, 0, 0, false, 1), MST_ERR_ARG, "sgd_update: input 1 is NULL");
+    expect_error(ctx, sgd(ctx, p, g, b, k, 0.9, 0.1, 0, true), MST_ERR_ARG, "dampening 0.1");
+    expect_error(ctx, sgd(ctx, p, NULL, NULL, k, 0, 0, 0, false), MST_ERR_ARG, "sgd_update: input 1 is NULL");
 
-    expect_error(ctx, mst_adam_update(ctx, p, g, m, b5, 0.1, 0.9, 0.999, 1e-8, 0, false, 1), MST_ERR_SHAPE, "inputs 0 and 3 must have the same shape");
-    expect_error(ctx, mst_adam_update(ctx, p, g64, m, v, 0.1, 0.9, 0.999, 1e-8, 0, false, 1), MST_ERR_DTYPE, "same dtype");
-    expect_error(ctx, mst_adam_update(ctx, p, g, m, v, -1, 0.9, 0.999, 1e-8, 0, false, 1), MST_ERR_ARG, "adam_update: lr must be finite and >= 0, got -1");
-    expect_error(ctx, mst_adam_update(ctx, p, g, m, v, 0.1, 1.0, 0.999, 1e-8, 0, false, 1), MST_ERR_ARG, "beta1 must be in [0, 1), got 1");
-    expect_error(ctx, mst_adam_update(ctx, p, g, m, v, 0.1, -0.1, 0.999, 1e-8, 0, false, 1), MST_ERR_ARG, "beta1 must be in [0, 1), got -0.1");
-    expect_error(ctx, mst_adam_update(ctx, p, g, m, v, 0.1, 0.9, 1.5, 1e-8, 0, false, 1), MST_ERR_ARG, "beta2 must be in [0, 1), got 1.5");
-    expect_error(ctx, mst_adam_update(ctx, p, g, m, v, 0.1, 0.9, 0.999, 0, 0, false, 1), MST_ERR_ARG, "eps must be finite and > 0, got 0");
-    expect_error(ctx, mst_adam_update(ctx, p, g, m, v, 0.1, 0.9, 0.999, 1e-8, -0.01, true, 1), MST_ERR_ARG, "weight_decay must be finite and >= 0, got -0.01");
-    expect_error(ctx, mst_adam_update(ctx, p, g, m, v, 0.1, 0.9, 0.999, 1e-8, 0, false, -3), MST_ERR_ARG, "step must be >= 1 (the 1-based count of this update), got -3");
+    expect_error(ctx, adam(ctx, p, g, m, b5, k, 0.9, 0.999, 1e-8, 0, false), MST_ERR_SHAPE, "inputs 0 and 6 must have the same shape");
+    expect_error(ctx, adam(ctx, p, g64, m, v, k, 0.9, 0.999, 1e-8, 0, false), MST_ERR_DTYPE, "same dtype");
+    expect_error(ctx, mst_adam_update(ctx, p, g, lr32, k.steps, k.found, m, v, 0, 0.9, 0.999, 1e-8, 0, false), MST_ERR_ARG,
+                 "adam_update: lr (input 2) must be f64 ()");
+    expect_error(ctx, adam(ctx, p, g, m, v, k, 1.0, 0.999, 1e-8, 0, false), MST_ERR_ARG, "beta1 must be in [0, 1), got 1");
+    expect_error(ctx, adam(ctx, p, g, m, v, k, -0.1, 0.999, 1e-8, 0, false), MST_ERR_ARG, "beta1 must be in [0, 1), got -0.1");
+    expect_error(ctx, adam(ctx, p, g, m, v, k, 0.9, 1.5, 1e-8, 0, false), MST_ERR_ARG, "beta2 must be in [0, 1), got 1.5");
+    expect_error(ctx, adam(ctx, p, g, m, v, k, 0.9, 0.999, 0, 0, false), MST_ERR_ARG, "eps must be finite and > 0, got 0");
+    expect_error(ctx, adam(ctx, p, g, m, v, k, 0.9, 0.999, 1e-8, -0.01, true), MST_ERR_ARG, "weight_decay must be finite and >= 0, got -0.01");
+    assert_true(mst_tensor_get(k.steps, 0) == 0.0);     /* no failed call counted an update */
 
     /* nothing moved, and an earlier failure passes through a NULL argument untouched */
     for (int i = 0; i < 4; i++) assert_true(mst_tensor_f32(p)[i] == 1.0f && mst_tensor_f32(m)[i] == 0.0f);
     mst_tensor *bad = mst_add(ctx, p, b5);
     assert_null(bad);
-    assert_int_equal(mst_sgd_update(ctx, p, g, bad, 0.1, 0.9, 0, 0, false, 1), MST_ERR_SHAPE);
-    assert_int_equal(mst_adam_update(ctx, bad, g, m, v, 0.1, 0.9, 0.999, 1e-8, 0, false, 1), MST_ERR_SHAPE);
+    assert_int_equal(sgd(ctx, p, g, bad, k, 0.9, 0, 0, false), MST_ERR_SHAPE);
+    assert_int_equal(adam(ctx, bad, g, m, v, k, 0.9, 0.999, 1e-8, 0, false), MST_ERR_SHAPE);
     assert_non_null(strstr(mst_ctx_error(ctx), "add"));
     mst_ctx_free(ctx);
 }
@@ -630,6 +672,61 @@ static void test_optim_step_errors(void **state) {
     mst_ctx_free(ctx);
 }
 
+/* ---- the overflow flag: a skipped update leaves everything bitwise untouched ---- */
+
+static void snapshot(mst_optim *o, mst_tensor *params[], double *buf, int64_t *n) {
+    *n = 0;
+    for (int k = 0; k < N_PARAMS; k++)
+        for (int64_t i = 0; i < params[k]->numel; i++) buf[(*n)++] = mst_tensor_get(params[k], i);
+    for (int s = 0; s < mst_optim_state_count(o); s++) {
+        mst_tensor *t = mst_optim_state_at(o, s, NULL);
+        for (int64_t i = 0; i < t->numel; i++) buf[(*n)++] = mst_tensor_get(t, i);
+    }
+}
+
+static void test_skipped_update_touches_nothing(void **state) {
+    const hparams hs[3] = {{MST_OPTIM_SGD, .lr = 0.1, .momentum = 0.9, .wd = 0.01},
+                           {MST_OPTIM_ADAM, .lr = 0.01, .wd = 0.1, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8},
+                           {MST_OPTIM_ADAMW, .lr = 0.01, .wd = 0.1, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8}};
+    for (int c = 0; c < 3; c++) {
+        mst_ctx *ctx = mst_ctx_new(NULL);
+        mst_tensor *params[N_PARAMS];
+        make_params(ctx, MST_DTYPE_F32, params);
+        mst_optim_config cfg = config_of(&hs[c]);
+        mst_optim *o = mst_optim_new(ctx, &cfg, params, N_PARAMS);
+        assert_non_null(o);
+        mst_tensor *flag = mst_state_new(ctx, "found_inf", MST_DTYPE_F32, 0, NULL, MST_MEM_ACT);
+        double before[80], after[80];
+        int64_t nb, na;
+        for (int step = 1; step <= 4; step++) {
+            mst_pool_push(ctx);
+            for (int k = 0; k < N_PARAMS; k++) set_grad(ctx, params[k], k, step);
+            bool skip = step == 2 || step == 3;             /* an overflow at the second and third step */
+            mst_tensor_f32(flag)[0] = skip ? 1.0f : 0.0f;
+            if (skip) mst_tensor_f32(params[0]->grad)[1] = NAN;
+            snapshot(o, params, before, &nb);
+            assert_int_equal(mst_optim_set_lr(o, hs[c].lr), MST_OK);
+            assert_int_equal(mst_optim_apply(o, flag), MST_OK);
+            snapshot(o, params, after, &na);
+            assert_int_equal(nb, na);
+            if (skip) assert_memory_equal(before, after, (size_t)nb * sizeof(double));
+            else assert_memory_not_equal(before, after, (size_t)nb * sizeof(double));
+            mst_zero_grad(params, N_PARAMS);
+            mst_pool_pop(ctx);
+        }
+        /* two real updates per parameter, and the optimizer's own count is the host's business */
+        mst_tensor *counts = mst_optim_state_at(o, mst_optim_state_count(o) - 1, NULL);
+        assert_true(mst_tensor_get(counts, 0) == 2.0 && mst_tensor_get(counts, 1) == 2.0);
+        assert_int_equal(mst_optim_steps(o), 0);
+        mst_optim_count_step(o);
+        assert_int_equal(mst_optim_steps(o), 1);
+        mst_tensor_release(flag);
+        mst_optim_free(o);
+        free_params(params, N_PARAMS);
+        mst_ctx_free(ctx);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_reference),     cmocka_unit_test(test_sgd_by_hand),
@@ -637,7 +734,7 @@ int main(void) {
         cmocka_unit_test(test_converges_on_quadratic), cmocka_unit_test(test_state_memory_and_layout),
         cmocka_unit_test(test_defaults_and_names),    cmocka_unit_test(test_cost_formulas),
         cmocka_unit_test(test_update_op_errors),      cmocka_unit_test(test_optim_config_errors),
-        cmocka_unit_test(test_optim_step_errors),
+        cmocka_unit_test(test_optim_step_errors),     cmocka_unit_test(test_skipped_update_touches_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
