@@ -18,22 +18,18 @@ static const mst_augment k_augment[MST_JOB_AUGMENT_COUNT] = {
 static const mst_optim_kind k_optim[MST_JOB_OPTIM_COUNT] = {
     [MST_JOB_OPTIM_SGD] = MST_OPTIM_SGD, [MST_JOB_OPTIM_ADAM] = MST_OPTIM_ADAM, [MST_JOB_OPTIM_ADAMW] = MST_OPTIM_ADAMW,
 };
+static const mst_loss_scale_type k_scale[MST_JOB_SCALE_COUNT] = {
+    [MST_JOB_SCALE_NONE] = MST_LOSS_SCALE_NONE, [MST_JOB_SCALE_FIXED] = MST_LOSS_SCALE_FIXED,
+    [MST_JOB_SCALE_DYNAMIC] = MST_LOSS_SCALE_DYNAMIC,
+};
 static const mst_lr_kind k_sched[MST_JOB_SCHED_COUNT] = {
     [MST_JOB_SCHED_CONSTANT] = MST_LR_CONSTANT, [MST_JOB_SCHED_STEP] = MST_LR_STEP, [MST_JOB_SCHED_COSINE] = MST_LR_COSINE,
 };
 
 /* Settings whose machinery arrives with later work are refused by name, not ignored. */
 static int check_available(const mst_job *job, char *err, size_t errn) {
-    if (job->runtime.mode != MST_JOB_MODE_EAGER) {
-        snprintf(err, errn, "runtime.mode: 'graph' is not available in this build; use 'eager'");
-        return -1;
-    }
     if (job->runtime.device != MST_JOB_DEVICE_CPU) {
         snprintf(err, errn, "runtime.device: 'cuda' is not available in this build; use 'cpu'");
-        return -1;
-    }
-    if (job->amp.level != MST_JOB_AMP_O0 || job->amp.loss_scale.type != MST_JOB_SCALE_NONE) {
-        snprintf(err, errn, "amp: mixed precision (amp.level O1-O3, loss scaling) is not available in this build; use amp.level O0");
         return -1;
     }
     return 0;
@@ -99,6 +95,7 @@ int mst_session_open(mst_session *s, const mst_job *job, const char *out_dir, bo
         .in_c = (int)shape[0], .in_h = (int)shape[1], .in_w = (int)shape[2],
         .classes = mst_source_classes(s->train_src),
         .hidden1 = job->model.hidden1, .hidden2 = job->model.hidden2, .dropout = job->model.dropout,
+        .init_gain = job->model.init_gain,
         .width = job->model.width, .blocks = job->model.blocks,
     };
     char merr[512];
@@ -129,6 +126,17 @@ int mst_session_open(mst_session *s, const mst_job *job, const char *out_dir, bo
         .kind = k_sched[job->optimizer.schedule], .base_lr = job->optimizer.lr, .warmup_steps = job->optimizer.warmup_steps,
         .step_size = job->optimizer.step_size, .gamma = job->optimizer.gamma, .min_lr = job->optimizer.min_lr,
     };
+    c->amp_level = (int)job->amp.level;
+    c->amp_dtype = job->amp.dtype == MST_JOB_HALF_BF16 ? MST_DTYPE_BF16 : MST_DTYPE_F16;
+    c->loss_scale = mst_loss_scale_defaults(k_scale[mst_job_loss_scale(job)]);
+    c->loss_scale.init = job->amp.loss_scale.init;
+    c->loss_scale.factor = job->amp.loss_scale.factor;
+    c->loss_scale.window = job->amp.loss_scale.window;
+    c->loss_scale.drop_overflow_update = job->amp.loss_scale.drop_overflow_update;
+    c->clip_grad_norm = job->train.clip_grad_norm;
+    c->accumulate_steps = job->train.accumulate_steps;
+    c->graph = job->runtime.mode == MST_JOB_MODE_GRAPH;
+    c->dynamic_batch = job->runtime.dynamic_batch;
     if (job->train.checkpoint || resume) {
         snprintf(s->checkpoint_path, sizeof(s->checkpoint_path), "%s/checkpoint.bin", out_dir);
         c->checkpoint_path = s->checkpoint_path;

@@ -31,6 +31,18 @@ cJSON *mst_summary_build(const mst_job *job, const mst_session *s, const mst_tra
     cJSON_AddNumberToObject(root, "wall_s", r->wall_s);
     cJSON_AddNumberToObject(root, "resumed_at_step", (double)r->resumed_at_step);
     cJSON_AddBoolToObject(root, "interrupted", r->interrupted);
+    /* mixed precision: the level run, where the loss scale ended, and how many steps overflowed
+     * (inf/NaN gradients) and had their update skipped */
+    static const char *const levels[4] = {"O0", "O1", "O2", "O3"};
+    cJSON_AddStringToObject(root, "amp_level", r->amp_level >= 0 && r->amp_level < 4 ? levels[r->amp_level] : "?");
+    cJSON_AddNumberToObject(root, "loss_scale_final", r->loss_scale_final);
+    cJSON_AddNumberToObject(root, "overflow_steps", (double)r->overflow_steps);
+    cJSON_AddNumberToObject(root, "skipped_steps", (double)r->skipped_steps);
+    cJSON_AddStringToObject(root, "runtime_mode", job->runtime.mode == MST_JOB_MODE_GRAPH ? "graph" : "eager");
+    cJSON_AddNumberToObject(root, "compile_count", (double)r->compile_count);
+    cJSON_AddNumberToObject(root, "compile_ms", r->compile_ms);
+    cJSON_AddNumberToObject(root, "arena_bytes", (double)r->arena_bytes);
+    cJSON_AddNumberToObject(root, "intermediate_bytes", (double)r->intermediate_bytes);
     cJSON *epochs = cJSON_AddArrayToObject(root, "epoch_records");
     for (int64_t i = 0; i < r->n_epoch; i++) {
         cJSON *e = cJSON_CreateObject();

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "profiler/events.h"
+#include "runtime/amp/autocast.h"
 
 mst_ctx *mst_ctx_new(const mst_ctx_config *cfg) {
     mst_ctx *ctx = calloc(1, sizeof(*ctx));
@@ -32,9 +33,11 @@ mst_ctx *mst_ctx_new(const mst_ctx_config *cfg) {
 void mst_ctx_free(mst_ctx *ctx) {
     if (!ctx) return;
     while (ctx->pool_depth > 0) mst_pool_pop(ctx);
+    mst_amp_cache_free(ctx);        /* cached half parameters and the half kernel's scratch */
     MST_ASSERT(ctx->tape_len == 0);
     mst_threadpool_free(ctx->threadpool);
     mst_free(ctx->alloc, ctx->workspace);
+    mst_free(ctx->alloc, ctx->graph_arena);
     for (mst_tensor *t = ctx->free_tensors, *next; t; t = next) { next = t->grad; free(t); }
     for (mst_storage *s = ctx->free_storages, *next; s; s = next) { next = s->data; free(s); }
     free(ctx->pool);

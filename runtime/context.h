@@ -57,6 +57,22 @@ struct mst_ctx {
     mst_storage *free_storages;     /* recycled storage records, linked through ->data */
 
     uint32_t prof_op_names[MST_OP_COUNT];
+
+    /* graph mode (runtime/graph/): while a tracer is set, the dispatcher records every call into
+     * it and runs no kernel; outputs are shape-only tensors */
+    struct mst_tracer *tracer;
+    /* the arena every graph plan of this context runs in: plans run one at a time and copy their
+     * outputs out, so one grow-only block sized for the largest plan serves them all */
+    void *graph_arena;
+    size_t graph_arena_bytes;
+
+    /* mixed precision (runtime/amp/): the level (0..3 = O0..O3) and half type autocast uses, whether
+     * autocast applies now (forward passes; never in backward or the optimizer), and the cache of
+     * parameters cast to half once per forward/backward */
+    int amp_level;
+    mst_dtype amp_dtype;
+    bool autocast;
+    struct mst_amp_cache *amp_cache;
 };
 
 mst_ctx   *mst_ctx_new(const mst_ctx_config *cfg);      /* NULL cfg: seed 0, all cores */

@@ -8,8 +8,11 @@
 #include <string.h>
 
 #include "profiler/events.h"
+#include "runtime/amp/autocast.h"
+#include "runtime/amp/half.h"
 #include "runtime/autograd.h"
 #include "runtime/context.h"
+#include "runtime/graph/trace.h"
 #include "runtime/op.h"
 #include "runtime/ops.h"
 
@@ -43,6 +46,12 @@ static mst_status promote(mst_ctx *ctx, mst_op_call *c) {
     return MST_OK;
 }
 
+mst_kernel_fn mst_op_kernel(const mst_ctx *ctx, const mst_op_desc *d, mst_dtype key) {
+    mst_kernel_fn kernel = ctx->force_ref && d->cpu_ref[key] ? d->cpu_ref[key] : d->cpu[key];
+    if (!kernel && mst_half_kernel_applies(d, key)) kernel = mst_half_kernel;   /* f16/bf16 via f32 */
+    return kernel;
+}
+
 mst_status mst_dispatch(mst_ctx *ctx, mst_op op, int n_in, mst_tensor *const in[], const mst_attrs *attrs,
                         mst_tensor *out[]) {
     if ((unsigned)op >= MST_OP_COUNT || !mst_op_table[op])
@@ -60,6 +69,8 @@ mst_status mst_dispatch(mst_ctx *ctx, mst_op op, int n_in, mst_tensor *const in[
 
     mst_status s = check_args(ctx, d, &c, n_in, in);
     if (s == MST_OK && (d->flags & MST_OPF_PROMOTE)) s = promote(ctx, &c);
+    /* mixed precision: cast float inputs to the op's amp dtype (runtime/amp/autocast.c) */
+    if (s == MST_OK && ctx->autocast && ctx->amp_level > 0) s = mst_amp_cast_inputs(ctx, &c);
 
     mst_meta meta[MST_MAX_OP_OUTPUTS];
     if (s == MST_OK) s = d->infer(ctx, &c, meta);
@@ -67,18 +78,22 @@ mst_status mst_dispatch(mst_ctx *ctx, mst_op op, int n_in, mst_tensor *const in[
     mst_kernel_fn kernel = NULL;
     if (s == MST_OK && !(d->flags & MST_OPF_VIEW)) {
         mst_dtype key = c.n_in > 0 ? c.in[d->dtype_arg]->dtype : meta[0].dtype;
-        kernel = ctx->force_ref && d->cpu_ref[key] ? d->cpu_ref[key] : d->cpu[key];
+        kernel = mst_op_kernel(ctx, d, key);
         if (!kernel)
             s = mst_op_fail(ctx, &c, MST_ERR_DTYPE, "no cpu kernel for dtype %s", mst_dtype_name(key));
     }
 
+    /* graph mode: while tracing, outputs are shape-only and the call is recorded, not run */
+    bool tracing = ctx->tracer != NULL;
     for (int k = 0; s == MST_OK && k < c.n_out; k++) {
         c.out[k] = (d->flags & MST_OPF_VIEW) ? mst_tensor_view(ctx, c.in[0], meta[k].ndim, meta[k].shape)
+                   : tracing                 ? mst_tensor_meta_new(ctx, meta[k].dtype, meta[k].ndim, meta[k].shape)
                                              : mst_tensor_new(ctx, meta[k].dtype, meta[k].ndim, meta[k].shape);
         if (!c.out[k]) s = ctx->status;
     }
+    if (s == MST_OK && tracing) s = mst_trace_record(ctx, &c);
 
-    if (s == MST_OK && kernel) {
+    if (s == MST_OK && kernel && !tracing) {
         mst_prof_op_begin(MST_CAT_KERNEL, prof_name, op);
         s = kernel(ctx, &c);
         if (mst_prof_on(MST_PROF_LEVEL_OPS))
@@ -95,6 +110,8 @@ mst_status mst_dispatch(mst_ctx *ctx, mst_op op, int n_in, mst_tensor *const in[
         }
     }
 
+    /* O1 allow-list ops hand their float outputs back in f32 */
+    if (s == MST_OK && ctx->autocast && ctx->amp_level > 0) s = mst_amp_cast_outputs(ctx, &c);
     for (int k = 0; k < d->n_outputs; k++) out[k] = s == MST_OK ? c.out[k] : NULL;
     mst_prof_op_end(MST_CAT_DISPATCH, prof_name, op);
     return s;

@@ -42,6 +42,10 @@ typedef enum {
     MST_OP_CAST,
     /* ops/optim_update.c — in-place parameter updates, so graph mode can trace the optimizer */
     MST_OP_SGD_UPDATE, MST_OP_ADAM_UPDATE,
+    /* ops/copy.c — a materialized copy that stays differentiable (gradient accumulation uses it) */
+    MST_OP_COPY,
+    /* ops/amp_ops.c — loss scaling and gradient clipping, all state in tensors so a step traces */
+    MST_OP_AMP_UNSCALE_CHECK, MST_OP_AMP_UPDATE_SCALE, MST_OP_CLIP_COEF,
     /* ops/testing.c — a kernel of known cost, for the profiler's attribution tests */
     MST_OP_SPIN,
     MST_OP_COUNT
@@ -83,6 +87,10 @@ typedef mst_status (*mst_kernel_fn)(mst_ctx *ctx, const mst_op_call *c);
  * of the inputs (gx[i] stays NULL where there is none) by calling other ops. */
 typedef mst_status (*mst_backward_fn)(mst_ctx *ctx, const mst_op_call *c, mst_tensor *const gy[], mst_tensor *gx[]);
 typedef int64_t (*mst_cost_fn)(const mst_op_call *c);
+/* An elementwise op over one block of n f32 elements: y[j] from x[0][j], x[1][j]... (operands
+ * already broadcast to the block), with the kernel's exact arithmetic so a fused chain of these
+ * gives the unfused kernels' bits. Graph mode composes them into one loop (runtime/graph/fuse.c). */
+typedef void (*mst_elem_f32_fn)(float *y, const float *const x[], int64_t n, const mst_attrs *a);
 
 enum {
     MST_OPF_ELEMENTWISE = 1u << 0,  /* out[i] depends on in[.][i] only (after broadcasting): fusable */
@@ -108,6 +116,7 @@ typedef struct mst_op_desc {
     mst_backward_fn backward;                /* NULL: not differentiable */
     mst_cost_fn flops;                       /* NULL: 0 */
     mst_cost_fn bytes;                       /* NULL: bytes of all inputs and outputs */
+    mst_elem_f32_fn elem_f32;                /* ELEMENTWISE ops: one f32 block, for graph-mode fusion; NULL: not fusable */
 } mst_op_desc;
 
 extern const mst_op_desc *const mst_op_table[MST_OP_COUNT];
@@ -120,6 +129,11 @@ int64_t     mst_op_bytes(const mst_op_call *c);
 /* Record an op error in the context: "conv2d: input f32(64, 3, 28, 28) ...". Returns status. */
 mst_status mst_op_fail(mst_ctx *ctx, const mst_op_call *c, mst_status s, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* The kernel both executors (eager dispatch, graph plans) run for an op on inputs of dtype key:
+ * the reference kernel under force_ref, else the fast one, else the generic half-via-f32 kernel for
+ * f16/bf16 (runtime/amp/half_kernels.c); NULL when there is none. */
+mst_kernel_fn mst_op_kernel(const mst_ctx *ctx, const mst_op_desc *d, mst_dtype key);
 
 /* The eager dispatcher: check arguments, promote dtypes, infer shapes, allocate outputs, record
  * the tape, select the kernel and launch it, all inside profiler ranges. Outputs are pooled.

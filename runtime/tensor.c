@@ -12,6 +12,7 @@
 
 #include "runtime/autograd.h"
 #include "runtime/context.h"
+#include "runtime/graph/trace.h"
 
 static mst_tensor *header_new(mst_ctx *ctx) {
     mst_tensor *t = ctx->free_tensors;
@@ -49,7 +50,7 @@ static mst_storage *storage_new(mst_ctx *ctx, size_t nbytes, mst_mem_cat cat) {
 static void storage_release(mst_storage *s) {
     if (--s->refcount > 0) return;
     mst_ctx *ctx = s->ctx;
-    mst_free(ctx->alloc, s->data);
+    if (s->data) mst_free(ctx->alloc, s->data);     /* meta storage (graph tracing) has none */
     s->data = ctx->free_storages;
     ctx->free_storages = s;
 }
@@ -111,6 +112,31 @@ mst_tensor *mst_tensor_new_cat(mst_ctx *ctx, mst_dtype dtype, int ndim, const in
     return t;
 }
 
+mst_tensor *mst_tensor_meta_new(mst_ctx *ctx, mst_dtype dtype, int ndim, const int64_t *shape) {
+    if ((unsigned)dtype >= MST_DTYPE_COUNT) {
+        mst_ctx_fail(ctx, MST_ERR_DTYPE, "unknown dtype %d", (int)dtype);
+        return NULL;
+    }
+    if (check_shape(ctx, ndim, shape) != MST_OK) return NULL;
+    mst_tensor *t = header_new(ctx);
+    mst_storage *s = ctx->free_storages;
+    if (s) ctx->free_storages = s->data;
+    else s = malloc(sizeof(*s));
+    if (!t || !s) {
+        if (t) header_recycle(ctx, t);
+        free(s);
+        mst_ctx_fail(ctx, MST_ERR_OOM, "out of memory: meta tensor header");
+        return NULL;
+    }
+    t->dtype = dtype;
+    set_shape(t, ndim, shape);
+    *s = (mst_storage){.data = NULL, .nbytes = mst_tensor_nbytes(t), .refcount = 1, .cat = ctx->out_cat,
+                       .device = MST_DEVICE_CPU, .ctx = ctx};
+    t->storage = s;
+    pool_add(ctx, t);
+    return t;
+}
+
 mst_tensor *mst_tensor_new(mst_ctx *ctx, mst_dtype dtype, int ndim, const int64_t *shape) {
     return mst_tensor_new_cat(ctx, dtype, ndim, shape, ctx->out_cat);
 }
@@ -157,7 +183,12 @@ mst_tensor *mst_tensor_rand(mst_ctx *ctx, mst_dtype dtype, int ndim, const int64
     return t;
 }
 
+/* A value read or written on the host while graph mode traces: the step is not traceable. */
+#define META_GUARD(t) \
+    MST_ASSERT(!mst_tensor_is_meta(t) && "a tensor value was read or written on the host while tracing (graph mode); keep host reads out of the traced step")
+
 mst_tensor *mst_tensor_clone(mst_ctx *ctx, const mst_tensor *src) {
+    META_GUARD(src);
     mst_tensor *t = mst_tensor_new(ctx, src->dtype, src->ndim, src->shape);
     if (t) memcpy(mst_tensor_data(t), mst_tensor_data(src), mst_tensor_nbytes(t));
     return t;
@@ -188,6 +219,7 @@ static mst_tensor *persistent_new(mst_ctx *ctx, const char *name, mst_dtype dtyp
     if (!t) return NULL;
     memset(mst_tensor_data(t), 0, mst_tensor_nbytes(t));
     mst_tensor_set_name(t, name);
+    t->persistent = true;
     return t;
 }
 
@@ -209,6 +241,7 @@ mst_tensor *mst_tensor_retain(mst_tensor *t) {
 void mst_tensor_release(mst_tensor *t) {
     if (!t || --t->refcount > 0) return;
     MST_ASSERT(t->refcount == 0);
+    if (t->ctx->tracer) mst_trace_forget(t->ctx->tracer, t);    /* its address may be reused */
     mst_tensor_release(t->grad);
     storage_release(t->storage);
     header_recycle(t->ctx, t);
@@ -239,6 +272,7 @@ void mst_pool_pop(mst_ctx *ctx) {
 }
 
 double mst_tensor_get(const mst_tensor *t, int64_t i) {
+    META_GUARD(t);
     const void *p = mst_tensor_data(t);
     switch (t->dtype) {
     case MST_DTYPE_F32: return ((const float *)p)[i];
@@ -253,6 +287,7 @@ double mst_tensor_get(const mst_tensor *t, int64_t i) {
 }
 
 void mst_tensor_set(mst_tensor *t, int64_t i, double v) {
+    META_GUARD(t);
     void *p = mst_tensor_data(t);
     switch (t->dtype) {
     case MST_DTYPE_F32: ((float *)p)[i] = (float)v; break;
@@ -267,6 +302,7 @@ void mst_tensor_set(mst_tensor *t, int64_t i, double v) {
 }
 
 void mst_tensor_fill(mst_tensor *t, double v) {
+    META_GUARD(t);
     if (t->dtype == MST_DTYPE_F32) {
         float *p = mst_tensor_f32(t), f = (float)v;
         for (int64_t i = 0; i < t->numel; i++) p[i] = f;

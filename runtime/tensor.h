@@ -53,6 +53,8 @@ typedef struct mst_tensor {
     int refcount;
     bool requires_grad;
     bool on_tape;                       /* produced by a recorded op: interior, not a leaf */
+    bool persistent;                    /* a parameter or state tensor (mst_param_new / mst_state_new):
+                                           graph mode binds it by reference, never snapshots it */
     struct mst_tensor *grad;            /* accumulated gradient (leaves), or in-flight (interior) */
     mst_ctx *ctx;
     char name[40];
@@ -72,6 +74,11 @@ mst_tensor *mst_tensor_rand(mst_ctx *ctx, mst_dtype dtype, int ndim, const int64
 mst_tensor *mst_tensor_clone(mst_ctx *ctx, const mst_tensor *t);
 /* A new tensor header sharing t's storage with another shape of the same numel (not on the tape). */
 mst_tensor *mst_tensor_view(mst_ctx *ctx, mst_tensor *t, int ndim, const int64_t *shape);
+
+/* Graph mode's shape-only tensor: dtype and shape but no data (storage->data is NULL). The
+ * dispatcher makes these while a tracer is set; reading or writing one on the host fails loudly. */
+mst_tensor *mst_tensor_meta_new(mst_ctx *ctx, mst_dtype dtype, int ndim, const int64_t *shape);
+static inline bool mst_tensor_is_meta(const mst_tensor *t) { return t->storage && !t->storage->data; }
 
 /* A model parameter: owned by the caller (not pooled), MST_MEM_PARAM, requires_grad. */
 mst_tensor *mst_param_new(mst_ctx *ctx, const char *name, mst_dtype dtype, int ndim, const int64_t *shape);

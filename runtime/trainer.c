@@ -10,7 +10,10 @@
 #include "profiler/events.h"
 #include "runtime/autograd.h"
 #include "runtime/checkpoint.h"
+#include "runtime/amp/autocast.h"
 #include "runtime/ops.h"
+#include "runtime/step_runner.h"
+#include "runtime/step.h"
 
 mst_train_config mst_train_defaults(void) {
     mst_train_config c;
@@ -25,6 +28,9 @@ mst_train_config mst_train_defaults(void) {
     c.lr.gamma = 1;
     c.progress = stderr;
     c.progress_tty = -1;
+    c.amp_dtype = MST_DTYPE_F16;
+    c.loss_scale = mst_loss_scale_defaults(MST_LOSS_SCALE_NONE);
+    c.accumulate_steps = 1;
     return c;
 }
 
@@ -39,8 +45,9 @@ static void batch_tensors(mst_ctx *ctx, const mst_batch *b, const int64_t shape[
     *y = mst_tensor_from_data(ctx, MST_DTYPE_I32, 1, (int64_t[]){b->size}, b->y);
 }
 
-mst_status mst_evaluate(mst_ctx *ctx, mst_model *model, mst_loader *loader, const int64_t sample_shape[3], double *accuracy,
-                        double *loss) {
+/* One pass over the loader; runner NULL: eager mst_step_eval. */
+static mst_status evaluate(mst_ctx *ctx, mst_model *model, mst_step_runner *runner, mst_loader *loader,
+                           const int64_t sample_shape[3], double *accuracy, double *loss) {
     bool grad_was = mst_grad_is_enabled(ctx);
     mst_grad_set_enabled(ctx, false);
     mst_status s = MST_OK;
@@ -54,12 +61,10 @@ mst_status mst_evaluate(mst_ctx *ctx, mst_model *model, mst_loader *loader, cons
     int r;
     while ((r = mst_loader_next(loader, &b)) == 1) {
         mst_pool_push(ctx);
-        mst_tensor *x, *y;
+        mst_tensor *x, *y, *logits, *l;
         batch_tensors(ctx, &b, sample_shape, &x, &y);
-        mst_tensor *logits = model->forward(model, ctx, x, false);
-        mst_tensor *l = mst_cross_entropy(ctx, logits, y);
-        if (!l) {
-            s = mst_ctx_status(ctx);
+        s = runner ? mst_step_runner_eval(runner, x, y, &logits, &l) : mst_step_eval(ctx, model, x, y, &logits, &l);
+        if (s != MST_OK) {
             mst_pool_pop(ctx);
             break;
         }
@@ -85,6 +90,11 @@ mst_status mst_evaluate(mst_ctx *ctx, mst_model *model, mst_loader *loader, cons
     return MST_OK;
 }
 
+mst_status mst_evaluate(mst_ctx *ctx, mst_model *model, mst_loader *loader, const int64_t sample_shape[3], double *accuracy,
+                        double *loss) {
+    return evaluate(ctx, model, NULL, loader, sample_shape, accuracy, loss);
+}
+
 /* ---- checkpoint entries: parameters, buffers, optimizer state ---- */
 
 typedef struct {
@@ -92,8 +102,8 @@ typedef struct {
     int n;
 } entries;
 
-static int collect_entries(const mst_model *m, const mst_optim *o, entries *out) {
-    int n = m->n_params + m->n_buffers + mst_optim_state_count(o);
+static int collect_entries(const mst_model *m, const mst_optim *o, const mst_loss_scaler *ls, entries *out) {
+    int n = m->n_params + m->n_buffers + mst_optim_state_count(o) + mst_loss_scaler_state_count(ls);
     out->e = calloc((size_t)(n > 0 ? n : 1), sizeof(*out->e));
     if (!out->e) return -1;
     int k = 0;
@@ -102,6 +112,11 @@ static int collect_entries(const mst_model *m, const mst_optim *o, entries *out)
     for (int i = 0; i < mst_optim_state_count(o); i++) {
         const char *name;
         mst_tensor *t = mst_optim_state_at(o, i, &name);
+        out->e[k++] = (mst_ckpt_entry){name, t};
+    }
+    for (int i = 0; i < mst_loss_scaler_state_count(ls); i++) {
+        const char *name;
+        mst_tensor *t = mst_loss_scaler_state_at(ls, i, &name);
         out->e[k++] = (mst_ckpt_entry){name, t};
     }
     out->n = k;
@@ -171,11 +186,17 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
                      mst_train_result *res) {
     memset(res, 0, sizeof(*res));
     res->val_accuracy = res->val_loss = -1;
-    const int64_t nb = mst_loader_batches_per_epoch(train);
+    const int acc = cfg->accumulate_steps;
+    if (acc < 1 || acc > MST_STEP_MAX_MICRO)
+        return mst_ctx_fail(ctx, MST_ERR_ARG, "train: accumulate_steps must be in 1..%d, got %d", MST_STEP_MAX_MICRO, acc);
+    const int64_t nb = mst_loader_batches_per_epoch(train) / acc;     /* optimizer steps per epoch */
     if (cfg->epochs < 0 || cfg->max_steps < 0)
         return mst_ctx_fail(ctx, MST_ERR_ARG, "train: epochs (%lld) and max_steps (%lld) must be >= 0", (long long)cfg->epochs,
                             (long long)cfg->max_steps);
-    if (nb <= 0) return mst_ctx_fail(ctx, MST_ERR_ARG, "train: the training set yields no batch (too few samples for the batch size with drop_remainder?)");
+    if (nb <= 0)
+        return mst_ctx_fail(ctx, MST_ERR_ARG, "train: the training set yields no step (%lld batches per epoch, %d per step: too few samples for the batch size with drop_remainder?)",
+                            (long long)mst_loader_batches_per_epoch(train), acc);
+    if (mst_amp_set(ctx, cfg->amp_level, cfg->amp_dtype) != MST_OK) return mst_ctx_status(ctx);
     int64_t total = cfg->epochs * nb;
     if (cfg->max_steps > 0 && cfg->max_steps < total) total = cfg->max_steps;
 
@@ -186,10 +207,26 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
 
     mst_optim *opt = mst_optim_new(ctx, &cfg->optim, model->params, model->n_params);
     if (!opt) return mst_ctx_status(ctx);
+    mst_loss_scaler *scaler = NULL;
+    if (cfg->loss_scale.type != MST_LOSS_SCALE_NONE && !(scaler = mst_loss_scaler_new(ctx, &cfg->loss_scale))) {
+        mst_optim_free(opt);
+        return mst_ctx_status(ctx);
+    }
+    const mst_step_spec spec = {.model = model, .optim = opt, .scaler = scaler, .clip_grad_norm = cfg->clip_grad_norm,
+                                .accumulate = acc};
+    res->amp_level = cfg->amp_level;
+    int64_t max_batch = mst_loader_batch_size(train);
+    if (test && mst_loader_batch_size(test) > max_batch) max_batch = mst_loader_batch_size(test);
+    mst_step_runner *runner = mst_step_runner_new(ctx, &spec, cfg->graph, cfg->dynamic_batch, max_batch);
+    if (!runner) {
+        mst_loss_scaler_free(scaler);
+        mst_optim_free(opt);
+        return mst_ctx_status(ctx);
+    }
     entries ck = {0};
     mst_status s = MST_OK;
     double *step_ms = NULL;
-    if (collect_entries(model, opt, &ck) != 0) { s = mst_ctx_fail(ctx, MST_ERR_OOM, "train: out of memory"); goto out; }
+    if (collect_entries(model, opt, scaler, &ck) != 0) { s = mst_ctx_fail(ctx, MST_ERR_OOM, "train: out of memory"); goto out; }
 
     int64_t start_epoch = 0, start_batch = 0, step = 0;
     if (cfg->resume) {
@@ -204,7 +241,7 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
         mst_optim_set_steps(opt, meta.optim_steps);
         ctx->rng = meta.rng;
         start_epoch = meta.epoch;
-        start_batch = meta.batch;
+        start_batch = meta.batch / acc;     /* the checkpoint counts loader batches */
         step = meta.step;
         res->resumed_at_step = step;
     }
@@ -222,10 +259,12 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
     int64_t n_timed = 0, batch_size = 0;
     bool evaluated_last = false;
     const uint32_t name_loss = mst_prof_intern("loss"), name_lr = mst_prof_intern("lr");
+    const uint32_t name_scale = mst_prof_intern("loss_scale"), name_overflow = mst_prof_intern("overflow");
+    const uint32_t name_skipped = mst_prof_intern("skipped"), name_norm = mst_prof_intern("grad_norm");
     uint64_t run_t0 = mst_prof_now_ns();
     for (int64_t epoch = start_epoch; epoch < cfg->epochs && step < total && !res->interrupted; epoch++) {
         int64_t b0 = epoch == start_epoch ? start_batch : 0, b = b0;
-        if (mst_loader_start_epoch(train, epoch, b0) != 0) {
+        if (mst_loader_start_epoch(train, epoch, b0 * acc) != 0) {
             s = mst_ctx_fail(ctx, MST_ERR_ARG, "train: cannot start epoch %lld at batch %lld", (long long)epoch, (long long)b0);
             goto out;
         }
@@ -239,37 +278,53 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
             uint64_t t0 = mst_prof_now_ns();
             mst_prof_step_begin(step);
             mst_pool_push(ctx);
-            mst_batch batch;
-            int r = mst_loader_next(train, &batch);
+            mst_tensor *x[MST_STEP_MAX_MICRO], *y[MST_STEP_MAX_MICRO];
+            int r = 1;
+            for (int k = 0; k < acc && r == 1; k++) {
+                mst_batch batch;
+                if ((r = mst_loader_next(train, &batch)) != 1) break;
+                if (batch_size == 0) batch_size = batch.size;
+                batch_tensors(ctx, &batch, cfg->sample_shape, &x[k], &y[k]);
+            }
             if (r != 1) {
                 mst_pool_pop(ctx);
                 mst_prof_step_end(step);
                 if (r < 0) { s = mst_ctx_fail(ctx, MST_ERR_IO, "train: the data loader failed in epoch %lld", (long long)epoch); goto out; }
                 break;
             }
-            if (batch_size == 0) batch_size = batch.size;
-            mst_tensor *x, *y;
-            batch_tensors(ctx, &batch, cfg->sample_shape, &x, &y);
-            mst_tensor *loss = mst_cross_entropy(ctx, model->forward(model, ctx, x, true), y);
-            if (!loss) { s = mst_ctx_status(ctx); mst_pool_pop(ctx); goto out; }
-            double lv = mst_tensor_get(loss, 0);
-            if (!isfinite(lv)) {
+            double step_lr = mst_lr_at(&lr, step);
+            mst_step_outputs so;
+            mst_step_record rec;
+            if ((s = mst_optim_set_lr(opt, step_lr)) != MST_OK || (s = mst_step_runner_train(runner, x, y, &so)) != MST_OK ||
+                (s = mst_step_finish(ctx, &spec, &so, &rec)) != MST_OK) {
                 mst_pool_pop(ctx);
+                mst_prof_step_end(step);
+                if (s == MST_ERR_NONFINITE && cfg->checkpoint_path) {      /* the scaler gave up */
+                    size_t n = strlen(ctx->err);
+                    snprintf(ctx->err + n, sizeof(ctx->err) - n, "; training stopped (the last checkpoint, %s, is intact)",
+                             cfg->checkpoint_path);
+                }
+                goto out;
+            }
+            mst_pool_pop(ctx);
+            double lv = rec.loss;
+            if (!scaler && !isfinite(lv)) {     /* with a scaler, an inf/NaN step is skipped and counted instead */
                 mst_prof_step_end(step);
                 s = mst_ctx_fail(ctx, MST_ERR_NONFINITE,
                                  "step %lld (epoch %lld, batch %lld): the loss is %s; training stopped%s%s%s", (long long)step,
-                                 (long long)epoch + 1, (long long)b, isnan(lv) ? "NaN" : "infinite",
+                                 (long long)epoch + 1, (long long)b * acc, isnan(lv) ? "NaN" : "infinite",
                                  cfg->checkpoint_path ? " (the last checkpoint, " : "",
                                  cfg->checkpoint_path ? cfg->checkpoint_path : "", cfg->checkpoint_path ? ", is intact)" : "");
                 goto out;
             }
-            if ((s = mst_backward(ctx, loss)) != MST_OK) { mst_pool_pop(ctx); goto out; }
-            double step_lr = mst_lr_at(&lr, step);
-            if ((s = mst_optim_step(opt, step_lr)) != MST_OK) { mst_pool_pop(ctx); goto out; }
-            mst_zero_grad(model->params, model->n_params);
-            mst_pool_pop(ctx);
             mst_prof_value(name_loss, lv);
             mst_prof_value(name_lr, step_lr);
+            if (scaler) {
+                mst_prof_value(name_scale, rec.loss_scale);
+                mst_prof_value(name_overflow, rec.overflow);
+                mst_prof_value(name_skipped, rec.skipped);
+            }
+            if (rec.grad_norm >= 0) mst_prof_value(name_norm, rec.grad_norm);
             mst_prof_step_end(step);
             if (cfg->profiler) mst_prof_thread_flush();     /* every finished step reaches the store */
             double ms = (double)(mst_prof_now_ns() - t0) / 1e6;
@@ -289,7 +344,7 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
         if (pr.f && pr.tty) fputc('\n', pr.f);
         bool complete = b >= nb;
         if (cfg->eval && test && (complete || step >= total || res->interrupted)) {
-            if ((s = mst_evaluate(ctx, model, test, cfg->sample_shape, &er->val_accuracy, &er->val_loss)) != MST_OK) goto out;
+            if ((s = evaluate(ctx, model, runner, test, cfg->sample_shape, &er->val_accuracy, &er->val_loss)) != MST_OK) goto out;
             res->val_accuracy = er->val_accuracy;
             res->val_loss = er->val_loss;
             evaluated_last = true;
@@ -301,13 +356,13 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
             fprintf(pr.f, ", val accuracy %.2f%%, val loss %.4f\n", 100 * er->val_accuracy, er->val_loss);
         if (complete) res->epochs = epoch + 1;
         if (cfg->checkpoint_path) {     /* an interrupted epoch saves its batch position: resumable */
-            mst_ckpt_meta meta = {complete ? epoch + 1 : epoch, complete ? 0 : b, step, mst_optim_steps(opt), ctx->rng, ctx->seed};
+            mst_ckpt_meta meta = {complete ? epoch + 1 : epoch, complete ? 0 : b * acc, step, mst_optim_steps(opt), ctx->rng, ctx->seed};
             if ((s = mst_checkpoint_save(ctx, cfg->checkpoint_path, &meta, ck.e, ck.n)) != MST_OK) goto out;
         }
     }
     if (res->epochs == 0 && start_epoch > 0) res->epochs = start_epoch;
     if (cfg->eval && test && !evaluated_last) {      /* resumed after the end, or no epoch ran */
-        if ((s = mst_evaluate(ctx, model, test, cfg->sample_shape, &res->val_accuracy, &res->val_loss)) != MST_OK) goto out;
+        if ((s = evaluate(ctx, model, runner, test, cfg->sample_shape, &res->val_accuracy, &res->val_loss)) != MST_OK) goto out;
     }
     res->wall_s = (double)(mst_prof_now_ns() - run_t0) / 1e9;
     res->steps = step;
@@ -318,8 +373,19 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
     res->samples_per_s = res->steps_per_s * (double)batch_size;
     res->peak_memory_bytes = mst_ctx_mem(ctx)->peak_total;
 out:
+    res->loss_scale_final = scaler ? mst_loss_scaler_value(scaler) : 1.0;
+    res->overflow_steps = scaler ? mst_loss_scaler_overflow_steps(scaler) : 0;
+    res->skipped_steps = scaler ? mst_loss_scaler_skipped_steps(scaler) : 0;
+    mst_graph_stats gs;
+    mst_step_runner_stats(runner, &gs);
+    res->compile_count = gs.compile_count;
+    res->compile_ms = gs.compile_ms;
+    res->arena_bytes = gs.arena_bytes;
+    res->intermediate_bytes = gs.intermediate_bytes;
     free(step_ms);
     free(ck.e);
+    mst_step_runner_free(runner);       /* before the optimizer and scaler whose tensors it holds */
+    mst_loss_scaler_free(scaler);
     mst_optim_free(opt);
     return s;
 }

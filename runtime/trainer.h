@@ -1,8 +1,11 @@
 /* trainer.h — the training loop: epochs or a step budget, evaluation on the held-out split,
  * progress on the terminal, atomic checkpoints and resume, a clean stop on a non-finite loss.
  *
- * Each step runs inside its own pool and profiler step markers: wait for a batch (the loader's
- * `data` range), forward, loss, backward, optimizer update with the schedule's learning rate.
+ * Each step runs inside its own pool and profiler step markers: wait for `accumulate_steps`
+ * batches (the loader's `data` range), then one call of mst_step_run (runtime/step.h: forward
+ * under autocast, loss, loss scaling, backward per micro-batch; unscale, clipping, optimizer
+ * update with the schedule's learning rate) and mst_step_finish for the host's bookkeeping.
+ * Evaluation runs mst_step_eval per batch.
  * Same seed and config give the same bits: every random draw comes from the context's seeded
  * generator or from the loader's (seed, epoch, index) streams.
  *
@@ -22,6 +25,7 @@
 
 #include "profiler/events.h"
 
+#include "runtime/amp/loss_scale.h"
 #include "runtime/data/loader.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/model.h"
@@ -41,6 +45,14 @@ typedef struct {
     int progress_tty;               /* -1: detect with isatty */
     mst_profiler *profiler;         /* NULL: instrumentation off; else its schedule gates each step */
     volatile sig_atomic_t *stop;    /* when set (a SIGINT handler), stop cleanly after the current step */
+    int amp_level;                  /* 0..3 = O0..O3 (runtime/amp/autocast.h); 0: all f32 */
+    mst_dtype amp_dtype;            /* MST_DTYPE_F16 or MST_DTYPE_BF16 */
+    mst_loss_scale_config loss_scale;   /* type none: no scaler (and no overflow check) */
+    double clip_grad_norm;          /* > 0: clip gradients to this global L2 norm; 0 = off */
+    bool graph;                     /* graph mode: the steps are traced once and replayed (runtime/step_runner.h) */
+    bool dynamic_batch;             /* graph mode: one plan for every batch size up to the configured one */
+    int accumulate_steps;           /* loader batches per optimizer step, 1..64; a step of an epoch's
+                                       remainder batches is dropped */
 } mst_train_config;
 
 typedef struct {
@@ -66,6 +78,14 @@ typedef struct {
     int64_t resumed_at_step;        /* 0 unless resumed */
     bool interrupted;               /* stopped early through cfg->stop */
     double wall_s;
+    int amp_level;                  /* as configured */
+    double loss_scale_final;        /* the scale after the last step; 1 without a scaler */
+    int64_t overflow_steps;         /* steps with inf/NaN gradients (scaler's count, resumed runs included) */
+    int64_t skipped_steps;          /* of which the update was skipped */
+    int64_t compile_count;          /* graph mode: plans compiled (training and evaluation); 0 in eager */
+    double compile_ms;              /* graph mode: time spent tracing, optimizing and planning them */
+    int64_t arena_bytes;            /* graph mode: the largest plan's planned arena */
+    int64_t intermediate_bytes;     /* graph mode: that plan's intermediates, summed without reuse */
 } mst_train_result;
 
 mst_train_config mst_train_defaults(void);

@@ -63,6 +63,8 @@ mst_loader *mst_loader_new(const mst_source *src, const mst_loader_config *cfg, 
 
 /* drop_remainder ? n / batch_size : ceil(n / batch_size), n = samples in use (after limit). */
 int64_t mst_loader_batches_per_epoch(const mst_loader *ld);
+/* The configured batch size: every batch but a last partial one has it. */
+int64_t mst_loader_batch_size(const mst_loader *ld);
 /* Samples in use: min(limit, source length), or the source length when limit is 0. */
 int64_t mst_loader_num_samples(const mst_loader *ld);
 

@@ -71,7 +71,18 @@ static mst_status run_split(mst_ctx *ctx, const mst_op_call *c, mst_parallel_fn 
         LOOP(T, EXPR)                                                                                \
     }                                                                                                \
     static mst_status NAME##_f32(mst_ctx *ctx, const mst_op_call *c) { return run_split(ctx, c, NAME##_chunk_f32); } \
-    static mst_status NAME##_f64(mst_ctx *ctx, const mst_op_call *c) { return run_split(ctx, c, NAME##_chunk_f64); }
+    static mst_status NAME##_f64(mst_ctx *ctx, const mst_op_call *c) { return run_split(ctx, c, NAME##_chunk_f64); } \
+    static void NAME##_elem_f32(float *ys, const float *const xs_[], int64_t n, const mst_attrs *attrs) {          \
+        typedef float T;                                                                             \
+        (void)attrs;                                                                                 \
+        LOOP##_ELEM(T, EXPR)                                                                         \
+    }
+
+/* The same loops over a pre-broadcast block, for graph-mode fusion (mst_op_desc.elem_f32). */
+#define UNARY_LOOP_ELEM(T, EXPR) \
+    for (int64_t i = 0; i < n; i++) { T x = xs_[0][i]; ys[i] = (EXPR); }
+#define GRAD_LOOP_ELEM(T, EXPR) \
+    for (int64_t i = 0; i < n; i++) { T g = xs_[0][i], x = xs_[1][i]; ys[i] = (EXPR); }
 
 /* ---- kernels ---- */
 
@@ -139,7 +150,7 @@ COST_PER_ELEMENT(sigmoid_grad, 3)
         .name = #NAME, .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,                  \
         .flags = MST_OPF_ELEMENTWISE,                                                     \
         .infer = op_infer_like_input0, .cpu = FLOAT_KERNEL_TABLE(NAME),                   \
-        .backward = BACKWARD, .flops = cost_##NAME,                                       \
+        .backward = BACKWARD, .flops = cost_##NAME, .elem_f32 = NAME##_elem_f32,          \
     };
 /* (gy, x) or (gy, y): same dtype and shape, checked by op_infer_like_input0 */
 #define ACTIVATION_GRAD_DESC(NAME)                                                        \
@@ -147,7 +158,7 @@ COST_PER_ELEMENT(sigmoid_grad, 3)
         .name = #NAME, .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,                  \
         .flags = MST_OPF_ELEMENTWISE | MST_OPF_GRAD_OP,                                   \
         .infer = op_infer_like_input0, .cpu = FLOAT_KERNEL_TABLE(NAME),                   \
-        .flops = cost_##NAME,                                                             \
+        .flops = cost_##NAME, .elem_f32 = NAME##_elem_f32,                                \
     };
 
 ACTIVATION_DESC(relu, relu_backward)

@@ -90,12 +90,25 @@ static mst_status div_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *c
     return ctx->status;
 }
 
+/* Block functions for graph-mode fusion: the kernels' expressions on pre-broadcast operands. */
+#define BINARY_ELEM(NAME, EXPR)                                                                      \
+    static void NAME##_elem_f32(float *y, const float *const x[], int64_t n, const mst_attrs *attrs) { \
+        (void)attrs;                                                                                 \
+        const float *a = x[0], *b = x[1];                                                            \
+        for (int64_t i = 0; i < n; i++) { float x1 = a[i], x2 = b[i]; y[i] = (EXPR); }              \
+    }
+BINARY_ELEM(add, x1 + x2)
+BINARY_ELEM(sub, x1 - x2)
+BINARY_ELEM(mul, x1 * x2)
+BINARY_ELEM(div, x1 / x2)
+
 #define BINARY_DESC(NAME, BACKWARD)                                             \
     const mst_op_desc mst_desc_##NAME = {                                       \
         .name = #NAME, .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,        \
         .flags = MST_OPF_ELEMENTWISE | MST_OPF_PROMOTE,                         \
         .infer = infer_binary, .cpu = FLOAT_KERNEL_TABLE(NAME),                 \
         .backward = BACKWARD, .flops = op_cost_numel,                           \
+        .elem_f32 = NAME##_elem_f32,                                            \
     };
 BINARY_DESC(add, add_backward)
 BINARY_DESC(sub, sub_backward)
@@ -132,11 +145,16 @@ static mst_status scale_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor 
     return ctx->status;
 }
 
+static void scale_elem_f32(float *y, const float *const x[], int64_t n, const mst_attrs *attrs) {
+    const float s = (float)attrs->f[0], *xs = x[0];
+    for (int64_t i = 0; i < n; i++) y[i] = s * xs[i];
+}
+
 const mst_op_desc mst_desc_scale = {
     .name = "scale", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .flags = MST_OPF_ELEMENTWISE,
     .attr_f = {"scale"},
     .infer = op_infer_like_input0, .cpu = FLOAT_KERNEL_TABLE(scale),
-    .backward = scale_backward, .flops = op_cost_numel,
+    .backward = scale_backward, .flops = op_cost_numel, .elem_f32 = scale_elem_f32,
 };
 
 mst_tensor *mst_scale(mst_ctx *ctx, mst_tensor *x, double s) {

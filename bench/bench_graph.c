@@ -1,0 +1,146 @@
+/* bench_graph.c — graph mode vs eager mode on whole training steps (forward, cross-entropy,
+ * backward, SGD-momentum update): median step time after warm-up, peak memory (all categories
+ * and activations+gradients, the per-step categories) and the roofline per row: the step's FLOPs
+ * (op-table formulas over the compiled plan) at the raw sgemm rate measured in the same run.
+ * Prints a Markdown table. Never part of pass/fail; numbers go to docs/graph.md.
+ *
+ *     ./build/bench_graph            # MST_BENCH_THREADS=2 to pin the thread count
+ */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/autograd.h"
+#include "runtime/context.h"
+#include "runtime/graph/graph.h"
+#include "runtime/ops.h"
+#include "runtime/optim.h"
+#include "workloads/zoo.h"
+
+enum { k_warmup = 3, k_repeats = 15 };
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct {
+    mst_ctx *ctx;
+    mst_model *model;
+    mst_optim *opt;
+    mst_tensor *x, *y;
+} rig;
+
+static mst_status step_fn(mst_ctx *ctx, void *arg, mst_tensor *const in[], int n_in, mst_tensor *out[], int *n_out) {
+    (void)n_in;
+    rig *r = arg;
+    mst_tensor *loss = mst_cross_entropy(ctx, r->model->forward(r->model, ctx, in[0], true), in[1]);
+    mst_status s = mst_backward(ctx, loss);
+    if (s == MST_OK) s = mst_optim_apply(r->opt, NULL);
+    mst_zero_grad(r->model->params, r->model->n_params);
+    out[0] = loss;
+    *n_out = 1;
+    return s;
+}
+
+static void rig_init(rig *r, const char *model, int batch, int threads) {
+    r->ctx = mst_ctx_new(&(mst_ctx_config){.seed = 7, .n_threads = threads});
+    mst_model_spec spec = {.name = model, .in_c = 1, .in_h = 28, .in_w = 28, .classes = 10, .hidden1 = 256,
+                           .hidden2 = 128, .width = 32, .blocks = 2};
+    char err[256];
+    r->model = mst_zoo_model_new(r->ctx, &spec, err, sizeof(err));
+    if (!r->model) { fprintf(stderr, "bench_graph: %s\n", err); exit(1); }
+    mst_optim_config cfg = mst_optim_defaults(MST_OPTIM_SGD);
+    cfg.lr = 0.01;
+    cfg.momentum = 0.9;
+    r->opt = mst_optim_new(r->ctx, &cfg, r->model->params, r->model->n_params);
+    mst_optim_set_lr(r->opt, 0.01);
+    r->x = mst_tensor_randn(r->ctx, MST_DTYPE_F32, 4, (int64_t[]){batch, 1, 28, 28}, 0, 1);
+    r->y = mst_tensor_zeros(r->ctx, MST_DTYPE_I32, 1, (int64_t[]){batch});
+    mst_tensor_retain(r->x);
+    mst_tensor_retain(r->y);
+    for (int i = 0; i < batch; i++) mst_tensor_i32(r->y)[i] = i % 10;
+}
+
+static void rig_free(rig *r) {
+    mst_tensor_release(r->x);
+    mst_tensor_release(r->y);
+    mst_optim_free(r->opt);
+    mst_model_free(r->model);
+    mst_ctx_free(r->ctx);
+}
+
+typedef struct { double ms; int64_t peak_total, peak_step; int64_t flops; } result;
+
+static result measure(const char *model, int batch, int threads, bool graph) {
+    rig r;
+    rig_init(&r, model, batch, threads);
+    mst_graph_cache *gc = graph ? mst_graph_cache_new(r.ctx, "bench", step_fn, &r, &(mst_graph_options){.optimize = true}) : NULL;
+    double t[k_repeats];
+    result res = {0};
+    for (int i = 0; i < k_warmup + k_repeats; i++) {
+        if (i == k_warmup) mst_allocator_reset_peak(r.ctx->alloc);
+        mst_pool_push(r.ctx);
+        double t0 = now_ms();
+        mst_tensor *out[2];
+        int n_out;
+        mst_status s = graph ? mst_graph_cache_run(gc, (mst_tensor *[]){r.x, r.y}, 2, out, &n_out)
+                             : step_fn(r.ctx, &r, (mst_tensor *[]){r.x, r.y}, 2, out, &n_out);
+        double dt = now_ms() - t0;
+        if (s != MST_OK) { fprintf(stderr, "bench_graph: %s\n", mst_ctx_error(r.ctx)); exit(1); }
+        mst_pool_pop(r.ctx);
+        if (i >= k_warmup) t[i - k_warmup] = dt;
+    }
+    qsort(t, k_repeats, sizeof(double), cmp_double);
+    res.ms = t[k_repeats / 2];
+    const mst_alloc_stats *m = mst_ctx_mem(r.ctx);
+    res.peak_total = m->peak_total;
+    res.peak_step = m->peak[MST_MEM_ACT] + m->peak[MST_MEM_GRAD];
+    if (gc) res.flops = mst_graph_cache_flops(gc);
+    mst_graph_cache_free(gc);
+    rig_free(&r);
+    return res;
+}
+
+/* Raw single-thread sgemm GFLOP/s on a 256x784x256 product, times the thread count (the runtime
+ * splits GEMMs over its pool, one OpenBLAS thread each). */
+static double sgemm_gflops(int threads) {
+    int m = 256, k = 784, n = 256;
+    float *a = calloc((size_t)m * k, 4), *b = calloc((size_t)k * n, 4), *c = calloc((size_t)m * n, 4);
+    openblas_set_num_threads(1);
+    for (int i = 0; i < 3; i++) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1, a, k, b, n, 0, c, n);
+    int reps = 30;
+    double t0 = now_ms();
+    for (int i = 0; i < reps; i++) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1, a, k, b, n, 0, c, n);
+    double ms = (now_ms() - t0) / reps;
+    free(a), free(b), free(c);
+    return 2.0 * m * n * k / (ms * 1e6) * threads;
+}
+
+int main(void) {
+    int threads = getenv("MST_BENCH_THREADS") ? atoi(getenv("MST_BENCH_THREADS")) : 2;
+    double gf = sgemm_gflops(threads);
+    printf("sgemm rate (%d threads): %.1f GFLOP/s\n\n", threads, gf);
+    printf("| model | batch | eager ms | graph ms | speedup | step GFLOP | roofline ms | graph/roofline | graph GFLOP/s (%% of sgemm) | peak MiB eager / graph | act+grad peak MiB eager / graph (ratio) |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    struct { const char *model; int batch; } rows[] = {{"mlp", 16}, {"mlp", 64}, {"mlp", 256}, {"cnn", 32}, {"cnn", 128}};
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        result e = measure(rows[i].model, rows[i].batch, threads, false);
+        result g = measure(rows[i].model, rows[i].batch, threads, true);
+        double gflop = (double)g.flops * 1e-9, roof = gflop / gf * 1e3;
+        printf("| %s | %d | %.3f | %.3f | %.2fx | %.3f | %.3f | %.2fx | %.1f (%.0f%%) | %.1f / %.1f | %.1f / %.1f (%.2f) |\n",
+               rows[i].model, rows[i].batch, e.ms, g.ms, e.ms / g.ms, gflop, roof, g.ms / roof, gflop / g.ms * 1e3,
+               100.0 * gflop / g.ms * 1e3 / gf, e.peak_total / 1048576.0, g.peak_total / 1048576.0,
+               e.peak_step / 1048576.0, g.peak_step / 1048576.0, (double)g.peak_step / (double)e.peak_step);
+        fflush(stdout);
+    }
+    return 0;
+}

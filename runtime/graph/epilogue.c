@@ -1,0 +1,48 @@
+/* epilogue.c — bias/normalization + ReLU epilogues.
+ *
+ * linear, conv2d and batchnorm followed by relu: the relu runs in place on the producer's output
+ * right after its kernel (one profiler range, no extra buffer). The backward's relu_grad(gy, x)
+ * becomes relu_grad(gy, y): relu(x) > 0 exactly when x > 0 (NaN included: both false), so the
+ * bits are unchanged and the pre-activation x dies at the relu instead of living until backward.
+ * Applies only when x has no other reader, no view, no in-place update and is not an output.
+ */
+#include "runtime/graph/passes.h"
+
+static bool producer_ok(const mst_gnode *p) {
+    return p->kind == MST_GN_OP && !p->relu_epilogue &&
+           (p->op == MST_OP_LINEAR || p->op == MST_OP_CONV2D || p->op == MST_OP_BATCHNORM);
+}
+
+/* x's readers are the relu at index `relu` and relu_grad nodes reading it as their second input. */
+static bool readers_ok(const mst_graph *g, int x, int relu) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mst_gnode *n = &g->nodes[i];
+        if (n->dead || i == relu || !mst_gnode_reads_root(g, n, x)) continue;
+        if (n->kind != MST_GN_OP || n->op != MST_OP_RELU_GRAD || n->in[0] == x || n->in[1] != x) return false;
+    }
+    return true;
+}
+
+int mst_pass_relu_epilogue(mst_graph *g) {
+    int fused = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        mst_gnode *n = &g->nodes[i];
+        if (n->dead || n->kind != MST_GN_OP || n->op != MST_OP_RELU) continue;
+        int x = n->in[0], y = n->out[0];
+        int pi = mst_graph_producer(g, x);
+        if (pi < 0 || !producer_ok(&g->nodes[pi]) || g->nodes[pi].out[0] != x) continue;
+        if (g->values[x].kind != MST_GV_INTERMEDIATE || mst_graph_is_output(g, x) || mst_graph_has_views(g, x) ||
+            mst_graph_value_mutated(g, x) || mst_graph_value_mutated(g, y) || !readers_ok(g, x, i))
+            continue;
+        for (int j = i + 1; j < g->n_nodes; j++) {
+            mst_gnode *r = &g->nodes[j];
+            if (!r->dead && r->kind == MST_GN_OP && r->op == MST_OP_RELU_GRAD && r->in[1] == x) r->in[1] = y;
+        }
+        g->nodes[pi].relu_epilogue = true;
+        g->nodes[pi].relu_value = y;
+        n->dead = true;
+        fused++;
+    }
+    mst_graph_compact(g);
+    return fused;
+}

@@ -1,0 +1,555 @@
+/* exec.c — running a planned graph (see exec.h).
+ *
+ * Every value has a tensor: persistent and constant values use the live tensor or snapshot
+ * itself; the rest use headers owned here, whose storage is the arena (offset from the plan),
+ * the bound input's storage, or their base's (views). Headers are never pooled or freed by
+ * anyone else: their refcount is pinned.
+ *
+ * Fused elementwise groups (fuse.c) run as one loop over blocks of k_block elements: operands
+ * are read in place (or gathered when broadcast), each member's block function writes a block of
+ * scratch, and group outputs are stored. Blocks are independent, so the thread split cannot
+ * change the bits.
+ */
+#include "runtime/graph/exec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "profiler/events.h"
+#include "runtime/context.h"
+
+enum { k_block = 512, k_fused_min_elems = 1 << 16, k_optim_min_elems = 1 << 15 };
+
+typedef struct {
+    mst_elem_f32_fn fn;
+    int n_in;
+    int slot[MST_MAX_OP_INPUTS];    /* >= 0: external operand; < 0: member -(slot + 1) */
+    int out_index;                  /* position in the group's outputs, or -1 */
+    mst_attrs attrs;
+} fused_member;
+
+typedef struct {
+    int n_members, n_ext, n_out;
+    fused_member *m;
+    mst_tensor **ext;               /* external operands (headers) */
+    mst_tensor **out;               /* group outputs */
+    bool direct;                    /* members write outputs in place (no in-place inputs) */
+    mst_op_call *calls;             /* per member, for FLOPs/bytes and shape inference */
+    int slices;                     /* per-thread scratch slices (the pool's thread count) */
+    float *scratch;                 /* slices x (n_members + n_ext) x k_block floats, made at build time */
+    const float **ptrs;             /* slices x (n_ext + n_members) block pointers */
+} fused_prog;
+
+typedef enum { STEP_VIEW, STEP_KERNEL, STEP_FUSED, STEP_OPTIM } step_kind;
+
+typedef struct {
+    step_kind kind;
+    int op;
+    uint32_t prof_name;
+    mst_kernel_fn kernel;
+    mst_op_call call;
+    mst_attrs traced_attrs;
+    mst_kernel_fn relu_kernel;      /* relu epilogue */
+    mst_op_call relu_call;
+    fused_prog fp;
+    mst_op_call *calls;             /* fused optimizer members */
+    mst_kernel_fn *kernels;
+    int n_calls;
+    int seed_slot;                  /* random ops: attr slot of the seed; -1 otherwise */
+} exec_step;
+
+struct mst_graph_exec {
+    mst_ctx *ctx;
+    const mst_graph *g;
+    mst_tensor *hdr;                /* per value */
+    mst_tensor **t;                 /* per value: the tensor kernels see */
+    mst_storage arena;
+    int64_t arena_bytes;
+    exec_step *steps;
+    int n_steps, n_kernels;
+    int64_t traced_batch, batch;
+};
+
+/* ---- headers ---- */
+
+static void set_shape(mst_tensor *t, int ndim, const int64_t *shape) {
+    t->ndim = ndim;
+    int64_t stride = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        t->shape[d] = shape[d];
+        t->strides[d] = stride;
+        stride *= shape[d];
+    }
+    t->numel = stride;
+}
+
+static void init_headers(mst_graph_exec *ex, const mst_graph_plan *p) {
+    const mst_graph *g = ex->g;
+    for (int v = 0; v < g->n_values; v++) {
+        const mst_gvalue *x = &g->values[v];
+        if (x->kind == MST_GV_PERSISTENT || x->kind == MST_GV_CONSTANT) {
+            ex->t[v] = x->tensor;
+            continue;
+        }
+        mst_tensor *h = &ex->hdr[v];
+        h->dtype = x->dtype;
+        set_shape(h, x->ndim, x->shape);
+        h->refcount = 1 << 30;
+        h->ctx = ex->ctx;
+        memcpy(h->name, x->name, sizeof(h->name));
+        h->storage = &ex->arena;
+        h->offset = p->offset[v] >= 0 ? (size_t)p->offset[v] : 0;
+        ex->t[v] = h;
+    }
+}
+
+/* Views take their base's storage; run after inputs are bound (value order is creation order). */
+static void bind_views(mst_graph_exec *ex) {
+    const mst_graph *g = ex->g;
+    for (int v = 0; v < g->n_values; v++) {
+        if (g->values[v].kind != MST_GV_VIEW) continue;
+        const mst_tensor *base = ex->t[g->values[v].view_of];
+        ex->hdr[v].storage = base->storage;
+        ex->hdr[v].offset = base->offset;
+    }
+}
+
+static mst_kernel_fn pick_kernel(mst_ctx *ctx, const mst_op_call *c) {
+    const mst_op_desc *d = mst_op_table[c->op];
+    mst_dtype key = c->n_in > 0 ? c->in[d->dtype_arg]->dtype : c->out[0]->dtype;
+    return mst_op_kernel(ctx, d, key);
+}
+
+static void make_call(mst_graph_exec *ex, const mst_gnode *n, mst_op_call *c) {
+    memset(c, 0, sizeof(*c));
+    c->op = n->op;
+    c->attrs = n->attrs;
+    c->n_in = n->n_in;
+    c->n_out = n->n_out;
+    for (int i = 0; i < n->n_in; i++) c->in[i] = ex->t[n->in[i]];
+    for (int k = 0; k < n->n_out; k++) c->out[k] = ex->t[n->out[k]];
+}
+
+static int seed_slot(mst_op op) {
+    const mst_op_desc *d = mst_op_table[op];
+    if (!(d->flags & MST_OPF_RANDOM)) return -1;
+    for (int k = 0; k < MST_MAX_ATTR_I && d->attr_i[k]; k++)
+        if (strcmp(d->attr_i[k], "seed") == 0) return k;
+    return -1;
+}
+
+/* ---- building steps ---- */
+
+static mst_status build_fused(mst_graph_exec *ex, const mst_gnode *n, exec_step *s) {
+    fused_prog *fp = &s->fp;
+    fp->n_members = n->n_members;
+    fp->n_ext = n->n_in;
+    fp->n_out = n->n_out;
+    fp->m = calloc((size_t)n->n_members, sizeof(*fp->m));
+    fp->calls = calloc((size_t)n->n_members, sizeof(*fp->calls));
+    fp->ext = calloc((size_t)n->n_in + 1, sizeof(*fp->ext));
+    fp->out = calloc((size_t)n->n_out + 1, sizeof(*fp->out));
+    /* each chunk of a parallel run uses its own slice: a run allocates nothing */
+    fp->slices = ex->ctx->n_threads > 1 ? ex->ctx->n_threads : 1;
+    fp->scratch = malloc((size_t)fp->slices * (size_t)(n->n_members + n->n_in) * k_block * sizeof(float));
+    fp->ptrs = malloc((size_t)fp->slices * (size_t)(n->n_members + n->n_in + 1) * sizeof(*fp->ptrs));
+    if (!fp->m || !fp->calls || !fp->ext || !fp->out || !fp->scratch || !fp->ptrs)
+        return mst_ctx_fail(ex->ctx, MST_ERR_OOM, "out of memory: fused group");
+    for (int i = 0; i < n->n_in; i++) fp->ext[i] = ex->t[n->in[i]];
+    for (int k = 0; k < n->n_out; k++) fp->out[k] = ex->t[n->out[k]];
+    fp->direct = true;
+    for (int k = 0; k < MST_MAX_OP_OUTPUTS; k++) fp->direct &= n->inplace[k] < 0;
+    char name[128];
+    size_t len = (size_t)snprintf(name, sizeof(name), "fused");
+    for (int m = 0; m < n->n_members; m++) {
+        const mst_gnode *mem = &n->members[m];
+        fused_member *fm = &fp->m[m];
+        fm->fn = mst_op_table[mem->op]->elem_f32;
+        fm->n_in = mem->n_in;
+        fm->attrs = mem->attrs;
+        fm->out_index = -1;
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] == mem->out[0]) fm->out_index = k;
+        for (int i = 0; i < mem->n_in; i++) {
+            int v = mem->in[i], slot = -1;
+            for (int e = 0; e < n->n_in; e++)
+                if (n->in[e] == v) slot = e;
+            for (int q = 0; q < m; q++)
+                if (n->members[q].out[0] == v) slot = -(q + 1);
+            MST_ASSERT(slot != -1 || n->n_in > 0);
+            fm->slot[i] = slot;
+        }
+        make_call(ex, mem, &fp->calls[m]);
+        if (len < sizeof(name)) len += (size_t)snprintf(name + len, sizeof(name) - len, "%s%s", m ? "+" : ":", mst_op_name(mem->op));
+    }
+    s->prof_name = mst_prof_intern(name);
+    return MST_OK;
+}
+
+static mst_status build_optim(mst_graph_exec *ex, const mst_gnode *n, exec_step *s) {
+    s->n_calls = n->n_members;
+    s->calls = calloc((size_t)n->n_members, sizeof(*s->calls));
+    s->kernels = calloc((size_t)n->n_members, sizeof(*s->kernels));
+    if (!s->calls || !s->kernels) return mst_ctx_fail(ex->ctx, MST_ERR_OOM, "out of memory: fused optimizer");
+    for (int m = 0; m < n->n_members; m++) {
+        make_call(ex, &n->members[m], &s->calls[m]);
+        s->kernels[m] = pick_kernel(ex->ctx, &s->calls[m]);
+        if (!s->kernels[m]) return mst_op_fail(ex->ctx, &s->calls[m], MST_ERR_DTYPE, "graph: no cpu kernel for this dtype");
+    }
+    char name[64];
+    snprintf(name, sizeof(name), "fused_%s", mst_op_name(n->op));
+    s->prof_name = mst_prof_intern(name);
+    return MST_OK;
+}
+
+static mst_status build_step(mst_graph_exec *ex, const mst_gnode *n, exec_step *s) {
+    s->op = n->op;
+    s->seed_slot = -1;
+    switch (n->kind) {
+    case MST_GN_FUSED_ELEM: s->kind = STEP_FUSED; return build_fused(ex, n, s);
+    case MST_GN_FUSED_OPTIM: s->kind = STEP_OPTIM; return build_optim(ex, n, s);
+    case MST_GN_OP: break;
+    }
+    make_call(ex, n, &s->call);
+    s->traced_attrs = n->attrs;
+    s->prof_name = ex->ctx->prof_op_names[n->op];
+    if (mst_op_table[n->op]->flags & MST_OPF_VIEW) {
+        s->kind = STEP_VIEW;
+        return MST_OK;
+    }
+    s->kind = STEP_KERNEL;
+    s->seed_slot = seed_slot(n->op);
+    s->kernel = pick_kernel(ex->ctx, &s->call);
+    if (!s->kernel) return mst_op_fail(ex->ctx, &s->call, MST_ERR_DTYPE, "graph: no cpu kernel for this dtype");
+    if (n->relu_epilogue) {
+        s->relu_call = (mst_op_call){.op = MST_OP_RELU, .n_in = 1, .n_out = 1};
+        s->relu_call.in[0] = ex->t[n->out[0]];
+        s->relu_call.out[0] = ex->t[n->relu_value];
+        s->relu_kernel = pick_kernel(ex->ctx, &s->relu_call);
+        char name[64];
+        snprintf(name, sizeof(name), "%s+relu", mst_op_name(n->op));
+        s->prof_name = mst_prof_intern(name);
+    }
+    return MST_OK;
+}
+
+mst_graph_exec *mst_graph_exec_new(mst_ctx *ctx, const mst_graph *g, const mst_graph_plan *p, int64_t traced_batch) {
+    mst_graph_exec *ex = calloc(1, sizeof(*ex));
+    if (!ex) { mst_ctx_fail(ctx, MST_ERR_OOM, "out of memory: graph executor"); return NULL; }
+    ex->ctx = ctx;
+    ex->g = g;
+    ex->traced_batch = ex->batch = traced_batch;
+    ex->hdr = calloc((size_t)g->n_values + 1, sizeof(*ex->hdr));
+    ex->t = calloc((size_t)g->n_values + 1, sizeof(*ex->t));
+    ex->steps = calloc((size_t)g->n_nodes + 1, sizeof(*ex->steps));
+    if (!ex->hdr || !ex->t || !ex->steps) goto oom;
+    ex->arena_bytes = p->arena_bytes;
+    ex->arena = (mst_storage){.nbytes = (size_t)p->arena_bytes, .refcount = 1 << 30, .cat = MST_MEM_ACT,
+                              .device = MST_DEVICE_CPU, .ctx = ctx};
+    /* arena.data is the context's shared graph arena, attached at each run (grow_arena) */
+    init_headers(ex, p);
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i].dead) continue;
+        exec_step *s = &ex->steps[ex->n_steps++];
+        if (build_step(ex, &g->nodes[i], s) != MST_OK) {
+            mst_graph_exec_free(ex);
+            return NULL;
+        }
+        ex->n_kernels += s->kind != STEP_VIEW;
+    }
+    return ex;
+oom:
+    mst_ctx_fail(ctx, MST_ERR_OOM, "out of memory: graph executor (arena %lld bytes)", (long long)p->arena_bytes);
+    mst_graph_exec_free(ex);
+    return NULL;
+}
+
+void mst_graph_exec_free(mst_graph_exec *ex) {
+    if (!ex) return;
+    for (int i = 0; i < ex->n_steps; i++) {
+        exec_step *s = &ex->steps[i];
+        free(s->fp.m);
+        free(s->fp.calls);
+        free(s->fp.ext);
+        free(s->fp.out);
+        free(s->fp.scratch);
+        free(s->fp.ptrs);
+        free(s->calls);
+        free(s->kernels);
+    }
+    free(ex->steps);
+    free(ex->hdr);
+    free(ex->t);
+    free(ex);
+}
+
+mst_tensor *mst_graph_exec_value(mst_graph_exec *ex, int v) { return ex->t[v]; }
+int mst_graph_exec_kernels(const mst_graph_exec *ex) { return ex->n_kernels; }
+int64_t mst_graph_exec_arena_bytes(const mst_graph_exec *ex) { return ex->arena_bytes; }
+
+/* ---- fused elementwise loop ---- */
+
+/* Operand `t` broadcast to the group's shape `y`, elements [off, off + len), into buf. */
+static const float *operand_block(const mst_tensor *t, const mst_tensor *y, int64_t off, int64_t len, float *buf) {
+    const float *x = (const float *)mst_tensor_data(t);
+    if (t->numel == y->numel) return x + off;
+    if (t->numel == 1) {
+        for (int64_t j = 0; j < len; j++) buf[j] = x[0];
+        return buf;
+    }
+    /* strides of t aligned to y's trailing dims, 0 where broadcast */
+    int nd = y->ndim, shift = y->ndim - t->ndim;
+    int64_t stride[MST_MAX_DIMS], idx[MST_MAX_DIMS];
+    for (int d = 0; d < nd; d++) {
+        int td = d - shift;
+        stride[d] = td >= 0 && t->shape[td] != 1 ? t->strides[td] : 0;
+    }
+    int64_t rem = off, pos = 0;
+    for (int d = nd - 1; d >= 0; d--) {
+        idx[d] = rem % y->shape[d];
+        rem /= y->shape[d];
+        pos += idx[d] * stride[d];
+    }
+    for (int64_t j = 0; j < len; j++) {
+        buf[j] = x[pos];
+        for (int d = nd - 1; d >= 0; d--) {
+            pos += stride[d];
+            if (++idx[d] < y->shape[d]) break;
+            pos -= stride[d] * y->shape[d];
+            idx[d] = 0;
+        }
+    }
+    return buf;
+}
+
+typedef struct {
+    const fused_prog *fp;
+    const mst_tensor *shape;    /* a tensor of the group's shape (its first member's output) */
+    int64_t numel;
+} fused_run;
+
+static void fused_chunk(void *arg, int64_t begin, int64_t end, int worker) {
+    const fused_run *r = arg;
+    const fused_prog *fp = r->fp;
+    MST_ASSERT(worker < fp->slices);
+    float *scratch = fp->scratch + (size_t)worker * (size_t)(fp->n_members + fp->n_ext) * k_block;
+    const float **ext = fp->ptrs + (size_t)worker * (size_t)(fp->n_members + fp->n_ext + 1);
+    const float **val = ext + fp->n_ext;
+    for (int64_t blk = begin; blk < end; blk++) {
+        int64_t off = blk * k_block, len = r->numel - off < k_block ? r->numel - off : k_block;
+        for (int e = 0; e < fp->n_ext; e++)
+            ext[e] = operand_block(fp->ext[e], r->shape, off, len, scratch + (size_t)(fp->n_members + e) * k_block);
+        for (int m = 0; m < fp->n_members; m++) {
+            const fused_member *fm = &fp->m[m];
+            const float *x[MST_MAX_OP_INPUTS];
+            for (int i = 0; i < fm->n_in; i++) x[i] = fm->slot[i] >= 0 ? ext[fm->slot[i]] : val[-fm->slot[i] - 1];
+            float *y = fp->direct && fm->out_index >= 0 ? (float *)mst_tensor_data(fp->out[fm->out_index]) + off
+                                                       : scratch + (size_t)m * k_block;
+            fm->fn(y, x, len, &fm->attrs);
+            val[m] = y;
+        }
+        if (!fp->direct)
+            for (int m = 0; m < fp->n_members; m++)
+                if (fp->m[m].out_index >= 0)
+                    memcpy((float *)mst_tensor_data(fp->out[fp->m[m].out_index]) + off, val[m], (size_t)len * sizeof(float));
+    }
+}
+
+static void run_fused(mst_ctx *ctx, const fused_prog *fp) {
+    fused_run r = {.fp = fp, .shape = fp->calls[0].out[0], .numel = fp->calls[0].out[0]->numel};
+    int64_t blocks = (r.numel + k_block - 1) / k_block;
+    mst_parallel_for(ctx, blocks, k_fused_min_elems / k_block, fused_chunk, &r);
+}
+
+/* ---- fused optimizer: parameters split over the pool by their element counts ---- */
+
+typedef struct {
+    mst_ctx *ctx;
+    const exec_step *s;
+    int64_t total;
+    int chunks;
+    mst_status *status;
+} optim_run;
+
+static void optim_chunk(void *arg, int64_t begin, int64_t end, int worker) {
+    (void)worker;
+    const optim_run *r = arg;
+    for (int64_t c = begin; c < end; c++) {
+        int64_t lo = r->total * c / r->chunks, hi = r->total * (c + 1) / r->chunks, acc = 0;
+        for (int m = 0; m < r->s->n_calls; m++) {
+            int64_t mid = acc + r->s->calls[m].in[0]->numel / 2;     /* a parameter goes to the chunk holding its middle */
+            acc += r->s->calls[m].in[0]->numel;
+            if (mid < lo || mid >= hi) continue;
+            mst_status st = r->s->kernels[m](r->ctx, &r->s->calls[m]);
+            if (st != MST_OK) r->status[m] = st;
+        }
+    }
+}
+
+static mst_status run_optim(mst_ctx *ctx, const exec_step *s) {
+    int64_t total = 0;
+    for (int m = 0; m < s->n_calls; m++) total += s->calls[m].in[0]->numel;
+    int chunks = mst_parallel_chunks_ctx(ctx, total, k_optim_min_elems);
+    if (chunks <= 1 || total == 0) {
+        for (int m = 0; m < s->n_calls; m++) {
+            mst_status st = s->kernels[m](ctx, &s->calls[m]);
+            if (st != MST_OK) return st;
+        }
+        return MST_OK;
+    }
+    mst_status *status = calloc((size_t)s->n_calls, sizeof(*status));
+    if (!status) return mst_ctx_fail(ctx, MST_ERR_OOM, "out of memory: fused optimizer");
+    optim_run r = {ctx, s, total, chunks, status};
+    mst_parallel_for(ctx, chunks, 1, optim_chunk, &r);
+    mst_status st = MST_OK;
+    for (int m = 0; m < s->n_calls && st == MST_OK; m++) st = status[m];
+    free(status);
+    return st;
+}
+
+/* ---- dynamic batch: re-run shape inference for a new batch size ---- */
+
+/* Reshape-like attributes (rank, d0, ...) whose dim 0 was the traced batch follow the batch when
+ * input 0's dim 0 does (and, for broadcast pairs, the ranks align at dim 0). */
+static void patch_attrs(const mst_graph_exec *ex, exec_step *s, int64_t traced_in0, int in0_ndim) {
+    const mst_op_desc *d = mst_op_table[s->op];
+    s->call.attrs = s->traced_attrs;
+    if (!d->attr_i[0] || !d->attr_i[1] || strcmp(d->attr_i[0], "rank") || strcmp(d->attr_i[1], "d0")) return;
+    bool aligned = (d->flags & MST_OPF_VIEW) || s->traced_attrs.i[0] == in0_ndim;
+    if (aligned && traced_in0 == ex->traced_batch && s->call.in[0]->shape[0] != ex->traced_batch &&
+        s->traced_attrs.i[0] >= 1 && s->traced_attrs.i[1] == ex->traced_batch)
+        s->call.attrs.i[1] = s->call.in[0]->shape[0];
+}
+
+static mst_status infer_call(mst_graph_exec *ex, mst_op_call *c) {
+    mst_meta meta[MST_MAX_OP_OUTPUTS];
+    mst_status st = mst_op_table[c->op]->infer(ex->ctx, c, meta);
+    if (st != MST_OK) return st;
+    for (int k = 0; k < c->n_out; k++) set_shape(c->out[k], meta[k].ndim, meta[k].shape);
+    return MST_OK;
+}
+
+static int value_of_tensor(const mst_graph_exec *ex, const mst_tensor *t) {
+    return t >= ex->hdr && t < ex->hdr + ex->g->n_values ? (int)(t - ex->hdr) : -1;
+}
+
+static mst_status reinfer(mst_graph_exec *ex) {
+    for (int i = 0; i < ex->n_steps; i++) {
+        exec_step *s = &ex->steps[i];
+        mst_status st = MST_OK;
+        if (s->kind == STEP_VIEW || s->kind == STEP_KERNEL) {
+            int v = s->call.n_in ? value_of_tensor(ex, s->call.in[0]) : -1;
+            const mst_gvalue *x = v >= 0 ? &ex->g->values[v] : NULL;
+            patch_attrs(ex, s, x && x->ndim ? x->shape[0] : -1, x ? x->ndim : -1);
+            if (s->call.n_out) st = infer_call(ex, &s->call);
+            if (st == MST_OK && s->relu_kernel) set_shape(s->relu_call.out[0], s->relu_call.in[0]->ndim, s->relu_call.in[0]->shape);
+        } else if (s->kind == STEP_FUSED) {
+            for (int m = 0; m < s->fp.n_members && st == MST_OK; m++) st = infer_call(ex, &s->fp.calls[m]);
+        }
+        if (st != MST_OK) return st;
+    }
+    return MST_OK;
+}
+
+/* ---- run ---- */
+
+static mst_status bind_inputs(mst_graph_exec *ex, mst_tensor *const in[], int n_in) {
+    const mst_graph *g = ex->g;
+    int64_t batch = ex->batch;
+    for (int v = 0; v < g->n_values; v++) {
+        const mst_gvalue *x = &g->values[v];
+        if (x->kind != MST_GV_INPUT) continue;
+        if (x->input_index >= n_in || !in[x->input_index])
+            return mst_ctx_fail(ex->ctx, MST_ERR_ARG, "graph %s: input %d is missing", g->name, x->input_index);
+        const mst_tensor *t = in[x->input_index];
+        mst_tensor *h = &ex->hdr[v];
+        if (ex->traced_batch >= 0 && t->ndim >= 1) batch = t->shape[0];
+        set_shape(h, t->ndim, t->shape);
+        h->storage = t->storage;
+        h->offset = t->offset;
+    }
+    bind_views(ex);
+    if (ex->traced_batch >= 0 && batch != ex->batch) {
+        ex->batch = batch;
+        return reinfer(ex);
+    }
+    return MST_OK;
+}
+
+static int64_t step_flops(const exec_step *s, int64_t *bytes) {
+    int64_t f = 0, b = 0;
+    switch (s->kind) {
+    case STEP_KERNEL:
+        f = mst_op_flops(&s->call);
+        b = mst_op_bytes(&s->call);
+        if (s->relu_kernel) f += mst_op_flops(&s->relu_call);     /* in place: no extra traffic */
+        break;
+    case STEP_FUSED:
+        for (int m = 0; m < s->fp.n_members; m++) f += mst_op_flops(&s->fp.calls[m]);
+        for (int e = 0; e < s->fp.n_ext; e++) b += (int64_t)mst_tensor_nbytes(s->fp.ext[e]);
+        for (int k = 0; k < s->fp.n_out; k++) b += (int64_t)mst_tensor_nbytes(s->fp.out[k]);
+        break;
+    case STEP_OPTIM:
+        for (int m = 0; m < s->n_calls; m++) {
+            f += mst_op_flops(&s->calls[m]);
+            b += mst_op_bytes(&s->calls[m]);
+        }
+        break;
+    case STEP_VIEW: break;
+    }
+    *bytes = b;
+    return f;
+}
+
+static mst_status run_step(mst_ctx *ctx, exec_step *s) {
+    switch (s->kind) {
+    case STEP_VIEW: return MST_OK;
+    case STEP_KERNEL: {
+        if (s->seed_slot >= 0) s->call.attrs.i[s->seed_slot] = (int64_t)mst_ctx_next_seed(ctx);
+        mst_status st = s->kernel(ctx, &s->call);
+        if (st == MST_OK && s->relu_kernel) st = s->relu_kernel(ctx, &s->relu_call);
+        return st;
+    }
+    case STEP_FUSED: run_fused(ctx, &s->fp); return MST_OK;
+    case STEP_OPTIM: return run_optim(ctx, s);
+    }
+    return MST_OK;
+}
+
+/* Attach the context's shared arena, grown (once) when this plan needs more than it has. */
+static mst_status attach_arena(mst_graph_exec *ex) {
+    mst_ctx *ctx = ex->ctx;
+    size_t need = (size_t)ex->arena_bytes + MST_GRAPH_ALIGN;
+    if (ctx->graph_arena_bytes < need) {
+        void *a = mst_alloc(ctx->alloc, need, MST_MEM_ACT);
+        if (!a) return mst_ctx_fail(ctx, MST_ERR_OOM, "out of memory: graph arena of %lld bytes", (long long)ex->arena_bytes);
+        mst_free(ctx->alloc, ctx->graph_arena);
+        ctx->graph_arena = a;
+        ctx->graph_arena_bytes = need;
+    }
+    ex->arena.data = ctx->graph_arena;
+    return MST_OK;
+}
+
+mst_status mst_graph_exec_run(mst_graph_exec *ex, mst_tensor *const in[], int n_in) {
+    mst_ctx *ctx = ex->ctx;
+    mst_status st = attach_arena(ex);
+    if (st == MST_OK) st = bind_inputs(ex, in, n_in);
+    for (int i = 0; i < ex->n_steps && st == MST_OK; i++) {
+        exec_step *s = &ex->steps[i];
+        if (s->kind == STEP_VIEW) continue;
+        mst_prof_op_begin(MST_CAT_KERNEL, s->prof_name, s->op);
+        st = run_step(ctx, s);
+        if (mst_prof_on(MST_PROF_LEVEL_OPS)) {
+            int64_t bytes, flops = step_flops(s, &bytes);
+            mst_prof_record_(MST_EV_END, MST_CAT_KERNEL, s->prof_name, s->op, flops, bytes);
+        }
+    }
+    return st;
+}
+
+int64_t mst_graph_exec_flops(const mst_graph_exec *ex) {
+    int64_t f = 0, bytes;
+    for (int i = 0; i < ex->n_steps; i++) f += step_flops(&ex->steps[i], &bytes);
+    return f;
+}

@@ -1,0 +1,55 @@
+/* passes.h — graph-mode rewrites over the IR (runtime/graph/ir.h), one file each.
+ *
+ * Every pass keeps program-order semantics: a rewrite never moves a read past an in-place update
+ * of what it reads, never merges or drops random or mutating work that is needed, and never
+ * changes bits except where fusion would reassociate (it does not: fused loops run the same
+ * per-element expressions in the same order). Each returns how many nodes it changed.
+ *
+ *     mst_pass_stats st;
+ *     mst_graph_optimize(g, &st);      // all of them, in the order below
+ */
+#ifndef MST_RUNTIME_GRAPH_PASSES_H
+#define MST_RUNTIME_GRAPH_PASSES_H
+
+#include "runtime/graph/ir.h"
+
+/* dce.c: drop nodes whose results nobody needs; keeps nodes that update persistent or input
+ * values, feed outputs, or update a value a kept node reads. */
+int mst_pass_dce(mst_graph *g);
+/* cse.c: merge nodes with the same op, attributes and inputs; never random or mutating nodes,
+ * never nodes reading or producing a value that is updated anywhere. */
+int mst_pass_cse(mst_graph *g);
+/* cast_fold.c: cast to the same dtype = identity; cast A->B->A with B wider = identity. */
+int mst_pass_fold_casts(mst_graph *g);
+/* epilogue.c: linear/conv2d/batchnorm followed by relu: the relu runs in place on the producer's
+ * output, relu_grad(gy, x) becomes relu_grad(gy, y), and the pre-activation x dies there. */
+int mst_pass_relu_epilogue(mst_graph *g);
+/* fuse.c: chains of f32 elementwise ops with the same output shape become one loop. */
+int mst_pass_fuse_elementwise(mst_graph *g);
+/* fuse_optim.c: the updates of one optimizer (same op, same attributes but the parameter index)
+ * become one fused node. */
+int mst_pass_fuse_optimizer(mst_graph *g);
+/* inplace.c: an elementwise op (or fused group) writes over an input that dies there. */
+int mst_pass_inplace(mst_graph *g);
+
+typedef struct {
+    int dce, cse, casts, epilogues, fused_elem, fused_optim, inplace;
+} mst_pass_stats;
+
+void mst_graph_optimize(mst_graph *g, mst_pass_stats *st);
+
+/* ---- helpers shared by the passes (passes.c) ---- */
+/* Replace every read of value `from` by `to` in live nodes at index >= start and in the outputs. */
+void mst_graph_replace_uses(mst_graph *g, int from, int to, int start);
+/* Index of the live node producing v (its out[] or relu_value); -1 for non-intermediates. */
+int  mst_graph_producer(const mst_graph *g, int v);
+/* Does live node n read value v (or a view of v, or v's base)? Counts fused members' reads. */
+bool mst_gnode_reads_root(const mst_graph *g, const mst_gnode *n, int root);
+/* Index of the last live node touching v's storage (read, update or definition); n_nodes for
+ * graph outputs (they live to the end); -1 if nothing does. */
+int  mst_graph_last_use(const mst_graph *g, int v);
+bool mst_graph_is_output(const mst_graph *g, int v);
+/* Does any value view v? */
+bool mst_graph_has_views(const mst_graph *g, int v);
+
+#endif

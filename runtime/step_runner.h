@@ -1,0 +1,36 @@
+/* step_runner.h — runs the training and evaluation steps of runtime/step.h either eagerly (each
+ * call through the dispatcher) or in graph mode (traced once per input signature and replayed
+ * from the plan cache of runtime/graph/graph.h). The trainer holds one; nothing else changes
+ * between the modes, which is how the parity tests can compare them.
+ *
+ *     mst_step_runner *r = mst_step_runner_new(ctx, &spec, true, false, batch_size);
+ *     mst_step_runner_train(r, x, y, &out);       // x[k], y[k] for k < spec.accumulate
+ *     mst_step_runner_eval(r, x0, y0, &logits, &loss);
+ *     mst_step_runner_free(r);                     // before the model and optimizer it traced
+ */
+#ifndef MST_RUNTIME_STEP_RUNNER_H
+#define MST_RUNTIME_STEP_RUNNER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/graph/graph.h"
+#include "runtime/step.h"
+
+typedef struct mst_step_runner mst_step_runner;
+
+/* graph: trace and replay; dynamic_batch: one plan for every batch size <= max_batch (the last,
+ * smaller batch of an epoch does not recompile). The spec must outlive the runner. NULL with the
+ * error in ctx. */
+mst_step_runner *mst_step_runner_new(mst_ctx *ctx, const mst_step_spec *spec, bool graph, bool dynamic_batch,
+                                     int64_t max_batch);
+void mst_step_runner_free(mst_step_runner *r);
+
+mst_status mst_step_runner_train(mst_step_runner *r, mst_tensor *const x[], mst_tensor *const y[], mst_step_outputs *out);
+mst_status mst_step_runner_eval(mst_step_runner *r, mst_tensor *x, mst_tensor *y, mst_tensor **logits, mst_tensor **loss);
+
+/* Graph mode: compiles and planned memory of the training and evaluation plans, summed
+ * (arena_bytes: the larger plan's arena). All zero in eager mode. */
+void mst_step_runner_stats(const mst_step_runner *r, mst_graph_stats *st);
+
+#endif
