@@ -29,5 +29,7 @@ int mst_cmd_export_trace(int argc, char **argv);
 int mst_cmd_report(int argc, char **argv);
 int mst_cmd_compare(int argc, char **argv);
 int mst_cmd_gate(int argc, char **argv);
+int mst_cmd_graph(int argc, char **argv);
+int mst_cmd_advise(int argc, char **argv);
 
 #endif

@@ -24,6 +24,11 @@ static void usage(FILE *f) {
             "  gate --baseline DIR... --current DIR... | gate run --baseline-cmd CMD --candidate-cmd CMD\n"
             "                 CI performance regression gate over repeated runs (docs/gate.md); exit 0 pass,\n"
             "                 1 regression, 2 usage error, 3 inconclusive, 4 a run failed\n"
+            "  advise JOB [--set key=value]... [--budget-minutes M] [--tolerance PP] [--repeats N] [-o DIR]\n"
+            "                 profile the job, diagnose it, and verify each proposed change by running it\n"
+            "                 against the job's own accuracy: ranked table, DIR/tuned.yaml, DIR/report/\n"
+            "  graph JOB [--set key=value]... [--dot FILE] [--after-only]\n"
+            "                 trace one training step in graph mode; print the IR before/after the passes\n"
             "  export-trace PROFILE.db TRACE.json\n"
             "                 Chrome trace (Perfetto, chrome://tracing) from a profile\n"
             "  validate JOB [--set key=value]...\n"
@@ -47,6 +52,8 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "report") == 0) return mst_cmd_report(argc - 2, argv + 2);
     if (strcmp(cmd, "compare") == 0) return mst_cmd_compare(argc - 2, argv + 2);
     if (strcmp(cmd, "gate") == 0) return mst_cmd_gate(argc - 2, argv + 2);
+    if (strcmp(cmd, "graph") == 0) return mst_cmd_graph(argc - 2, argv + 2);
+    if (strcmp(cmd, "advise") == 0) return mst_cmd_advise(argc - 2, argv + 2);
     if (strcmp(cmd, "export-trace") == 0) return mst_cmd_export_trace(argc - 2, argv + 2);
     if (strcmp(cmd, "validate") == 0) return mst_cmd_validate(argc - 2, argv + 2);
     if (strcmp(cmd, "list") == 0) return mst_cmd_list(argc - 2, argv + 2);

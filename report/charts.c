@@ -26,7 +26,7 @@ static const char *const chart_title[RPT_CH_COUNT] = {
     "Loss scale and overflow steps",
     "Memory in use by category",
     "Top ops by kernel time, with achieved GFLOP/s",
-    "Advisor trials: measured speedup",
+    "Advisor trials: predicted vs measured speedup",
 };
 _Static_assert(sizeof(chart_file) / sizeof(chart_file[0]) == RPT_CH_COUNT, "a file per chart");
 _Static_assert(sizeof(chart_title) / sizeof(chart_title[0]) == RPT_CH_COUNT, "a title per chart");

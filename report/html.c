@@ -485,11 +485,13 @@ static void trials_section(rpt_buf *b, const rpt_page *pg) {
     if (p->n_trials == 0) return;
     rpt_puts(b, "<section id=\"trials\"><h2>Advisor trials</h2>\n<div class=\"row\">");
     figure(b, pg, RPT_CH_TRIALS);
-    rpt_puts(b, "</div>\n<table id=\"trials-table\"><tr><th>change</th><th>status</th><th>predicted</th><th>measured</th>"
-                "<th>interval</th><th>memory</th><th>accuracy (pp)</th><th>reason</th></tr>\n");
+    rpt_puts(b, "</div>\n<table id=\"trials-table\"><tr><th>rule</th><th>evidence</th><th>change</th><th>status</th>"
+                "<th>predicted</th><th>measured</th><th>interval</th><th>memory</th><th>accuracy (pp)</th><th>reason</th></tr>\n");
     for (int i = 0; i < p->n_trials; i++) {
         const rpt_trial *t = &p->trials[i];
         rpt_puts(b, "<tr>");
+        td_text(b, t->rule);
+        td_text(b, t->evidence);
         td_text(b, t->change);
         td_text(b, t->status);
         if (isnan(t->predicted)) rpt_puts(b, "<td class=\"n\">n/a</td>");

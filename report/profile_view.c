@@ -287,7 +287,7 @@ static int read_trials(reader *r, rpt_profile *p) {
     int64_t cap = 0, n = 0;
     if (sqlite3_prepare_v2(r->db,
                            "SELECT change, status, reason, predicted_speedup, measured_speedup, ci_low, ci_high,"
-                           " memory_delta_bytes, accuracy_delta FROM trials ORDER BY id",
+                           " memory_delta_bytes, accuracy_delta, metrics_json FROM trials ORDER BY id",
                            -1, &st, NULL) != SQLITE_OK)
         return fail(r, "trials");
     int rc;
@@ -313,6 +313,17 @@ static int read_trials(reader *r, rpt_profile *p) {
         t->has_memory_delta = sqlite3_column_type(st, 7) != SQLITE_NULL;
         t->memory_delta = sqlite3_column_int64(st, 7);
         t->accuracy_delta = opt_double(st, 8);
+        /* the advisor stores its finding (rule, evidence) beside the trial's runs */
+        const unsigned char *mj = sqlite3_column_text(st, 9);
+        cJSON *m = mj ? cJSON_Parse((const char *)mj) : NULL;
+        const cJSON *rule = cJSON_GetObjectItemCaseSensitive(m, "rule"), *ev = cJSON_GetObjectItemCaseSensitive(m, "evidence");
+        t->rule = strdup(cJSON_IsString(rule) ? rule->valuestring : "");
+        t->evidence = strdup(cJSON_IsString(ev) ? ev->valuestring : "");
+        cJSON_Delete(m);
+        if (!t->rule || !t->evidence) {
+            sqlite3_finalize(st);
+            return oom(r);
+        }
     }
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? 0 : fail(r, "trials");
@@ -367,6 +378,8 @@ void rpt_profile_free(rpt_profile *p) {
         free(p->trials[i].change);
         free(p->trials[i].status);
         free(p->trials[i].reason);
+        free(p->trials[i].rule);
+        free(p->trials[i].evidence);
     }
     free(p->trials);
     free(p->path);

@@ -46,6 +46,7 @@ typedef struct {
 
 typedef struct {
     char *change, *status, *reason;
+    char *rule, *evidence;              /* from metrics_json (the advisor's finding); "" when absent */
     double predicted, measured, ci_low, ci_high, accuracy_delta;  /* NAN when not recorded */
     int64_t memory_delta;
     bool has_memory_delta;

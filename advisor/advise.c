@@ -1,0 +1,199 @@
+/* advise.c — the advisor's protocol: baseline, diagnose, verify each change alone, combine the
+ * accepted ones and verify the combination, within the time budget. */
+#include "advisor/advisor.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/fsutil.h"
+
+void mst_advise_config_default(mst_advise_config *c) {
+    memset(c, 0, sizeof(*c));
+    c->budget_minutes = 30;
+    c->tolerance_pp = 0.5;
+    c->repeats = 3;
+    c->min_speedup = 1.02;
+    c->confidence = 0.90;
+}
+
+void mst_advice_free(mst_advice *adv) { memset(adv, 0, sizeof(*adv)); }
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The user's overrides, then the harness's own: no checkpoints (identical for every run). */
+static void common_sets(const mst_advise_config *cfg, mst_trial_set *t) {
+    for (int i = 0; i < cfg->n_job_sets && t->n_sets < MST_TRIAL_MAX_SETS; i++)
+        snprintf(t->sets[t->n_sets++], sizeof(t->sets[0]), "%s", cfg->job_sets[i]);
+    if (t->n_sets < MST_TRIAL_MAX_SETS) snprintf(t->sets[t->n_sets++], sizeof(t->sets[0]), "train.checkpoint=false");
+}
+
+static void add_sets(mst_trial_set *t, const char (*sets)[MST_SET_LEN], int n) {
+    for (int i = 0; i < n && t->n_sets < MST_TRIAL_MAX_SETS; i++) snprintf(t->sets[t->n_sets++], sizeof(t->sets[0]), "%s", sets[i]);
+}
+
+static char *read_text(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); buf = NULL; }
+    fclose(f);
+    if (buf) { buf[n] = '\0'; *len = (size_t)n; }
+    return buf;
+}
+
+/* Gain per minute of trial time: the order trials run in under a budget. Accuracy fixes first. */
+static double priority(const mst_finding *f, double est_min) {
+    double gain = f->goal == MST_GOAL_ACCURACY || f->goal == MST_GOAL_SAFETY ? 100.0 : (isnan(f->predicted) ? 0 : f->predicted - 1);
+    return gain / (est_min > 1e-3 ? est_min : 1e-3);
+}
+
+int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, size_t errn) {
+    memset(adv, 0, sizeof(*adv));
+    double t_start = now_s();
+    if (mst_mkdirs(cfg->out_dir, err, errn) != 0) return -1;
+    int repeats = cfg->repeats < 2 ? 2 : cfg->repeats > MST_TRIAL_MAX_RUNS ? MST_TRIAL_MAX_RUNS : cfg->repeats;
+    int cores = cfg->n_cores > 0 ? cfg->n_cores : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    FILE *log = cfg->log;
+
+    /* 1. baseline: the job as given, profiled once, then repeated for the noise estimate */
+    mst_trial_set *base = &adv->baseline;
+    snprintf(base->name, sizeof(base->name), "baseline");
+    common_sets(cfg, base);
+    if (log) fprintf(log, "baseline: %d runs of %s\n", repeats, cfg->job_path);
+    mst_trial_run(base, cfg->mstune_bin, cfg->job_path, cfg->out_dir, repeats, true, log);
+    if (base->n_runs == 0 || !base->runs[0].ok) {
+        snprintf(err, errn, "the baseline run failed: %s (log: %s/run.log)", base->n_runs ? base->runs[0].error : "not started",
+                 base->n_runs ? base->runs[0].dir : cfg->out_dir);
+        return -1;
+    }
+
+    /* 2. diagnose from the baseline's profile */
+    snprintf(adv->db_path, sizeof(adv->db_path), "%s/profile.db", base->runs[0].dir);
+    rpt_profile prof;
+    if (rpt_profile_load(&prof, adv->db_path, err, errn) != 0) return -1;
+    char sum_path[1100];
+    snprintf(sum_path, sizeof(sum_path), "%s/summary.json", base->runs[0].dir);
+    size_t len = 0;
+    char *text = read_text(sum_path, &len);
+    cJSON *summary = text ? cJSON_ParseWithLength(text, len) : NULL;
+    free(text);
+    if (!summary) {
+        rpt_profile_free(&prof);
+        snprintf(err, errn, "%s: unreadable baseline summary", sum_path);
+        return -1;
+    }
+    mst_rule_env env = {cores, summary};
+    adv->n_findings = mst_advisor_diagnose(&prof, &env, adv->findings, MST_MAX_FINDINGS);
+    rpt_profile_free(&prof);
+    cJSON_Delete(summary);
+    if (log) fprintf(log, "diagnosis: %d finding%s\n", adv->n_findings, adv->n_findings == 1 ? "" : "s");
+
+    /* 3. verify: one change per trial, best predicted gain per minute first, within the budget */
+    double per_run_s = base->wall_s / base->n_runs;
+    int order[MST_MAX_FINDINGS], n_order = 0;
+    for (int i = 0; i < adv->n_findings; i++) {
+        adv->verdicts[i].kind = MST_VERDICT_NOT_RUN;
+        adv->verdicts[i].speedup = adv->verdicts[i].ci_low = adv->verdicts[i].ci_high = NAN;
+        adv->verdicts[i].accuracy_delta_pp = adv->verdicts[i].memory_delta_bytes = adv->verdicts[i].memory_ratio = NAN;
+        if (adv->findings[i].goal == MST_GOAL_NONE) {
+            snprintf(adv->verdicts[i].reason, sizeof(adv->verdicts[i].reason), "a finding only: not applied automatically");
+            continue;
+        }
+        order[n_order++] = i;
+    }
+    double est_min = per_run_s * repeats / 60;
+    for (int a = 0; a < n_order; a++)           /* insertion sort by priority, descending */
+        for (int b = a; b > 0 && priority(&adv->findings[order[b]], est_min) > priority(&adv->findings[order[b - 1]], est_min); b--) {
+            int t = order[b]; order[b] = order[b - 1]; order[b - 1] = t;
+        }
+    for (int a = 0; a < n_order; a++) {
+        int i = order[a];
+        mst_finding *f = &adv->findings[i];
+        double left_min = cfg->budget_minutes > 0 ? cfg->budget_minutes - (now_s() - t_start) / 60 : INFINITY;
+        if (est_min > left_min) {
+            snprintf(adv->verdicts[i].reason, sizeof(adv->verdicts[i].reason),
+                     "not tried: its estimated %.1f min exceed the %.1f min left of the budget", est_min, left_min > 0 ? left_min : 0);
+            continue;
+        }
+        mst_trial_set *t = &adv->trials[i];
+        snprintf(t->name, sizeof(t->name), "trial-%d-%s", i + 1, f->rule);
+        common_sets(cfg, t);
+        add_sets(t, (const char (*)[MST_SET_LEN])f->sets, f->n_sets);
+        if (log) fprintf(log, "trial %d: %s\n", i + 1, f->change);
+        mst_trial_run(t, cfg->mstune_bin, cfg->job_path, cfg->out_dir, repeats, false, log);
+        mst_verdict_decide(base, t, f->goal, cfg->tolerance_pp, cfg->min_speedup, cfg->confidence, &adv->verdicts[i]);
+        if (log) fprintf(log, "  -> %s\n", adv->verdicts[i].reason);
+    }
+
+    /* 4. combine the accepted changes and verify them together */
+    int accepted[MST_MAX_FINDINGS], n_acc = 0;
+    bool any_accuracy = false;
+    for (int i = 0; i < adv->n_findings; i++)
+        if (adv->verdicts[i].kind == MST_VERDICT_ACCEPTED) {
+            accepted[n_acc++] = i;
+            any_accuracy |= adv->findings[i].goal != MST_GOAL_SPEED;
+        }
+    bool use_all = true;
+    if (n_acc >= 2) {
+        double left_min = cfg->budget_minutes > 0 ? cfg->budget_minutes - (now_s() - t_start) / 60 : INFINITY;
+        mst_trial_set *c = &adv->combined;
+        snprintf(c->name, sizeof(c->name), "combined");
+        common_sets(cfg, c);
+        for (int k = 0; k < n_acc; k++)
+            add_sets(c, (const char (*)[MST_SET_LEN])adv->findings[accepted[k]].sets, adv->findings[accepted[k]].n_sets);
+        adv->has_combined = true;
+        if (est_min > left_min) {
+            adv->combined_verdict.kind = MST_VERDICT_NOT_RUN;
+            adv->combined_verdict.speedup = NAN;
+            snprintf(adv->combined_verdict.reason, sizeof(adv->combined_verdict.reason),
+                     "not verified: no budget left; tuned.yaml keeps only the best single change");
+            use_all = false;
+        } else {
+            if (log) fprintf(log, "combined: %d accepted changes together\n", n_acc);
+            mst_trial_run(c, cfg->mstune_bin, cfg->job_path, cfg->out_dir, repeats, false, log);
+            mst_verdict_decide(base, c, any_accuracy ? MST_GOAL_SAFETY : MST_GOAL_SPEED, cfg->tolerance_pp, cfg->min_speedup,
+                               cfg->confidence, &adv->combined_verdict);
+            if (log) fprintf(log, "  -> %s\n", adv->combined_verdict.reason);
+            use_all = adv->combined_verdict.kind == MST_VERDICT_ACCEPTED;
+        }
+    }
+
+    /* 5. what tuned.yaml applies */
+    int best = -1;
+    for (int k = 0; k < n_acc; k++) {
+        int i = accepted[k];
+        if (best < 0 || (adv->findings[i].goal != MST_GOAL_SPEED && adv->findings[best].goal == MST_GOAL_SPEED) ||
+            (adv->findings[i].goal == adv->findings[best].goal && adv->verdicts[i].speedup > adv->verdicts[best].speedup))
+            best = i;
+    }
+    for (int k = 0; k < n_acc; k++) {
+        int i = accepted[k];
+        if (!use_all && i != best) continue;
+        for (int s = 0; s < adv->findings[i].n_sets; s++)
+            snprintf(adv->accepted_sets[adv->n_accepted_sets++], MST_SET_LEN, "%s", adv->findings[i].sets[s]);
+    }
+    if (n_acc == 0) {
+        snprintf(adv->outcome, sizeof(adv->outcome), "No change helped: %s", adv->n_findings == 0
+                     ? "no rule found anything to change; the job is already well tuned for this machine."
+                     : "every proposed change was rejected or not tried (see the reasons); keep the job as it is.");
+    } else if (n_acc == 1 || !use_all) {
+        const mst_verdict *v = &adv->verdicts[best];
+        snprintf(adv->outcome, sizeof(adv->outcome), "Apply %s: %.3fx, accuracy %+.2f pp (tuned.yaml).", adv->findings[best].change,
+                 v->speedup, v->accuracy_delta_pp);
+    } else {
+        const mst_verdict *v = &adv->combined_verdict;
+        snprintf(adv->outcome, sizeof(adv->outcome), "Apply all %d accepted changes together: %.3fx, accuracy %+.2f pp (tuned.yaml).",
+                 n_acc, v->speedup, v->accuracy_delta_pp);
+    }
+    return 0;
+}

@@ -1,0 +1,267 @@
+/* deliver.c — the advisor's outputs: the ranked table for people (terminal and Markdown), JSON for
+ * tools, and one row per trial in the baseline's profile database, which the report's advisor
+ * section and its predicted-vs-measured chart read. */
+#include "advisor/advisor.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <sqlite3.h>
+
+#include "report/stats.h"
+#include "util/fsutil.h"
+
+static const char *verdict_name(mst_verdict_kind k) {
+    return k == MST_VERDICT_ACCEPTED ? "accepted" : k == MST_VERDICT_REJECTED ? "rejected" : "not run";
+}
+
+static void fmt_x(char *buf, size_t n, double v) {
+    if (isnan(v)) snprintf(buf, n, "-");
+    else snprintf(buf, n, "%.2fx", v);
+}
+
+static void fmt_interval(char *buf, size_t n, const mst_verdict *v) {
+    if (isnan(v->speedup)) snprintf(buf, n, "-");
+    else if (isnan(v->ci_low)) snprintf(buf, n, "%.2fx", v->speedup);
+    else snprintf(buf, n, "%.2fx [%.2f, %.2f]", v->speedup, v->ci_low, v->ci_high);
+}
+
+static void fmt_mem(char *buf, size_t n, const mst_verdict *v) {
+    if (isnan(v->memory_ratio)) snprintf(buf, n, "-");
+    else snprintf(buf, n, "%+.0f%%", 100 * (v->memory_ratio - 1));
+}
+
+static void fmt_acc(char *buf, size_t n, const mst_verdict *v) {
+    if (isnan(v->accuracy_delta_pp)) snprintf(buf, n, "-");
+    else snprintf(buf, n, "%+.2f pp", v->accuracy_delta_pp);
+}
+
+static double median_of(const mst_trial_set *t, int what) {
+    double v[MST_TRIAL_MAX_RUNS];
+    int n = 0;
+    for (int i = 0; i < t->n_runs; i++) {
+        const mst_run_result *r = &t->runs[i];
+        if (!r->ok) continue;
+        v[n++] = what == 0 ? r->step_ms : what == 1 ? r->val_accuracy : r->peak_memory_bytes;
+    }
+    return n ? mst_stats_median(v, n) : NAN;
+}
+
+void mst_advice_print(FILE *f, const mst_advice *adv, const mst_advise_config *cfg) {
+    const mst_trial_set *b = &adv->baseline;
+    fprintf(f, "\nbaseline: %d runs, median step %.3f ms, val accuracy %.2f%%, peak memory %.1f MB\n", b->n_runs,
+            median_of(b, 0), 100 * median_of(b, 1), median_of(b, 2) / 1e6);
+    if (adv->n_findings == 0) fprintf(f, "findings: none\n");
+    else
+        fprintf(f, "\n %-2s %-21s %-42s %-9s %-24s %-7s %-10s %s\n", "#", "rule", "change", "predicted",
+                "measured [90% interval]", "memory", "accuracy", "verdict");
+    for (int i = 0; i < adv->n_findings; i++) {
+        const mst_finding *fd = &adv->findings[i];
+        const mst_verdict *v = &adv->verdicts[i];
+        char pred[16], meas[48], mem[16], acc[24];
+        fmt_x(pred, sizeof(pred), fd->predicted);
+        fmt_interval(meas, sizeof(meas), v);
+        fmt_mem(mem, sizeof(mem), v);
+        fmt_acc(acc, sizeof(acc), v);
+        fprintf(f, " %-2d %-21s %-42.42s %-9s %-24s %-7s %-10s %s\n", i + 1, fd->rule, fd->change, pred, meas, mem, acc,
+                fd->goal == MST_GOAL_NONE ? "finding" : verdict_name(v->kind));
+        fprintf(f, "    finding:  %s\n    evidence: %s\n    reason:   %s\n", fd->title, fd->evidence, v->reason);
+    }
+    if (adv->has_combined) {
+        char meas[48], mem[16], acc[24];
+        fmt_interval(meas, sizeof(meas), &adv->combined_verdict);
+        fmt_mem(mem, sizeof(mem), &adv->combined_verdict);
+        fmt_acc(acc, sizeof(acc), &adv->combined_verdict);
+        fprintf(f, "\ncombined (all accepted changes): %s, memory %s, accuracy %s: %s\n    reason: %s\n", meas, mem, acc,
+                verdict_name(adv->combined_verdict.kind), adv->combined_verdict.reason);
+    }
+    fprintf(f, "\n%s\n", adv->outcome);
+    (void)cfg;
+}
+
+int mst_advice_write_markdown(const mst_advice *adv, const mst_advise_config *cfg, const char *path, char *err, size_t errn) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) { snprintf(err, errn, "%s: out of memory", path); return -1; }
+    const mst_trial_set *b = &adv->baseline;
+    fprintf(f, "# mstune advise: %s\n\nBaseline: %d runs, median step %.3f ms, val accuracy %.2f%%, peak memory %.1f MB. "
+               "Tolerance %.2f pp, %d runs per configuration, %.0f%% intervals.\n\n",
+            cfg->job_path, b->n_runs, median_of(b, 0), 100 * median_of(b, 1), median_of(b, 2) / 1e6, cfg->tolerance_pp,
+            cfg->repeats, 100 * cfg->confidence);
+    fprintf(f, "| # | rule | evidence | change | predicted | measured [interval] | memory | accuracy | verdict | reason |\n"
+               "|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < adv->n_findings; i++) {
+        const mst_finding *fd = &adv->findings[i];
+        const mst_verdict *v = &adv->verdicts[i];
+        char pred[16], meas[48], mem[16], acc[24];
+        fmt_x(pred, sizeof(pred), fd->predicted);
+        fmt_interval(meas, sizeof(meas), v);
+        fmt_mem(mem, sizeof(mem), v);
+        fmt_acc(acc, sizeof(acc), v);
+        fprintf(f, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", i + 1, fd->rule, fd->evidence, fd->change, pred,
+                meas, mem, acc, fd->goal == MST_GOAL_NONE ? "finding" : verdict_name(v->kind), v->reason);
+    }
+    if (adv->has_combined)
+        fprintf(f, "\nCombined: %s — %s\n", verdict_name(adv->combined_verdict.kind), adv->combined_verdict.reason);
+    fprintf(f, "\n**%s**\n", adv->outcome);
+    fclose(f);
+    int rc = mst_write_atomic(path, buf, len, err, errn);
+    free(buf);
+    return rc;
+}
+
+static cJSON *verdict_json(const mst_verdict *v) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "verdict", verdict_name(v->kind));
+    if (!isnan(v->speedup)) cJSON_AddNumberToObject(o, "speedup", v->speedup);
+    if (!isnan(v->ci_low)) cJSON_AddNumberToObject(o, "ci_low", v->ci_low);
+    if (!isnan(v->ci_high)) cJSON_AddNumberToObject(o, "ci_high", v->ci_high);
+    if (!isnan(v->accuracy_delta_pp)) cJSON_AddNumberToObject(o, "accuracy_delta_pp", v->accuracy_delta_pp);
+    if (!isnan(v->memory_delta_bytes)) cJSON_AddNumberToObject(o, "memory_delta_bytes", v->memory_delta_bytes);
+    cJSON_AddStringToObject(o, "reason", v->reason);
+    return o;
+}
+
+static cJSON *runs_json(const mst_trial_set *t) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < t->n_runs; i++) {
+        const mst_run_result *r = &t->runs[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "dir", r->dir);
+        cJSON_AddNumberToObject(o, "exit_code", r->exit_code);
+        cJSON_AddBoolToObject(o, "ok", r->ok);
+        if (r->ok) {
+            cJSON_AddNumberToObject(o, "step_time_ms_median", r->step_ms);
+            cJSON_AddNumberToObject(o, "effective_step_ms", r->effective_step_ms);
+            cJSON_AddNumberToObject(o, "val_accuracy", r->val_accuracy);
+            cJSON_AddNumberToObject(o, "peak_memory_bytes", r->peak_memory_bytes);
+            cJSON_AddNumberToObject(o, "skipped_steps", (double)r->skipped_steps);
+            cJSON_AddNumberToObject(o, "steps", (double)r->steps);
+        } else {
+            cJSON_AddStringToObject(o, "error", r->error);
+        }
+        cJSON_AddItemToArray(a, o);
+    }
+    return a;
+}
+
+static cJSON *sets_json(const char (*sets)[MST_SET_LEN], int n) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateString(sets[i]));
+    return a;
+}
+
+static cJSON *finding_json(const mst_finding *fd, const mst_verdict *v, const mst_trial_set *t) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "rule", fd->rule);
+    cJSON_AddStringToObject(o, "goal", fd->goal == MST_GOAL_SPEED      ? "speed"
+                            : fd->goal == MST_GOAL_ACCURACY ? "accuracy"
+                            : fd->goal == MST_GOAL_SAFETY   ? "safety"
+                                                            : "finding");
+    cJSON_AddStringToObject(o, "title", fd->title);
+    cJSON_AddStringToObject(o, "evidence", fd->evidence);
+    cJSON_AddStringToObject(o, "change", fd->change);
+    cJSON_AddItemToObject(o, "sets", sets_json((const char (*)[MST_SET_LEN])fd->sets, fd->n_sets));
+    if (!isnan(fd->predicted)) cJSON_AddNumberToObject(o, "predicted_speedup", fd->predicted);
+    cJSON_AddNumberToObject(o, "confidence", fd->confidence);
+    cJSON_AddItemToObject(o, "result", verdict_json(v));
+    if (t && t->n_runs) cJSON_AddItemToObject(o, "runs", runs_json(t));
+    return o;
+}
+
+int mst_advice_write_json(const mst_advice *adv, const mst_advise_config *cfg, const char *path, char *err, size_t errn) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "job", cfg->job_path);
+    cJSON_AddNumberToObject(root, "tolerance_pp", cfg->tolerance_pp);
+    cJSON_AddNumberToObject(root, "repeats", cfg->repeats);
+    cJSON_AddNumberToObject(root, "confidence", cfg->confidence);
+    cJSON_AddItemToObject(root, "baseline_runs", runs_json(&adv->baseline));
+    cJSON *fs = cJSON_AddArrayToObject(root, "findings");
+    for (int i = 0; i < adv->n_findings; i++)
+        cJSON_AddItemToArray(fs, finding_json(&adv->findings[i], &adv->verdicts[i], &adv->trials[i]));
+    if (adv->has_combined) {
+        cJSON *c = cJSON_AddObjectToObject(root, "combined");
+        cJSON_AddItemToObject(c, "sets", sets_json((const char (*)[MST_SET_LEN])adv->combined.sets, adv->combined.n_sets));
+        cJSON_AddItemToObject(c, "result", verdict_json(&adv->combined_verdict));
+        cJSON_AddItemToObject(c, "runs", runs_json(&adv->combined));
+    }
+    cJSON_AddItemToObject(root, "applied", sets_json((const char (*)[MST_SET_LEN])adv->accepted_sets, adv->n_accepted_sets));
+    cJSON_AddStringToObject(root, "outcome", adv->outcome);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) { snprintf(err, errn, "%s: out of memory", path); return -1; }
+    int rc = mst_write_atomic(path, text, strlen(text), err, errn);
+    cJSON_free(text);
+    return rc;
+}
+
+static int insert_row(sqlite3_stmt *st, const char *change, const char *status, const char *reason, double predicted,
+                      const mst_verdict *v, const char *dir, const char *metrics) {
+    sqlite3_reset(st);
+    sqlite3_bind_text(st, 1, change, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, status, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, reason, -1, SQLITE_TRANSIENT);
+    double vals[4] = {predicted, v->speedup, v->ci_low, v->ci_high};
+    for (int k = 0; k < 4; k++)
+        if (isnan(vals[k])) sqlite3_bind_null(st, 4 + k);
+        else sqlite3_bind_double(st, 4 + k, vals[k]);
+    if (isnan(v->memory_delta_bytes)) sqlite3_bind_null(st, 8);
+    else sqlite3_bind_int64(st, 8, (sqlite3_int64)llround(v->memory_delta_bytes));
+    if (isnan(v->accuracy_delta_pp)) sqlite3_bind_null(st, 9);
+    else sqlite3_bind_double(st, 9, v->accuracy_delta_pp);
+    sqlite3_bind_text(st, 10, dir, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 11, metrics, -1, SQLITE_TRANSIENT);
+    return sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+}
+
+int mst_advice_store(const mst_advice *adv, const char *db_path, char *err, size_t errn) {
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+        snprintf(err, errn, "%s: %s", db_path, db ? sqlite3_errmsg(db) : "cannot open");
+        sqlite3_close(db);
+        return -1;
+    }
+    sqlite3_busy_timeout(db, 5000);
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_exec(db, "BEGIN IMMEDIATE; DELETE FROM trials;", NULL, NULL, NULL) == SQLITE_OK &&
+                     sqlite3_prepare_v2(db,
+                                        "INSERT INTO trials(change, status, reason, predicted_speedup, measured_speedup, ci_low,"
+                                        " ci_high, memory_delta_bytes, accuracy_delta, db_path, metrics_json)"
+                                        " VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+                                        -1, &st, NULL) == SQLITE_OK
+                 ? 0
+                 : -1;
+    for (int i = 0; rc == 0 && i < adv->n_findings; i++) {
+        const mst_finding *fd = &adv->findings[i];
+        if (fd->goal == MST_GOAL_NONE) continue;
+        cJSON *m = finding_json(fd, &adv->verdicts[i], &adv->trials[i]);
+        char *metrics = cJSON_PrintUnformatted(m);
+        cJSON_Delete(m);
+        const char *dir = adv->trials[i].n_runs ? adv->trials[i].runs[0].dir : "";
+        rc = metrics ? insert_row(st, fd->change, verdict_name(adv->verdicts[i].kind), adv->verdicts[i].reason, fd->predicted,
+                                  &adv->verdicts[i], dir, metrics)
+                     : -1;
+        cJSON_free(metrics);
+    }
+    if (rc == 0 && adv->has_combined) {
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "rule", "combined");
+        cJSON_AddItemToObject(m, "sets", sets_json((const char (*)[MST_SET_LEN])adv->combined.sets, adv->combined.n_sets));
+        cJSON_AddItemToObject(m, "runs", runs_json(&adv->combined));
+        char *metrics = cJSON_PrintUnformatted(m);
+        cJSON_Delete(m);
+        rc = metrics ? insert_row(st, "all accepted changes together", verdict_name(adv->combined_verdict.kind),
+                                  adv->combined_verdict.reason, NAN, &adv->combined_verdict,
+                                  adv->combined.n_runs ? adv->combined.runs[0].dir : "", metrics)
+                     : -1;
+        cJSON_free(metrics);
+    }
+    if (rc != 0) snprintf(err, errn, "%s: storing the trials: %s", db_path, sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    sqlite3_exec(db, rc == 0 ? "COMMIT" : "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(db);
+    return rc;
+}

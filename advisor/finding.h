@@ -1,0 +1,53 @@
+/* finding.h — what a diagnosis rule reports: the numbers it saw, the change it proposes (as job
+ * overrides, so a trial changes exactly that), a predicted speedup and a confidence.
+ *
+ * The rules (advisor/rules.c) read a stored profile (report/profile_view.h) and the run's
+ * summary.json; docs/advisor.md lists each with its thresholds and their sources. */
+#ifndef MST_ADVISOR_FINDING_H
+#define MST_ADVISOR_FINDING_H
+
+#include <stdbool.h>
+
+#include <cjson/cJSON.h>
+
+#include "report/profile_view.h"
+
+#define MST_MAX_FINDINGS 12
+#define MST_FINDING_MAX_SETS 4
+#define MST_SET_LEN 96
+
+typedef enum {
+    MST_GOAL_SPEED,         /* accepted when faster beyond noise, accuracy inside the tolerance */
+    MST_GOAL_ACCURACY,      /* fixes training: accepted when accuracy rises beyond the tolerance, no slowdown */
+    MST_GOAL_SAFETY,        /* leaves a known-unsafe setting: accepted when accuracy is not worse beyond the
+                               tolerance, whatever the speed (O3 -> O2) */
+    MST_GOAL_NONE,          /* a finding only: reported, never applied (batch size, memory headroom) */
+} mst_goal;
+
+typedef struct {
+    const char *rule;                   /* "graph_mode", "amp_level", "loss_scale", "loader", ... */
+    mst_goal goal;
+    char title[160];                    /* one line: "eager dispatch is 41% of the step" */
+    char evidence[512];                 /* the numbers the rule saw */
+    char sets[MST_FINDING_MAX_SETS][MST_SET_LEN];   /* the change as job overrides "key=value" */
+    int n_sets;
+    char change[192];                   /* for people: "runtime.mode eager -> graph" */
+    double predicted;                   /* predicted speedup (x); NAN when the rule does not predict one */
+    double confidence;                  /* 0..1 */
+    double score;                       /* ranking: larger first */
+} mst_finding;
+
+/* What the rules need besides the profile. */
+typedef struct {
+    int n_cores;
+    const cJSON *summary;               /* the baseline's summary.json (compile_count, skipped_steps, ...) */
+} mst_rule_env;
+
+/* Runs every rule; fills at most cap findings, largest score first; returns the count. */
+int mst_advisor_diagnose(const rpt_profile *p, const mst_rule_env *env, mst_finding *out, int cap);
+
+/* The job config stored with the profile: a string / number at a dotted path, or the fallback. */
+const char *mst_cfg_str(const cJSON *config, const char *path, const char *fallback);
+double      mst_cfg_num(const cJSON *config, const char *path, double fallback);
+
+#endif

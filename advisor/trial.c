@@ -1,0 +1,174 @@
+/* trial.c — runs a configuration as separate mstune processes and reads what each one wrote. */
+#include "advisor/trial.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "util/fsutil.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = cap ? 2 * cap : 16384;
+            char *b = realloc(buf, cap);
+            if (!b) { free(buf); fclose(f); return NULL; }
+            buf = b;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0) break;
+    }
+    fclose(f);
+    buf[n] = '\0';
+    if (len) *len = n;
+    return buf;
+}
+
+/* The last non-empty line of the run's log: what went wrong, in the run's own words. */
+static void last_line(const char *path, char *out, size_t n) {
+    size_t len = 0;
+    char *text = read_file(path, &len);
+    out[0] = '\0';
+    if (!text) return;
+    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r')) text[--len] = '\0';
+    char *start = strrchr(text, '\n');
+    start = start ? start + 1 : text;
+    char *cr = strrchr(start, '\r');        /* a progress bar redrawn with \r */
+    if (cr) start = cr + 1;
+    snprintf(out, n, "%s", start);
+    free(text);
+}
+
+static double num(const cJSON *o, const char *key, double fallback) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : fallback;
+}
+
+void mst_run_read_summary(mst_run_result *r, const char *summary_path) {
+    size_t len;
+    char *text = read_file(summary_path, &len);
+    if (!text) {
+        r->ok = false;
+        snprintf(r->error, sizeof(r->error), "%s: no summary (%s)", summary_path, strerror(errno));
+        return;
+    }
+    cJSON *j = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!j) {
+        r->ok = false;
+        snprintf(r->error, sizeof(r->error), "%s: not valid JSON", summary_path);
+        return;
+    }
+    r->step_ms = num(j, "step_time_ms_median", NAN);
+    r->val_accuracy = num(j, "val_accuracy", -1);
+    r->final_loss = num(j, "final_train_loss", NAN);
+    r->peak_memory_bytes = num(j, "peak_memory_bytes", NAN);
+    r->wall_s = num(j, "wall_s", NAN);
+    r->steps = (int64_t)num(j, "steps", 0);
+    r->skipped_steps = (int64_t)num(j, "skipped_steps", 0);
+    r->overflow_steps = (int64_t)num(j, "overflow_steps", 0);
+    r->compile_count = (int64_t)num(j, "compile_count", 0);
+    r->loss_scale_final = num(j, "loss_scale_final", NAN);
+    cJSON_Delete(j);
+    double applied = r->steps > 0 ? 1.0 - (double)r->skipped_steps / (double)r->steps : 1.0;
+    r->effective_step_ms = applied > 0 ? r->step_ms / applied : INFINITY;
+    if (!(r->step_ms > 0) || !isfinite(r->final_loss)) {
+        r->ok = false;
+        snprintf(r->error, sizeof(r->error), "%s: no step time or a non-finite loss", summary_path);
+    }
+}
+
+/* fork + exec with stdout and stderr into log_path; the exit code, -signal, or -1000 when it
+ * could not start. */
+static int spawn(char *const argv[], const char *log_path) {
+    pid_t pid = fork();
+    if (pid < 0) return -1000;
+    if (pid == 0) {
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, STDOUT_FILENO);
+            dup2(fd, STDERR_FILENO);
+            close(fd);
+        }
+        execv(argv[0], argv);
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return -1000;
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    return WIFSIGNALED(status) ? -WTERMSIG(status) : -1000;
+}
+
+int mst_trial_run(mst_trial_set *t, const char *bin, const char *job_path, const char *dir, int repeats, bool first_profile,
+                  FILE *log) {
+    if (repeats > MST_TRIAL_MAX_RUNS) repeats = MST_TRIAL_MAX_RUNS;
+    int done = 0;
+    double t0 = now_s();
+    for (int i = 0; i < repeats; i++) {
+        mst_run_result *r = &t->runs[t->n_runs++];
+        memset(r, 0, sizeof(*r));
+        r->val_accuracy = -1;
+        r->loss_scale_final = NAN;
+        char run_dir[sizeof(r->dir)];
+        snprintf(run_dir, sizeof(run_dir), "%.900s/%.64s-r%d", dir, t->name, i + 1);
+        memcpy(r->dir, run_dir, sizeof(run_dir));
+        char err[512];
+        if (mst_mkdirs(r->dir, err, sizeof(err)) != 0) {
+            snprintf(r->error, sizeof(r->error), "%.255s", err);
+            r->exit_code = -1000;
+            continue;
+        }
+        const char *argv[8 + 2 * MST_TRIAL_MAX_SETS];
+        int n = 0;
+        argv[n++] = bin;
+        argv[n++] = first_profile && i == 0 ? "profile" : "train";
+        argv[n++] = job_path;
+        for (int k = 0; k < t->n_sets; k++) {
+            argv[n++] = "--set";
+            argv[n++] = t->sets[k];
+        }
+        argv[n++] = "--out";
+        argv[n++] = r->dir;
+        argv[n] = NULL;
+        char log_path[1100], sum_path[1100];
+        snprintf(log_path, sizeof(log_path), "%s/run.log", r->dir);
+        snprintf(sum_path, sizeof(sum_path), "%s/summary.json", r->dir);
+        double r0 = now_s();
+        r->exit_code = spawn((char *const *)argv, log_path);
+        if (r->exit_code == 0) {
+            r->ok = true;
+            mst_run_read_summary(r, sum_path);
+        } else {
+            r->ok = false;
+            last_line(log_path, r->error, sizeof(r->error));
+            if (!r->error[0]) snprintf(r->error, sizeof(r->error), "exit status %d", r->exit_code);
+        }
+        done += r->ok;
+        if (log)
+            fprintf(log, "  %-28s run %d/%d: %s (%.1fs)\n", t->name, i + 1, repeats,
+                    r->ok ? "ok" : r->error, now_s() - r0);
+        if (!r->ok && r->exit_code != 0) break;     /* a failing configuration fails the same way again */
+    }
+    t->wall_s += now_s() - t0;
+    return done;
+}

@@ -1,0 +1,69 @@
+/* trial.h — one configuration of the job run as separate `mstune` processes, repeated, and the
+ * verdict that compares it with the baseline.
+ *
+ * A trial is a process so that a crash, a NaN or an out-of-memory cannot take the advisor down and
+ * its peak memory is its own. Each run writes summary.json into its own folder; the trial keeps the
+ * numbers the verdict needs. Speed is compared per run (the run is the unit, as in the gate:
+ * steps within a run are correlated): the Hodges–Lehmann shift of log step times between the two
+ * groups with its distribution-free interval (report/stats.h). */
+#ifndef MST_ADVISOR_TRIAL_H
+#define MST_ADVISOR_TRIAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define MST_TRIAL_MAX_RUNS 16
+#define MST_TRIAL_MAX_SETS 24
+
+typedef struct {
+    int exit_code;                  /* the process's exit status; -signal when killed */
+    bool ok;                        /* exit 0 and a readable summary */
+    double step_ms;                 /* summary step_time_ms_median */
+    double effective_step_ms;       /* step_ms / (1 - skipped fraction): time per applied update */
+    double val_accuracy;            /* 0..1; -1 when not evaluated */
+    double final_loss;
+    double peak_memory_bytes;
+    double wall_s;
+    int64_t steps, skipped_steps, overflow_steps, compile_count;
+    double loss_scale_final;        /* NAN when not reported */
+    char dir[1024];
+    char error[256];                /* the last line of the run's stderr when !ok */
+} mst_run_result;
+
+typedef struct {
+    char name[64];                  /* "baseline", "trial-1-graph_mode", ... */
+    char sets[MST_TRIAL_MAX_SETS][96];
+    int n_sets;
+    mst_run_result runs[MST_TRIAL_MAX_RUNS];
+    int n_runs;
+    double wall_s;                  /* all runs together */
+} mst_trial_set;
+
+/* Run `bin <command> job --set ... --out dir/<name>-r<i>` repeats times (command "train" or
+ * "profile"); first_profile: the first run is `profile` (the baseline's diagnosis run). Extra sets
+ * (e.g. train.checkpoint=false) are appended by the caller. Returns the number of runs that
+ * completed; a failed run is recorded with its exit code and error. */
+int mst_trial_run(mst_trial_set *t, const char *bin, const char *job_path, const char *dir, int repeats, bool first_profile,
+                  FILE *log);
+
+/* Read one run's summary.json into r (ok = false with error on a problem). */
+void mst_run_read_summary(mst_run_result *r, const char *summary_path);
+
+typedef enum { MST_VERDICT_ACCEPTED, MST_VERDICT_REJECTED, MST_VERDICT_NOT_RUN } mst_verdict_kind;
+
+typedef struct {
+    mst_verdict_kind kind;
+    double speedup;                 /* baseline effective step time / trial's, Hodges–Lehmann; NAN if not measured */
+    double ci_low, ci_high;         /* its interval at the configured level */
+    double accuracy_delta_pp;       /* trial - baseline, percentage points; NAN if not measured */
+    double memory_delta_bytes;      /* median peak, trial - baseline */
+    double memory_ratio;            /* trial / baseline peak */
+    char reason[320];
+} mst_verdict;
+
+/* goal: MST_GOAL_SPEED or MST_GOAL_ACCURACY (advisor/finding.h). */
+void mst_verdict_decide(const mst_trial_set *base, const mst_trial_set *trial, int goal, double tolerance_pp,
+                        double min_speedup, double confidence, mst_verdict *v);
+
+#endif

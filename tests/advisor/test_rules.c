@@ -1,0 +1,193 @@
+/* test_rules.c — the diagnosis rules on hand-built profiles: each triggers on its evidence with the
+ * expected change, stays quiet below its threshold, and never proposes what is already on. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "advisor/finding.h"
+
+typedef struct {
+    rpt_profile p;
+    rpt_op ops[3];
+    rpt_step steps[200];
+    cJSON *summary;
+    mst_finding f[MST_MAX_FINDINGS];
+    int n;
+} fixture;
+
+static void setup_profile(fixture *x, const char *config_json, double dispatch, double kernel, double data) {
+    memset(x, 0, sizeof(*x));
+    x->p.config = cJSON_Parse(config_json);
+    assert_non_null(x->p.config);
+    x->p.bd.share[MST_CAT_DISPATCH] = dispatch;
+    x->p.bd.share[MST_CAT_KERNEL] = kernel;
+    x->p.bd.share[MST_CAT_DATA] = data;
+    x->p.bd.share[MST_CAT_OTHER] = 1 - dispatch - kernel - data;
+    x->p.bd.wall_median_ns = 1e6;
+    x->p.bd.steps = 100;
+    x->p.batch_size = 64;
+    static char *names[3] = {"conv2d", "batchnorm", "relu"};
+    int64_t ns[3] = {700, 200, 100};
+    for (int i = 0; i < 3; i++) x->ops[i] = (rpt_op){.name = names[i], .total_ns = ns[i]};
+    x->p.ops = x->ops;
+    x->p.n_ops = 3;
+    x->p.ops_total_ns = 1000;
+    x->summary = cJSON_Parse("{\"steps\": 100, \"peak_memory_bytes\": 1e7}");
+}
+
+static void diagnose(fixture *x) {
+    mst_rule_env env = {2, x->summary};
+    x->n = mst_advisor_diagnose(&x->p, &env, x->f, MST_MAX_FINDINGS);
+}
+
+static const mst_finding *find(const fixture *x, const char *rule) {
+    for (int i = 0; i < x->n; i++)
+        if (strcmp(x->f[i].rule, rule) == 0) return &x->f[i];
+    return NULL;
+}
+
+static void teardown_fixture(fixture *x) {
+    cJSON_Delete(x->p.config);
+    cJSON_Delete(x->summary);
+}
+
+static void test_graph_mode(void **state) {
+    (void)state;
+    fixture x;
+    setup_profile(&x, "{\"runtime\": {\"mode\": \"eager\"}, \"amp\": {\"level\": \"O0\"}}", 0.40, 0.30, 0.0);
+    diagnose(&x);
+    const mst_finding *f = find(&x, "graph_mode");
+    assert_non_null(f);
+    assert_string_equal(x.f[0].rule, "graph_mode");                    /* the top finding */
+    assert_string_equal(f->sets[0], "runtime.mode=graph");
+    assert_true(fabs(f->predicted - 1 / 0.6) < 1e-9);                 /* bounded by 1 / (1 - dispatch) */
+    teardown_fixture(&x);
+    setup_profile(&x, "{\"runtime\": {\"mode\": \"graph\"}}", 0.40, 0.30, 0.0);   /* already on */
+    diagnose(&x);
+    assert_null(find(&x, "graph_mode"));
+    teardown_fixture(&x);
+    setup_profile(&x, "{\"runtime\": {\"mode\": \"eager\"}}", 0.05, 0.90, 0.0);   /* below the threshold */
+    diagnose(&x);
+    assert_null(find(&x, "graph_mode"));
+    teardown_fixture(&x);
+}
+
+static void test_loader(void **state) {
+    (void)state;
+    fixture x;
+    setup_profile(&x, "{\"data\": {\"num_workers\": 0, \"prefetch\": 2}}", 0.02, 0.30, 0.60);
+    diagnose(&x);
+    const mst_finding *f = find(&x, "loader");
+    assert_non_null(f);
+    assert_string_equal(f->sets[0], "data.num_workers=2");            /* bounded by the 2 cores */
+    assert_string_equal(f->sets[1], "data.prefetch=4");
+    assert_non_null(strstr(f->title, "high"));
+    teardown_fixture(&x);
+    setup_profile(&x, "{\"data\": {\"num_workers\": 0, \"prefetch\": 2}}", 0.02, 0.90, 0.04);
+    diagnose(&x);
+    assert_null(find(&x, "loader"));                                   /* under 5% */
+    teardown_fixture(&x);
+    setup_profile(&x, "{\"data\": {\"num_workers\": 2, \"prefetch\": 4}}", 0.02, 0.30, 0.60);
+    diagnose(&x);
+    assert_null(find(&x, "loader"));                                   /* nothing left to turn */
+    teardown_fixture(&x);
+}
+
+static void test_amp_never_proposed_when_on(void **state) {
+    (void)state;
+    fixture x;
+    setup_profile(&x, "{\"amp\": {\"level\": \"O0\"}, \"runtime\": {\"device\": \"cpu\"}}", 0.02, 0.95, 0.0);
+    diagnose(&x);
+    const mst_finding *f = find(&x, "amp_level");
+    assert_non_null(f);
+    assert_string_equal(f->sets[0], "amp.level=O2");
+    assert_string_equal(f->sets[1], "amp.dtype=bf16");
+    teardown_fixture(&x);
+    setup_profile(&x, "{\"amp\": {\"level\": \"O2\", \"dtype\": \"f16\", \"loss_scale\": {\"type\": \"dynamic\"}}}", 0.02, 0.95, 0.0);
+    diagnose(&x);
+    assert_null(find(&x, "amp_level"));
+    teardown_fixture(&x);
+}
+
+static void test_o3_corrected_to_o2(void **state) {
+    (void)state;
+    fixture x;
+    setup_profile(&x, "{\"amp\": {\"level\": \"O3\", \"dtype\": \"f16\", \"loss_scale\": {\"type\": \"auto\"}}}", 0.02, 0.95, 0.0);
+    diagnose(&x);
+    const mst_finding *f = find(&x, "amp_o3_norms");
+    assert_non_null(f);
+    assert_int_equal(f->goal, MST_GOAL_SAFETY);
+    assert_string_equal(f->sets[0], "amp.level=O2");
+    teardown_fixture(&x);
+}
+
+static void test_overflow_churn(void **state) {
+    (void)state;
+    fixture x;
+    setup_profile(&x, "{\"amp\": {\"level\": \"O2\", \"dtype\": \"f16\", \"loss_scale\": {\"type\": \"dynamic\", \"init\": 1.099511627776e12}}}",
+                  0.02, 0.95, 0.0);
+    for (int i = 0; i < 100; i++)
+        x.steps[i] = (rpt_step){.step = i, .has_scale = true, .overflow = i < 25, .loss_scale = ldexp(1.0, i < 25 ? 40 - i : 15)};
+    x.p.steps = x.steps;
+    x.p.n_steps = 100;
+    cJSON_Delete(x.summary);
+    x.summary = cJSON_Parse("{\"steps\": 100, \"skipped_steps\": 25, \"overflow_steps\": 25, \"loss_scale_final\": 32768}");
+    diagnose(&x);
+    const mst_finding *f = find(&x, "loss_scale");
+    assert_non_null(f);
+    assert_string_equal(f->sets[0], "amp.loss_scale.init=32768");      /* where the run settled */
+    assert_true(fabs(f->predicted - 1 / 0.75) < 1e-9);
+    teardown_fixture(&x);
+}
+
+static void test_underflow(void **state) {
+    (void)state;
+    fixture x;
+    setup_profile(&x, "{\"amp\": {\"level\": \"O2\", \"dtype\": \"f16\", \"loss_scale\": {\"type\": \"none\"}}}", 0.02, 0.95, 0.0);
+    for (int i = 0; i < 50; i++) x.steps[i] = (rpt_step){.step = i, .has_loss = true, .loss = 2.302585 - 1e-6 * i, .overflow = 0};
+    x.p.steps = x.steps;
+    x.p.n_steps = 50;
+    diagnose(&x);
+    const mst_finding *f = find(&x, "loss_scale_underflow");
+    assert_non_null(f);
+    assert_string_equal(f->sets[0], "amp.loss_scale.type=dynamic");
+    teardown_fixture(&x);
+    /* a loss that falls is not underflow */
+    setup_profile(&x, "{\"amp\": {\"level\": \"O2\", \"dtype\": \"f16\", \"loss_scale\": {\"type\": \"none\"}}}", 0.02, 0.95, 0.0);
+    for (int i = 0; i < 50; i++) x.steps[i] = (rpt_step){.step = i, .has_loss = true, .loss = 2.3 - 0.02 * i};
+    x.p.steps = x.steps;
+    x.p.n_steps = 50;
+    diagnose(&x);
+    assert_null(find(&x, "loss_scale_underflow"));
+    teardown_fixture(&x);
+}
+
+static void test_recompile(void **state) {
+    (void)state;
+    fixture x;
+    setup_profile(&x, "{\"runtime\": {\"mode\": \"graph\", \"dynamic_batch\": false}}", 0.0, 0.9, 0.0);
+    cJSON_Delete(x.summary);
+    x.summary = cJSON_Parse("{\"steps\": 100, \"compile_count\": 2, \"compile_ms\": 40, \"wall_s\": 1.0}");
+    diagnose(&x);
+    const mst_finding *f = find(&x, "recompile");
+    assert_non_null(f);
+    assert_string_equal(f->sets[0], "runtime.dynamic_batch=true");
+    teardown_fixture(&x);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_graph_mode),
+        cmocka_unit_test(test_loader),
+        cmocka_unit_test(test_amp_never_proposed_when_on),
+        cmocka_unit_test(test_o3_corrected_to_o2),
+        cmocka_unit_test(test_overflow_churn),
+        cmocka_unit_test(test_underflow),
+        cmocka_unit_test(test_recompile),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,126 @@
+/* test_verdict.c — the advisor's accept/reject decision on hand-made trial records: faster beyond
+ * noise with accuracy inside the tolerance is accepted; overlap, an accuracy loss, a failed run or
+ * a slowdown is rejected with the reason in words; accuracy fixes are judged on accuracy. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "advisor/finding.h"
+#include "advisor/trial.h"
+
+static void make(mst_trial_set *t, const double *ms, int n, double acc, double mem) {
+    memset(t, 0, sizeof(*t));
+    for (int i = 0; i < n; i++) {
+        mst_run_result *r = &t->runs[t->n_runs++];
+        r->ok = true;
+        r->step_ms = r->effective_step_ms = ms[i];
+        r->val_accuracy = acc;
+        r->peak_memory_bytes = mem;
+        r->steps = 100;
+    }
+}
+
+static void test_faster_accepted(void **state) {
+    (void)state;
+    mst_trial_set b, t;
+    make(&b, (double[]){10.0, 10.2, 9.9}, 3, 0.850, 1e6);
+    make(&t, (double[]){5.0, 5.1, 5.05}, 3, 0.849, 8e5);
+    mst_verdict v;
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, 0.5, 1.02, 0.90, &v);
+    assert_int_equal(v.kind, MST_VERDICT_ACCEPTED);
+    assert_true(v.speedup > 1.9 && v.speedup < 2.1);
+    assert_true(v.ci_low > 1.9 && v.ci_high < 2.1);
+    assert_true(fabs(v.accuracy_delta_pp + 0.1) < 1e-9);
+    assert_true(fabs(v.memory_ratio - 0.8) < 1e-12);
+    assert_non_null(strstr(v.reason, "accepted"));
+}
+
+static void test_overlap_rejected(void **state) {
+    (void)state;
+    mst_trial_set b, t;
+    make(&b, (double[]){10.0, 10.5, 9.5}, 3, 0.85, 1e6);
+    make(&t, (double[]){9.6, 10.1, 9.4}, 3, 0.85, 1e6);
+    mst_verdict v;
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, 0.5, 1.02, 0.90, &v);
+    assert_int_equal(v.kind, MST_VERDICT_REJECTED);
+    assert_non_null(strstr(v.reason, "not faster beyond noise"));
+}
+
+static void test_accuracy_loss_rejected(void **state) {
+    (void)state;
+    mst_trial_set b, t;
+    make(&b, (double[]){10, 10.1, 9.9}, 3, 0.85, 1e6);
+    make(&t, (double[]){5, 5.1, 4.9}, 3, 0.84, 1e6);     /* 2x faster but -1.0 pp */
+    mst_verdict v;
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, 0.5, 1.02, 0.90, &v);
+    assert_int_equal(v.kind, MST_VERDICT_REJECTED);
+    assert_non_null(strstr(v.reason, "rejected for accuracy"));
+}
+
+static void test_slower_but_smaller_noted_for_memory(void **state) {
+    (void)state;
+    mst_trial_set b, t;
+    make(&b, (double[]){10, 10.1, 9.9}, 3, 0.85, 1e6);
+    make(&t, (double[]){11, 11.1, 11.2}, 3, 0.85, 5.5e5);
+    mst_verdict v;
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, 0.5, 1.02, 0.90, &v);
+    assert_int_equal(v.kind, MST_VERDICT_REJECTED);
+    assert_non_null(strstr(v.reason, "rejected for speed, noted for memory"));
+    assert_non_null(strstr(v.reason, "memory -45%"));
+}
+
+static void test_failed_run_rejected(void **state) {
+    (void)state;
+    mst_trial_set b, t;
+    make(&b, (double[]){10, 10.1, 9.9}, 3, 0.85, 1e6);
+    memset(&t, 0, sizeof(t));
+    t.n_runs = 1;
+    t.runs[0].exit_code = 1;
+    snprintf(t.runs[0].error, sizeof(t.runs[0].error), "step 3: the loss is NaN");
+    mst_verdict v;
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, 0.5, 1.02, 0.90, &v);
+    assert_int_equal(v.kind, MST_VERDICT_REJECTED);
+    assert_non_null(strstr(v.reason, "the loss is NaN"));
+}
+
+static void test_accuracy_goal(void **state) {
+    (void)state;
+    mst_trial_set b, t;
+    make(&b, (double[]){10, 10.1, 9.9}, 3, 0.10, 1e6);
+    make(&t, (double[]){10.05, 10.0, 10.1}, 3, 0.80, 1e6);     /* same speed, +70 pp */
+    mst_verdict v;
+    mst_verdict_decide(&b, &t, MST_GOAL_ACCURACY, 0.5, 1.02, 0.90, &v);
+    assert_int_equal(v.kind, MST_VERDICT_ACCEPTED);
+    make(&t, (double[]){10.05, 10.0, 10.1}, 3, 0.102, 1e6);    /* +0.2 pp: not beyond the tolerance */
+    mst_verdict_decide(&b, &t, MST_GOAL_ACCURACY, 0.5, 1.02, 0.90, &v);
+    assert_int_equal(v.kind, MST_VERDICT_REJECTED);
+}
+
+static void test_skipped_steps_count_as_lost_time(void **state) {
+    (void)state;
+    mst_trial_set b, t;
+    make(&b, (double[]){10, 10.1, 9.9}, 3, 0.85, 1e6);
+    for (int i = 0; i < 3; i++) b.runs[i].effective_step_ms = b.runs[i].step_ms / 0.5;    /* half the updates skipped */
+    make(&t, (double[]){10, 10.1, 9.9}, 3, 0.85, 1e6);
+    mst_verdict v;
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, 0.5, 1.02, 0.90, &v);
+    assert_int_equal(v.kind, MST_VERDICT_ACCEPTED);
+    assert_true(fabs(v.speedup - 2.0) < 0.05);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_faster_accepted),
+        cmocka_unit_test(test_overlap_rejected),
+        cmocka_unit_test(test_accuracy_loss_rejected),
+        cmocka_unit_test(test_slower_but_smaller_noted_for_memory),
+        cmocka_unit_test(test_failed_run_rejected),
+        cmocka_unit_test(test_accuracy_goal),
+        cmocka_unit_test(test_skipped_steps_count_as_lost_time),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
