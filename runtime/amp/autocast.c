@@ -23,7 +23,7 @@
 #include "runtime/amp/half.h"
 #include "runtime/ops.h"
 
-typedef enum { CLASS_NEVER = 0, CLASS_ALLOW, CLASS_HALF, CLASS_KEEP_F32 } amp_class;
+typedef enum { CLASS_NEVER = 0, CLASS_ALLOW, CLASS_HALF, CLASS_KEEP_F32, CLASS_NORM } amp_class;
 
 static const unsigned char op_class[MST_OP_COUNT] = {
     [MST_OP_MATMUL] = CLASS_ALLOW, [MST_OP_LINEAR] = CLASS_ALLOW, [MST_OP_CONV2D] = CLASS_ALLOW,
@@ -33,7 +33,7 @@ static const unsigned char op_class[MST_OP_COUNT] = {
     [MST_OP_GELU] = CLASS_HALF, [MST_OP_TANH] = CLASS_HALF, [MST_OP_SIGMOID] = CLASS_HALF,
     [MST_OP_MAXPOOL2D] = CLASS_HALF, [MST_OP_AVGPOOL2D] = CLASS_HALF, [MST_OP_GLOBAL_AVGPOOL] = CLASS_HALF,
     [MST_OP_EMBEDDING] = CLASS_HALF, [MST_OP_DROPOUT] = CLASS_HALF,
-    [MST_OP_BATCHNORM] = CLASS_KEEP_F32, [MST_OP_LAYERNORM] = CLASS_KEEP_F32,
+    [MST_OP_BATCHNORM] = CLASS_NORM, [MST_OP_LAYERNORM] = CLASS_KEEP_F32,
     [MST_OP_SOFTMAX] = CLASS_KEEP_F32, [MST_OP_LOG_SOFTMAX] = CLASS_KEEP_F32,
     [MST_OP_CROSS_ENTROPY] = CLASS_KEEP_F32, [MST_OP_SUM] = CLASS_KEEP_F32, [MST_OP_MEAN] = CLASS_KEEP_F32,
     /* never: cast, reshape, transpose, concat, slice, every *_grad op, sgd/adam updates, spin and
@@ -91,7 +91,8 @@ mst_amp_action mst_amp_policy(mst_op op, int level) {
     amp_class k = class_of(op);
     switch (level) {
     case 1: return k == CLASS_ALLOW ? MST_AMP_HALF : MST_AMP_NEVER;
-    case 2: return k == CLASS_NEVER ? MST_AMP_NEVER : k == CLASS_KEEP_F32 ? MST_AMP_F32 : MST_AMP_HALF;
+    case 2: return k == CLASS_NEVER ? MST_AMP_NEVER : k == CLASS_KEEP_F32 ? MST_AMP_F32
+                 : k == CLASS_NORM ? MST_AMP_F32_PARAMS : MST_AMP_HALF;
     case 3: return k == CLASS_NEVER ? MST_AMP_NEVER : MST_AMP_HALF;
     default: return MST_AMP_NEVER;
     }
@@ -115,6 +116,7 @@ const char *mst_amp_action_name(mst_amp_action a) {
     switch (a) {
     case MST_AMP_HALF: return "half";
     case MST_AMP_F32: return "f32";
+    case MST_AMP_F32_PARAMS: return "f32 params";
     default: return "never";
     }
 }
@@ -188,7 +190,7 @@ mst_status mst_amp_cast_inputs(mst_ctx *ctx, mst_op_call *c) {
     if (a == MST_AMP_NEVER) return MST_OK;
     mst_dtype to = a == MST_AMP_HALF ? ctx->amp_dtype : MST_DTYPE_F32;
     uint32_t mutates = mst_op_table[c->op]->mutates;
-    for (int i = 0; i < c->n_in; i++) {
+    for (int i = a == MST_AMP_F32_PARAMS ? 1 : 0; i < c->n_in; i++) {
         mst_tensor *t = c->in[i];
         if (t->dtype == to || !castable(t->dtype) || (mutates >> i & 1)) continue;
         bool param = t->persistent && t->requires_grad && !t->on_tape;

@@ -34,6 +34,10 @@ typedef enum {
     MST_AMP_NEVER,      /* leave the call alone */
     MST_AMP_HALF,       /* float inputs cast to ctx->amp_dtype */
     MST_AMP_F32,        /* float inputs cast to f32 */
+    MST_AMP_F32_PARAMS, /* batch norm at O2: parameters cast to f32, the activation (input 0) stays as it
+                           is — statistics are computed in f32 either way, and no f32 copy of the
+                           activation is made and saved for backward (cuDNN's half batch norm with
+                           f32 parameters; MindSpore's keep_batchnorm_fp32 casts the input instead) */
 } mst_amp_action;
 
 /* Level 0..3 (O0..O3) and the half type (MST_DTYPE_F16 or MST_DTYPE_BF16). Errors go to the

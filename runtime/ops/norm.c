@@ -71,7 +71,9 @@ static mst_status bn_require_dtypes(mst_ctx *ctx, const mst_op_call *c) {
     mst_dtype xt = c->in[0]->dtype, st = c->in[3]->dtype;
     bool half_x = xt == MST_DTYPE_F16 || xt == MST_DTYPE_BF16;
     if (!half_x || st != MST_DTYPE_F32 || c->in[4]->dtype != MST_DTYPE_F32) return require_float_all(ctx, c);
+    /* amp O3: gamma and beta half like x; amp O2: gamma and beta f32 like the statistics */
     mst_status s = op_require_float(ctx, c, 0);
+    if (s == MST_OK && c->in[1]->dtype == MST_DTYPE_F32) return op_require_same_dtype(ctx, c, 1, 2);
     for (int i = 1; s == MST_OK && i < 3; i++) s = op_require_same_dtype(ctx, c, 0, i);
     return s;
 }
@@ -93,9 +95,10 @@ static mst_status infer_batchnorm(mst_ctx *ctx, const mst_op_call *c, mst_meta o
     if (c->attrs.i[0] && d.m <= 1)
         return mst_op_fail(ctx, c, MST_ERR_SHAPE, "expected more than 1 value per channel when training, got N*H*W = %lld",
                            (long long)d.m);
+    /* the saved statistics take gamma's dtype: f32 beside half x under amp O2 */
     out[0] = meta_like(x);
-    out[1] = meta_vector(x->dtype, ch);
-    out[2] = meta_vector(x->dtype, ch);
+    out[1] = meta_vector(c->in[1]->dtype, ch);
+    out[2] = meta_vector(c->in[1]->dtype, ch);
     return MST_OK;
 }
 
@@ -286,9 +289,21 @@ const mst_op_desc mst_desc_batchnorm = {
 /* ---- batchnorm_grad: in gy, x, gamma, save_mean, save_invstd; attr i[0] training;
  *      out gx (like x), ggamma (C), gbeta (C) ---- */
 
+/* gy and x share a dtype, and gamma and the saved statistics share one: the same, or half
+ * activations with f32 parameters and statistics (amp O2). */
+static mst_status bn_grad_require_dtypes(mst_ctx *ctx, const mst_op_call *c) {
+    mst_dtype xt = c->in[1]->dtype;
+    bool half_x = xt == MST_DTYPE_F16 || xt == MST_DTYPE_BF16;
+    if (!half_x || c->in[2]->dtype != MST_DTYPE_F32) return require_float_all(ctx, c);
+    mst_status s = op_require_float(ctx, c, 0);
+    if (s == MST_OK) s = op_require_same_dtype(ctx, c, 0, 1);
+    for (int i = 3; s == MST_OK && i < 5; i++) s = op_require_same_dtype(ctx, c, 2, i);
+    return s;
+}
+
 static mst_status infer_batchnorm_grad(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) {
     static const char *const names[] = {"gy", "x", "gamma", "save_mean", "save_invstd"};
-    mst_status s = require_float_all(ctx, c);
+    mst_status s = bn_grad_require_dtypes(ctx, c);
     if (s == MST_OK) s = bn_require_x(ctx, c, 1, "x");
     if (s == MST_OK) s = op_require_same_shape(ctx, c, 0, 1);
     if (s != MST_OK) return s;
@@ -296,9 +311,10 @@ static mst_status infer_batchnorm_grad(mst_ctx *ctx, const mst_op_call *c, mst_m
     int64_t ch = x->shape[1];
     for (int i = 2; i < 5; i++)
         if ((s = require_vector(ctx, c, i, names[i], ch, "the channels of x (dim 1)")) != MST_OK) return s;
+    /* ggamma and gbeta take gamma's dtype (f32 beside half x under amp O2) */
     out[0] = meta_like(x);
-    out[1] = meta_vector(x->dtype, ch);
-    out[2] = meta_vector(x->dtype, ch);
+    out[1] = meta_vector(c->in[2]->dtype, ch);
+    out[2] = meta_vector(c->in[2]->dtype, ch);
     return MST_OK;
 }
 

@@ -95,7 +95,7 @@ static int tape_count(mst_ctx *ctx, mst_op op) {
 }
 
 typedef struct {
-    mst_dtype conv, conv_returns, bn, relu, linear, loss;
+    mst_dtype conv, conv_returns, bn, bn_params, relu, linear, loss;
     int param_casts;
 } level_expect;
 
@@ -117,7 +117,8 @@ static void step_at(mst_ctx *ctx, tiny *m, int level, mst_dtype half, const leve
     assert_int_equal(conv->out[0]->dtype, e->conv);
     assert_int_equal(m->conv_out->dtype, e->conv_returns);
     assert_int_equal(bn->in[0]->dtype, e->bn);
-    assert_int_equal(bn->in[1]->dtype, e->bn);
+    assert_int_equal(bn->in[1]->dtype, e->bn_params);
+    assert_int_equal(bn->out[1]->dtype, e->bn_params);         /* saved statistics beside the parameters */
     assert_int_equal(bn->in[3]->dtype, MST_DTYPE_F32);         /* running statistics: mutated, never cast */
     assert_int_equal(bn->in[4]->dtype, MST_DTYPE_F32);
     assert_ptr_equal(bn->in[3], m->rmean);
@@ -159,10 +160,10 @@ static void check_levels(mst_dtype half) {
     tiny_init(ctx, &m);
     const mst_dtype F = MST_DTYPE_F32, H = half;
     const level_expect expect[4] = {
-        {F, F, F, F, F, F, 0},      /* O0: nothing cast */
-        {H, F, F, H, H, F, 4},      /* O1: conv, relu, linear in half, their outputs back in f32; w, b, lw, lb */
-        {H, H, F, H, H, F, 4},      /* O2: batchnorm and the loss in f32, the rest half */
-        {H, H, H, H, H, H, 6},      /* O3: all half, gamma and beta cast too */
+        {F, F, F, F, F, F, F, 0},   /* O0: nothing cast */
+        {H, F, F, F, H, H, F, 4},   /* O1: conv, relu, linear in half, their outputs back in f32; w, b, lw, lb */
+        {H, H, H, F, H, H, F, 4},   /* O2: batchnorm's parameters and statistics and the loss in f32, the rest half */
+        {H, H, H, H, H, H, H, 6},   /* O3: all half, gamma and beta cast too */
     };
     int n0 = 0;
     step_at(ctx, &m, 0, half, &expect[0]);
@@ -234,8 +235,10 @@ static void test_policy_table(void **state) {
     assert_true(mst_amp_casts_back(MST_OP_CONV2D, 1));
     assert_false(mst_amp_casts_back(MST_OP_CONV2D, 2));
     assert_int_equal(mst_amp_policy(MST_OP_ADD, 2), MST_AMP_HALF);
-    const mst_op keep[] = {MST_OP_BATCHNORM, MST_OP_LAYERNORM, MST_OP_SOFTMAX, MST_OP_LOG_SOFTMAX,
-                           MST_OP_CROSS_ENTROPY, MST_OP_SUM, MST_OP_MEAN};
+    assert_int_equal(mst_amp_policy(MST_OP_BATCHNORM, 2), MST_AMP_F32_PARAMS);
+    assert_int_equal(mst_amp_policy(MST_OP_BATCHNORM, 3), MST_AMP_HALF);
+    const mst_op keep[] = {MST_OP_LAYERNORM, MST_OP_SOFTMAX, MST_OP_LOG_SOFTMAX, MST_OP_CROSS_ENTROPY, MST_OP_SUM,
+                           MST_OP_MEAN};
     for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
         assert_int_equal(mst_amp_policy(keep[i], 2), MST_AMP_F32);
         assert_int_equal(mst_amp_policy(keep[i], 3), MST_AMP_HALF);
