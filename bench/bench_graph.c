@@ -4,7 +4,8 @@
  * (op-table formulas over the compiled plan) at the raw sgemm rate measured in the same run.
  * Prints a Markdown table. Never part of pass/fail; numbers go to docs/graph.md.
  *
- *     ./build/bench_graph            # MST_BENCH_THREADS=2 to pin the thread count
+ *     ./build/bench_graph                    # MST_BENCH_THREADS=2 to pin the thread count
+ *     ./build/bench_graph mlp:32 cnn:32      # only these rows (bench/torch_compare.sh)
  */
 #include <cblas.h>
 #include <stdio.h>
@@ -125,14 +126,30 @@ static double sgemm_gflops(int threads) {
     return 2.0 * m * n * k / (ms * 1e6) * threads;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     int threads = getenv("MST_BENCH_THREADS") ? atoi(getenv("MST_BENCH_THREADS")) : 2;
     double gf = sgemm_gflops(threads);
     printf("sgemm rate (%d threads): %.1f GFLOP/s\n\n", threads, gf);
     printf("| model | batch | eager ms | graph ms | speedup | step GFLOP | roofline ms | graph/roofline | graph GFLOP/s (%% of sgemm) | peak MiB eager / graph | act+grad peak MiB eager / graph (ratio) |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
-    struct { const char *model; int batch; } rows[] = {{"mlp", 16}, {"mlp", 64}, {"mlp", 256}, {"cnn", 32}, {"cnn", 128}};
-    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+    struct { const char *model; int batch; } rows[16] = {{"mlp", 16}, {"mlp", 64}, {"mlp", 256}, {"cnn", 32}, {"cnn", 128}};
+    size_t n_rows = 5;
+    if (argc > 1) {
+        n_rows = 0;
+        for (int a = 1; a < argc && n_rows < 16; a++) {
+            static char names[16][8];
+            int batch = 0;
+            if (sscanf(argv[a], "%7[a-z]:%d", names[n_rows], &batch) != 2 || batch < 1 ||
+                (strcmp(names[n_rows], "mlp") != 0 && strcmp(names[n_rows], "cnn") != 0)) {
+                fprintf(stderr, "bench_graph: '%s': expected mlp:BATCH or cnn:BATCH\n", argv[a]);
+                return 2;
+            }
+            rows[n_rows].model = names[n_rows];
+            rows[n_rows].batch = batch;
+            n_rows++;
+        }
+    }
+    for (size_t i = 0; i < n_rows; i++) {
         result e = measure(rows[i].model, rows[i].batch, threads, false);
         result g = measure(rows[i].model, rows[i].batch, threads, true);
         double gflop = (double)g.flops * 1e-9, roof = gflop / gf * 1e3;
