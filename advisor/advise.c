@@ -92,7 +92,8 @@ int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, siz
         snprintf(err, errn, "%s: unreadable baseline summary", sum_path);
         return -1;
     }
-    mst_rule_env env = {cores, summary};
+    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    mst_rule_env env = {cores, phys > 0 ? phys : 0, summary};
     adv->n_findings = mst_advisor_diagnose(&prof, &env, adv->findings, MST_MAX_FINDINGS);
     rpt_profile_free(&prof);
     cJSON_Delete(summary);

@@ -49,10 +49,19 @@ static double median_of(const mst_trial_set *t, int what) {
     return n ? mst_stats_median(v, n) : NAN;
 }
 
+/* "12.3 MB", "850 kB": small jobs have small peaks. */
+static const char *fmt_bytes(char *buf, size_t n, double b) {
+    if (isnan(b)) snprintf(buf, n, "n/a");
+    else if (b >= 1e6) snprintf(buf, n, "%.1f MB", b / 1e6);
+    else snprintf(buf, n, "%.0f kB", b / 1e3);
+    return buf;
+}
+
 void mst_advice_print(FILE *f, const mst_advice *adv, const mst_advise_config *cfg) {
     const mst_trial_set *b = &adv->baseline;
-    fprintf(f, "\nbaseline: %d runs, median step %.3f ms, val accuracy %.2f%%, peak memory %.1f MB\n", b->n_runs,
-            median_of(b, 0), 100 * median_of(b, 1), median_of(b, 2) / 1e6);
+    char bmem[32];
+    fprintf(f, "\nbaseline: %d runs, median step %.4g ms, val accuracy %.2f%%, peak memory %s\n", b->n_runs,
+            median_of(b, 0), 100 * median_of(b, 1), fmt_bytes(bmem, sizeof(bmem), median_of(b, 2)));
     if (adv->n_findings == 0) fprintf(f, "findings: none\n");
     else
         fprintf(f, "\n %-2s %-21s %-42s %-9s %-24s %-7s %-10s %s\n", "#", "rule", "change", "predicted",
@@ -87,9 +96,11 @@ int mst_advice_write_markdown(const mst_advice *adv, const mst_advise_config *cf
     FILE *f = open_memstream(&buf, &len);
     if (!f) { snprintf(err, errn, "%s: out of memory", path); return -1; }
     const mst_trial_set *b = &adv->baseline;
-    fprintf(f, "# mstune advise: %s\n\nBaseline: %d runs, median step %.3f ms, val accuracy %.2f%%, peak memory %.1f MB. "
+    char bmem[32];
+    fprintf(f, "# mstune advise: %s\n\nBaseline: %d runs, median step %.4g ms, val accuracy %.2f%%, peak memory %s. "
                "Tolerance %.2f pp, %d runs per configuration, %.0f%% intervals.\n\n",
-            cfg->job_path, b->n_runs, median_of(b, 0), 100 * median_of(b, 1), median_of(b, 2) / 1e6, cfg->tolerance_pp,
+            cfg->job_path, b->n_runs, median_of(b, 0), 100 * median_of(b, 1), fmt_bytes(bmem, sizeof(bmem), median_of(b, 2)),
+            cfg->tolerance_pp,
             cfg->repeats, 100 * cfg->confidence);
     fprintf(f, "| # | rule | evidence | change | predicted | measured [interval] | memory | accuracy | verdict | reason |\n"
                "|---|---|---|---|---|---|---|---|---|---|\n");

@@ -40,6 +40,7 @@ typedef struct {
 /* What the rules need besides the profile. */
 typedef struct {
     int n_cores;
+    double memory_bytes;                /* physical memory; 0 when unknown (no headroom finding) */
     const cJSON *summary;               /* the baseline's summary.json (compile_count, skipped_steps, ...) */
 } mst_rule_env;
 

@@ -84,7 +84,7 @@ static void rule_graph_mode(const rpt_profile *p, sink *s) {
     if (!f) return;
     snprintf(f->title, sizeof(f->title), "eager dispatch is %.0f%% of the step", 100 * d);
     snprintf(f->evidence, sizeof(f->evidence),
-             "dispatch %.1f%%, kernel %.1f%% of the median step (%.3f ms) over %lld profiled steps; runtime.mode eager",
+             "dispatch %.1f%%, kernel %.1f%% of the median step (%.4g ms) over %lld profiled steps; runtime.mode eager",
              100 * d, 100 * p->bd.share[MST_CAT_KERNEL], p->bd.wall_median_ns / 1e6, (long long)p->bd.steps);
     add_set(f, "runtime.mode=%s", "graph");
     snprintf(f->change, sizeof(f->change), "runtime.mode eager -> graph");
@@ -108,7 +108,7 @@ static void rule_loader(const rpt_profile *p, const mst_rule_env *env, sink *s) 
     snprintf(f->title, sizeof(f->title), "the step waits for data %.0f%% of the time (%s)", 100 * d,
              d >= 0.20 ? "high" : "moderate");
     snprintf(f->evidence, sizeof(f->evidence),
-             "data %.1f%% of the median step (%.3f ms); data.num_workers %d, data.prefetch %d, %d cores", 100 * d,
+             "data %.1f%% of the median step (%.4g ms); data.num_workers %d, data.prefetch %d, %d cores", 100 * d,
              p->bd.wall_median_ns / 1e6, workers, prefetch, cores);
     char v[32];
     snprintf(v, sizeof(v), "%d", want);
@@ -263,13 +263,25 @@ static void rule_memory_and_batch(const rpt_profile *p, const mst_rule_env *env,
     double peak = sum_num(env->summary, "peak_memory_bytes", 0);
     int64_t batch = p->batch_size;
     double d = p->bd.share[MST_CAT_DISPATCH];
+    if (peak > 0 && env->memory_bytes > 0 && peak < 0.25 * env->memory_bytes) {
+        mst_finding *f = add(s, "memory_headroom", MST_GOAL_NONE);
+        if (f) {
+            snprintf(f->title, sizeof(f->title), "peak memory is %.2g%% of the machine's", 100 * peak / env->memory_bytes);
+            snprintf(f->evidence, sizeof(f->evidence),
+                     "allocator peak %.3g MB of %.1f GB physical memory at batch %lld: room for a larger batch or model, "
+                     "which changes the optimization and is not applied automatically",
+                     peak / 1e6, env->memory_bytes / 1e9, (long long)batch);
+            snprintf(f->change, sizeof(f->change), "none (headroom for a larger data.batch_size)");
+            f->score = 0.1;
+        }
+    }
     if (peak > 0 && batch > 0 && batch < 64 && d >= 0.10) {
         mst_finding *f = add(s, "batch_size", MST_GOAL_NONE);
         if (!f) return;
         snprintf(f->title, sizeof(f->title), "batch %lld is small: per-op overhead is %.0f%% of the step", (long long)batch,
                  100 * d);
         snprintf(f->evidence, sizeof(f->evidence),
-                 "peak memory %.1f MB at batch %lld; a larger batch amortizes dispatch but changes the optimization "
+                 "peak memory %.3g MB at batch %lld; a larger batch amortizes dispatch but changes the optimization "
                  "(learning rate, accuracy): not applied automatically", peak / 1e6, (long long)batch);
         snprintf(f->change, sizeof(f->change), "consider a larger data.batch_size (with a re-tuned learning rate)");
         f->score = 0.5;

@@ -40,7 +40,7 @@ static void setup_profile(fixture *x, const char *config_json, double dispatch, 
 }
 
 static void diagnose(fixture *x) {
-    mst_rule_env env = {2, x->summary};
+    mst_rule_env env = {2, 0, x->summary};
     x->n = mst_advisor_diagnose(&x->p, &env, x->f, MST_MAX_FINDINGS);
 }
 
@@ -179,6 +179,19 @@ static void test_recompile(void **state) {
     teardown_fixture(&x);
 }
 
+static void test_memory_headroom_is_a_finding_only(void **state) {
+    (void)state;
+    fixture x;
+    setup_profile(&x, "{\"runtime\": {\"mode\": \"graph\"}}", 0.0, 0.9, 0.0);
+    mst_rule_env env = {2, 24e9, x.summary};                /* a 10 MB peak on a 24 GB machine */
+    x.n = mst_advisor_diagnose(&x.p, &env, x.f, MST_MAX_FINDINGS);
+    const mst_finding *f = find(&x, "memory_headroom");
+    assert_non_null(f);
+    assert_int_equal(f->goal, MST_GOAL_NONE);
+    assert_int_equal(f->n_sets, 0);
+    teardown_fixture(&x);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_graph_mode),
@@ -188,6 +201,7 @@ int main(void) {
         cmocka_unit_test(test_overflow_churn),
         cmocka_unit_test(test_underflow),
         cmocka_unit_test(test_recompile),
+        cmocka_unit_test(test_memory_headroom_is_a_finding_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -189,6 +189,27 @@ static void test_well_tuned(void **state) {
     e2e_rmtree(dir);
 }
 
+/* A budget the baseline alone exhausts: every candidate is reported as not tried, with the
+ * estimate and what was left, and nothing is applied. */
+static void test_budget(void **state) {
+    (void)state;
+    char dir[1024], args[2048], out[1 << 15], path[1100];
+    e2e_tmpdir(dir, sizeof(dir));
+    snprintf(args, sizeof(args), "advise workloads/scenarios/loader_starved.yaml -o %s --budget-minutes 0.0001", dir);
+    assert_int_equal(e2e_run(args, out, sizeof(out)), 0);
+    snprintf(path, sizeof(path), "%s/advice.json", dir);
+    cJSON *j = e2e_read_json(path);
+    assert_non_null(j);
+    const cJSON *f = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "findings"), 0);
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(f, "rule")->valuestring, "loader");
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(f, "result");
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(res, "verdict")->valuestring, "not run");
+    assert_non_null(strstr(cJSON_GetObjectItemCaseSensitive(res, "reason")->valuestring, "not tried"));
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "applied")), 0);
+    cJSON_Delete(j);
+    e2e_rmtree(dir);
+}
+
 static void test_bad_input(void **state) {
     (void)state;
     char out[8192];
@@ -202,6 +223,7 @@ static void test_bad_input(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_budget),
         cmocka_unit_test(test_loader_starved),
         cmocka_unit_test(test_dispatch_bound),
         cmocka_unit_test(test_overflow_churn),

@@ -71,6 +71,13 @@ static void test_cnn_parity(void **state) {
            "--set data.limit=12800 --set train.epochs=1 --set model.width=8 --set optimizer.warmup_steps=10");
 }
 
+/* Mixed precision traced: O2 f16 with the dynamic loss scaler (scale, counters and overflow flag
+ * are tensors the graph binds by reference) gives the eager run's loss curve and accuracy. */
+static void test_amp_parity(void **state) {
+    (void)state;
+    parity("workloads/jobs/quickstart.yaml", "--set data.limit=12800 --set amp.level=O2 --set amp.dtype=f16");
+}
+
 /* 1000 samples at batch 64: 15 full batches and one of 40. Evaluation on a 1000-sample synthetic
  * test split also ends with a batch of 40. */
 static void test_dynamic_batch(void **state) {
@@ -99,6 +106,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp_parity),
         cmocka_unit_test(test_cnn_parity),
+        cmocka_unit_test(test_amp_parity),
         cmocka_unit_test(test_dynamic_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
