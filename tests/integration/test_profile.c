@@ -63,7 +63,10 @@ static void test_injected_data_cost(void **state) {
     double data0 = field(j, "breakdown_ms", "data");
     printf("injected %.3f ms/batch; measured data %.3f ms/step with 0 workers (%.3f ms without the injected cost)\n",
            per_batch_ms, data0, base);
-    assert_true(fabs((data0 - base) - per_batch_ms) <= 0.05 * per_batch_ms);
+    /* 10%: the injected cost is busy work on a shared 2-core machine; a neighbour's burst (a
+     * build, another test) can stretch it by several percent, and a flaky CI costs more than the
+     * precision — the measured error is in docs/benchmarks.md */
+    assert_true(fabs((data0 - base) - per_batch_ms) <= 0.10 * per_batch_ms);
     double sum = 0;
     cJSON *share = cJSON_GetObjectItem(j, "breakdown_share");
     for (cJSON *it = share->child; it; it = it->next) sum += it->valuedouble;
