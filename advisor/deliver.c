@@ -38,6 +38,18 @@ static void fmt_acc(char *buf, size_t n, const mst_verdict *v) {
     else snprintf(buf, n, "%+.2f pp", v->accuracy_delta_pp);
 }
 
+/* The measured columns of one row, shared by the terminal table and the Markdown one. */
+typedef struct {
+    char pred[16], meas[48], mem[16], acc[24];
+} row_text;
+
+static void row_format(row_text *r, double predicted, const mst_verdict *v) {
+    fmt_x(r->pred, sizeof(r->pred), predicted);
+    fmt_interval(r->meas, sizeof(r->meas), v);
+    fmt_mem(r->mem, sizeof(r->mem), v);
+    fmt_acc(r->acc, sizeof(r->acc), v);
+}
+
 static double median_of(const mst_trial_set *t, int what) {
     double v[MST_TRIAL_MAX_RUNS];
     int n = 0;
@@ -69,21 +81,16 @@ void mst_advice_print(FILE *f, const mst_advice *adv, const mst_advise_config *c
     for (int i = 0; i < adv->n_findings; i++) {
         const mst_finding *fd = &adv->findings[i];
         const mst_verdict *v = &adv->verdicts[i];
-        char pred[16], meas[48], mem[16], acc[24];
-        fmt_x(pred, sizeof(pred), fd->predicted);
-        fmt_interval(meas, sizeof(meas), v);
-        fmt_mem(mem, sizeof(mem), v);
-        fmt_acc(acc, sizeof(acc), v);
-        fprintf(f, " %-2d %-21s %-42.42s %-9s %-24s %-7s %-10s %s\n", i + 1, fd->rule, fd->change, pred, meas, mem, acc,
+        row_text r;
+        row_format(&r, fd->predicted, v);
+        fprintf(f, " %-2d %-21s %-42.42s %-9s %-24s %-7s %-10s %s\n", i + 1, fd->rule, fd->change, r.pred, r.meas, r.mem, r.acc,
                 fd->goal == MST_GOAL_NONE ? "finding" : verdict_name(v->kind));
         fprintf(f, "    finding:  %s\n    evidence: %s\n    reason:   %s\n", fd->title, fd->evidence, v->reason);
     }
     if (adv->has_combined) {
-        char meas[48], mem[16], acc[24];
-        fmt_interval(meas, sizeof(meas), &adv->combined_verdict);
-        fmt_mem(mem, sizeof(mem), &adv->combined_verdict);
-        fmt_acc(acc, sizeof(acc), &adv->combined_verdict);
-        fprintf(f, "\ncombined (all accepted changes): %s, memory %s, accuracy %s: %s\n    reason: %s\n", meas, mem, acc,
+        row_text r;
+        row_format(&r, NAN, &adv->combined_verdict);
+        fprintf(f, "\ncombined (all accepted changes): %s, memory %s, accuracy %s: %s\n    reason: %s\n", r.meas, r.mem, r.acc,
                 verdict_name(adv->combined_verdict.kind), adv->combined_verdict.reason);
     }
     fprintf(f, "\n%s\n", adv->outcome);
@@ -107,13 +114,10 @@ int mst_advice_write_markdown(const mst_advice *adv, const mst_advise_config *cf
     for (int i = 0; i < adv->n_findings; i++) {
         const mst_finding *fd = &adv->findings[i];
         const mst_verdict *v = &adv->verdicts[i];
-        char pred[16], meas[48], mem[16], acc[24];
-        fmt_x(pred, sizeof(pred), fd->predicted);
-        fmt_interval(meas, sizeof(meas), v);
-        fmt_mem(mem, sizeof(mem), v);
-        fmt_acc(acc, sizeof(acc), v);
-        fprintf(f, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", i + 1, fd->rule, fd->evidence, fd->change, pred,
-                meas, mem, acc, fd->goal == MST_GOAL_NONE ? "finding" : verdict_name(v->kind), v->reason);
+        row_text r;
+        row_format(&r, fd->predicted, v);
+        fprintf(f, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", i + 1, fd->rule, fd->evidence, fd->change, r.pred,
+                r.meas, r.mem, r.acc, fd->goal == MST_GOAL_NONE ? "finding" : verdict_name(v->kind), v->reason);
     }
     if (adv->has_combined)
         fprintf(f, "\nCombined: %s — %s\n", verdict_name(adv->combined_verdict.kind), adv->combined_verdict.reason);

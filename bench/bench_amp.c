@@ -13,22 +13,13 @@
 
 #include "runtime/amp/autocast.h"
 #include "runtime/amp/loss_scale.h"
+#include "bench/timing.h"
 #include "runtime/context.h"
 #include "runtime/step_runner.h"
 #include "workloads/zoo.h"
 
 enum { k_warmup = 3, k_repeats = 11 };
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 typedef struct { double ms; double peak_mib; } result;
 
@@ -64,16 +55,16 @@ static result measure(const char *model, int batch, int threads, int level, mst_
     double t[k_repeats];
     for (int i = 0; i < k_warmup + k_repeats; i++) {
         mst_pool_push(ctx);
-        double t0 = now_ms();
+        double t0 = bench_now_ms();
         mst_step_outputs out;
         mst_step_record rec;
         if (mst_step_runner_train(run, &x, &y, &out) != MST_OK || mst_step_finish(ctx, &sp, &out, &rec) != MST_OK)
             die(ctx, "step");
-        double dt = now_ms() - t0;
+        double dt = bench_now_ms() - t0;
         mst_pool_pop(ctx);
         if (i >= k_warmup) t[i - k_warmup] = dt;
     }
-    qsort(t, k_repeats, sizeof(double), cmp_double);
+    qsort(t, k_repeats, sizeof(double), bench_cmp_double);
     result r = {t[k_repeats / 2], (double)mst_ctx_mem(ctx)->peak_total / 1048576.0};
     mst_tensor_release(x);
     mst_tensor_release(y);

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "runtime/autograd.h"
+#include "bench/timing.h"
 #include "runtime/context.h"
 #include "runtime/graph/graph.h"
 #include "runtime/ops.h"
@@ -22,16 +23,6 @@
 
 enum { k_warmup = 3, k_repeats = 15 };
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 typedef struct {
     mst_ctx *ctx;
@@ -90,17 +81,17 @@ static result measure(const char *model, int batch, int threads, bool graph) {
     for (int i = 0; i < k_warmup + k_repeats; i++) {
         if (i == k_warmup) mst_allocator_reset_peak(r.ctx->alloc);
         mst_pool_push(r.ctx);
-        double t0 = now_ms();
+        double t0 = bench_now_ms();
         mst_tensor *out[2];
         int n_out;
         mst_status s = graph ? mst_graph_cache_run(gc, (mst_tensor *[]){r.x, r.y}, 2, out, &n_out)
                              : step_fn(r.ctx, &r, (mst_tensor *[]){r.x, r.y}, 2, out, &n_out);
-        double dt = now_ms() - t0;
+        double dt = bench_now_ms() - t0;
         if (s != MST_OK) { fprintf(stderr, "bench_graph: %s\n", mst_ctx_error(r.ctx)); exit(1); }
         mst_pool_pop(r.ctx);
         if (i >= k_warmup) t[i - k_warmup] = dt;
     }
-    qsort(t, k_repeats, sizeof(double), cmp_double);
+    qsort(t, k_repeats, sizeof(double), bench_cmp_double);
     res.ms = t[k_repeats / 2];
     const mst_alloc_stats *m = mst_ctx_mem(r.ctx);
     res.peak_total = m->peak_total;
@@ -119,9 +110,9 @@ static double sgemm_gflops(int threads) {
     openblas_set_num_threads(1);
     for (int i = 0; i < 3; i++) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1, a, k, b, n, 0, c, n);
     int reps = 30;
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     for (int i = 0; i < reps; i++) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1, a, k, b, n, 0, c, n);
-    double ms = (now_ms() - t0) / reps;
+    double ms = (bench_now_ms() - t0) / reps;
     free(a), free(b), free(c);
     return 2.0 * m * n * k / (ms * 1e6) * threads;
 }

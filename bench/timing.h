@@ -1,8 +1,15 @@
-/* timing.h — what every bench program shares: repeat counts and the median. */
+/* timing.h — what every bench program shares: a monotonic clock, repeat counts and the median. */
 #ifndef MST_BENCH_TIMING_H
 #define MST_BENCH_TIMING_H
 
 #include <stdlib.h>
+#include <time.h>
+
+static inline double bench_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
 
 #define BENCH_MAX_REPEATS 64
 

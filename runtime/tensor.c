@@ -55,7 +55,7 @@ static void storage_release(mst_storage *s) {
     ctx->free_storages = s;
 }
 
-static void set_shape(mst_tensor *t, int ndim, const int64_t *shape) {
+void mst_tensor_set_shape(mst_tensor *t, int ndim, const int64_t *shape) {
     t->ndim = ndim;
     int64_t stride = 1;
     for (int d = ndim - 1; d >= 0; d--) {
@@ -95,7 +95,7 @@ static mst_tensor *tensor_alloc(mst_ctx *ctx, mst_dtype dtype, int ndim, const i
     mst_tensor *t = header_new(ctx);
     if (!t) goto oom;
     t->dtype = dtype;
-    set_shape(t, ndim, shape);
+    mst_tensor_set_shape(t, ndim, shape);
     t->storage = storage_new(ctx, mst_tensor_nbytes(t), cat);
     if (!t->storage) { header_recycle(ctx, t); goto oom; }
     return t;
@@ -129,7 +129,7 @@ mst_tensor *mst_tensor_meta_new(mst_ctx *ctx, mst_dtype dtype, int ndim, const i
         return NULL;
     }
     t->dtype = dtype;
-    set_shape(t, ndim, shape);
+    mst_tensor_set_shape(t, ndim, shape);
     *s = (mst_storage){.data = NULL, .nbytes = mst_tensor_nbytes(t), .refcount = 1, .cat = ctx->out_cat,
                        .device = MST_DEVICE_CPU, .ctx = ctx};
     t->storage = s;
@@ -205,7 +205,7 @@ mst_tensor *mst_tensor_view(mst_ctx *ctx, mst_tensor *src, int ndim, const int64
     mst_tensor *t = header_new(ctx);
     if (!t) { mst_ctx_fail(ctx, MST_ERR_OOM, "out of memory: tensor header"); return NULL; }
     t->dtype = src->dtype;
-    set_shape(t, ndim, shape);
+    mst_tensor_set_shape(t, ndim, shape);
     t->storage = src->storage;
     t->storage->refcount++;
     t->offset = src->offset;

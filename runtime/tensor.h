@@ -106,6 +106,10 @@ void   mst_tensor_fill_randn(mst_ctx *ctx, mst_tensor *t, double mean, double st
 void   mst_tensor_fill_rand(mst_ctx *ctx, mst_tensor *t, double lo, double hi);
 void   mst_tensor_set_name(mst_tensor *t, const char *name);
 
+/* Set the shape and the contiguous strides and numel that go with it (no storage change: for
+ * headers whose storage another owner sizes, such as graph mode's arena tensors). */
+void   mst_tensor_set_shape(mst_tensor *t, int ndim, const int64_t *shape);
+
 bool   mst_shape_equal(int na, const int64_t *a, int nb, const int64_t *b);
 int64_t mst_shape_numel(int ndim, const int64_t *shape);
 /* "(64, 3, 28, 28)" into buf; returns buf. */

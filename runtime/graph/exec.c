@@ -72,17 +72,6 @@ struct mst_graph_exec {
 
 /* ---- headers ---- */
 
-static void set_shape(mst_tensor *t, int ndim, const int64_t *shape) {
-    t->ndim = ndim;
-    int64_t stride = 1;
-    for (int d = ndim - 1; d >= 0; d--) {
-        t->shape[d] = shape[d];
-        t->strides[d] = stride;
-        stride *= shape[d];
-    }
-    t->numel = stride;
-}
-
 static void init_headers(mst_graph_exec *ex, const mst_graph_plan *p) {
     const mst_graph *g = ex->g;
     for (int v = 0; v < g->n_values; v++) {
@@ -93,7 +82,7 @@ static void init_headers(mst_graph_exec *ex, const mst_graph_plan *p) {
         }
         mst_tensor *h = &ex->hdr[v];
         h->dtype = x->dtype;
-        set_shape(h, x->ndim, x->shape);
+        mst_tensor_set_shape(h, x->ndim, x->shape);
         h->refcount = 1 << 30;
         h->ctx = ex->ctx;
         memcpy(h->name, x->name, sizeof(h->name));
@@ -425,7 +414,7 @@ static mst_status infer_call(mst_graph_exec *ex, mst_op_call *c) {
     mst_meta meta[MST_MAX_OP_OUTPUTS];
     mst_status st = mst_op_table[c->op]->infer(ex->ctx, c, meta);
     if (st != MST_OK) return st;
-    for (int k = 0; k < c->n_out; k++) set_shape(c->out[k], meta[k].ndim, meta[k].shape);
+    for (int k = 0; k < c->n_out; k++) mst_tensor_set_shape(c->out[k], meta[k].ndim, meta[k].shape);
     return MST_OK;
 }
 
@@ -442,7 +431,7 @@ static mst_status reinfer(mst_graph_exec *ex) {
             const mst_gvalue *x = v >= 0 ? &ex->g->values[v] : NULL;
             patch_attrs(ex, s, x && x->ndim ? x->shape[0] : -1, x ? x->ndim : -1);
             if (s->call.n_out) st = infer_call(ex, &s->call);
-            if (st == MST_OK && s->relu_kernel) set_shape(s->relu_call.out[0], s->relu_call.in[0]->ndim, s->relu_call.in[0]->shape);
+            if (st == MST_OK && s->relu_kernel) mst_tensor_set_shape(s->relu_call.out[0], s->relu_call.in[0]->ndim, s->relu_call.in[0]->shape);
         } else if (s->kind == STEP_FUSED) {
             for (int m = 0; m < s->fp.n_members && st == MST_OK; m++) st = infer_call(ex, &s->fp.calls[m]);
         }
@@ -464,7 +453,7 @@ static mst_status bind_inputs(mst_graph_exec *ex, mst_tensor *const in[], int n_
         const mst_tensor *t = in[x->input_index];
         mst_tensor *h = &ex->hdr[v];
         if (ex->traced_batch >= 0 && t->ndim >= 1) batch = t->shape[0];
-        set_shape(h, t->ndim, t->shape);
+        mst_tensor_set_shape(h, t->ndim, t->shape);
         h->storage = t->storage;
         h->offset = t->offset;
     }

@@ -3,12 +3,17 @@
 #include "tests/integration/e2e.h"
 
 #include <ftw.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 const char *e2e_source_dir(void) {
     const char *s = getenv("MSTUNE_SOURCE_DIR");
@@ -59,6 +64,12 @@ char *e2e_read_file(const char *path, size_t *len) {
         if (len) *len = (size_t)sz;
     }
     return b;
+}
+
+double e2e_num(const cJSON *j, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (!cJSON_IsNumber(v)) fail_msg("summary.json lacks number '%s'", key);
+    return v->valuedouble;
 }
 
 cJSON *e2e_read_json(const char *path) {

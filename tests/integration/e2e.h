@@ -15,6 +15,8 @@ const char *e2e_source_dir(void);
 /* A fresh folder under $TMPDIR; removed by e2e_rmtree. */
 void e2e_tmpdir(char *buf, size_t n);
 void e2e_rmtree(const char *path);
+/* A number field of a summary.json; fails the test naming the key when it is missing. */
+double e2e_num(const cJSON *j, const char *key);
 /* Parsed JSON file, or NULL. */
 cJSON *e2e_read_json(const char *path);
 /* Whole file in a malloc'd buffer; NULL if unreadable. */

@@ -35,11 +35,6 @@ static cJSON *run_summary(const char *extra, char *dir, size_t n) {
     return j;
 }
 
-static double num(cJSON *j, const char *key) {
-    cJSON *v = cJSON_GetObjectItem(j, key);
-    if (!cJSON_IsNumber(v)) fail_msg("summary.json lacks number '%s'", key);
-    return v->valuedouble;
-}
 
 static const char *str(cJSON *j, const char *key) {
     cJSON *v = cJSON_GetObjectItem(j, key);
@@ -52,17 +47,17 @@ static void test_o2_matches_o0(void **state) {
     cJSON *o0 = run_summary("--set amp.level=O0", d0, sizeof(d0));
     cJSON *h = run_summary("--set amp.level=O2 --set amp.dtype=f16", d16, sizeof(d16));
     cJSON *b = run_summary("--set amp.level=O2 --set amp.dtype=bf16", db16, sizeof(db16));
-    double a0 = num(o0, "val_accuracy"), ah = num(h, "val_accuracy"), ab = num(b, "val_accuracy");
+    double a0 = e2e_num(o0, "val_accuracy"), ah = e2e_num(h, "val_accuracy"), ab = e2e_num(b, "val_accuracy");
     printf("fashion_cnn, 16384 images, 1 epoch: val accuracy O0 %.4f, O2 f16 %.4f (scale %g, %g skipped), O2 bf16 %.4f\n", a0,
-           ah, num(h, "loss_scale_final"), num(h, "skipped_steps"), ab);
+           ah, e2e_num(h, "loss_scale_final"), e2e_num(h, "skipped_steps"), ab);
     assert_string_equal(str(o0, "amp_level"), "O0");
     assert_string_equal(str(h, "amp_level"), "O2");
-    assert_true(num(o0, "loss_scale_final") == 1 && num(o0, "overflow_steps") == 0 && num(o0, "skipped_steps") == 0);
+    assert_true(e2e_num(o0, "loss_scale_final") == 1 && e2e_num(o0, "overflow_steps") == 0 && e2e_num(o0, "skipped_steps") == 0);
     /* auto = dynamic at O2: the scale is a power of two at most 2^24, every overflow was skipped */
-    double scale = num(h, "loss_scale_final");
+    double scale = e2e_num(h, "loss_scale_final");
     assert_true(scale >= 1 && scale <= 16777216 && scale == ldexp(1, ilogb(scale)));
-    assert_true(num(h, "skipped_steps") == num(h, "overflow_steps"));
-    assert_true(num(h, "steps") == num(o0, "steps"));
+    assert_true(e2e_num(h, "skipped_steps") == e2e_num(h, "overflow_steps"));
+    assert_true(e2e_num(h, "steps") == e2e_num(o0, "steps"));
     assert_true(fabs(ah - a0) <= 0.005);
     assert_true(fabs(ab - a0) <= 0.005);
     cJSON_Delete(o0), cJSON_Delete(h), cJSON_Delete(b);
@@ -81,7 +76,7 @@ static void test_accumulate_counts_steps(void **state) {
     snprintf(p, sizeof(p), "%s/summary.json", dir);
     cJSON *j = e2e_read_json(p);
     assert_non_null(j);
-    assert_true(num(j, "steps") == 10);     /* 2600 / 64 = 40 full batches (+ 1 partial) -> 41 / 4 = 10 */
+    assert_true(e2e_num(j, "steps") == 10);     /* 2600 / 64 = 40 full batches (+ 1 partial) -> 41 / 4 = 10 */
     cJSON_Delete(j);
     e2e_rmtree(dir);
 }

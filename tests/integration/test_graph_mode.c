@@ -25,11 +25,6 @@ static cJSON *train(const char *job, const char *sets, const char *dir, const ch
     return j;
 }
 
-static double num(const cJSON *j, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-    assert_true(cJSON_IsNumber(v));
-    return v->valuedouble;
-}
 
 static void parity(const char *job, const char *sets) {
     char dir[1024], both[2048];
@@ -48,13 +43,13 @@ static void parity(const char *job, const char *sets) {
         worst = fmax(worst, fabs(a - b) / fabs(a));
     }
     printf("%s: %d steps, worst relative loss difference over the first 200: %.3g; accuracy eager %.4f graph %.4f\n", job, n,
-           worst, num(e, "val_accuracy"), num(g, "val_accuracy"));
+           worst, e2e_num(e, "val_accuracy"), e2e_num(g, "val_accuracy"));
     assert_true(worst <= 1e-4);
-    assert_true(fabs(num(e, "val_accuracy") - num(g, "val_accuracy")) <= 0.002);
-    assert_true(num(g, "compile_count") >= 2);        /* the training and the evaluation plan */
-    assert_true(num(g, "compile_ms") > 0);
-    assert_true(num(g, "arena_bytes") > 0);
-    assert_true(num(e, "compile_count") == 0);
+    assert_true(fabs(e2e_num(e, "val_accuracy") - e2e_num(g, "val_accuracy")) <= 0.002);
+    assert_true(e2e_num(g, "compile_count") >= 2);        /* the training and the evaluation plan */
+    assert_true(e2e_num(g, "compile_ms") > 0);
+    assert_true(e2e_num(g, "arena_bytes") > 0);
+    assert_true(e2e_num(e, "compile_count") == 0);
     cJSON_Delete(e);
     cJSON_Delete(g);
     e2e_rmtree(dir);
@@ -92,8 +87,8 @@ static void test_dynamic_batch(void **state) {
     cJSON *fixed = train(job, sets, dir, "fixed");
     snprintf(sets, sizeof(sets), "%s --set runtime.dynamic_batch=true", base);
     cJSON *dyn = train(job, sets, dir, "dynamic");
-    assert_int_equal((int)num(fixed, "compile_count"), 4);     /* train 64 and 40, eval 64 and 40 */
-    assert_int_equal((int)num(dyn, "compile_count"), 2);       /* one plan each */
+    assert_int_equal((int)e2e_num(fixed, "compile_count"), 4);     /* train 64 and 40, eval 64 and 40 */
+    assert_int_equal((int)e2e_num(dyn, "compile_count"), 2);       /* one plan each */
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(fixed, "train_loss"), *b = cJSON_GetObjectItemCaseSensitive(dyn, "train_loss");
     for (int i = 0; i < cJSON_GetArraySize(a); i++)
         assert_true(cJSON_GetArrayItem(a, i)->valuedouble == cJSON_GetArrayItem(b, i)->valuedouble);

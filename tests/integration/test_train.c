@@ -29,11 +29,6 @@ static cJSON *summary(const char *dir) {
     return j;
 }
 
-static double num(cJSON *j, const char *key) {
-    cJSON *v = cJSON_GetObjectItem(j, key);
-    if (!cJSON_IsNumber(v)) fail_msg("summary.json lacks number '%s'", key);
-    return v->valuedouble;
-}
 
 /* The printed loss array: comparing text compares every double bit for bit (cJSON prints 17
  * significant digits when fewer would not round-trip). */
@@ -54,15 +49,15 @@ static void test_mlp_accuracy_and_summary(void **state) {
     snprintf(args, sizeof(args), "train workloads/jobs/fashion_mlp.yaml --out %s", dir);
     run_ok(args);
     cJSON *j = summary(dir);
-    double acc = num(j, "val_accuracy");
+    double acc = e2e_num(j, "val_accuracy");
     printf("fashion_mlp: 1 epoch, val accuracy %.4f\n", acc);
     assert_true(acc >= 0.85);
     const char *keys[] = {"val_loss", "steps", "epochs", "step_time_ms_median", "steps_per_s", "samples_per_s",
                           "peak_memory_bytes", "seed"};
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) num(j, keys[i]);
-    assert_int_equal((int)num(j, "steps"), 938);
-    assert_int_equal((int)num(j, "epochs"), 1);
-    assert_true(num(j, "peak_memory_bytes") > 0);
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) e2e_num(j, keys[i]);
+    assert_int_equal((int)e2e_num(j, "steps"), 938);
+    assert_int_equal((int)e2e_num(j, "epochs"), 1);
+    assert_true(e2e_num(j, "peak_memory_bytes") > 0);
     cJSON *cfg = cJSON_GetObjectItem(j, "config");
     assert_true(cJSON_IsObject(cfg));
     assert_non_null(strstr(g_out, "val accuracy"));
@@ -81,7 +76,7 @@ static void test_same_seed_same_bits(void **state) {
     cJSON *ja = summary(a), *jb = summary(b);
     char *la = losses(ja), *lb = losses(jb);
     assert_string_equal(la, lb);
-    assert_true(num(ja, "val_accuracy") == num(jb, "val_accuracy"));
+    assert_true(e2e_num(ja, "val_accuracy") == e2e_num(jb, "val_accuracy"));
     char ca[600], cb[600];
     snprintf(ca, sizeof(ca), "%s/checkpoint.bin", a);
     snprintf(cb, sizeof(cb), "%s/checkpoint.bin", b);
@@ -112,10 +107,10 @@ static void test_workers_same_bits(void **state) {
         char *l = losses(j);
         if (!ref) {
             ref = l;
-            ref_acc = num(j, "val_accuracy");
+            ref_acc = e2e_num(j, "val_accuracy");
         } else {
             if (strcmp(ref, l) != 0) fail_msg("num_workers=%d changed the loss sequence", workers[i]);
-            assert_true(num(j, "val_accuracy") == ref_acc);
+            assert_true(e2e_num(j, "val_accuracy") == ref_acc);
             free(l);
         }
         cJSON_Delete(j);
@@ -135,10 +130,10 @@ static void test_resume_same_bits(void **state) {
     snprintf(args, sizeof(args), "train " SMALL " --set train.epochs=2 --resume --out %s", part);
     run_ok(args);
     cJSON *jf = summary(full), *jp = summary(part);
-    assert_true(num(jp, "resumed_at_step") > 0);
-    assert_true(num(jf, "steps") == num(jp, "steps"));
-    assert_true(num(jf, "val_accuracy") == num(jp, "val_accuracy"));
-    assert_true(num(jf, "final_train_loss") == num(jp, "final_train_loss"));
+    assert_true(e2e_num(jp, "resumed_at_step") > 0);
+    assert_true(e2e_num(jf, "steps") == e2e_num(jp, "steps"));
+    assert_true(e2e_num(jf, "val_accuracy") == e2e_num(jp, "val_accuracy"));
+    assert_true(e2e_num(jf, "final_train_loss") == e2e_num(jp, "final_train_loss"));
     /* the resumed run's losses are the second half of the uninterrupted run's */
     cJSON *lf = cJSON_GetObjectItem(jf, "train_loss"), *lp = cJSON_GetObjectItem(jp, "train_loss");
     int nf = cJSON_GetArraySize(lf), np = cJSON_GetArraySize(lp);
