@@ -83,6 +83,7 @@ int main(int argc, char **argv) {
     printf("%d threads; mlp batch %d, cnn batch %d; medians of %d steps after %d warm-up\n\n", threads, batches[0],
            batches[1], k_repeats, k_warmup);
     printf("| model | mode | level | half | step ms | time vs O0 | peak MiB | memory vs O0 |\n|---|---|---|---|---|---|---|---|\n");
+    (void)measure(models[0], batches[0], threads, 0, MST_DTYPE_F16, false);   /* process warm-up: first touch, thread start */
     for (int mi = 0; mi < 2; mi++)
         for (int g = 0; g < 2; g++) {
             result base = measure(models[mi], batches[mi], threads, 0, MST_DTYPE_F16, g);

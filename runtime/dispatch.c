@@ -68,9 +68,11 @@ mst_status mst_dispatch(mst_ctx *ctx, mst_op op, int n_in, mst_tensor *const in[
     else memset(&c.attrs, 0, sizeof(c.attrs));
 
     mst_status s = check_args(ctx, d, &c, n_in, in);
-    if (s == MST_OK && (d->flags & MST_OPF_PROMOTE)) s = promote(ctx, &c);
-    /* mixed precision: cast float inputs to the op's amp dtype (runtime/amp/autocast.c) */
+    /* mixed precision first: cast float inputs to the op's amp dtype (runtime/amp/autocast.c); then
+     * promotion has nothing left to do for them. The other order turned conv2d(half x, f32 weight)
+     * into a cast of x up to f32 and back down — two copies, both kept for backward. */
     if (s == MST_OK && ctx->autocast && ctx->amp_level > 0) s = mst_amp_cast_inputs(ctx, &c);
+    if (s == MST_OK && (d->flags & MST_OPF_PROMOTE)) s = promote(ctx, &c);
 
     mst_meta meta[MST_MAX_OP_OUTPUTS];
     if (s == MST_OK) s = d->infer(ctx, &c, meta);

@@ -9,11 +9,17 @@
  * which bench/bench_amp_kernels measures.
  *
  * The scratch is grow-only (mst_amp_scratch): after the first step of a training loop the kernel
- * allocates nothing.
+ * allocates nothing. Two kinds of op run in slices so the scratch stays small (it would otherwise
+ * hold f32 copies of an op's largest operands, e.g. batch-norm backward's gy, x and gx: tens of
+ * MB at batch 128, more than half precision saves): elementwise ops whose operands all have one
+ * element count go in flat chunks of k_flat_chunk elements, and batch norm and its gradient go
+ * in ranges of channels (every channel's statistics are independent, and the f32 kernel sums a
+ * channel's elements in the same order whatever the range, so the bits are the same).
  */
 #include <string.h>
 
 #include "runtime/amp/half.h"
+#include "runtime/amp/autocast.h"
 #include "runtime/context.h"
 
 /* A stand-in header and storage for one operand, pointing at f32 scratch. */
@@ -36,6 +42,149 @@ static mst_tensor *shadow_make(shadow *sh, const mst_tensor *t, char *data) {
     return &sh->t;
 }
 
+enum { k_flat_chunk = 1 << 16, k_channel_chunk_bytes = 2 << 20 };
+
+/* A stand-in for a slice of t: f32 storage at data (scratch, or t's own f32 data at an offset). */
+static mst_tensor *shadow_slice(shadow *sh, const mst_tensor *t, char *data, int ndim, const int64_t *shape) {
+    shadow_make(sh, t, data);
+    mst_tensor_set_shape(&sh->t, ndim, shape);
+    sh->s.nbytes = (size_t)sh->t.numel * sizeof(float);
+    return &sh->t;
+}
+
+static bool all_float(const mst_op_call *c) {
+    for (int i = 0; i < c->n_in; i++)
+        if (c->in[i]->dtype != MST_DTYPE_F32 && !mst_dtype_is_half(c->in[i]->dtype)) return false;
+    for (int k = 0; k < c->n_out; k++)
+        if (c->out[k]->dtype != MST_DTYPE_F32 && !mst_dtype_is_half(c->out[k]->dtype)) return false;
+    return true;
+}
+
+/* ---- flat chunks: elementwise ops whose operands all have out[0]'s element count ---- */
+
+static bool flat_applies(const mst_op_desc *d, const mst_op_call *c) {
+    if (!(d->flags & MST_OPF_ELEMENTWISE) || c->n_out < 1 || c->out[0]->numel <= k_flat_chunk || !all_float(c)) return false;
+    for (int i = 0; i < c->n_in; i++)
+        if (c->in[i]->numel != c->out[0]->numel) return false;     /* broadcasting: the whole-tensor path */
+    for (int k = 1; k < c->n_out; k++)
+        if (c->out[k]->numel != c->out[0]->numel) return false;
+    return true;
+}
+
+/* Operand t's slice [e0, e0 + len) as f32: widened into scratch p (advanced), or t's own data. */
+static mst_tensor *flat_operand(shadow *sh, const mst_tensor *t, int64_t e0, int64_t len, char **p, mst_half_path path,
+                                bool load) {
+    if (t->dtype == MST_DTYPE_F32) return shadow_slice(sh, t, (char *)(mst_tensor_f32(t) + e0), 1, &len);
+    mst_tensor *w = shadow_slice(sh, t, *p, 1, &len);
+    if (load) mst_half_to_f32_path(path, t->dtype, (const char *)mst_tensor_data(t) + e0 * 2, (float *)*p, (size_t)len);
+    *p += ((size_t)len * sizeof(float) + 63) & ~(size_t)63;
+    return w;
+}
+
+static mst_status run_flat(mst_ctx *ctx, const mst_op_desc *d, const mst_op_call *c, mst_kernel_fn kernel, mst_half_path path) {
+    char *base = mst_amp_scratch(ctx, (size_t)(c->n_in + c->n_out) * ((size_t)k_flat_chunk * sizeof(float) + 64));
+    if (!base) return ctx->status;
+    const int64_t n = c->out[0]->numel;
+    for (int64_t e0 = 0; e0 < n; e0 += k_flat_chunk) {
+        int64_t len = n - e0 < k_flat_chunk ? n - e0 : k_flat_chunk;
+        char *p = base;
+        mst_op_call w = *c;
+        shadow in[MST_MAX_OP_INPUTS], out[MST_MAX_OP_OUTPUTS];
+        for (int i = 0; i < c->n_in; i++) w.in[i] = flat_operand(&in[i], c->in[i], e0, len, &p, path, true);
+        for (int k = 0; k < c->n_out; k++) w.out[k] = flat_operand(&out[k], c->out[k], e0, len, &p, path, false);
+        mst_status s = kernel(ctx, &w);
+        if (s != MST_OK) return s;
+        for (int k = 0; k < c->n_out; k++)
+            if (mst_dtype_is_half(c->out[k]->dtype))
+                mst_half_from_f32_path(path, c->out[k]->dtype, mst_tensor_f32(w.out[k]), (char *)mst_tensor_data(c->out[k]) + e0 * 2,
+                                       (size_t)len);
+        for (int i = 0; i < c->n_in; i++)
+            if ((d->mutates >> i & 1) && mst_dtype_is_half(c->in[i]->dtype))
+                mst_half_from_f32_path(path, c->in[i]->dtype, mst_tensor_f32(w.in[i]), (char *)mst_tensor_data(c->in[i]) + e0 * 2,
+                                       (size_t)len);
+    }
+    return MST_OK;
+}
+
+/* ---- channel ranges: batch norm and its gradient ---- */
+
+static bool channels_apply(const mst_op_call *c) {
+    if ((c->op != MST_OP_BATCHNORM && c->op != MST_OP_BATCHNORM_GRAD) || !all_float(c)) return false;
+    const mst_tensor *x = c->in[c->op == MST_OP_BATCHNORM ? 0 : 1];
+    return x->ndim >= 2 && x->shape[1] > 1;
+}
+
+/* Big operands have x's shape (N, C, ...); the others are (C) vectors. */
+static bool is_big(const mst_tensor *t) { return t->ndim >= 2; }
+
+/* Move channels [c0, c0 + cc) of big operand t between t (half or f32) and the packed f32 (N, cc, S) slice at f. */
+static void channel_copy(const mst_tensor *t, float *f, int64_t c0, int64_t cc, mst_half_path path, bool to_f32) {
+    const int64_t n = t->shape[0], ch = t->shape[1], s = t->numel / (n * ch);
+    for (int64_t b = 0; b < n; b++) {
+        int64_t src = (b * ch + c0) * s, len = cc * s;        /* the channels are adjacent within one image */
+        float *dst = f + b * len;
+        if (t->dtype == MST_DTYPE_F32) {
+            if (to_f32) memcpy(dst, mst_tensor_f32(t) + src, (size_t)len * sizeof(float));
+            else memcpy(mst_tensor_f32(t) + src, dst, (size_t)len * sizeof(float));
+        } else if (to_f32) {
+            mst_half_to_f32_path(path, t->dtype, (const char *)mst_tensor_data(t) + src * 2, dst, (size_t)len);
+        } else {
+            mst_half_from_f32_path(path, t->dtype, dst, (char *)mst_tensor_data(t) + src * 2, (size_t)len);
+        }
+    }
+}
+
+static mst_tensor *channel_operand(shadow *sh, const mst_tensor *t, int64_t c0, int64_t cc, char **p, mst_half_path path,
+                                   bool load) {
+    if (is_big(t)) {
+        int64_t shape[MST_MAX_DIMS];
+        memcpy(shape, t->shape, sizeof(shape));
+        shape[1] = cc;
+        mst_tensor *w = shadow_slice(sh, t, *p, t->ndim, shape);
+        if (load) channel_copy(t, (float *)*p, c0, cc, path, true);
+        *p += ((size_t)w->numel * sizeof(float) + 63) & ~(size_t)63;
+        return w;
+    }
+    if (t->dtype == MST_DTYPE_F32) return shadow_slice(sh, t, (char *)(mst_tensor_f32(t) + c0), 1, &cc);
+    mst_tensor *w = shadow_slice(sh, t, *p, 1, &cc);
+    if (load) mst_half_to_f32_path(path, t->dtype, (const char *)mst_tensor_data(t) + c0 * 2, (float *)*p, (size_t)cc);
+    *p += ((size_t)cc * sizeof(float) + 63) & ~(size_t)63;
+    return w;
+}
+
+static void channel_store(const mst_tensor *t, const mst_tensor *w, int64_t c0, int64_t cc, mst_half_path path) {
+    if (is_big(t)) channel_copy(t, mst_tensor_f32(w), c0, cc, path, false);
+    else if (mst_dtype_is_half(t->dtype))
+        mst_half_from_f32_path(path, t->dtype, mst_tensor_f32(w), (char *)mst_tensor_data(t) + c0 * 2, (size_t)cc);
+}
+
+static mst_status run_channels(mst_ctx *ctx, const mst_op_desc *d, const mst_op_call *c, mst_kernel_fn kernel,
+                               mst_half_path path) {
+    const mst_tensor *x = c->in[c->op == MST_OP_BATCHNORM ? 0 : 1];
+    const int64_t ch = x->shape[1], per_channel = x->numel / ch;
+    int64_t cc = k_channel_chunk_bytes / (per_channel * (int64_t)sizeof(float));
+    cc = cc < 1 ? 1 : cc > ch ? ch : cc;
+    size_t need = 0;
+    for (int i = 0; i < c->n_in; i++) need += ((size_t)(is_big(c->in[i]) ? per_channel : 1) * (size_t)cc * sizeof(float) + 63) & ~(size_t)63;
+    for (int k = 0; k < c->n_out; k++) need += ((size_t)(is_big(c->out[k]) ? per_channel : 1) * (size_t)cc * sizeof(float) + 63) & ~(size_t)63;
+    char *base = mst_amp_scratch(ctx, need);
+    if (!base) return ctx->status;
+    for (int64_t c0 = 0; c0 < ch; c0 += cc) {
+        int64_t len = ch - c0 < cc ? ch - c0 : cc;
+        char *p = base;
+        mst_op_call w = *c;
+        shadow in[MST_MAX_OP_INPUTS], out[MST_MAX_OP_OUTPUTS];
+        for (int i = 0; i < c->n_in; i++) w.in[i] = channel_operand(&in[i], c->in[i], c0, len, &p, path, true);
+        for (int k = 0; k < c->n_out; k++) w.out[k] = channel_operand(&out[k], c->out[k], c0, len, &p, path, false);
+        mst_status s = kernel(ctx, &w);
+        if (s != MST_OK) return s;
+        for (int k = 0; k < c->n_out; k++) channel_store(c->out[k], w.out[k], c0, len, path);
+        for (int i = 0; i < c->n_in; i++)
+            if (d->mutates >> i & 1) channel_store(c->in[i], w.in[i], c0, len, path);
+    }
+    return MST_OK;
+}
+
 static mst_kernel_fn f32_kernel(const mst_ctx *ctx, const mst_op_desc *d) {
     return ctx->force_ref && d->cpu_ref[MST_DTYPE_F32] ? d->cpu_ref[MST_DTYPE_F32] : d->cpu[MST_DTYPE_F32];
 }
@@ -49,6 +198,8 @@ mst_status mst_half_kernel(mst_ctx *ctx, const mst_op_call *c) {
     mst_kernel_fn kernel = f32_kernel(ctx, d);
     if (!kernel) return mst_op_fail(ctx, c, MST_ERR_DTYPE, "no f32 kernel to run the half kernel with");
     mst_half_path path = ctx->force_ref ? MST_HALF_PATH_SCALAR : mst_half_best_path();
+    if (flat_applies(d, c)) return run_flat(ctx, d, c, kernel, path);
+    if (channels_apply(c)) return run_channels(ctx, d, c, kernel, path);
 
     size_t need = 0;
     for (int i = 0; i < c->n_in; i++)
