@@ -28,7 +28,7 @@
 
 #include "runtime/context.h"
 
-#define MST_GRAPH_MAX_IO 16
+#define MST_GRAPH_MAX_IO 130     /* inputs and outputs of a step: two per micro-batch (train.accumulate_steps <= 64), and a few more */
 
 typedef mst_status (*mst_graph_fn)(mst_ctx *ctx, void *arg, mst_tensor *const in[], int n_in,
                                    mst_tensor *out[], int *n_out);
