@@ -70,7 +70,7 @@ int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, siz
     snprintf(base->name, sizeof(base->name), "baseline");
     common_sets(cfg, base);
     if (log) fprintf(log, "baseline: %d runs of %s\n", repeats, cfg->job_path);
-    mst_trial_run(base, cfg->mstune_bin, cfg->job_path, cfg->out_dir, repeats, true, log);
+    mst_trial_run(base, cfg->mstune_bin, cfg->job_path, cfg->out_dir, repeats, true, log, cfg->stop);
     if (base->n_runs == 0 || !base->runs[0].ok) {
         snprintf(err, errn, "the baseline run failed: %s (log: %s/run.log)", base->n_runs ? base->runs[0].error : "not started",
                  base->n_runs ? base->runs[0].dir : cfg->out_dir);
@@ -121,6 +121,10 @@ int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, siz
         int i = order[a];
         mst_finding *f = &adv->findings[i];
         double left_min = cfg->budget_minutes > 0 ? cfg->budget_minutes - (now_s() - t_start) / 60 : INFINITY;
+        if (cfg->stop && *cfg->stop) {
+            snprintf(adv->verdicts[i].reason, sizeof(adv->verdicts[i].reason), "not tried: the session was interrupted");
+            continue;
+        }
         if (est_min > left_min) {
             snprintf(adv->verdicts[i].reason, sizeof(adv->verdicts[i].reason),
                      "not tried: its estimated %.1f min exceed the %.1f min left of the budget", est_min, left_min > 0 ? left_min : 0);
@@ -131,7 +135,11 @@ int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, siz
         common_sets(cfg, t);
         add_sets(t, (const char (*)[MST_SET_LEN])f->sets, f->n_sets);
         if (log) fprintf(log, "trial %d: %s\n", i + 1, f->change);
-        mst_trial_run(t, cfg->mstune_bin, cfg->job_path, cfg->out_dir, repeats, false, log);
+        mst_trial_run(t, cfg->mstune_bin, cfg->job_path, cfg->out_dir, repeats, false, log, cfg->stop);
+        if (cfg->stop && *cfg->stop) {      /* its runs were cut short: nothing to judge */
+            snprintf(adv->verdicts[i].reason, sizeof(adv->verdicts[i].reason), "not judged: the session was interrupted during it");
+            continue;
+        }
         mst_verdict_decide(base, t, f->goal, cfg->tolerance_pp, cfg->min_speedup, cfg->confidence, &adv->verdicts[i]);
         if (log) fprintf(log, "  -> %s\n", adv->verdicts[i].reason);
     }
@@ -153,15 +161,16 @@ int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, siz
         for (int k = 0; k < n_acc; k++)
             add_sets(c, (const char (*)[MST_SET_LEN])adv->findings[accepted[k]].sets, adv->findings[accepted[k]].n_sets);
         adv->has_combined = true;
-        if (est_min > left_min) {
+        if (est_min > left_min || (cfg->stop && *cfg->stop)) {
             adv->combined_verdict.kind = MST_VERDICT_NOT_RUN;
             adv->combined_verdict.speedup = NAN;
             snprintf(adv->combined_verdict.reason, sizeof(adv->combined_verdict.reason),
-                     "not verified: no budget left; tuned.yaml keeps only the best single change");
+                     "not verified: %s; tuned.yaml keeps only the best single change",
+                     cfg->stop && *cfg->stop ? "the session was interrupted" : "no budget left");
             use_all = false;
         } else {
             if (log) fprintf(log, "combined: %d accepted changes together\n", n_acc);
-            mst_trial_run(c, cfg->mstune_bin, cfg->job_path, cfg->out_dir, repeats, false, log);
+            mst_trial_run(c, cfg->mstune_bin, cfg->job_path, cfg->out_dir, repeats, false, log, cfg->stop);
             mst_verdict_decide(base, c, any_accuracy ? MST_GOAL_SAFETY : MST_GOAL_SPEED, cfg->tolerance_pp, cfg->min_speedup,
                                cfg->confidence, &adv->combined_verdict);
             if (log) fprintf(log, "  -> %s\n", adv->combined_verdict.reason);
@@ -195,6 +204,11 @@ int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, siz
         const mst_verdict *v = &adv->combined_verdict;
         snprintf(adv->outcome, sizeof(adv->outcome), "Apply all %d accepted changes together: %.3fx, accuracy %+.2f pp (tuned.yaml).",
                  n_acc, v->speedup, v->accuracy_delta_pp);
+    }
+    if (cfg->stop && *cfg->stop) {
+        char was[sizeof(adv->outcome)];
+        memcpy(was, adv->outcome, sizeof(was));
+        snprintf(adv->outcome, sizeof(adv->outcome), "Interrupted (Ctrl-C) before every trial ran. %.400s", was);
     }
     return 0;
 }

@@ -18,6 +18,7 @@
 #ifndef MST_ADVISOR_ADVISOR_H
 #define MST_ADVISOR_ADVISOR_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,6 +39,7 @@ typedef struct {
     double confidence;          /* two-sided level of the speedup interval (0.90) */
     int n_cores;                /* the machine's cores (0: sysconf) */
     FILE *log;                  /* progress lines; NULL: silent */
+    volatile sig_atomic_t *stop;    /* set (Ctrl-C): no new run starts; what ran is still judged and written */
 } mst_advise_config;
 
 void mst_advise_config_default(mst_advise_config *c);

@@ -87,7 +87,13 @@ void mst_run_read_summary(mst_run_result *r, const char *summary_path) {
     r->overflow_steps = (int64_t)num(j, "overflow_steps", 0);
     r->compile_count = (int64_t)num(j, "compile_count", 0);
     r->loss_scale_final = num(j, "loss_scale_final", NAN);
+    bool interrupted = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "interrupted"));
     cJSON_Delete(j);
+    if (interrupted) {      /* stopped early (Ctrl-C): shorter than the others, not comparable */
+        r->ok = false;
+        snprintf(r->error, sizeof(r->error), "the run was interrupted");
+        return;
+    }
     double applied = r->steps > 0 ? 1.0 - (double)r->skipped_steps / (double)r->steps : 1.0;
     r->effective_step_ms = applied > 0 ? r->step_ms / applied : INFINITY;
     if (!(r->step_ms > 0) || !isfinite(r->final_loss)) {
@@ -120,11 +126,11 @@ static int spawn(char *const argv[], const char *log_path) {
 }
 
 int mst_trial_run(mst_trial_set *t, const char *bin, const char *job_path, const char *dir, int repeats, bool first_profile,
-                  FILE *log) {
+                  FILE *log, volatile sig_atomic_t *stop) {
     if (repeats > MST_TRIAL_MAX_RUNS) repeats = MST_TRIAL_MAX_RUNS;
     int done = 0;
     double t0 = now_s();
-    for (int i = 0; i < repeats; i++) {
+    for (int i = 0; i < repeats && !(stop && *stop); i++) {
         mst_run_result *r = &t->runs[t->n_runs++];
         memset(r, 0, sizeof(*r));
         r->val_accuracy = -1;

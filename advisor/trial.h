@@ -9,6 +9,7 @@
 #ifndef MST_ADVISOR_TRIAL_H
 #define MST_ADVISOR_TRIAL_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,9 +44,10 @@ typedef struct {
 /* Run `bin <command> job --set ... --out dir/<name>-r<i>` repeats times (command "train" or
  * "profile"); first_profile: the first run is `profile` (the baseline's diagnosis run). Extra sets
  * (e.g. train.checkpoint=false) are appended by the caller. Returns the number of runs that
- * completed; a failed run is recorded with its exit code and error. */
+ * completed; a failed run is recorded with its exit code and error, and a run that was stopped
+ * early (its summary says interrupted) counts as failed. No run starts once *stop is set. */
 int mst_trial_run(mst_trial_set *t, const char *bin, const char *job_path, const char *dir, int repeats, bool first_profile,
-                  FILE *log);
+                  FILE *log, volatile sig_atomic_t *stop);
 
 /* Read one run's summary.json into r (ok = false with error on a problem). */
 void mst_run_read_summary(mst_run_result *r, const char *summary_path);

@@ -12,6 +12,7 @@
 
 #include "advisor/advisor.h"
 #include "cli/commands.h"
+#include "cli/signals.h"
 #include "report/report.h"
 
 static int parse_double(const char *opt, const char *text, double lo, double *out) {
@@ -71,11 +72,16 @@ int mst_cmd_advise(int argc, char **argv) {
     cfg.out_dir = a.out_dir;
     cfg.repeats = (int)repeats;
     cfg.log = stderr;
+    /* Ctrl-C reaches the trial's process too (one process group): it stops after its current step,
+     * its run counts as interrupted, no further run starts, and what ran is judged and written */
+    cfg.stop = mst_cli_stop_flag_install();
 
     mst_advice *adv = calloc(1, sizeof(*adv));
     char err[2048];
     if (!adv) { fprintf(stderr, "mstune advise: out of memory\n"); rc = MST_EXIT_FAIL; goto out; }
-    if (mst_advise_run(&cfg, adv, err, sizeof(err)) != 0) {
+    int arc = mst_advise_run(&cfg, adv, err, sizeof(err));
+    mst_cli_stop_flag_restore();
+    if (arc != 0) {
         fprintf(stderr, "mstune advise: %s\n", err);
         free(adv);
         rc = MST_EXIT_FAIL;
