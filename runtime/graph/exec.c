@@ -214,7 +214,10 @@ static mst_status build_step(mst_graph_exec *ex, const mst_gnode *n, exec_step *
         s->relu_call = (mst_op_call){.op = MST_OP_RELU, .n_in = 1, .n_out = 1};
         s->relu_call.in[0] = ex->t[n->out[0]];
         s->relu_call.out[0] = ex->t[n->relu_value];
-        s->relu_kernel = pick_kernel(ex->ctx, &s->relu_call);
+        if (n->op == MST_OP_BATCHNORM)      /* batch norm applies it in its own output loop: one pass, not two */
+            s->call.attrs.i[1] = s->traced_attrs.i[1] = 1;
+        else
+            s->relu_kernel = pick_kernel(ex->ctx, &s->relu_call);
         char name[64];
         snprintf(name, sizeof(name), "%s+relu", mst_op_name(n->op));
         s->prof_name = mst_prof_intern(name);
@@ -431,7 +434,8 @@ static mst_status reinfer(mst_graph_exec *ex) {
             const mst_gvalue *x = v >= 0 ? &ex->g->values[v] : NULL;
             patch_attrs(ex, s, x && x->ndim ? x->shape[0] : -1, x ? x->ndim : -1);
             if (s->call.n_out) st = infer_call(ex, &s->call);
-            if (st == MST_OK && s->relu_kernel) mst_tensor_set_shape(s->relu_call.out[0], s->relu_call.in[0]->ndim, s->relu_call.in[0]->shape);
+            if (st == MST_OK && s->relu_call.out[0])    /* the epilogue's value follows its producer */
+                mst_tensor_set_shape(s->relu_call.out[0], s->relu_call.in[0]->ndim, s->relu_call.in[0]->shape);
         } else if (s->kind == STEP_FUSED) {
             for (int m = 0; m < s->fp.n_members && st == MST_OK; m++) st = infer_call(ex, &s->fp.calls[m]);
         }

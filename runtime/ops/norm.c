@@ -62,7 +62,8 @@ static mst_status require_eps(mst_ctx *ctx, const mst_op_call *c, double eps) {
     return mst_op_fail(ctx, c, MST_ERR_ARG, "eps must be a finite number > 0, got %g", eps);
 }
 
-/* in: x, gamma, beta, running_mean, running_var; attrs i[0] training, f[0] momentum, f[1] eps.
+/* in: x, gamma, beta, running_mean, running_var; attrs i[0] training, i[1] relu (graph mode's
+ * epilogue: y = max(y, 0) as it is stored; the public op never sets it), f[0] momentum, f[1] eps.
  * out: y (like x), save_mean (C), save_invstd (C). */
 /* x, gamma, beta of one float dtype; the running statistics of that dtype too, or f32 beside a
  * half x (O3 runs batchnorm in half while its running statistics, updated in place and never
@@ -207,7 +208,10 @@ typedef struct {
             save_invstd[ch] = (T)invstd[ch];                                                         \
             scale[ch] = (double)gamma[ch] * invstd[ch];                                              \
         }                                                                                            \
-        BN_FOR_EACH(d, c0, c1, y[i] = (x[i] - (T)mean[ch]) * (T)scale[ch] + beta[ch])                \
+        if (c->attrs.i[1])  /* graph mode's relu epilogue, applied as the value is stored */          \
+            BN_FOR_EACH(d, c0, c1, { T v_ = (x[i] - (T)mean[ch]) * (T)scale[ch] + beta[ch]; y[i] = v_ <= 0 ? (T)0 : v_; }) \
+        else                                                                                         \
+            BN_FOR_EACH(d, c0, c1, y[i] = (x[i] - (T)mean[ch]) * (T)scale[ch] + beta[ch])            \
     }
 static void bn_fwd_chunk_f32(void *arg, int64_t c0, int64_t c1, int worker) {
     typedef float T;
@@ -257,7 +261,8 @@ FLOAT_KERNELS(batchnorm, BN_FWD_BODY)
             for (int64_t n = 0; n < d.n; n++)                                                        \
                 for (int64_t k = 0; k < d.s; k++) {                                                  \
                     int64_t i = (n * d.c + ch) * d.s + k;                                            \
-                    y[i] = (T)((x[i] - mean) * invstd * gamma[ch] + beta[ch]);                       \
+                    T v_ = (T)((x[i] - mean) * invstd * gamma[ch] + beta[ch]);                       \
+                    y[i] = c->attrs.i[1] && v_ <= 0 ? (T)0 : v_;                                     \
                 }                                                                                    \
         }                                                                                            \
         return MST_OK;                                                                               \
@@ -281,7 +286,7 @@ static int64_t batchnorm_flops(const mst_op_call *c) { return (c->attrs.i[0] ? 7
 const mst_op_desc mst_desc_batchnorm = {
     .name = "batchnorm", .min_inputs = 5, .max_inputs = 5, .n_outputs = 3,
     .mutates = 1u << 3 | 1u << 4, .nondiff = 1u << 3 | 1u << 4,
-    .attr_i = {"training"}, .attr_f = {"momentum", "eps"},
+    .attr_i = {"training", "relu"}, .attr_f = {"momentum", "eps"},
     .infer = infer_batchnorm, .cpu = FLOAT_KERNEL_TABLE(batchnorm), .cpu_ref = FLOAT_KERNEL_TABLE(batchnorm_ref),
     .backward = batchnorm_backward, .flops = batchnorm_flops,
 };

@@ -418,8 +418,34 @@ static void test_layernorm_errors(void **state) {
     mst_ctx_free(ctx);
 }
 
+/* The relu attribute graph mode's epilogue sets gives relu(batchnorm(x)) bit for bit, in the fast
+ * and the reference kernel, and updates the running statistics the same way. */
+static void test_relu_attribute(void **state) {
+    for (int ref = 0; ref < 2; ref++) {
+        mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 3, .n_threads = 2});
+        mst_ctx_set_force_ref(ctx, ref);
+        mst_tensor *x = mst_tensor_randn(ctx, MST_DTYPE_F32, 4, (int64_t[]){4, 3, 5, 5}, 0.3, 1);
+        mst_tensor *g = mst_tensor_randn(ctx, MST_DTYPE_F32, 1, (int64_t[]){3}, 1, 0.2);
+        mst_tensor *b = mst_tensor_randn(ctx, MST_DTYPE_F32, 1, (int64_t[]){3}, 0, 0.2);
+        mst_tensor *rm[2], *rv[2], *y[2];
+        for (int k = 0; k < 2; k++) {
+            rm[k] = mst_tensor_zeros(ctx, MST_DTYPE_F32, 1, (int64_t[]){3});
+            rv[k] = mst_tensor_full(ctx, MST_DTYPE_F32, 1, (int64_t[]){3}, 1.0);
+            mst_attrs a = {.i = {1, k}, .f = {0.1, 1e-5}};
+            mst_tensor *out[3] = {0};
+            assert_int_equal(mst_dispatch(ctx, MST_OP_BATCHNORM, 5, (mst_tensor *[]){x, g, b, rm[k], rv[k]}, &a, out), MST_OK);
+            y[k] = k ? out[0] : mst_relu(ctx, out[0]);
+        }
+        assert_memory_equal(mst_tensor_data(y[0]), mst_tensor_data(y[1]), mst_tensor_nbytes(y[0]));
+        assert_memory_equal(mst_tensor_data(rm[0]), mst_tensor_data(rm[1]), 3 * sizeof(float));
+        assert_memory_equal(mst_tensor_data(rv[0]), mst_tensor_data(rv[1]), 3 * sizeof(float));
+        mst_ctx_free(ctx);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_relu_attribute),
         cmocka_unit_test(test_gradients),
         cmocka_unit_test(test_fast_vs_reference),
         cmocka_unit_test(test_fast_vs_reference_stats),
