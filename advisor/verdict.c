@@ -89,16 +89,14 @@ void mst_verdict_decide(const mst_trial_set *base, const mst_trial_set *trial, i
         }
         return;
     }
-    if (goal == MST_GOAL_ACCURACY) {
-        if (acc_better && !slower) {
+    if (goal == MST_GOAL_ACCURACY) {     /* a run that does not learn is worth nothing at any speed */
+        if (acc_better) {
             v->kind = MST_VERDICT_ACCEPTED;
-            snprintf(v->reason, sizeof(v->reason), "%s, beyond the %.2f pp tolerance; speed %s, %s: accepted", acc,
+            snprintf(v->reason, sizeof(v->reason), "%s, beyond the %.2f pp tolerance (speed %s, %s): accepted", acc,
                      tolerance_pp, speed, mem);
-        } else if (!acc_better) {
+        } else {
             snprintf(v->reason, sizeof(v->reason), "%s, not beyond the %.2f pp tolerance; speed %s: rejected", acc,
                      tolerance_pp, speed);
-        } else {
-            snprintf(v->reason, sizeof(v->reason), "%s but slower: %s: rejected for speed", acc, speed);
         }
         return;
     }

@@ -98,6 +98,10 @@ static void test_accuracy_goal(void **state) {
     make(&t, (double[]){10.05, 10.0, 10.1}, 3, 0.102, 1e6);    /* +0.2 pp: not beyond the tolerance */
     mst_verdict_decide(&b, &t, MST_GOAL_ACCURACY, 0.5, 1.02, 0.90, &v);
     assert_int_equal(v.kind, MST_VERDICT_REJECTED);
+    make(&t, (double[]){11.0, 11.1, 11.2}, 3, 0.80, 1e6);      /* 10% slower, but the baseline did not learn */
+    mst_verdict_decide(&b, &t, MST_GOAL_ACCURACY, 0.5, 1.02, 0.90, &v);
+    assert_int_equal(v.kind, MST_VERDICT_ACCEPTED);
+    assert_non_null(strstr(v.reason, "speed 0.9"));
 }
 
 static void test_skipped_steps_count_as_lost_time(void **state) {
