@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all setup build demo test bench clean sanitize
+.PHONY: all setup build demo test bench bench-torch clean sanitize
 
 all: build
 
@@ -27,7 +27,14 @@ test: build
 bench: build
 	./$(BUILD)/bench_core
 	./$(BUILD)/bench_train
+	./$(BUILD)/bench_graph
+	./$(BUILD)/bench_amp
+	./$(BUILD)/bench_amp_kernels
 	bash bench/profiler_overhead.sh
+
+# PyTorch side by side (installs Debian's python3-torch for itself; not part of make test).
+bench-torch: build
+	bash bench/torch_compare.sh $(BUILD) 2
 
 # Same tests under AddressSanitizer + UBSan, in its own build folder.
 sanitize: setup
