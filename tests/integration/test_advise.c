@@ -126,41 +126,19 @@ static const char *verdict_of(const cJSON *j, const char *rule) {
     return NULL;
 }
 
-static void test_loader_starved(void **state) {
-    (void)state;
+/* The scenario's top finding, and every verdict tied to the records (advise() checks both). */
+static void check_scenario(const char *scenario, const char *expected_top) {
     cJSON *j;
     char dir[1024];
-    advise("loader_starved", "loader", NULL, &j, dir, sizeof(dir));
+    advise(scenario, expected_top, NULL, &j, dir, sizeof(dir));
     cJSON_Delete(j);
     e2e_rmtree(dir);
 }
 
-static void test_dispatch_bound(void **state) {
-    (void)state;
-    cJSON *j;
-    char dir[1024];
-    advise("dispatch_bound", "graph_mode", NULL, &j, dir, sizeof(dir));
-    cJSON_Delete(j);
-    e2e_rmtree(dir);
-}
-
-static void test_overflow_churn(void **state) {
-    (void)state;
-    cJSON *j;
-    char dir[1024];
-    advise("overflow_churn", "loss_scale", NULL, &j, dir, sizeof(dir));
-    cJSON_Delete(j);
-    e2e_rmtree(dir);
-}
-
-static void test_underflow(void **state) {
-    (void)state;
-    cJSON *j;
-    char dir[1024];
-    advise("underflow", "loss_scale_underflow", NULL, &j, dir, sizeof(dir));
-    cJSON_Delete(j);
-    e2e_rmtree(dir);
-}
+static void test_loader_starved(void **state) { (void)state; check_scenario("loader_starved", "loader"); }
+static void test_dispatch_bound(void **state) { (void)state; check_scenario("dispatch_bound", "graph_mode"); }
+static void test_overflow_churn(void **state) { (void)state; check_scenario("overflow_churn", "loss_scale"); }
+static void test_underflow(void **state) { (void)state; check_scenario("underflow", "loss_scale_underflow"); }
 
 static void test_o3_norms(void **state) {
     (void)state;
