@@ -36,6 +36,7 @@ static inline bool mst_dtype_is_float(mst_dtype t) { return mst_dtype_table[t].i
 static inline const char *mst_dtype_name(mst_dtype t) {
     return (unsigned)t < MST_DTYPE_COUNT ? mst_dtype_table[t].name : "?";
 }
+static inline bool mst_dtype_is_half(mst_dtype t) { return t == MST_DTYPE_F16 || t == MST_DTYPE_BF16; }
 /* Parse "f32", "bf16", ...; returns -1 when unknown. */
 int mst_dtype_parse(const char *s);
 

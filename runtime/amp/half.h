@@ -36,7 +36,6 @@ mst_half_path mst_half_best_path(void);                   /* the widest availabl
 const char   *mst_half_path_name(mst_half_path p);        /* "scalar", "avx2", "avx512" */
 
 /* true for MST_DTYPE_F16 and MST_DTYPE_BF16 */
-static inline bool mst_dtype_is_half(mst_dtype t) { return t == MST_DTYPE_F16 || t == MST_DTYPE_BF16; }
 
 /* Convert n elements; half is MST_DTYPE_F16 or MST_DTYPE_BF16. An unavailable path falls back to
  * the scalar one. */

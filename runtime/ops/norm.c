@@ -65,23 +65,24 @@ static mst_status require_eps(mst_ctx *ctx, const mst_op_call *c, double eps) {
 /* in: x, gamma, beta, running_mean, running_var; attrs i[0] training, i[1] relu (graph mode's
  * epilogue: y = max(y, 0) as it is stored; the public op never sets it), f[0] momentum, f[1] eps.
  * out: y (like x), save_mean (C), save_invstd (C). */
-/* x, gamma, beta of one float dtype; the running statistics of that dtype too, or f32 beside a
- * half x (O3 runs batchnorm in half while its running statistics, updated in place and never
- * cast, stay f32; the half kernel passes them through to the f32 kernel untouched). */
-static mst_status bn_require_dtypes(mst_ctx *ctx, const mst_op_call *c) {
-    mst_dtype xt = c->in[0]->dtype, st = c->in[3]->dtype;
-    bool half_x = xt == MST_DTYPE_F16 || xt == MST_DTYPE_BF16;
-    if (!half_x || st != MST_DTYPE_F32 || c->in[4]->dtype != MST_DTYPE_F32) return require_float_all(ctx, c);
-    /* amp O3: gamma and beta half like x; amp O2: gamma and beta f32 like the statistics */
+/* Batch norm's inputs come in groups (activations; parameters; running or saved statistics), each
+ * of one float dtype. A later group has the activations' dtype, or is f32 beside half activations:
+ * amp keeps parameters (O2) and running statistics (O2, O3: updated in place, never cast) in f32,
+ * and the half kernel passes f32 operands to the f32 kernel untouched. group[k] is the first input
+ * of group k; the last group ends at the last input. */
+static mst_status bn_require_groups(mst_ctx *ctx, const mst_op_call *c, const int *group, int n_groups) {
     mst_status s = op_require_float(ctx, c, 0);
-    if (s == MST_OK && c->in[1]->dtype == MST_DTYPE_F32) return op_require_same_dtype(ctx, c, 1, 2);
-    for (int i = 1; s == MST_OK && i < 3; i++) s = op_require_same_dtype(ctx, c, 0, i);
+    for (int g = 0; s == MST_OK && g < n_groups; g++) {
+        int first = group[g], end = g + 1 < n_groups ? group[g + 1] : c->n_in;
+        bool f32_beside_half = g > 0 && mst_dtype_is_half(c->in[0]->dtype) && c->in[first]->dtype == MST_DTYPE_F32;
+        for (int i = first; s == MST_OK && i < end; i++) s = op_require_same_dtype(ctx, c, f32_beside_half ? first : 0, i);
+    }
     return s;
 }
 
 static mst_status infer_batchnorm(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) {
     static const char *const names[] = {"x", "gamma", "beta", "running_mean", "running_var"};
-    mst_status s = bn_require_dtypes(ctx, c);
+    mst_status s = bn_require_groups(ctx, c, (const int[]){0, 1, 3}, 3);     /* x; gamma, beta; running */
     if (s == MST_OK) s = bn_require_x(ctx, c, 0, "x");
     if (s != MST_OK) return s;
     const mst_tensor *x = c->in[0];
@@ -294,21 +295,9 @@ const mst_op_desc mst_desc_batchnorm = {
 /* ---- batchnorm_grad: in gy, x, gamma, save_mean, save_invstd; attr i[0] training;
  *      out gx (like x), ggamma (C), gbeta (C) ---- */
 
-/* gy and x share a dtype, and gamma and the saved statistics share one: the same, or half
- * activations with f32 parameters and statistics (amp O2). */
-static mst_status bn_grad_require_dtypes(mst_ctx *ctx, const mst_op_call *c) {
-    mst_dtype xt = c->in[1]->dtype;
-    bool half_x = xt == MST_DTYPE_F16 || xt == MST_DTYPE_BF16;
-    if (!half_x || c->in[2]->dtype != MST_DTYPE_F32) return require_float_all(ctx, c);
-    mst_status s = op_require_float(ctx, c, 0);
-    if (s == MST_OK) s = op_require_same_dtype(ctx, c, 0, 1);
-    for (int i = 3; s == MST_OK && i < 5; i++) s = op_require_same_dtype(ctx, c, 2, i);
-    return s;
-}
-
 static mst_status infer_batchnorm_grad(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) {
     static const char *const names[] = {"gy", "x", "gamma", "save_mean", "save_invstd"};
-    mst_status s = bn_grad_require_dtypes(ctx, c);
+    mst_status s = bn_require_groups(ctx, c, (const int[]){0, 2}, 2);       /* gy, x; gamma, saved stats */
     if (s == MST_OK) s = bn_require_x(ctx, c, 1, "x");
     if (s == MST_OK) s = op_require_same_shape(ctx, c, 0, 1);
     if (s != MST_OK) return s;
