@@ -60,6 +60,53 @@ static bool all_float(const mst_op_call *c) {
     return true;
 }
 
+/* ---- slices: a run of the f32 kernel per slice of the operands ---- */
+
+static size_t aligned_floats(int64_t n) { return ((size_t)n * sizeof(float) + 63) & ~(size_t)63; }
+
+/* One-dimensional operand t's elements [s0, s0 + len) as f32: widened into scratch *p (advanced),
+ * or t's own data when it is f32. */
+static mst_tensor *vector_operand(shadow *sh, const mst_tensor *t, int64_t s0, int64_t len, char **p, mst_half_path path,
+                                  bool load) {
+    if (t->dtype == MST_DTYPE_F32) return shadow_slice(sh, t, (char *)(mst_tensor_f32(t) + s0), 1, &len);
+    mst_tensor *w = shadow_slice(sh, t, *p, 1, &len);
+    if (load) mst_half_to_f32_path(path, t->dtype, (const char *)mst_tensor_data(t) + s0 * 2, (float *)*p, (size_t)len);
+    *p += aligned_floats(len);
+    return w;
+}
+
+/* The slice back into t when t is half (an f32 operand was written in place). */
+static void vector_store(const mst_tensor *t, const mst_tensor *w, int64_t s0, int64_t len, mst_half_path path) {
+    if (mst_dtype_is_half(t->dtype))
+        mst_half_from_f32_path(path, t->dtype, mst_tensor_f32(w), (char *)mst_tensor_data(t) + s0 * 2, (size_t)len);
+}
+
+typedef mst_tensor *(*slice_operand_fn)(shadow *sh, const mst_tensor *t, int64_t s0, int64_t len, char **p,
+                                        mst_half_path path, bool load);
+typedef void (*slice_store_fn)(const mst_tensor *t, const mst_tensor *w, int64_t s0, int64_t len, mst_half_path path);
+
+/* Runs the kernel on slices [s0, s0 + step) of [0, total): operands made by `operand` in a scratch
+ * of `need` bytes, outputs and updated inputs put back by `store`. */
+static mst_status run_sliced(mst_ctx *ctx, const mst_op_desc *d, const mst_op_call *c, mst_kernel_fn kernel, mst_half_path path,
+                             int64_t total, int64_t step, size_t need, slice_operand_fn operand, slice_store_fn store) {
+    char *base = mst_amp_scratch(ctx, need);
+    if (!base) return ctx->status;
+    for (int64_t s0 = 0; s0 < total; s0 += step) {
+        int64_t len = total - s0 < step ? total - s0 : step;
+        char *p = base;
+        mst_op_call w = *c;
+        shadow in[MST_MAX_OP_INPUTS], out[MST_MAX_OP_OUTPUTS];
+        for (int i = 0; i < c->n_in; i++) w.in[i] = operand(&in[i], c->in[i], s0, len, &p, path, true);
+        for (int k = 0; k < c->n_out; k++) w.out[k] = operand(&out[k], c->out[k], s0, len, &p, path, false);
+        mst_status s = kernel(ctx, &w);
+        if (s != MST_OK) return s;
+        for (int k = 0; k < c->n_out; k++) store(c->out[k], w.out[k], s0, len, path);
+        for (int i = 0; i < c->n_in; i++)
+            if (d->mutates >> i & 1) store(c->in[i], w.in[i], s0, len, path);
+    }
+    return MST_OK;
+}
+
 /* ---- flat chunks: elementwise ops whose operands all have out[0]'s element count ---- */
 
 static bool flat_applies(const mst_op_desc *d, const mst_op_call *c) {
@@ -71,39 +118,9 @@ static bool flat_applies(const mst_op_desc *d, const mst_op_call *c) {
     return true;
 }
 
-/* Operand t's slice [e0, e0 + len) as f32: widened into scratch p (advanced), or t's own data. */
-static mst_tensor *flat_operand(shadow *sh, const mst_tensor *t, int64_t e0, int64_t len, char **p, mst_half_path path,
-                                bool load) {
-    if (t->dtype == MST_DTYPE_F32) return shadow_slice(sh, t, (char *)(mst_tensor_f32(t) + e0), 1, &len);
-    mst_tensor *w = shadow_slice(sh, t, *p, 1, &len);
-    if (load) mst_half_to_f32_path(path, t->dtype, (const char *)mst_tensor_data(t) + e0 * 2, (float *)*p, (size_t)len);
-    *p += ((size_t)len * sizeof(float) + 63) & ~(size_t)63;
-    return w;
-}
-
 static mst_status run_flat(mst_ctx *ctx, const mst_op_desc *d, const mst_op_call *c, mst_kernel_fn kernel, mst_half_path path) {
-    char *base = mst_amp_scratch(ctx, (size_t)(c->n_in + c->n_out) * ((size_t)k_flat_chunk * sizeof(float) + 64));
-    if (!base) return ctx->status;
-    const int64_t n = c->out[0]->numel;
-    for (int64_t e0 = 0; e0 < n; e0 += k_flat_chunk) {
-        int64_t len = n - e0 < k_flat_chunk ? n - e0 : k_flat_chunk;
-        char *p = base;
-        mst_op_call w = *c;
-        shadow in[MST_MAX_OP_INPUTS], out[MST_MAX_OP_OUTPUTS];
-        for (int i = 0; i < c->n_in; i++) w.in[i] = flat_operand(&in[i], c->in[i], e0, len, &p, path, true);
-        for (int k = 0; k < c->n_out; k++) w.out[k] = flat_operand(&out[k], c->out[k], e0, len, &p, path, false);
-        mst_status s = kernel(ctx, &w);
-        if (s != MST_OK) return s;
-        for (int k = 0; k < c->n_out; k++)
-            if (mst_dtype_is_half(c->out[k]->dtype))
-                mst_half_from_f32_path(path, c->out[k]->dtype, mst_tensor_f32(w.out[k]), (char *)mst_tensor_data(c->out[k]) + e0 * 2,
-                                       (size_t)len);
-        for (int i = 0; i < c->n_in; i++)
-            if ((d->mutates >> i & 1) && mst_dtype_is_half(c->in[i]->dtype))
-                mst_half_from_f32_path(path, c->in[i]->dtype, mst_tensor_f32(w.in[i]), (char *)mst_tensor_data(c->in[i]) + e0 * 2,
-                                       (size_t)len);
-    }
-    return MST_OK;
+    size_t need = (size_t)(c->n_in + c->n_out) * aligned_floats(k_flat_chunk);
+    return run_sliced(ctx, d, c, kernel, path, c->out[0]->numel, k_flat_chunk, need, vector_operand, vector_store);
 }
 
 /* ---- channel ranges: batch norm and its gradient ---- */
@@ -136,26 +153,19 @@ static void channel_copy(const mst_tensor *t, float *f, int64_t c0, int64_t cc, 
 
 static mst_tensor *channel_operand(shadow *sh, const mst_tensor *t, int64_t c0, int64_t cc, char **p, mst_half_path path,
                                    bool load) {
-    if (is_big(t)) {
-        int64_t shape[MST_MAX_DIMS];
-        memcpy(shape, t->shape, sizeof(shape));
-        shape[1] = cc;
-        mst_tensor *w = shadow_slice(sh, t, *p, t->ndim, shape);
-        if (load) channel_copy(t, (float *)*p, c0, cc, path, true);
-        *p += ((size_t)w->numel * sizeof(float) + 63) & ~(size_t)63;
-        return w;
-    }
-    if (t->dtype == MST_DTYPE_F32) return shadow_slice(sh, t, (char *)(mst_tensor_f32(t) + c0), 1, &cc);
-    mst_tensor *w = shadow_slice(sh, t, *p, 1, &cc);
-    if (load) mst_half_to_f32_path(path, t->dtype, (const char *)mst_tensor_data(t) + c0 * 2, (float *)*p, (size_t)cc);
-    *p += ((size_t)cc * sizeof(float) + 63) & ~(size_t)63;
+    if (!is_big(t)) return vector_operand(sh, t, c0, cc, p, path, load);
+    int64_t shape[MST_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof(shape));
+    shape[1] = cc;
+    mst_tensor *w = shadow_slice(sh, t, *p, t->ndim, shape);
+    if (load) channel_copy(t, (float *)*p, c0, cc, path, true);
+    *p += aligned_floats(w->numel);
     return w;
 }
 
 static void channel_store(const mst_tensor *t, const mst_tensor *w, int64_t c0, int64_t cc, mst_half_path path) {
     if (is_big(t)) channel_copy(t, mst_tensor_f32(w), c0, cc, path, false);
-    else if (mst_dtype_is_half(t->dtype))
-        mst_half_from_f32_path(path, t->dtype, mst_tensor_f32(w), (char *)mst_tensor_data(t) + c0 * 2, (size_t)cc);
+    else vector_store(t, w, c0, cc, path);
 }
 
 static mst_status run_channels(mst_ctx *ctx, const mst_op_desc *d, const mst_op_call *c, mst_kernel_fn kernel,
@@ -165,24 +175,9 @@ static mst_status run_channels(mst_ctx *ctx, const mst_op_desc *d, const mst_op_
     int64_t cc = k_channel_chunk_bytes / (per_channel * (int64_t)sizeof(float));
     cc = cc < 1 ? 1 : cc > ch ? ch : cc;
     size_t need = 0;
-    for (int i = 0; i < c->n_in; i++) need += ((size_t)(is_big(c->in[i]) ? per_channel : 1) * (size_t)cc * sizeof(float) + 63) & ~(size_t)63;
-    for (int k = 0; k < c->n_out; k++) need += ((size_t)(is_big(c->out[k]) ? per_channel : 1) * (size_t)cc * sizeof(float) + 63) & ~(size_t)63;
-    char *base = mst_amp_scratch(ctx, need);
-    if (!base) return ctx->status;
-    for (int64_t c0 = 0; c0 < ch; c0 += cc) {
-        int64_t len = ch - c0 < cc ? ch - c0 : cc;
-        char *p = base;
-        mst_op_call w = *c;
-        shadow in[MST_MAX_OP_INPUTS], out[MST_MAX_OP_OUTPUTS];
-        for (int i = 0; i < c->n_in; i++) w.in[i] = channel_operand(&in[i], c->in[i], c0, len, &p, path, true);
-        for (int k = 0; k < c->n_out; k++) w.out[k] = channel_operand(&out[k], c->out[k], c0, len, &p, path, false);
-        mst_status s = kernel(ctx, &w);
-        if (s != MST_OK) return s;
-        for (int k = 0; k < c->n_out; k++) channel_store(c->out[k], w.out[k], c0, len, path);
-        for (int i = 0; i < c->n_in; i++)
-            if (d->mutates >> i & 1) channel_store(c->in[i], w.in[i], c0, len, path);
-    }
-    return MST_OK;
+    for (int i = 0; i < c->n_in; i++) need += aligned_floats((is_big(c->in[i]) ? per_channel : 1) * cc);
+    for (int k = 0; k < c->n_out; k++) need += aligned_floats((is_big(c->out[k]) ? per_channel : 1) * cc);
+    return run_sliced(ctx, d, c, kernel, path, ch, cc, need, channel_operand, channel_store);
 }
 
 static mst_kernel_fn f32_kernel(const mst_ctx *ctx, const mst_op_desc *d) {

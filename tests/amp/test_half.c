@@ -297,6 +297,14 @@ static const hk_case cases[] = {
       {IN(4, 3, 4, 5, 5), IN(4, 3, 4, 5, 5), IN_F(GC_POSITIVE, 1, 4), IN(1, 4), IN_F(GC_POSITIVE, 1, 4)}}, 0, 0},
     {{"maxpool2d_grad", b_maxpool_grad, NULL, 2, {IN_F(GC_DISTINCT, 4, 2, 3, 6, 6), IN(4, 2, 3, 3, 3)}}, 0, 0},
     {{"avgpool2d_grad", b_avgpool_grad, NULL, 1, {IN(4, 2, 3, 3, 3)}}, 0, 0},
+    /* large enough for the half kernel's slices: elementwise ops in several 64K-element chunks,
+     * batch norm in one-channel ranges (307200 elements a channel) */
+    {{"add (flat chunks)", b_add, NULL, 2, {IN(2, 300, 300), IN(2, 300, 300)}}, 0, 0},
+    {{"relu_grad (flat chunks)", b_relu_grad, NULL, 2, {IN(2, 300, 300), IN(2, 300, 300)}}, 0, 0},
+    {{"batchnorm (channel slices)", b_batchnorm, NULL, 5,
+      {IN(4, 3, 4, 320, 320), IN_F(GC_POSITIVE, 1, 4), IN(1, 4), IN(1, 4), IN_F(GC_POSITIVE, 1, 4)}}, 1u << 3 | 1u << 4, 0},
+    {{"batchnorm_grad gx (channel slices)", b_bn_grad, &k0, 5,
+      {IN(4, 3, 4, 320, 320), IN(4, 3, 4, 320, 320), IN_F(GC_POSITIVE, 1, 4), IN(1, 4), IN_F(GC_POSITIVE, 1, 4)}}, 0, 0},
     /* the forward outputs these take (probabilities, log-probabilities) are inputs here, so the f32
      * and half runs see the same values */
     {{"cross_entropy_grad", b_xent_grad, NULL, 3, {IN(0, 0), IN_F(GC_POSITIVE, 2, 8, 10), LABELS(10, 1, 8)}}, 0, 0},
