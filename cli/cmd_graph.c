@@ -1,7 +1,8 @@
-/* cmd_graph.c — `mstune graph JOB [--dot FILE] [--after-only]`: builds the job's model and
- * optimizer, traces ONE training step of it (runtime/step.h's mst_step_run, the same function
- * eager training runs) and prints the graph-mode IR before and after the passes, with the plan's
- * statistics: nodes, kernels, arena bytes vs the sum of the intermediates. --dot writes the
+/* cmd_graph.c — `mstune graph JOB [--dot FILE] [--after-only]`: builds the job's model,
+ * optimizer and loss scaler as the trainer does, traces ONE training step through the trainer's
+ * own step runner (runtime/step_runner.h: the job's amp level, loss scaling, clipping and
+ * accumulation included) and prints the graph-mode IR before and after the passes, with the
+ * plan's statistics: nodes, kernels, arena bytes vs the sum of the intermediates. --dot writes the
  * optimized graph as Graphviz. The step runs once (tracing compiles and then runs the plan).
  */
 #include <stdio.h>
@@ -11,21 +12,8 @@
 #include "cli/commands.h"
 #include "cli/session.h"
 #include "runtime/graph/graph.h"
-#include "runtime/step.h"
-
-typedef struct {
-    mst_step_spec spec;
-} graph_step_arg;
-
-static mst_status traced_step(mst_ctx *ctx, void *arg, mst_tensor *const in[], int n_in, mst_tensor *out[], int *n_out) {
-    (void)n_in;
-    graph_step_arg *a = arg;
-    mst_step_outputs o = {0};
-    mst_status s = mst_step_run(ctx, &a->spec, &in[0], &in[1], &o);
-    out[0] = o.loss;
-    *n_out = 1;
-    return s;
-}
+#include "runtime/amp/autocast.h"
+#include "runtime/step_runner.h"
 
 int mst_cmd_graph(int argc, char **argv) {
     const char *dot_path = NULL;
@@ -47,19 +35,27 @@ int mst_cmd_graph(int argc, char **argv) {
         return MST_EXIT_INPUT;
     }
     mst_ctx *ctx = s.ctx;
-    mst_optim *opt = mst_optim_new(ctx, &s.cfg.optim, s.model->params, s.model->n_params);
-    graph_step_arg arg = {.spec = {.model = s.model, .optim = opt, .accumulate = 1}};
-    mst_graph_cache *gc = opt ? mst_graph_cache_new(ctx, a.job.name, traced_step, &arg, &(mst_graph_options){.optimize = true}) : NULL;
+    const mst_train_config *tc = &s.cfg;
+    int batch = a.job.data.batch_size;
+    mst_optim *opt = mst_optim_new(ctx, &tc->optim, s.model->params, s.model->n_params);
+    mst_loss_scaler *scaler = NULL;
+    bool ok = opt && mst_amp_set(ctx, tc->amp_level, tc->amp_dtype) == MST_OK &&
+              (tc->loss_scale.type == MST_LOSS_SCALE_NONE || (scaler = mst_loss_scaler_new(ctx, &tc->loss_scale)));
+    mst_step_spec spec = {.model = s.model, .optim = opt, .scaler = scaler, .clip_grad_norm = tc->clip_grad_norm,
+                          .accumulate = tc->accumulate_steps};
+    mst_step_runner *runner = ok ? mst_step_runner_new(ctx, &spec, true, tc->dynamic_batch, batch) : NULL;
+    mst_graph_cache *gc = runner ? mst_step_runner_train_cache(runner) : NULL;
     rc = MST_EXIT_FAIL;
-    if (gc && mst_optim_set_lr(opt, s.cfg.optim.lr) == MST_OK) {
-        int batch = a.job.data.batch_size;
-        int64_t xs[4] = {batch, s.cfg.sample_shape[0], s.cfg.sample_shape[1], s.cfg.sample_shape[2]};
+    if (gc && mst_optim_set_lr(opt, tc->optim.lr) == MST_OK) {
+        int64_t xs[4] = {batch, tc->sample_shape[0], tc->sample_shape[1], tc->sample_shape[2]};
         mst_pool_push(ctx);
-        mst_tensor *x = mst_tensor_zeros(ctx, MST_DTYPE_F32, 4, xs);
-        mst_tensor *y = mst_tensor_zeros(ctx, MST_DTYPE_I32, 1, (int64_t[]){batch});
-        mst_tensor *out[MST_GRAPH_MAX_IO];
-        int n_out = 0;
-        if (x && y && mst_graph_cache_run(gc, (mst_tensor *[]){x, y}, 2, out, &n_out) == MST_OK) {
+        mst_tensor *x[MST_STEP_MAX_MICRO], *y[MST_STEP_MAX_MICRO];
+        for (int k = 0; k < spec.accumulate; k++) {
+            x[k] = mst_tensor_zeros(ctx, MST_DTYPE_F32, 4, xs);
+            y[k] = mst_tensor_zeros(ctx, MST_DTYPE_I32, 1, (int64_t[]){batch});
+        }
+        mst_step_outputs out;
+        if (ctx->status == MST_OK && mst_step_runner_train(runner, x, y, &out) == MST_OK) {
             if (!after_only) {
                 printf("== traced ==\n");
                 mst_graph_cache_dump(gc, stdout, false);
@@ -84,7 +80,8 @@ int mst_cmd_graph(int argc, char **argv) {
         mst_pool_pop(ctx);
     }
     if (rc == MST_EXIT_FAIL) fprintf(stderr, "mstune graph: %s\n", mst_ctx_error(ctx));
-    mst_graph_cache_free(gc);
+    mst_step_runner_free(runner);
+    mst_loss_scaler_free(scaler);
     mst_optim_free(opt);
     mst_session_close(&s);
     return rc;

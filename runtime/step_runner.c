@@ -98,6 +98,8 @@ mst_status mst_step_runner_eval(mst_step_runner *r, mst_tensor *x, mst_tensor *y
     return MST_OK;
 }
 
+mst_graph_cache *mst_step_runner_train_cache(const mst_step_runner *r) { return r->train; }
+
 void mst_step_runner_stats(const mst_step_runner *r, mst_graph_stats *st) {
     memset(st, 0, sizeof(*st));
     if (!r->train) return;

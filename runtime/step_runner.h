@@ -29,6 +29,9 @@ void mst_step_runner_free(mst_step_runner *r);
 mst_status mst_step_runner_train(mst_step_runner *r, mst_tensor *const x[], mst_tensor *const y[], mst_step_outputs *out);
 mst_status mst_step_runner_eval(mst_step_runner *r, mst_tensor *x, mst_tensor *y, mst_tensor **logits, mst_tensor **loss);
 
+/* Graph mode: the training step's plan cache (for dumps: `mstune graph`); NULL in eager mode. */
+mst_graph_cache *mst_step_runner_train_cache(const mst_step_runner *r);
+
 /* Graph mode: compiles and planned memory of the training and evaluation plans, summed
  * (arena_bytes: the larger plan's arena). All zero in eager mode. */
 void mst_step_runner_stats(const mst_step_runner *r, mst_graph_stats *st);
