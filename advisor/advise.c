@@ -38,19 +38,6 @@ static void add_sets(mst_trial_set *t, const char (*sets)[MST_SET_LEN], int n) {
     for (int i = 0; i < n && t->n_sets < MST_TRIAL_MAX_SETS; i++) snprintf(t->sets[t->n_sets++], sizeof(t->sets[0]), "%s", sets[i]);
 }
 
-static char *read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); buf = NULL; }
-    fclose(f);
-    if (buf) { buf[n] = '\0'; *len = (size_t)n; }
-    return buf;
-}
-
 /* Gain per minute of trial time: the order trials run in under a budget. Accuracy fixes first. */
 static double priority(const mst_finding *f, double est_min) {
     double gain = f->goal == MST_GOAL_ACCURACY || f->goal == MST_GOAL_SAFETY ? 100.0 : (isnan(f->predicted) ? 0 : f->predicted - 1);
@@ -84,7 +71,7 @@ int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, siz
     char sum_path[1100];
     snprintf(sum_path, sizeof(sum_path), "%s/summary.json", base->runs[0].dir);
     size_t len = 0;
-    char *text = read_text(sum_path, &len);
+    char *text = mst_read_file(sum_path, &len);
     cJSON *summary = text ? cJSON_ParseWithLength(text, len) : NULL;
     free(text);
     if (!summary) {

@@ -20,32 +20,10 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t cap = 0, n = 0;
-    for (;;) {
-        if (n + 4096 + 1 > cap) {
-            cap = cap ? 2 * cap : 16384;
-            char *b = realloc(buf, cap);
-            if (!b) { free(buf); fclose(f); return NULL; }
-            buf = b;
-        }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0) break;
-    }
-    fclose(f);
-    buf[n] = '\0';
-    if (len) *len = n;
-    return buf;
-}
-
 /* The last non-empty line of the run's log: what went wrong, in the run's own words. */
 static void last_line(const char *path, char *out, size_t n) {
     size_t len = 0;
-    char *text = read_file(path, &len);
+    char *text = mst_read_file(path, &len);
     out[0] = '\0';
     if (!text) return;
     while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r')) text[--len] = '\0';
@@ -64,7 +42,7 @@ static double num(const cJSON *o, const char *key, double fallback) {
 
 void mst_run_read_summary(mst_run_result *r, const char *summary_path) {
     size_t len;
-    char *text = read_file(summary_path, &len);
+    char *text = mst_read_file(summary_path, &len);
     if (!text) {
         r->ok = false;
         snprintf(r->error, sizeof(r->error), "%s: no summary (%s)", summary_path, strerror(errno));

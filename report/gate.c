@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "report/stats.h"
+#include "util/fsutil.h"
 
 #define MIB 1048576.0
 
@@ -49,36 +50,6 @@ static void appendf(char *buf, size_t n, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(buf + k, n - k, fmt, ap);
     va_end(ap);
-}
-
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            cap = cap ? cap * 2 : 65536;
-            char *nb = realloc(buf, cap);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            buf = nb;
-        }
-        size_t got = fread(buf + len, 1, cap - len - 1, f);
-        len += got;
-        if (got == 0) break;
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return NULL;
-    }
-    buf[len] = '\0';
-    return buf;
 }
 
 /* ---- config ---- */
@@ -158,7 +129,7 @@ int mst_gate_config_parse(mst_gate_config *c, const char *text, const char *orig
 }
 
 int mst_gate_config_load(mst_gate_config *c, const char *path, char *err, size_t errn) {
-    char *text = read_text(path);
+    char *text = mst_read_file(path, NULL);
     if (!text) {
         snprintf(err, errn, "%s: cannot read: %s", path, strerror(errno));
         return -1;
@@ -208,7 +179,7 @@ int mst_gate_run_load(mst_gate_run *r, const char *dir) {
     run_init(r, dir);
     char path[1100];
     snprintf(path, sizeof(path), "%s/summary.json", dir);
-    char *text = read_text(path);
+    char *text = mst_read_file(path, NULL);
     if (!text) {
         snprintf(r->error, sizeof(r->error), "%s: %s", path, errno == ENOENT ? "missing (the run did not finish)" : strerror(errno));
         return -1;
@@ -843,7 +814,7 @@ static int history_reserve(mst_gate_history *h, int cap) {
 
 int mst_gate_history_load(mst_gate_history *h, const char *path, char *err, size_t errn) {
     mst_gate_history_init(h);
-    char *text = read_text(path);
+    char *text = mst_read_file(path, NULL);
     if (!text) {
         snprintf(err, errn, "%s: cannot read: %s", path, strerror(errno));
         return -1;

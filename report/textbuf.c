@@ -142,25 +142,9 @@ int rpt_buf_write(const rpt_buf *b, const char *path, char *err, size_t errn) {
 
 
 char *rpt_read_file(const char *path, size_t *len, char *err, size_t errn) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errn, "cannot read '%s': %s", path, strerror(errno));
-        return NULL;
-    }
-    rpt_buf b = {0};
-    char chunk[65536];
-    size_t got;
-    while ((got = fread(chunk, 1, sizeof(chunk), f)) > 0) rpt_putn(&b, chunk, got);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad || b.oom) {
-        snprintf(err, errn, "cannot read '%s': %s", path, bad ? "read error" : "out of memory");
-        rpt_buf_free(&b);
-        return NULL;
-    }
-    if (!b.p) rpt_puts(&b, "");
-    if (len) *len = b.n;
-    return b.p;
+    char *text = mst_read_file(path, len);
+    if (!text) snprintf(err, errn, "cannot read '%s': %s", path, strerror(errno));
+    return text;
 }
 
 int rpt_join(char *out, size_t n, const char *dir, const char *name) {

@@ -91,32 +91,9 @@ static int get(reader *r, void *out, size_t n) {
 }
 #define GET(r, v) get(r, &(v), sizeof(v))
 
-static unsigned char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    unsigned char *p = NULL;
-    size_t cap = 0, n = 0;
-    for (;;) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 1 << 20;
-            unsigned char *q = realloc(p, cap);
-            if (!q) { free(p); fclose(f); errno = ENOMEM; return NULL; }
-            p = q;
-        }
-        size_t got = fread(p + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (err) { free(p); errno = EIO; return NULL; }
-    *len = n;
-    return p;
-}
-
 mst_status mst_checkpoint_load(mst_ctx *ctx, const char *path, mst_ckpt_meta *meta, const mst_ckpt_entry *e, int n) {
     size_t len = 0;
-    unsigned char *data = read_file(path, &len);
+    unsigned char *data = (unsigned char *)mst_read_file(path, &len);
     if (!data) return mst_ctx_fail(ctx, MST_ERR_IO, "%s: cannot read checkpoint: %s", path, strerror(errno));
     mst_status s = MST_OK;
     const void **src = calloc((size_t)(n > 0 ? n : 1), sizeof(*src));

@@ -1,4 +1,5 @@
-/* fsutil.c — atomic file replacement (temp + fsync + rename + fsync of the folder) and mkdir -p. */
+/* fsutil.c — atomic file replacement (temp + fsync + rename + fsync of the folder), whole-file
+ * reads and mkdir -p. */
 #define _GNU_SOURCE
 #include "util/fsutil.h"
 
@@ -86,4 +87,37 @@ int mst_mkdirs(const char *path, char *err, size_t errn) {
         }
     }
     return 0;
+}
+
+char *mst_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n + 1 >= cap) {     /* room for one more byte and the NUL */
+            cap = cap ? 2 * cap : 65536;
+            char *b = realloc(buf, cap);
+            if (!b) {
+                free(buf);
+                fclose(f);
+                errno = ENOMEM;
+                return NULL;
+            }
+            buf = b;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        errno = EIO;
+        return NULL;
+    }
+    buf[n] = '\0';
+    if (len) *len = n;
+    return buf;
 }
