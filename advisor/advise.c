@@ -1,11 +1,11 @@
 /* advise.c — the advisor's protocol: baseline, diagnose, verify each change alone, combine the
  * accepted ones and verify the combination, within the time budget. */
 #include "advisor/advisor.h"
+#include "profiler/events.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "util/fsutil.h"
@@ -20,12 +20,6 @@ void mst_advise_config_default(mst_advise_config *c) {
 }
 
 void mst_advice_free(mst_advice *adv) { memset(adv, 0, sizeof(*adv)); }
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* The user's overrides, then the harness's own: no checkpoints (identical for every run). */
 static void common_sets(const mst_advise_config *cfg, mst_trial_set *t) {
@@ -46,7 +40,7 @@ static double priority(const mst_finding *f, double est_min) {
 
 int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, size_t errn) {
     memset(adv, 0, sizeof(*adv));
-    double t_start = now_s();
+    double t_start = (double)mst_prof_now_ns() * 1e-9;
     if (mst_mkdirs(cfg->out_dir, err, errn) != 0) return -1;
     int repeats = cfg->repeats < 2 ? 2 : cfg->repeats > MST_TRIAL_MAX_RUNS ? MST_TRIAL_MAX_RUNS : cfg->repeats;
     int cores = cfg->n_cores > 0 ? cfg->n_cores : (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -107,7 +101,7 @@ int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, siz
     for (int a = 0; a < n_order; a++) {
         int i = order[a];
         mst_finding *f = &adv->findings[i];
-        double left_min = cfg->budget_minutes > 0 ? cfg->budget_minutes - (now_s() - t_start) / 60 : INFINITY;
+        double left_min = cfg->budget_minutes > 0 ? cfg->budget_minutes - ((double)mst_prof_now_ns() * 1e-9 - t_start) / 60 : INFINITY;
         if (cfg->stop && *cfg->stop) {
             snprintf(adv->verdicts[i].reason, sizeof(adv->verdicts[i].reason), "not tried: the session was interrupted");
             continue;
@@ -141,7 +135,7 @@ int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, siz
         }
     bool use_all = true;
     if (n_acc >= 2) {
-        double left_min = cfg->budget_minutes > 0 ? cfg->budget_minutes - (now_s() - t_start) / 60 : INFINITY;
+        double left_min = cfg->budget_minutes > 0 ? cfg->budget_minutes - ((double)mst_prof_now_ns() * 1e-9 - t_start) / 60 : INFINITY;
         mst_trial_set *c = &adv->combined;
         snprintf(c->name, sizeof(c->name), "combined");
         common_sets(cfg, c);

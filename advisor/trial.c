@@ -1,5 +1,6 @@
 /* trial.c — runs a configuration as separate mstune processes and reads what each one wrote. */
 #include "advisor/trial.h"
+#include "profiler/events.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -7,18 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
 
 #include "util/fsutil.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* The last non-empty line of the run's log: what went wrong, in the run's own words. */
 static void last_line(const char *path, char *out, size_t n) {
@@ -107,7 +101,7 @@ int mst_trial_run(mst_trial_set *t, const char *bin, const char *job_path, const
                   FILE *log, volatile sig_atomic_t *stop) {
     if (repeats > MST_TRIAL_MAX_RUNS) repeats = MST_TRIAL_MAX_RUNS;
     int done = 0;
-    double t0 = now_s();
+    double t0 = (double)mst_prof_now_ns() * 1e-9;
     for (int i = 0; i < repeats && !(stop && *stop); i++) {
         mst_run_result *r = &t->runs[t->n_runs++];
         memset(r, 0, sizeof(*r));
@@ -137,7 +131,7 @@ int mst_trial_run(mst_trial_set *t, const char *bin, const char *job_path, const
         char log_path[1100], sum_path[1100];
         snprintf(log_path, sizeof(log_path), "%s/run.log", r->dir);
         snprintf(sum_path, sizeof(sum_path), "%s/summary.json", r->dir);
-        double r0 = now_s();
+        double r0 = (double)mst_prof_now_ns() * 1e-9;
         r->exit_code = spawn((char *const *)argv, log_path);
         if (r->exit_code == 0) {
             r->ok = true;
@@ -150,9 +144,9 @@ int mst_trial_run(mst_trial_set *t, const char *bin, const char *job_path, const
         done += r->ok;
         if (log)
             fprintf(log, "  %-28s run %d/%d: %s (%.1fs)\n", t->name, i + 1, repeats,
-                    r->ok ? "ok" : r->error, now_s() - r0);
+                    r->ok ? "ok" : r->error, (double)mst_prof_now_ns() * 1e-9 - r0);
         if (!r->ok && r->exit_code != 0) break;     /* a failing configuration fails the same way again */
     }
-    t->wall_s += now_s() - t0;
+    t->wall_s += (double)mst_prof_now_ns() * 1e-9 - t0;
     return done;
 }

@@ -30,12 +30,6 @@
 enum { k_repeats = 15 };
 static const double k_min_repeat_s = 0.004;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ---- kernels ---- */
 
 typedef struct {
@@ -72,24 +66,24 @@ static double time_kernel(mst_ctx *ctx, int which, mst_dtype dt) {
     }
     int calls = 1;
     for (;;) {      /* warm up and size a repeat */
-        double t0 = now_s();
+        double t0 = bench_now_ms() * 1e-3;
         for (int c = 0; c < calls; c++) {
             mst_pool_push(ctx);
             if (!run_kernel(ctx, which, in)) { fprintf(stderr, "error: %s\n", mst_ctx_error(ctx)); exit(2); }
             mst_pool_pop(ctx);
         }
-        if (now_s() - t0 >= k_min_repeat_s) break;
+        if (bench_now_ms() * 1e-3 - t0 >= k_min_repeat_s) break;
         calls *= 2;
     }
     double v[k_repeats];
     for (int r = 0; r < k_repeats; r++) {
-        double t0 = now_s();
+        double t0 = bench_now_ms() * 1e-3;
         for (int c = 0; c < calls; c++) {
             mst_pool_push(ctx);
             run_kernel(ctx, which, in);
             mst_pool_pop(ctx);
         }
-        v[r] = (now_s() - t0) / calls;
+        v[r] = (bench_now_ms() * 1e-3 - t0) / calls;
     }
     for (int i = 0; i < k->n_in; i++) mst_tensor_release(in[i]);
     return bench_median(v, k_repeats);
@@ -115,21 +109,21 @@ static double time_conversion(mst_half_path p, mst_dtype half, bool narrow, cons
     double v[k_repeats];
     int calls = 1;
     for (;;) {
-        double t0 = now_s();
+        double t0 = bench_now_ms() * 1e-3;
         for (int c = 0; c < calls; c++) {
             if (narrow) mst_half_from_f32_path(p, half, f, h, n);
             else mst_half_to_f32_path(p, half, h, out, n);
         }
-        if (now_s() - t0 >= k_min_repeat_s) break;
+        if (bench_now_ms() * 1e-3 - t0 >= k_min_repeat_s) break;
         calls *= 2;
     }
     for (int r = 0; r < k_repeats; r++) {
-        double t0 = now_s();
+        double t0 = bench_now_ms() * 1e-3;
         for (int c = 0; c < calls; c++) {
             if (narrow) mst_half_from_f32_path(p, half, f, h, n);
             else mst_half_to_f32_path(p, half, h, out, n);
         }
-        v[r] = (now_s() - t0) / calls;
+        v[r] = (bench_now_ms() * 1e-3 - t0) / calls;
     }
     return (double)n * 6 / bench_median(v, k_repeats) * 1e-9;   /* 4 bytes f32 + 2 bytes half per element */
 }
@@ -167,7 +161,7 @@ typedef void (*sbgemm_fn)(enum CBLAS_ORDER, enum CBLAS_TRANSPOSE, enum CBLAS_TRA
 static double median_gemm(sbgemm_fn sb, const uint16_t *ah, const uint16_t *bh, float *a, float *b, float *c, int m) {
     double v[k_repeats];
     for (int r = -2; r < k_repeats; r++) {
-        double t0 = now_s();
+        double t0 = bench_now_ms() * 1e-3;
         if (sb) {
             sb(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, m, m, 1.0f, ah, m, bh, m, 0.0f, c, m);
         } else {
@@ -175,7 +169,7 @@ static double median_gemm(sbgemm_fn sb, const uint16_t *ah, const uint16_t *bh, 
             mst_half_to_f32(MST_DTYPE_BF16, bh, b, (size_t)m * m);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, m, m, 1.0f, a, m, b, m, 0.0f, c, m);
         }
-        if (r >= 0) v[r] = now_s() - t0;
+        if (r >= 0) v[r] = bench_now_ms() * 1e-3 - t0;
     }
     return bench_median(v, k_repeats);
 }

@@ -19,10 +19,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "profiler/events.h"
 #include "report/gate.h"
 
 enum { EXIT_INCONCLUSIVE = 3, EXIT_JOB_FAILED = 4 };
@@ -214,12 +214,6 @@ static int load_config(const gate_args *a, mst_gate_config *cfg) {
 
 /* ---- running commands ---- */
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Runs `/bin/sh -c cmd` with MSTUNE_GATE_OUT=out_dir, stdout and stderr into log. 0 when it exited
  * 0; otherwise -1 and why. */
 static int run_command(const char *cmd, const char *out_dir, const char *log, const char *side, int index, char *why,
@@ -310,7 +304,7 @@ static int run_into(const char *sub, const char *cmd, const char *work, const ch
         mst_gate_run_set_failed(r, dir, "run folder not created");
         return MST_EXIT_INPUT;
     }
-    double t0 = now_s();
+    double t0 = (double)mst_prof_now_ns() * 1e-9;
     if (run_command(cmd, dir, log, side, index, why, sizeof(why)) != 0) {
         mst_gate_run_set_failed(r, dir, why);
         fprintf(stderr, "gate: %s run %d failed: %s\n", side, index, why);
@@ -323,7 +317,7 @@ static int run_into(const char *sub, const char *cmd, const char *work, const ch
         return EXIT_JOB_FAILED;
     }
     fprintf(stderr, "gate: %s run %d: step time %.4g ms, %.4g samples/s (%.1f s)\n", side, index,
-            r->value[MST_GATE_METRIC_STEP_TIME], r->value[MST_GATE_METRIC_THROUGHPUT], now_s() - t0);
+            r->value[MST_GATE_METRIC_STEP_TIME], r->value[MST_GATE_METRIC_THROUGHPUT], (double)mst_prof_now_ns() * 1e-9 - t0);
     return MST_EXIT_OK;
 }
 

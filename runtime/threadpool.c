@@ -19,7 +19,6 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "profiler/events.h"
 #include "runtime/context.h"
@@ -41,12 +40,6 @@ static inline void cpu_relax(void) {
 #elif defined(__aarch64__)
     __asm__ volatile("yield");
 #endif
-}
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 typedef struct {
@@ -225,7 +218,7 @@ void mst_threadpool_run(mst_threadpool *p, int64_t n, int64_t min_chunk, mst_par
     uint64_t t0 = 0;
     for (unsigned i = 0; atomic_load(&p->pending) != 0; i++) {
         if (i % 64 == 0) {
-            uint64_t t = now_ns();
+            uint64_t t = mst_prof_now_ns();
             if (t0 == 0) t0 = t;
             else if (t - t0 > k_done_poll_ns) break;
         }

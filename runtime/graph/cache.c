@@ -9,7 +9,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "profiler/events.h"
 #include "runtime/autograd.h"
@@ -47,12 +46,6 @@ struct mst_graph_cache {
     int64_t compile_count;
     double compile_ms;
 };
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
 
 mst_graph_cache *mst_graph_cache_new(mst_ctx *ctx, const char *name, mst_graph_fn fn, void *arg,
                                      const mst_graph_options *opt) {
@@ -184,10 +177,10 @@ static int find_or_compile(mst_graph_cache *gc, const signature *sig) {
     gc->entries = grown;
     uint32_t name = mst_prof_intern("graph_compile");
     mst_prof_begin(MST_CAT_COMPILE, name, -1);
-    double t0 = now_ms();
+    double t0 = (double)mst_prof_now_ns() * 1e-6;
     plan_entry *e = &gc->entries[gc->n_entries];
     mst_status s = compile(gc, sig, e);
-    gc->compile_ms += now_ms() - t0;
+    gc->compile_ms += (double)mst_prof_now_ns() * 1e-6 - t0;
     mst_prof_end(MST_CAT_COMPILE, name, -1);
     if (s != MST_OK) {
         entry_free(e);
