@@ -47,7 +47,8 @@ typedef struct {
 /* Runs every rule; fills at most cap findings, largest score first; returns the count. */
 int mst_advisor_diagnose(const rpt_profile *p, const mst_rule_env *env, mst_finding *out, int cap);
 
-/* The job config stored with the profile: a string / number at a dotted path, or the fallback. */
+/* A string / number (a bool reads as 0 or 1) at a dotted path of a JSON object — the job config
+ * stored with the profile, a run's summary.json — or the fallback. */
 const char *mst_cfg_str(const cJSON *config, const char *path, const char *fallback);
 double      mst_cfg_num(const cJSON *config, const char *path, double fallback);
 

@@ -37,11 +37,6 @@ double mst_cfg_num(const cJSON *config, const char *path, double fallback) {
     return fallback;
 }
 
-static double sum_num(const cJSON *summary, const char *key, double fallback) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(summary, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : fallback;
-}
-
 /* ---- helpers ---- */
 
 typedef struct {
@@ -172,9 +167,9 @@ static void rule_loss_scale(const rpt_profile *p, const mst_rule_env *env, sink 
     if (strcmp(level, "O0") == 0) return;
     const char *type = mst_cfg_str(p->config, "amp.loss_scale.type", "auto");
     const char *half = mst_cfg_str(p->config, "amp.dtype", "f16");
-    double steps = sum_num(env->summary, "steps", (double)p->n_steps);
-    double skipped = sum_num(env->summary, "skipped_steps", 0), overflow = sum_num(env->summary, "overflow_steps", 0);
-    double final_scale = sum_num(env->summary, "loss_scale_final", NAN);
+    double steps = mst_cfg_num(env->summary, "steps", (double)p->n_steps);
+    double skipped = mst_cfg_num(env->summary, "skipped_steps", 0), overflow = mst_cfg_num(env->summary, "overflow_steps", 0);
+    double final_scale = mst_cfg_num(env->summary, "loss_scale_final", NAN);
     /* leading skipped steps, and whether the scale was still falling over the last quarter */
     int64_t lead = 0, first_scale_i = -1;
     for (int64_t i = 0; i < p->n_steps && p->steps[i].overflow == 1; i++) lead++;
@@ -242,11 +237,11 @@ static void rule_loss_scale(const rpt_profile *p, const mst_rule_env *env, sink 
 /* More than one plan compiled: the last, smaller batch (or changing shapes) recompiles. */
 static void rule_recompile(const rpt_profile *p, const mst_rule_env *env, sink *s) {
     if (strcmp(mst_cfg_str(p->config, "runtime.mode", "eager"), "graph") != 0) return;
-    double compiles = sum_num(env->summary, "compile_count", 0), compile_ms = sum_num(env->summary, "compile_ms", 0);
+    double compiles = mst_cfg_num(env->summary, "compile_count", 0), compile_ms = mst_cfg_num(env->summary, "compile_ms", 0);
     if (compiles <= 1 || mst_cfg_num(p->config, "runtime.dynamic_batch", 0) != 0) return;
     mst_finding *f = add(s, "recompile", MST_GOAL_SPEED);
     if (!f) return;
-    double wall_ms = 1000 * sum_num(env->summary, "wall_s", 0);
+    double wall_ms = 1000 * mst_cfg_num(env->summary, "wall_s", 0);
     snprintf(f->title, sizeof(f->title), "%.0f graph plans compiled for one job", compiles);
     snprintf(f->evidence, sizeof(f->evidence), "compile_count %.0f, compile time %.1f ms of a %.1f ms run; "
              "runtime.dynamic_batch false (a smaller last batch is a new signature)", compiles, compile_ms, wall_ms);
@@ -260,7 +255,7 @@ static void rule_recompile(const rpt_profile *p, const mst_rule_env *env, sink *
 
 /* Findings only: memory headroom and batch size change the optimization problem, never applied. */
 static void rule_memory_and_batch(const rpt_profile *p, const mst_rule_env *env, sink *s) {
-    double peak = sum_num(env->summary, "peak_memory_bytes", 0);
+    double peak = mst_cfg_num(env->summary, "peak_memory_bytes", 0);
     int64_t batch = p->batch_size;
     double d = p->bd.share[MST_CAT_DISPATCH];
     if (peak > 0 && env->memory_bytes > 0 && peak < 0.25 * env->memory_bytes) {

@@ -1,5 +1,6 @@
 /* trial.c — runs a configuration as separate mstune processes and reads what each one wrote. */
 #include "advisor/trial.h"
+#include "advisor/finding.h"
 #include "profiler/events.h"
 
 #include <errno.h>
@@ -29,11 +30,6 @@ static void last_line(const char *path, char *out, size_t n) {
     free(text);
 }
 
-static double num(const cJSON *o, const char *key, double fallback) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : fallback;
-}
-
 void mst_run_read_summary(mst_run_result *r, const char *summary_path) {
     size_t len;
     char *text = mst_read_file(summary_path, &len);
@@ -49,16 +45,16 @@ void mst_run_read_summary(mst_run_result *r, const char *summary_path) {
         snprintf(r->error, sizeof(r->error), "%s: not valid JSON", summary_path);
         return;
     }
-    r->step_ms = num(j, "step_time_ms_median", NAN);
-    r->val_accuracy = num(j, "val_accuracy", -1);
-    r->final_loss = num(j, "final_train_loss", NAN);
-    r->peak_memory_bytes = num(j, "peak_memory_bytes", NAN);
-    r->wall_s = num(j, "wall_s", NAN);
-    r->steps = (int64_t)num(j, "steps", 0);
-    r->skipped_steps = (int64_t)num(j, "skipped_steps", 0);
-    r->overflow_steps = (int64_t)num(j, "overflow_steps", 0);
-    r->compile_count = (int64_t)num(j, "compile_count", 0);
-    r->loss_scale_final = num(j, "loss_scale_final", NAN);
+    r->step_ms = mst_cfg_num(j, "step_time_ms_median", NAN);
+    r->val_accuracy = mst_cfg_num(j, "val_accuracy", -1);
+    r->final_loss = mst_cfg_num(j, "final_train_loss", NAN);
+    r->peak_memory_bytes = mst_cfg_num(j, "peak_memory_bytes", NAN);
+    r->wall_s = mst_cfg_num(j, "wall_s", NAN);
+    r->steps = (int64_t)mst_cfg_num(j, "steps", 0);
+    r->skipped_steps = (int64_t)mst_cfg_num(j, "skipped_steps", 0);
+    r->overflow_steps = (int64_t)mst_cfg_num(j, "overflow_steps", 0);
+    r->compile_count = (int64_t)mst_cfg_num(j, "compile_count", 0);
+    r->loss_scale_final = mst_cfg_num(j, "loss_scale_final", NAN);
     bool interrupted = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "interrupted"));
     cJSON_Delete(j);
     if (interrupted) {      /* stopped early (Ctrl-C): shorter than the others, not comparable */
