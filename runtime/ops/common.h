@@ -84,6 +84,16 @@ static inline void op_bcast_row(const op_bcast *it, int64_t row, int64_t off[3])
 
 #define FLOAT_KERNEL_TABLE(NAME) { [MST_DTYPE_F32] = NAME##_f32, [MST_DTYPE_F64] = NAME##_f64 }
 
+/* The same for a parallel region's chunk function (runtime/threadpool.h) whose body uses T and
+ * names its range B..E:
+ *   #define CONV2D_CHUNK_BODY { const T *x = ...; for (int64_t n = begin; n < end; n++) ... }
+ *   FLOAT_CHUNKS(conv2d_chunk, CONV2D_CHUNK_BODY, begin, end)    // conv2d_chunk_f32, _f64
+ *   mst_parallel_for(ctx, n, min, FLOAT_CHUNK(conv2d_chunk, T), &job);   // inside a FLOAT_KERNELS body */
+#define FLOAT_CHUNKS(NAME, BODY, B, E)                                                                        \
+    static void NAME##_f32(void *arg, int64_t B, int64_t E, int worker) { typedef float T; (void)worker; BODY }  \
+    static void NAME##_f64(void *arg, int64_t B, int64_t E, int worker) { typedef double T; (void)worker; BODY }
+#define FLOAT_CHUNK(NAME, T) _Generic((T)0, float: NAME##_f32, double: NAME##_f64)
+
 /* One kernel for every dtype (ops that only move bytes). */
 #define ALL_DTYPES(F) {[MST_DTYPE_F32] = F, [MST_DTYPE_F64] = F, [MST_DTYPE_F16] = F, [MST_DTYPE_BF16] = F, \
                        [MST_DTYPE_I32] = F, [MST_DTYPE_U8] = F}

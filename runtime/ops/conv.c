@@ -394,15 +394,7 @@ static void *scratch_get(mst_ctx *ctx, size_t elems, size_t esz) {
                     memcpy(y + (n0 + i) * kpq + k * pq, tile + k * ld + i * pq, (size_t)pq * sizeof(T)); \
         }                                                                                           \
     }
-static void conv2d_chunk_f32(void *arg, int64_t begin, int64_t end, int worker) {
-    typedef float T;
-    CONV2D_CHUNK_BODY
-}
-static void conv2d_chunk_f64(void *arg, int64_t begin, int64_t end, int worker) {
-    typedef double T;
-    CONV2D_CHUNK_BODY
-}
-#define CONV2D_CHUNK(T) _Generic((T)0, float: conv2d_chunk_f32, double: conv2d_chunk_f64)
+FLOAT_CHUNKS(conv2d_chunk, CONV2D_CHUNK_BODY, begin, end)
 
 #define CONV2D_BODY(T)                                                                              \
     {                                                                                               \
@@ -433,7 +425,7 @@ static void conv2d_chunk_f64(void *arg, int64_t begin, int64_t end, int worker) 
         for (size_t i = 0; i < ones_n; i++) ones[i] = 1;                                            \
         conv_job job = {ctx, &g, x, wm, ones_n ? bias : NULL, ones, mst_tensor_data(c->out[0]), ws, col_n, tile_n, \
                         per, nb, rows};                                                             \
-        mst_parallel_for(ctx, g.n, min_n, CONV2D_CHUNK(T), &job);                                   \
+        mst_parallel_for(ctx, g.n, min_n, FLOAT_CHUNK(conv2d_chunk, T), &job);                      \
         return MST_OK;                                                                              \
     }
 FLOAT_KERNELS(conv2d, CONV2D_BODY)
@@ -518,15 +510,7 @@ const mst_op_desc mst_desc_conv2d = {
             for (int64_t i = 0; i < cnt; i++) COL2IM(T)(g, col + i * pq, ld, gx + (n0 + i) * chw);  \
         }                                                                                           \
     }
-static void grad_input_chunk_f32(void *arg, int64_t begin, int64_t end, int worker) {
-    typedef float T;
-    CONV2D_GRAD_INPUT_CHUNK_BODY
-}
-static void grad_input_chunk_f64(void *arg, int64_t begin, int64_t end, int worker) {
-    typedef double T;
-    CONV2D_GRAD_INPUT_CHUNK_BODY
-}
-#define GRAD_INPUT_CHUNK(T) _Generic((T)0, float: grad_input_chunk_f32, double: grad_input_chunk_f64)
+FLOAT_CHUNKS(grad_input_chunk, CONV2D_GRAD_INPUT_CHUNK_BODY, begin, end)
 
 #define CONV2D_GRAD_INPUT_BODY(T)                                                                   \
     {                                                                                               \
@@ -543,7 +527,7 @@ static void grad_input_chunk_f64(void *arg, int64_t begin, int64_t end, int work
         if (!ws) return ctx->status;                                                                \
         conv_job job = {ctx, &g, mst_tensor_data(c->in[0]), mst_tensor_data(c->in[1]), NULL, NULL,  \
                         mst_tensor_data(c->out[0]), ws, col_n, tile_n, per, nb, 0};                 \
-        mst_parallel_for(ctx, g.n, min_n, GRAD_INPUT_CHUNK(T), &job);                               \
+        mst_parallel_for(ctx, g.n, min_n, FLOAT_CHUNK(grad_input_chunk, T), &job);                  \
         return MST_OK;                                                                              \
     }
 FLOAT_KERNELS(conv2d_grad_input, CONV2D_GRAD_INPUT_BODY)
@@ -611,15 +595,7 @@ const mst_op_desc mst_desc_conv2d_grad_input = {
             GEMM_PAR(T)(j->ctx, false, true, g->k, crs, ld, 1, src, ld, col, ld, 1, acc, crs);      \
         }                                                                                           \
     }
-static void grad_weight_chunk_f32(void *arg, int64_t begin, int64_t end, int worker) {
-    typedef float T;
-    CONV2D_GRAD_WEIGHT_CHUNK_BODY
-}
-static void grad_weight_chunk_f64(void *arg, int64_t begin, int64_t end, int worker) {
-    typedef double T;
-    CONV2D_GRAD_WEIGHT_CHUNK_BODY
-}
-#define GRAD_WEIGHT_CHUNK(T) _Generic((T)0, float: grad_weight_chunk_f32, double: grad_weight_chunk_f64)
+FLOAT_CHUNKS(grad_weight_chunk, CONV2D_GRAD_WEIGHT_CHUNK_BODY, begin, end)
 
 #define CONV2D_GRAD_WEIGHT_BODY(T)                                                                  \
     {                                                                                               \
@@ -640,7 +616,7 @@ static void grad_weight_chunk_f64(void *arg, int64_t begin, int64_t end, int wor
         if (!ws) return ctx->status;                                                                \
         conv_job job = {ctx, &g, mst_tensor_data(c->in[0]), mst_tensor_data(c->in[1]), NULL, NULL, gw, ws, col_n, \
                         tile_n, per, nb, 0};                                                        \
-        mst_parallel_for(ctx, g.n, min_n, GRAD_WEIGHT_CHUNK(T), &job);                              \
+        mst_parallel_for(ctx, g.n, min_n, FLOAT_CHUNK(grad_weight_chunk, T), &job);                 \
         /* partials in chunk order: the same sum for the same thread count */                       \
         for (int w = 1; w < chunks; w++) {                                                          \
             const T *part = ws + (size_t)w * per + col_n + tile_n;                                  \

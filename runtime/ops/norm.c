@@ -214,16 +214,8 @@ typedef struct {
         else                                                                                         \
             BN_FOR_EACH(d, c0, c1, y[i] = (x[i] - (T)mean[ch]) * (T)scale[ch] + beta[ch])            \
     }
-static void bn_fwd_chunk_f32(void *arg, int64_t c0, int64_t c1, int worker) {
-    typedef float T;
-    BN_FWD_CHUNK_BODY
-}
-static void bn_fwd_chunk_f64(void *arg, int64_t c0, int64_t c1, int worker) {
-    typedef double T;
-    BN_FWD_CHUNK_BODY
-}
-#define BN_FWD_CHUNK(T) _Generic((T)0, float: bn_fwd_chunk_f32, double: bn_fwd_chunk_f64)
-#define BN_FWD_BODY(T) BN_RUN(c->in[0], 4, BN_FWD_CHUNK(T))
+FLOAT_CHUNKS(bn_fwd_chunk, BN_FWD_CHUNK_BODY, c0, c1)
+#define BN_FWD_BODY(T) BN_RUN(c->in[0], 4, FLOAT_CHUNK(bn_fwd_chunk, T))
 FLOAT_KERNELS(batchnorm, BN_FWD_BODY)
 
 /* Reference forward: channel by channel, every step in double, the textbook formula. */
@@ -349,16 +341,8 @@ static mst_status infer_batchnorm_grad(mst_ctx *ctx, const mst_op_call *c, mst_m
         else                                                                                         \
             BN_FOR_EACH(d, c0, c1, gx[i] = (T)scale[ch] * gy[i])                                     \
     }
-static void bn_grad_chunk_f32(void *arg, int64_t c0, int64_t c1, int worker) {
-    typedef float T;
-    BN_GRAD_CHUNK_BODY
-}
-static void bn_grad_chunk_f64(void *arg, int64_t c0, int64_t c1, int worker) {
-    typedef double T;
-    BN_GRAD_CHUNK_BODY
-}
-#define BN_GRAD_CHUNK(T) _Generic((T)0, float: bn_grad_chunk_f32, double: bn_grad_chunk_f64)
-#define BN_GRAD_BODY(T) BN_RUN(c->in[1], 5, BN_GRAD_CHUNK(T))
+FLOAT_CHUNKS(bn_grad_chunk, BN_GRAD_CHUNK_BODY, c0, c1)
+#define BN_GRAD_BODY(T) BN_RUN(c->in[1], 5, FLOAT_CHUNK(bn_grad_chunk, T))
 FLOAT_KERNELS(batchnorm_grad, BN_GRAD_BODY)
 
 /* Reference: channel by channel in double, the formula as written in the paper:

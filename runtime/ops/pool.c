@@ -130,15 +130,7 @@ static mst_status infer_avgpool2d(mst_ctx *ctx, const mst_op_call *c, mst_meta o
             }                                                                                        \
         }                                                                                            \
     }
-static void maxpool2d_chunk_f32(void *arg, int64_t pl0, int64_t pl1, int worker) {
-    typedef float T;
-    MAXPOOL_CHUNK_BODY
-}
-static void maxpool2d_chunk_f64(void *arg, int64_t pl0, int64_t pl1, int worker) {
-    typedef double T;
-    MAXPOOL_CHUNK_BODY
-}
-#define MAXPOOL_CHUNK(T) _Generic((T)0, float: maxpool2d_chunk_f32, double: maxpool2d_chunk_f64)
+FLOAT_CHUNKS(maxpool2d_chunk, MAXPOOL_CHUNK_BODY, pl0, pl1)
 
 /* Threads: the planes split into ranges over the context's pool (each output element is computed
  * alone, so the bits do not depend on the split), at least k_pool_min_chunk window reads a range
@@ -151,7 +143,7 @@ enum { k_pool_min_chunk = 1 << 17 };
         int64_t per_plane = Y->shape[2] * Y->shape[3] * c->attrs.i[0] * c->attrs.i[1];               \
         if (per_plane < 1) per_plane = 1;                                                            \
         mst_parallel_for(ctx, X->shape[0] * X->shape[1], (k_pool_min_chunk + per_plane - 1) / per_plane, \
-                         MAXPOOL_CHUNK(T), (void *)c);                                               \
+                         FLOAT_CHUNK(maxpool2d_chunk, T), (void *)c);                                    \
         return MST_OK;                                                                               \
     }
 FLOAT_KERNELS(maxpool2d, MAXPOOL_BODY)
