@@ -96,6 +96,7 @@ typedef struct mst_job {
         mst_job_device device;
         int threads;                        /* 0 = all cores */
         bool dynamic_batch;                 /* graph mode: one plan for every batch size (read by graph mode) */
+        bool flush_denormals;               /* FTZ/DAZ on every computing thread (runtime/fpu.h) */
     } runtime;
     struct {
         int level;                          /* 0 steps, 1 ops, 2 detail (profiler/events.h) */

@@ -123,6 +123,8 @@ const mst_job_key mst_job_keys[] = {
     INTMAX("runtime.threads", runtime.threads, "0", 0, 4096, "thread budget for kernels and loader (0 = all cores)"),
     BOOL("runtime.dynamic_batch", runtime.dynamic_batch, "false",
          "graph: one compiled plan for every batch size instead of one per shape"),
+    BOOL("runtime.flush_denormals", runtime.flush_denormals, "false",
+         "flush subnormal floats to zero (FTZ/DAZ) on every computing thread; changes the numerics"),
 
     INTMAX("profile.level", profile.level, "1", 0, 2,
            "mstune profile: 0 per-step totals, 1 plus per-op ranges, 2 plus memory events"),

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/fpu.h"
 #include "workloads/zoo.h"
 
 /* Fashion-MNIST pixel statistics over the training split (scaled to [0, 1]). */
@@ -58,6 +59,8 @@ static int open_sources(mst_session *s, const mst_job *job, char *err, size_t er
 int mst_session_open(mst_session *s, const mst_job *job, const char *out_dir, bool resume, char *err, size_t errn) {
     memset(s, 0, sizeof(*s));
     if (check_available(job, err, errn) != 0) return -1;
+    /* the FTZ/DAZ mode first: the loader workers started below take this thread's mode */
+    mst_fpu_set_flush(job->runtime.flush_denormals);
     if (open_sources(s, job, err, errn) != 0) goto fail;
 
     bool fashion = job->data.dataset == MST_JOB_DATASET_FASHION_MNIST;
@@ -83,7 +86,8 @@ int mst_session_open(mst_session *s, const mst_job *job, const char *out_dir, bo
         goto fail;
     }
 
-    s->ctx = mst_ctx_new(&(mst_ctx_config){.seed = (uint64_t)job->train.seed, .n_threads = job->runtime.threads});
+    s->ctx = mst_ctx_new(&(mst_ctx_config){.seed = (uint64_t)job->train.seed, .n_threads = job->runtime.threads,
+                                               .flush_denormals = job->runtime.flush_denormals});
     if (!s->ctx) {
         snprintf(err, errn, "out of memory creating the runtime context");
         goto fail;

@@ -9,6 +9,7 @@
 
 #include "profiler/events.h"
 #include "runtime/amp/autocast.h"
+#include "runtime/fpu.h"
 
 mst_ctx *mst_ctx_new(const mst_ctx_config *cfg) {
     mst_ctx *ctx = calloc(1, sizeof(*ctx));
@@ -20,6 +21,8 @@ mst_ctx *mst_ctx_new(const mst_ctx_config *cfg) {
     ctx->grad_enabled = true;
     ctx->out_cat = MST_MEM_ACT;
     for (int op = 0; op < MST_OP_COUNT; op++) ctx->prof_op_names[op] = mst_prof_intern(mst_op_name((mst_op)op));
+    ctx->flush_denormals = cfg && cfg->flush_denormals;
+    mst_fpu_apply(ctx);             /* before the pool starts: its workers take this thread's mode */
     mst_ctx_set_threads(ctx, cfg ? cfg->n_threads : 0);
     if (ctx->status != MST_OK) {    /* no memory for the thread pool */
         mst_allocator_free(ctx->alloc);

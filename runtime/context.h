@@ -24,6 +24,7 @@
 typedef struct {
     uint64_t seed;      /* every random draw derives from it */
     int n_threads;      /* kernels' share of the thread budget; 0 = all cores */
+    bool flush_denormals;   /* FTZ/DAZ on every computing thread (runtime/fpu.h); default off */
 } mst_ctx_config;
 
 struct mst_ctx {
@@ -31,6 +32,7 @@ struct mst_ctx {
     uint64_t seed;
     mst_rng rng;                    /* parameter init, dropout seeds */
     int n_threads;
+    bool flush_denormals;           /* runtime/fpu.h: set on the creating thread, inherited by the pool */
     mst_threadpool *threadpool;     /* n_threads - 1 workers; NULL with one thread */
 
     mst_status status;              /* first error since the last clear */

@@ -22,6 +22,7 @@
 
 #include "profiler/events.h"
 #include "runtime/context.h"
+#include "runtime/fpu.h"
 #include "runtime/status.h"
 
 /* pthread calls on objects this file owns fail only when an invariant is broken. */
@@ -59,6 +60,7 @@ typedef struct {
 
 struct mst_threadpool {
     int n_threads;              /* chunks per region at most; the caller counts */
+    bool flush_denormals;       /* the creating thread's FTZ/DAZ mode, set on every worker (runtime/fpu.h) */
     int n_workers;              /* threads actually started (n_threads - 1 unless creation failed) */
     worker_slot *workers;
 
@@ -113,6 +115,7 @@ static void *worker_main(void *arg) {
     char name[32];
     snprintf(name, sizeof(name), "pool.%d", w->home);
     mst_prof_set_thread_name(name);
+    mst_fpu_set_flush(p->flush_denormals);
     const uint32_t task = mst_prof_intern("pool.task");
     uint64_t seen = 0;
     for (;;) {
@@ -138,6 +141,7 @@ mst_threadpool *mst_threadpool_new(int n_threads) {
     mst_threadpool *p = calloc(1, sizeof(*p));
     if (!p) return NULL;
     p->n_threads = n_threads;
+    p->flush_denormals = mst_fpu_flushing();
     p->claim = calloc((size_t)n_threads, sizeof(*p->claim));
     p->workers = calloc((size_t)n_threads, sizeof(*p->workers));
     if (!p->claim || !p->workers) {

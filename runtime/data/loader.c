@@ -22,6 +22,7 @@
 
 #include "profiler/events.h"
 #include "runtime/rng.h"
+#include "runtime/fpu.h"
 
 #define TAG_SHUFFLE 0x73687566666c65ULL     /* "shuffle" */
 #define MAX_PREFETCH 4096
@@ -52,6 +53,7 @@ struct mst_loader {
     float *scratch;             /* (C, H, W): transform workspace when num_workers = 0 */
     int n_slots;
     slot *slots;
+    bool flush_denormals;       /* the creating thread's FTZ/DAZ mode (runtime/fpu.h), set on every worker */
 
     /* consumer-side state, also read by workers under `lock` */
     pthread_mutex_t lock;
@@ -101,6 +103,7 @@ static void *worker_main(void *arg) {
     char name[32];
     snprintf(name, sizeof(name), "loader.worker.%d", (int)(wk - ld->workers));
     mst_prof_set_thread_name(name);
+    mst_fpu_set_flush(ld->flush_denormals);    /* augmentation computes too: the creator's FTZ/DAZ mode */
     pthread_mutex_lock(&ld->lock);
     for (;;) {
         while (!ld->shutdown && !can_produce(ld)) pthread_cond_wait(&ld->work_cv, &ld->lock);
@@ -206,6 +209,7 @@ mst_loader *mst_loader_new(const mst_source *src, const mst_loader_config *cfg, 
         ld->slots[i].y = malloc((size_t)bs * sizeof(int32_t));
         if (!ld->slots[i].x || !ld->slots[i].y) goto oom;
     }
+    ld->flush_denormals = mst_fpu_flushing();
     if (cfg->num_workers > 0) {
         ld->workers = calloc((size_t)cfg->num_workers, sizeof(*ld->workers));
         if (!ld->workers) goto oom;
