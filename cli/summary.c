@@ -2,11 +2,31 @@
 #include "cli/summary.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/run_meta.h"
 #include "util/fsutil.h"
+
+/* Subnormal f32 values (0 < |x| < FLT_MIN) in the trained parameters and their last gradients:
+ * a detected fact the advisor's denormal rule cites (such values take a slow path on many CPUs). */
+static void add_subnormals(cJSON *root, const mst_model *m) {
+    int64_t n[2] = {0, 0}, sub[2] = {0, 0};
+    for (int i = 0; i < m->n_params; i++) {
+        const mst_tensor *ts[2] = {m->params[i], m->params[i]->grad};
+        for (int k = 0; k < 2; k++) {
+            const mst_tensor *t = ts[k];
+            if (!t || t->dtype != MST_DTYPE_F32 || !t->storage || !t->storage->data) continue;
+            const float *x = mst_tensor_f32(t);
+            for (int64_t j = 0; j < t->numel; j++) sub[k] += fpclassify(x[j]) == FP_SUBNORMAL;
+            n[k] += t->numel;
+        }
+    }
+    cJSON *o = cJSON_AddObjectToObject(root, "subnormal_fraction");
+    cJSON_AddNumberToObject(o, "params", n[0] ? (double)sub[0] / (double)n[0] : 0);
+    if (n[1]) cJSON_AddNumberToObject(o, "grads", (double)sub[1] / (double)n[1]);
+}
 
 cJSON *mst_summary_build(const mst_job *job, const mst_session *s, const mst_train_result *r) {
     cJSON *root = cJSON_CreateObject(), *config = NULL;
@@ -29,6 +49,9 @@ cJSON *mst_summary_build(const mst_job *job, const mst_session *s, const mst_tra
     cJSON_AddNumberToObject(root, "samples_per_s", r->samples_per_s);
     cJSON_AddNumberToObject(root, "peak_memory_bytes", (double)r->peak_memory_bytes);
     cJSON_AddNumberToObject(root, "wall_s", r->wall_s);
+    /* the training work, for the advisor's speed metric: loop time per applied optimizer update */
+    cJSON_AddNumberToObject(root, "train_loop_s", r->train_loop_s);
+    cJSON_AddNumberToObject(root, "applied_updates", (double)(r->steps - r->skipped_steps));
     cJSON_AddNumberToObject(root, "resumed_at_step", (double)r->resumed_at_step);
     cJSON_AddBoolToObject(root, "interrupted", r->interrupted);
     /* mixed precision: the level run, where the loss scale ended, and how many steps overflowed
@@ -43,6 +66,7 @@ cJSON *mst_summary_build(const mst_job *job, const mst_session *s, const mst_tra
     cJSON_AddNumberToObject(root, "compile_ms", r->compile_ms);
     cJSON_AddNumberToObject(root, "arena_bytes", (double)r->arena_bytes);
     cJSON_AddNumberToObject(root, "intermediate_bytes", (double)r->intermediate_bytes);
+    add_subnormals(root, s->model);
     cJSON *epochs = cJSON_AddArrayToObject(root, "epoch_records");
     for (int64_t i = 0; i < r->n_epoch; i++) {
         cJSON *e = cJSON_CreateObject();

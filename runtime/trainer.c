@@ -329,6 +329,7 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
             if (cfg->profiler) mst_prof_thread_flush();     /* every finished step reaches the store */
             double ms = (double)(mst_prof_now_ns() - t0) / 1e6;
             if (b > b0) step_ms[n_timed++] = ms;        /* the first step of an epoch is warm-up */
+            res->train_loop_s += ms / 1e3;
             res->losses[res->n_losses++] = lv;
             loss_sum += lv;
             er->steps++;

@@ -78,6 +78,8 @@ typedef struct {
     int64_t resumed_at_step;        /* 0 unless resumed */
     bool interrupted;               /* stopped early through cfg->stop */
     double wall_s;
+    double train_loop_s;            /* every training step's wall time summed (warm-up, compiles and data waits
+                                       included; evaluation and checkpoints excluded): the training work */
     int amp_level;                  /* as configured */
     double loss_scale_final;        /* the scale after the last step; 1 without a scaler */
     int64_t overflow_steps;         /* steps with inf/NaN gradients (scaler's count, resumed runs included) */
