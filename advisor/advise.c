@@ -32,6 +32,13 @@ static void add_sets(mst_trial_set *t, const char (*sets)[MST_SET_LEN], int n) {
     for (int i = 0; i < n && t->n_sets < MST_TRIAL_MAX_SETS; i++) snprintf(t->sets[t->n_sets++], sizeof(t->sets[0]), "%s", sets[i]);
 }
 
+static void verdict_not_run(mst_verdict *v) {
+    memset(v, 0, sizeof(*v));
+    v->kind = MST_VERDICT_NOT_RUN;
+    v->speedup = v->ci_low = v->ci_high = v->accuracy_delta_pp = v->memory_delta_bytes = v->memory_ratio = NAN;
+    v->accuracy_ci_low = v->accuracy_ci_high = v->seed_spread_pp = v->step_speedup = v->count_base = v->count_trial = NAN;
+}
+
 /* Gain per minute of trial time: the order trials run in under a budget. Accuracy fixes first. */
 static double priority(const mst_finding *f, double est_min) {
     double gain = f->goal == MST_GOAL_ACCURACY || f->goal == MST_GOAL_SAFETY ? 100.0 : (isnan(f->predicted) ? 0 : f->predicted - 1);
@@ -46,24 +53,54 @@ int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, siz
     int cores = cfg->n_cores > 0 ? cfg->n_cores : (int)sysconf(_SC_NPROCESSORS_ONLN);
     FILE *log = cfg->log;
 
-    /* 1. baseline: the job as given, profiled once, then repeated for the noise estimate */
+    /* 1. the diagnosis run: profiled, on its own; never part of the timing baseline (the
+     * profiler's cost would make the baseline look slower and every trial look faster) */
+    mst_trial_set *prof_run = &adv->profile;
+    snprintf(prof_run->name, sizeof(prof_run->name), "profile");
+    common_sets(cfg, prof_run);
+    if (log) fprintf(log, "profile: 1 run of %s\n", cfg->job_path);
+    mst_trial_run(prof_run, cfg->mstune_bin, cfg->job_path, cfg->out_dir, 1, true, log, cfg->stop);
+    if (prof_run->n_runs == 0 || !prof_run->runs[0].ok) {
+        snprintf(err, errn, "the profiled run failed: %s (log: %s/run.log)", prof_run->n_runs ? prof_run->runs[0].error : "not started",
+                 prof_run->n_runs ? prof_run->runs[0].dir : cfg->out_dir);
+        return -1;
+    }
+    /* 2. baseline: the job as given, unprofiled like every trial, over K seeds starting at the
+     * job's own (the timing repeats are the seed runs) */
     mst_trial_set *base = &adv->baseline;
     snprintf(base->name, sizeof(base->name), "baseline");
     common_sets(cfg, base);
-    if (log) fprintf(log, "baseline: %d runs of %s\n", repeats, cfg->job_path);
-    mst_trial_run(base, cfg->mstune_bin, cfg->job_path, cfg->out_dir, repeats, true, log, cfg->stop);
-    if (base->n_runs == 0 || !base->runs[0].ok) {
+    base->seeded = true;
+    base->seed0 = prof_run->runs[0].seed;
+    if (log) fprintf(log, "baseline: %d runs (seeds %lld..%lld) of %s\n", repeats, (long long)base->seed0,
+                     (long long)(base->seed0 + repeats - 1), cfg->job_path);
+    mst_trial_run(base, cfg->mstune_bin, cfg->job_path, cfg->out_dir, repeats, false, log, cfg->stop);
+    int base_ok = 0;
+    for (int i = 0; i < base->n_runs; i++) base_ok += base->runs[i].ok;
+    if (base_ok == 0) {
         snprintf(err, errn, "the baseline run failed: %s (log: %s/run.log)", base->n_runs ? base->runs[0].error : "not started",
                  base->n_runs ? base->runs[0].dir : cfg->out_dir);
         return -1;
     }
+    /* what K-vs-K runs can resolve: a trial must beat every baseline run, so a gain below the
+     * baseline's own spread cannot show; measured on the per-step medians (the loop totals carry
+     * preempted steps of a loaded machine, which says nothing about what a change can gain) */
+    double lo_t = INFINITY, hi_t = 0;
+    for (int i = 0; i < base->n_runs; i++) {
+        const mst_run_result *r = &base->runs[i];
+        double t = r->step_ms;
+        if (!r->ok || !(t > 0)) continue;
+        lo_t = fmin(lo_t, t);
+        hi_t = fmax(hi_t, t);
+    }
+    adv->resolvable_speedup = fmax(cfg->min_speedup, lo_t > 0 && isfinite(hi_t) ? hi_t / lo_t : cfg->min_speedup);
 
-    /* 2. diagnose from the baseline's profile */
-    snprintf(adv->db_path, sizeof(adv->db_path), "%s/profile.db", base->runs[0].dir);
+    /* 3. diagnose from the profile */
+    snprintf(adv->db_path, sizeof(adv->db_path), "%s/profile.db", prof_run->runs[0].dir);
     rpt_profile prof;
     if (rpt_profile_load(&prof, adv->db_path, err, errn) != 0) return -1;
     char sum_path[1100];
-    snprintf(sum_path, sizeof(sum_path), "%s/summary.json", base->runs[0].dir);
+    snprintf(sum_path, sizeof(sum_path), "%s/summary.json", prof_run->runs[0].dir);
     size_t len = 0;
     char *text = mst_read_file(sum_path, &len);
     cJSON *summary = text ? cJSON_ParseWithLength(text, len) : NULL;
@@ -74,19 +111,17 @@ int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, siz
         return -1;
     }
     double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    mst_rule_env env = {cores, phys > 0 ? phys : 0, summary};
+    mst_rule_env env = {cores, phys > 0 ? phys : 0, summary, adv->resolvable_speedup};
     adv->n_findings = mst_advisor_diagnose(&prof, &env, adv->findings, MST_MAX_FINDINGS);
     rpt_profile_free(&prof);
     cJSON_Delete(summary);
     if (log) fprintf(log, "diagnosis: %d finding%s\n", adv->n_findings, adv->n_findings == 1 ? "" : "s");
 
-    /* 3. verify: one change per trial, best predicted gain per minute first, within the budget */
+    /* 4. verify: one change per trial, best predicted gain per minute first, within the budget */
     double per_run_s = base->wall_s / base->n_runs;
     int order[MST_MAX_FINDINGS], n_order = 0;
     for (int i = 0; i < adv->n_findings; i++) {
-        adv->verdicts[i].kind = MST_VERDICT_NOT_RUN;
-        adv->verdicts[i].speedup = adv->verdicts[i].ci_low = adv->verdicts[i].ci_high = NAN;
-        adv->verdicts[i].accuracy_delta_pp = adv->verdicts[i].memory_delta_bytes = adv->verdicts[i].memory_ratio = NAN;
+        verdict_not_run(&adv->verdicts[i]);
         if (adv->findings[i].goal == MST_GOAL_NONE) {
             snprintf(adv->verdicts[i].reason, sizeof(adv->verdicts[i].reason), "a finding only: not applied automatically");
             continue;
@@ -111,21 +146,29 @@ int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, siz
                      "not tried: its estimated %.1f min exceed the %.1f min left of the budget", est_min, left_min > 0 ? left_min : 0);
             continue;
         }
+        char serr[400];
+        if (cfg->check_sets && cfg->check_sets(cfg->check_arg, (const char (*)[96])f->sets, f->n_sets, serr, sizeof(serr)) != 0) {
+            snprintf(adv->verdicts[i].reason, sizeof(adv->verdicts[i].reason),
+                     "not tried: the change does not validate against the job schema: %s", serr);
+            continue;
+        }
         mst_trial_set *t = &adv->trials[i];
         snprintf(t->name, sizeof(t->name), "trial-%d-%s", i + 1, f->rule);
         common_sets(cfg, t);
         add_sets(t, (const char (*)[MST_SET_LEN])f->sets, f->n_sets);
+        t->seeded = true;           /* the baseline's seeds: run i pairs with baseline run i */
+        t->seed0 = base->seed0;
         if (log) fprintf(log, "trial %d: %s\n", i + 1, f->change);
         mst_trial_run(t, cfg->mstune_bin, cfg->job_path, cfg->out_dir, repeats, false, log, cfg->stop);
         if (cfg->stop && *cfg->stop) {      /* its runs were cut short: nothing to judge */
             snprintf(adv->verdicts[i].reason, sizeof(adv->verdicts[i].reason), "not judged: the session was interrupted during it");
             continue;
         }
-        mst_verdict_decide(base, t, f->goal, cfg->tolerance_pp, cfg->min_speedup, cfg->confidence, &adv->verdicts[i]);
+        mst_verdict_decide(base, t, f->goal, f->count, cfg->tolerance_pp, cfg->min_speedup, cfg->confidence, &adv->verdicts[i]);
         if (log) fprintf(log, "  -> %s\n", adv->verdicts[i].reason);
     }
 
-    /* 4. combine the accepted changes and verify them together */
+    /* 5. combine the accepted changes and verify them together */
     int accepted[MST_MAX_FINDINGS], n_acc = 0;
     bool any_accuracy = false;
     for (int i = 0; i < adv->n_findings; i++)
@@ -141,10 +184,11 @@ int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, siz
         common_sets(cfg, c);
         for (int k = 0; k < n_acc; k++)
             add_sets(c, (const char (*)[MST_SET_LEN])adv->findings[accepted[k]].sets, adv->findings[accepted[k]].n_sets);
+        c->seeded = true;
+        c->seed0 = base->seed0;
         adv->has_combined = true;
         if (est_min > left_min || (cfg->stop && *cfg->stop)) {
-            adv->combined_verdict.kind = MST_VERDICT_NOT_RUN;
-            adv->combined_verdict.speedup = NAN;
+            verdict_not_run(&adv->combined_verdict);
             snprintf(adv->combined_verdict.reason, sizeof(adv->combined_verdict.reason),
                      "not verified: %s; tuned.yaml keeps only the best single change",
                      cfg->stop && *cfg->stop ? "the session was interrupted" : "no budget left");
@@ -152,14 +196,14 @@ int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, siz
         } else {
             if (log) fprintf(log, "combined: %d accepted changes together\n", n_acc);
             mst_trial_run(c, cfg->mstune_bin, cfg->job_path, cfg->out_dir, repeats, false, log, cfg->stop);
-            mst_verdict_decide(base, c, any_accuracy ? MST_GOAL_SAFETY : MST_GOAL_SPEED, cfg->tolerance_pp, cfg->min_speedup,
+            mst_verdict_decide(base, c, any_accuracy ? MST_GOAL_SAFETY : MST_GOAL_SPEED, MST_COUNT_NONE, cfg->tolerance_pp, cfg->min_speedup,
                                cfg->confidence, &adv->combined_verdict);
             if (log) fprintf(log, "  -> %s\n", adv->combined_verdict.reason);
             use_all = adv->combined_verdict.kind == MST_VERDICT_ACCEPTED;
         }
     }
 
-    /* 5. what tuned.yaml applies */
+    /* 6. what tuned.yaml applies */
     int best = -1;
     for (int k = 0; k < n_acc; k++) {
         int i = accepted[k];

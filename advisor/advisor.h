@@ -34,11 +34,15 @@ typedef struct {
     const char *out_dir;
     double budget_minutes;      /* for the trials after the baseline; <= 0: no limit */
     double tolerance_pp;        /* accuracy tolerance in percentage points (0.5) */
-    int repeats;                /* runs per configuration (>= 3: a 3-vs-3 rank test can reach p = 0.05) */
+    int repeats;                /* runs (seeds) per configuration (>= 3: a 3-vs-3 rank test can reach p = 0.05) */
     double min_speedup;         /* smallest speedup worth accepting, beyond the interval (1.02) */
     double confidence;          /* two-sided level of the speedup interval (0.90) */
     int n_cores;                /* the machine's cores (0: sysconf) */
     FILE *log;                  /* progress lines; NULL: silent */
+    /* validates a trial's overrides against the job schema before it runs (0 ok, -1 with err);
+     * NULL: the trial's own process validates (and a bad override fails the trial) */
+    int (*check_sets)(void *arg, const char (*sets)[96], int n, char *err, size_t errn);
+    void *check_arg;
     volatile sig_atomic_t *stop;    /* set (Ctrl-C): no new run starts; what ran is still judged and written */
 } mst_advise_config;
 
@@ -47,7 +51,9 @@ void mst_advise_config_default(mst_advise_config *c);
 typedef struct {
     mst_finding findings[MST_MAX_FINDINGS];
     int n_findings;
-    mst_trial_set baseline;
+    mst_trial_set profile;                     /* the diagnosis run (mstune profile): never timed */
+    mst_trial_set baseline;                    /* K unprofiled runs, seeds seed0 .. seed0 + K - 1 */
+    double resolvable_speedup;                 /* the smallest gain K-vs-K runs resolve: the baseline's spread */
     mst_trial_set trials[MST_MAX_FINDINGS];    /* trials[i] verifies findings[i] (run only when actionable) */
     mst_verdict verdicts[MST_MAX_FINDINGS];
     bool has_combined;

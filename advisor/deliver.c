@@ -13,9 +13,7 @@
 #include "report/stats.h"
 #include "util/fsutil.h"
 
-static const char *verdict_name(mst_verdict_kind k) {
-    return k == MST_VERDICT_ACCEPTED ? "accepted" : k == MST_VERDICT_REJECTED ? "rejected" : "not run";
-}
+static const char *verdict_name(mst_verdict_kind k) { return mst_verdict_name(k); }
 
 static void fmt_x(char *buf, size_t n, double v) {
     if (isnan(v)) snprintf(buf, n, "-");
@@ -55,10 +53,17 @@ static double median_of(const mst_trial_set *t, int what) {
     int n = 0;
     for (int i = 0; i < t->n_runs; i++) {
         const mst_run_result *r = &t->runs[i];
-        if (!r->ok) continue;
-        v[n++] = what == 0 ? r->step_ms : what == 1 ? r->val_accuracy : r->peak_memory_bytes;
+        if (!r->ok || (what == 1 && r->val_accuracy < 0)) continue;     /* -1: not evaluated */
+        v[n++] = what == 0 ? r->step_ms : what == 1 ? r->val_accuracy : what == 2 ? r->peak_memory_bytes : r->ms_per_update;
     }
     return n ? mst_stats_median(v, n) : NAN;
+}
+
+/* "val accuracy 85.20%", or "no val accuracy (train.eval false)" */
+static const char *fmt_val_acc(char *buf, size_t n, double acc) {
+    if (isnan(acc)) snprintf(buf, n, "no val accuracy (train.eval false)");
+    else snprintf(buf, n, "val accuracy %.2f%%", 100 * acc);
+    return buf;
 }
 
 /* "12.3 MB", "850 kB": small jobs have small peaks. */
@@ -72,8 +77,10 @@ static const char *fmt_bytes(char *buf, size_t n, double b) {
 void mst_advice_print(FILE *f, const mst_advice *adv, const mst_advise_config *cfg) {
     const mst_trial_set *b = &adv->baseline;
     char bmem[32];
-    fprintf(f, "\nbaseline: %d runs, median step %.4g ms, val accuracy %.2f%%, peak memory %s\n", b->n_runs,
-            median_of(b, 0), 100 * median_of(b, 1), fmt_bytes(bmem, sizeof(bmem), median_of(b, 2)));
+    char bacc[64];
+    fprintf(f, "\nbaseline: %d unprofiled runs (seeds %lld..%lld), %.4g ms per applied update (median step %.4g ms), %s, "
+               "peak memory %s\n", b->n_runs, (long long)b->seed0, (long long)(b->seed0 + b->n_runs - 1), median_of(b, 3),
+            median_of(b, 0), fmt_val_acc(bacc, sizeof(bacc), median_of(b, 1)), fmt_bytes(bmem, sizeof(bmem), median_of(b, 2)));
     if (adv->n_findings == 0) fprintf(f, "findings: none\n");
     else
         fprintf(f, "\n %-2s %-21s %-42s %-9s %-24s %-7s %-10s %s\n", "#", "rule", "change", "predicted",
@@ -104,9 +111,11 @@ int mst_advice_write_markdown(const mst_advice *adv, const mst_advise_config *cf
     if (!f) { snprintf(err, errn, "%s: out of memory", path); return -1; }
     const mst_trial_set *b = &adv->baseline;
     char bmem[32];
-    fprintf(f, "# mstune advise: %s\n\nBaseline: %d runs, median step %.4g ms, val accuracy %.2f%%, peak memory %s. "
-               "Tolerance %.2f pp, %d runs per configuration, %.0f%% intervals.\n\n",
-            cfg->job_path, b->n_runs, median_of(b, 0), 100 * median_of(b, 1), fmt_bytes(bmem, sizeof(bmem), median_of(b, 2)),
+    char bacc[64];
+    fprintf(f, "# mstune advise: %s\n\nBaseline: %d unprofiled runs (one seed each), %.4g ms per applied update (median step "
+               "%.4g ms), %s, peak memory %s. Tolerance %.2f pp, %d runs (seeds) per configuration, %.0f%% intervals.\n\n",
+            cfg->job_path, b->n_runs, median_of(b, 3), median_of(b, 0), fmt_val_acc(bacc, sizeof(bacc), median_of(b, 1)),
+            fmt_bytes(bmem, sizeof(bmem), median_of(b, 2)),
             cfg->tolerance_pp,
             cfg->repeats, 100 * cfg->confidence);
     fprintf(f, "| # | rule | evidence | change | predicted | measured [interval] | memory | accuracy | verdict | reason |\n"
@@ -136,6 +145,16 @@ static cJSON *verdict_json(const mst_verdict *v) {
     if (!isnan(v->ci_high)) cJSON_AddNumberToObject(o, "ci_high", v->ci_high);
     if (!isnan(v->accuracy_delta_pp)) cJSON_AddNumberToObject(o, "accuracy_delta_pp", v->accuracy_delta_pp);
     if (!isnan(v->memory_delta_bytes)) cJSON_AddNumberToObject(o, "memory_delta_bytes", v->memory_delta_bytes);
+    if (!isnan(v->accuracy_ci_low)) cJSON_AddNumberToObject(o, "accuracy_ci_low_pp", v->accuracy_ci_low);
+    if (!isnan(v->accuracy_ci_high)) cJSON_AddNumberToObject(o, "accuracy_ci_high_pp", v->accuracy_ci_high);
+    if (v->accuracy_pairs > 0) cJSON_AddNumberToObject(o, "accuracy_seeds", v->accuracy_pairs);
+    if (!isnan(v->seed_spread_pp)) cJSON_AddNumberToObject(o, "seed_spread_pp", v->seed_spread_pp);
+    if (!isnan(v->step_speedup)) cJSON_AddNumberToObject(o, "step_median_speedup", v->step_speedup);
+    if (!isnan(v->count_base)) {
+        cJSON_AddStringToObject(o, "count", v->count == MST_COUNT_SKIPPED_STEPS ? "skipped_steps" : "compile_count");
+        cJSON_AddNumberToObject(o, "count_baseline", v->count_base);
+        cJSON_AddNumberToObject(o, "count_trial", v->count_trial);
+    }
     cJSON_AddStringToObject(o, "reason", v->reason);
     return o;
 }
@@ -155,6 +174,10 @@ static cJSON *runs_json(const mst_trial_set *t) {
             cJSON_AddNumberToObject(o, "peak_memory_bytes", r->peak_memory_bytes);
             cJSON_AddNumberToObject(o, "skipped_steps", (double)r->skipped_steps);
             cJSON_AddNumberToObject(o, "steps", (double)r->steps);
+            cJSON_AddNumberToObject(o, "seed", (double)r->seed);
+            if (!isnan(r->ms_per_update)) cJSON_AddNumberToObject(o, "ms_per_update", r->ms_per_update);
+            if (!isnan(r->train_loop_s)) cJSON_AddNumberToObject(o, "train_loop_s", r->train_loop_s);
+            cJSON_AddNumberToObject(o, "compile_count", (double)r->compile_count);
         } else {
             cJSON_AddStringToObject(o, "error", r->error);
         }
@@ -176,6 +199,8 @@ static cJSON *finding_json(const mst_finding *fd, const mst_verdict *v, const ms
                             : fd->goal == MST_GOAL_ACCURACY ? "accuracy"
                             : fd->goal == MST_GOAL_SAFETY   ? "safety"
                                                             : "finding");
+    if (fd->count != MST_COUNT_NONE)
+        cJSON_AddStringToObject(o, "count", fd->count == MST_COUNT_SKIPPED_STEPS ? "skipped_steps" : "compile_count");
     cJSON_AddStringToObject(o, "title", fd->title);
     cJSON_AddStringToObject(o, "evidence", fd->evidence);
     cJSON_AddStringToObject(o, "change", fd->change);
@@ -193,7 +218,9 @@ int mst_advice_write_json(const mst_advice *adv, const mst_advise_config *cfg, c
     cJSON_AddNumberToObject(root, "tolerance_pp", cfg->tolerance_pp);
     cJSON_AddNumberToObject(root, "repeats", cfg->repeats);
     cJSON_AddNumberToObject(root, "confidence", cfg->confidence);
+    cJSON_AddItemToObject(root, "profile_run", runs_json(&adv->profile));
     cJSON_AddItemToObject(root, "baseline_runs", runs_json(&adv->baseline));
+    cJSON_AddNumberToObject(root, "resolvable_speedup", adv->resolvable_speedup);
     cJSON *fs = cJSON_AddArrayToObject(root, "findings");
     for (int i = 0; i < adv->n_findings; i++)
         cJSON_AddItemToArray(fs, finding_json(&adv->findings[i], &adv->verdicts[i], &adv->trials[i]));

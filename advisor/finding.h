@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "advisor/trial.h"
 #include "report/profile_view.h"
 
 #define MST_MAX_FINDINGS 12
@@ -32,6 +33,7 @@ typedef struct {
     char sets[MST_FINDING_MAX_SETS][MST_SET_LEN];   /* the change as job overrides "key=value" */
     int n_sets;
     char change[192];                   /* for people: "runtime.mode eager -> graph" */
+    mst_count_kind count;               /* a deterministic effect judged as an exact count (skips, compiles) */
     double predicted;                   /* predicted speedup (x); NAN when the rule does not predict one */
     double confidence;                  /* 0..1 */
     double score;                       /* ranking: larger first */
@@ -41,7 +43,9 @@ typedef struct {
 typedef struct {
     int n_cores;
     double memory_bytes;                /* physical memory; 0 when unknown (no headroom finding) */
-    const cJSON *summary;               /* the baseline's summary.json (compile_count, skipped_steps, ...) */
+    const cJSON *summary;               /* the profiled run's summary.json (compile_count, skipped_steps, ...) */
+    double resolvable_speedup;          /* the smallest gain the trial protocol resolves (the baseline's
+                                           run-to-run spread, at least the minimum speedup); 0: 1.10 */
 } mst_rule_env;
 
 /* Runs every rule; fills at most cap findings, largest score first; returns the count. */

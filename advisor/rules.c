@@ -58,29 +58,74 @@ static void add_set(mst_finding *f, const char *fmt, const char *value) {
     if (f->n_sets < MST_FINDING_MAX_SETS) snprintf(f->sets[f->n_sets++], MST_SET_LEN, fmt, value);
 }
 
-/* Share of kernel time in ops whose name starts with one of the prefixes (GEMM-like work). */
-static double gemm_share_of_kernels(const rpt_profile *p) {
+/* An op's typical time in the run: p50 x calls (robust to one inflated call, unlike the total). */
+static double op_typical_ns(const rpt_op *o) { return o->p50_ns > 0 ? o->p50_ns * (double)o->calls : (double)o->total_ns; }
+
+static bool is_gemm(const char *name) {
     static const char *const gemm[] = {"matmul", "linear", "conv2d"};
-    int64_t g = 0;
-    for (int i = 0; i < p->n_ops; i++)
-        for (size_t k = 0; k < sizeof(gemm) / sizeof(*gemm); k++)
-            if (strncmp(p->ops[i].name, gemm[k], strlen(gemm[k])) == 0) { g += p->ops[i].total_ns; break; }
-    return p->ops_total_ns > 0 ? (double)g / (double)p->ops_total_ns : 0;
+    for (size_t k = 0; k < sizeof(gemm) / sizeof(*gemm); k++)
+        if (strncmp(name, gemm[k], strlen(gemm[k])) == 0) return true;
+    return false;
+}
+
+/* Share of kernel time (p50 x calls per op) in GEMM-like ops (matmul, linear, conv2d). */
+static double gemm_share_of_kernels(const rpt_profile *p) {
+    double g = 0, all = 0;
+    for (int i = 0; i < p->n_ops; i++) {
+        double t = op_typical_ns(&p->ops[i]);
+        all += t;
+        if (is_gemm(p->ops[i].name)) g += t;
+    }
+    return all > 0 ? g / all : 0;
+}
+
+/* A category's share of the step, robustly: the median over the profiled steps of each step's
+ * own share (category / wall). One preempted step changes a run-wide sum (38 ms of a 47 ms run
+ * cut a 26% dispatch share to 5%), it cannot move this median. Falls back to the run-wide share
+ * when no step rows were read. */
+static double step_share(const rpt_profile *p, mst_prof_cat c) {
+    double *v = malloc(sizeof(double) * (size_t)(p->n_steps > 0 ? p->n_steps : 1));
+    int64_t n = 0;
+    for (int64_t i = 0; v && i < p->n_steps; i++)
+        if (p->steps[i].used && p->steps[i].wall_ms > 0) v[n++] = p->steps[i].cat_ms[c] / p->steps[i].wall_ms;
+    double r = n > 0 ? rpt_median(v, n) : p->bd.share[c];
+    free(v);
+    return r;
+}
+
+/* The smallest predicted gain worth a trial: what K-vs-K runs resolve (the baseline's spread). */
+static double resolvable(const mst_rule_env *env) { return env->resolvable_speedup > 1 ? env->resolvable_speedup : 1.10; }
+
+/* Median wall time of the used steps in [from, to) of the used-step sequence (ms); NAN if none. */
+static double used_median_ms(const rpt_profile *p, int64_t from, int64_t to) {
+    double *v = malloc(sizeof(double) * (size_t)(p->n_steps > 0 ? p->n_steps : 1));
+    int64_t n = 0, k = 0;
+    for (int64_t i = 0; v && i < p->n_steps; i++) {
+        if (!p->steps[i].used) continue;
+        if (k >= from && k < to) v[n++] = p->steps[i].wall_ms;
+        k++;
+    }
+    double r = n > 0 ? rpt_median(v, n) : NAN;
+    free(v);
+    return r;
 }
 
 /* ---- rules ---- */
 
 /* Eager per-op host work: graph mode removes dispatch (bounded by 1 / (1 - share)). */
-static void rule_graph_mode(const rpt_profile *p, sink *s) {
+static void rule_graph_mode(const rpt_profile *p, const mst_rule_env *env, sink *s) {
     const char *mode = mst_cfg_str(p->config, "runtime.mode", "eager");
-    double d = p->bd.share[MST_CAT_DISPATCH];
-    if (strcmp(mode, "eager") != 0 || d < 0.10) return;
+    double d = step_share(p, MST_CAT_DISPATCH);
+    /* 10% (a bound of 1.11x) always qualifies; below it, whenever the bound exceeds what the runs resolve */
+    if (strcmp(mode, "eager") != 0 || !(d > 0) || (d < 0.10 && 1.0 / (1.0 - d) < resolvable(env))) return;
     mst_finding *f = add(s, "graph_mode", MST_GOAL_SPEED);
     if (!f) return;
     snprintf(f->title, sizeof(f->title), "eager dispatch is %.0f%% of the step", 100 * d);
     snprintf(f->evidence, sizeof(f->evidence),
-             "dispatch %.1f%%, kernel %.1f%% of the median step (%.4g ms) over %lld profiled steps; runtime.mode eager",
-             100 * d, 100 * p->bd.share[MST_CAT_KERNEL], p->bd.wall_median_ns / 1e6, (long long)p->bd.steps);
+             "dispatch %.1f%%, kernel %.1f%% of the step (medians over %lld profiled steps of each step's share; median "
+             "step %.4g ms); runtime.mode eager; bound 1/(1-d) = %.3fx (the trials resolve %.3fx)",
+             100 * d, 100 * step_share(p, MST_CAT_KERNEL), (long long)p->bd.steps, p->bd.wall_median_ns / 1e6, 1.0 / (1.0 - d),
+             resolvable(env));
     add_set(f, "runtime.mode=%s", "graph");
     snprintf(f->change, sizeof(f->change), "runtime.mode eager -> graph");
     f->predicted = 1.0 / (1.0 - d);
@@ -90,8 +135,8 @@ static void rule_graph_mode(const rpt_profile *p, sink *s) {
 
 /* Data wait on the critical path: more loader workers (bounded by cores) and a deeper prefetch. */
 static void rule_loader(const rpt_profile *p, const mst_rule_env *env, sink *s) {
-    double d = p->bd.share[MST_CAT_DATA];
-    if (d < 0.05) return;
+    double d = step_share(p, MST_CAT_DATA);
+    if (d < 0.05 && !(d > 0 && 1.0 / (1.0 - d) >= resolvable(env))) return;
     int workers = (int)mst_cfg_num(p->config, "data.num_workers", 0);
     int prefetch = (int)mst_cfg_num(p->config, "data.prefetch", 2);
     int cores = env->n_cores > 0 ? env->n_cores : 1;
@@ -103,7 +148,8 @@ static void rule_loader(const rpt_profile *p, const mst_rule_env *env, sink *s) 
     snprintf(f->title, sizeof(f->title), "the step waits for data %.0f%% of the time (%s)", 100 * d,
              d >= 0.20 ? "high" : "moderate");
     snprintf(f->evidence, sizeof(f->evidence),
-             "data %.1f%% of the median step (%.4g ms); data.num_workers %d, data.prefetch %d, %d cores", 100 * d,
+             "data %.1f%% of the step (median over steps of each step's share; median step %.4g ms); data.num_workers %d, "
+             "data.prefetch %d, %d cores", 100 * d,
              p->bd.wall_median_ns / 1e6, workers, prefetch, cores);
     char v[32];
     snprintf(v, sizeof(v), "%d", want);
@@ -117,28 +163,62 @@ static void rule_loader(const rpt_profile *p, const mst_rule_env *env, sink *s) 
     f->score = f->predicted;
 }
 
-/* O0 and GEMM/conv-dominated kernels: propose O2 with the half type the device handles best. On a
- * CPU without half arithmetic the only gain is halved bytes in memory-bound kernels, which the
- * prediction says; the trial decides. */
-static void rule_amp_level(const rpt_profile *p, sink *s) {
+/* The half-precision CPU features the run recorded (summary.json "cpu": {"model", "features"}),
+ * as text: only detected facts, never a fixed claim about the hardware. */
+static void cpu_half_facts(const cJSON *summary, char *out, size_t n) {
+    const cJSON *cpu = cJSON_GetObjectItemCaseSensitive(summary, "cpu");
+    const cJSON *feats = cJSON_GetObjectItemCaseSensitive(cpu, "features");
+    if (!cJSON_IsArray(feats)) {
+        snprintf(out, n, "CPU features not recorded");
+        return;
+    }
+    static const char *const half[] = {"f16c", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_fp16", "avx_vnni"};
+    size_t len = 0;
+    const char *model = mst_cfg_str(cpu, "model", "");
+    len += (size_t)snprintf(out + len, n - len, "CPU %s: half-precision features", model[0] ? model : "(model not recorded)");
+    int found = 0;
+    for (size_t k = 0; k < sizeof(half) / sizeof(*half) && len < n; k++) {
+        const cJSON *f;
+        cJSON_ArrayForEach(f, feats)
+            if (cJSON_IsString(f) && strcmp(f->valuestring, half[k]) == 0) {
+                len += (size_t)snprintf(out + len, n - len, "%s%s", found++ ? ", " : " ", half[k]);
+                break;
+            }
+    }
+    if (!found && len < n) snprintf(out + len, n - len, " none detected (%d features recorded)", cJSON_GetArraySize(feats));
+}
+
+/* O0 and GEMM/conv-dominated kernels: propose O2 with the half type the device handles best. The
+ * evidence cites the detected CPU features and the GEMMs' measured rate; the trial decides. */
+static void rule_amp_level(const rpt_profile *p, const mst_rule_env *env, sink *s) {
     const char *level = mst_cfg_str(p->config, "amp.level", "O0");
-    double k = p->bd.share[MST_CAT_KERNEL], g = gemm_share_of_kernels(p);
+    double k = step_share(p, MST_CAT_KERNEL), g = gemm_share_of_kernels(p);
     if (strcmp(level, "O0") != 0 || k < 0.5 || g < 0.5) return;
     mst_finding *f = add(s, "amp_level", MST_GOAL_SPEED);
     if (!f) return;
     const char *device = mst_cfg_str(p->config, "runtime.device", "cpu");
     /* bf16 on CPUs: f32's range (no loss scaling needed) and a conversion that is a shift */
     const char *half = strcmp(device, "cuda") == 0 ? "f16" : "bf16";
+    /* the GEMMs' measured rate: FLOPs over p50 x calls */
+    double flops = 0, ns = 0;
+    for (int i = 0; i < p->n_ops; i++)
+        if (is_gemm(p->ops[i].name) && p->ops[i].flops > 0) {
+            flops += (double)p->ops[i].flops;
+            ns += (double)p->ops[i].total_ns;
+        }
+    char facts[256];
+    cpu_half_facts(env->summary, facts, sizeof(facts));
     snprintf(f->title, sizeof(f->title), "kernels are %.0f%% of the step, %.0f%% of them GEMM/conv, in f32", 100 * k,
              100 * g);
     snprintf(f->evidence, sizeof(f->evidence),
-             "kernel %.1f%% of the median step, matmul/linear/conv2d %.1f%% of kernel time; amp.level O0 on %s "
-             "(no native half arithmetic on this CPU: half is stored, computed in f32)",
-             100 * k, 100 * g, device);
+             "kernel %.1f%% of the step (median of per-step shares), matmul/linear/conv2d %.1f%% of kernel time (p50 x calls); "
+             "their measured f32 rate %.3g GFLOP/s; amp.level O0 on %s; %s",
+             100 * k, 100 * g, ns > 0 ? flops / ns : 0, device, facts);
     add_set(f, "amp.level=%s", "O2");
     add_set(f, "amp.dtype=%s", half);
     snprintf(f->change, sizeof(f->change), "amp.level O0 -> O2 (%s)", half);
-    /* memory-bound share (everything but GEMM/conv) moves half the bytes; GEMMs gain nothing here */
+    /* memory-bound share (everything but GEMM/conv) moves half the bytes; whether the GEMMs gain
+     * depends on kernels this prediction does not know: the trial measures it */
     double mem_bound = k * (1 - g);
     f->predicted = strcmp(device, "cuda") == 0 ? 1.0 / (1.0 - 0.5 * k) : 1.0 / (1.0 - 0.5 * mem_bound);
     f->confidence = strcmp(device, "cuda") == 0 ? 0.6 : 0.2;
@@ -146,7 +226,8 @@ static void rule_amp_level(const rpt_profile *p, sink *s) {
 }
 
 /* O3 runs norms and the loss in half: correct to O2 (MindSpore's recommended level). */
-static void rule_amp_o3(const rpt_profile *p, sink *s) {
+static void rule_amp_o3(const rpt_profile *p, const mst_rule_env *env, sink *s) {
+    (void)env;
     if (strcmp(mst_cfg_str(p->config, "amp.level", "O0"), "O3") != 0) return;
     mst_finding *f = add(s, "amp_o3_norms", MST_GOAL_SAFETY);
     if (!f) return;
@@ -182,21 +263,59 @@ static void rule_loss_scale(const rpt_profile *p, const mst_rule_env *env, sink 
     }
     bool falling = !isnan(q_first) && q_last < q_first;
     double skip_frac = steps > 0 ? skipped / steps : 0;
+    /* the scale history: skips after the leading run (churn that persists), and the period of
+     * the shrink cycles after it */
+    int64_t later = 0, last_shrink = -1, n_periods = 0;
+    double period_sum = 0;
+    for (int64_t i = lead; i < p->n_steps; i++) {
+        if (p->steps[i].overflow != 1) continue;
+        later++;
+        if (last_shrink >= 0) { period_sum += (double)(i - last_shrink); n_periods++; }
+        last_shrink = i;
+    }
+    double later_frac = p->n_steps > lead ? (double)later / (double)(p->n_steps - lead) : 0;
+    double window = mst_cfg_num(p->config, "amp.loss_scale.window", 2000);
+    double factor = mst_cfg_num(p->config, "amp.loss_scale.factor", 2);
     if (skip_frac > 0.05 || lead >= 10 || falling) {
         mst_finding *f = add(s, "loss_scale", MST_GOAL_SPEED);
         if (!f) return;
+        f->count = MST_COUNT_SKIPPED_STEPS;
         double init = mst_cfg_num(p->config, "amp.loss_scale.init", 16777216);
         double target = isfinite(final_scale) && final_scale >= 1 ? final_scale : init / 1024;
-        snprintf(f->title, sizeof(f->title), "%.0f of %.0f steps skipped on overflow (%.0f%%)", skipped, steps, 100 * skip_frac);
+        bool dynamic = strcmp(type, "dynamic") == 0 || (strcmp(type, "auto") == 0 && strcmp(level, "O0") != 0);
+        /* which knob: churn that persists after the start is the window (grows too soon) or the
+         * factor (each grow overshoots); a long leading run alone is the initial scale */
+        const char *knob = "init";
+        if (dynamic && later_frac > 0.05 && window < 2000) knob = "window";
+        else if (dynamic && later_frac > 0.05 && factor > 2) knob = "factor";
+        snprintf(f->title, sizeof(f->title), "%.0f of %.0f steps skipped on overflow (%.0f%%): the %s is the cause", skipped, steps,
+                 100 * skip_frac, strcmp(knob, "init") == 0 ? "initial scale" : strcmp(knob, "window") == 0 ? "growth window" : "growth factor");
         snprintf(f->evidence, sizeof(f->evidence),
-                 "loss scale init %.4g, final %.4g; %.0f overflow steps, %.0f skipped, the first %lld steps skipped%s",
-                 init, final_scale, overflow, skipped, (long long)lead, falling ? ", still falling in the last quarter" : "");
+                 "scale history: init %.4g, final %.4g; %.0f overflow steps, %.0f skipped; the first %lld steps skipped, then %lld "
+                 "more skips (%.1f%% of the later steps); window %.0f, factor %.3g%s",
+                 init, final_scale, overflow, skipped, (long long)lead, (long long)later, 100 * later_frac,
+                 window, factor, falling ? "; still falling in the last quarter" : "");
+        if (n_periods > 0) {
+            size_t len = strlen(f->evidence);
+            snprintf(f->evidence + len, sizeof(f->evidence) - len, "; mean period of the shrink cycles %.1f steps", period_sum / (double)n_periods);
+        }
         char v[32];
-        snprintf(v, sizeof(v), "%.17g", target);
-        add_set(f, "amp.loss_scale.init=%s", v);
-        if (strcmp(type, "auto") == 0 || strcmp(type, "none") == 0) add_set(f, "amp.loss_scale.type=%s", "dynamic");
-        snprintf(f->change, sizeof(f->change), "amp.loss_scale.init %.4g -> %.4g (the scale the run settled at)", init, target);
-        f->predicted = skip_frac < 0.99 ? 1.0 / (1.0 - skip_frac) : 2.0;
+        if (strcmp(knob, "window") == 0) {
+            add_set(f, "amp.loss_scale.window=%s", "2000");
+            snprintf(f->change, sizeof(f->change), "amp.loss_scale.window %.0f -> 2000 (MindSpore's and PyTorch's default)", window);
+            f->predicted = later_frac < 0.99 ? 1.0 / (1.0 - later_frac) : 2.0;
+        } else if (strcmp(knob, "factor") == 0) {
+            add_set(f, "amp.loss_scale.factor=%s", "2");
+            snprintf(f->change, sizeof(f->change), "amp.loss_scale.factor %.3g -> 2", factor);
+            f->predicted = later_frac < 0.99 ? 1.0 / (1.0 - later_frac) : 2.0;
+        } else {
+            snprintf(v, sizeof(v), "%.17g", target);
+            add_set(f, "amp.loss_scale.init=%s", v);
+            if (strcmp(type, "auto") == 0 || strcmp(type, "none") == 0) add_set(f, "amp.loss_scale.type=%s", "dynamic");
+            snprintf(f->change, sizeof(f->change), "amp.loss_scale.init %.4g -> %.4g (the scale the run settled at)", init, target);
+            double lead_frac = steps > 0 ? (double)lead / steps : 0;
+            f->predicted = lead_frac < 0.99 ? 1.0 / (1.0 - lead_frac) : 2.0;
+        }
         f->confidence = 0.7;
         f->score = f->predicted;
         return;
@@ -241,6 +360,7 @@ static void rule_recompile(const rpt_profile *p, const mst_rule_env *env, sink *
     if (compiles <= 1 || mst_cfg_num(p->config, "runtime.dynamic_batch", 0) != 0) return;
     mst_finding *f = add(s, "recompile", MST_GOAL_SPEED);
     if (!f) return;
+    f->count = MST_COUNT_COMPILES;
     double wall_ms = 1000 * mst_cfg_num(env->summary, "wall_s", 0);
     snprintf(f->title, sizeof(f->title), "%.0f graph plans compiled for one job", compiles);
     snprintf(f->evidence, sizeof(f->evidence), "compile_count %.0f, compile time %.1f ms of a %.1f ms run; "
@@ -253,11 +373,50 @@ static void rule_recompile(const rpt_profile *p, const mst_rule_env *env, sink *
     f->score = f->predicted;
 }
 
+/* Subnormal floats: a slow path on many CPUs (microcode assists), invisible in FLOP counts. Two
+ * signals: the share of subnormal parameter values the run ended with (summary.json, counted),
+ * and step time growing steadily across the run at unchanged shapes (the median of each quarter
+ * of the profiled steps above the one before, the last >= 1.3x the first). Proposes
+ * runtime.flush_denormals (FTZ/DAZ): it changes the numerics, so the trial checks accuracy. */
+static void rule_denormals(const rpt_profile *p, const mst_rule_env *env, sink *s) {
+    if (mst_cfg_num(p->config, "runtime.flush_denormals", 0) != 0) return;
+    double frac = mst_cfg_num(env->summary, "subnormal_fraction.params", 0);
+    int64_t n = 0;
+    for (int64_t i = 0; i < p->n_steps; i++) n += p->steps[i].used;
+    double q[4] = {NAN, NAN, NAN, NAN};
+    bool rising = n >= 20;
+    for (int k = 0; k < 4 && n >= 20; k++) {
+        q[k] = used_median_ms(p, n * k / 4, n * (k + 1) / 4);
+        if (k > 0 && !(q[k] > q[k - 1])) rising = false;
+    }
+    double growth = rising ? q[3] / q[0] : NAN;
+    bool slowing = rising && growth >= 1.3;
+    if (!(frac >= 1e-3) && !slowing) return;
+    mst_finding *f = add(s, "denormals", MST_GOAL_SPEED);
+    if (!f) return;
+    snprintf(f->title, sizeof(f->title), "%s", slowing ? "step time grows across the run at unchanged shapes: subnormal floats"
+                                                        : "the parameters hold subnormal floats");
+    snprintf(f->evidence, sizeof(f->evidence),
+             "%.2f%% of the parameter values are subnormal at the end of the run; median step per quarter of the %lld profiled "
+             "steps %.4g, %.4g, %.4g, %.4g ms%s; runtime.flush_denormals false",
+             100 * frac, (long long)n, q[0], q[1], q[2], q[3],
+             slowing ? " (rising steadily)" : " (no steady rise: the cost on this CPU, if any, is left to the trial)");
+    add_set(f, "runtime.flush_denormals=%s", "true");
+    snprintf(f->change, sizeof(f->change), "runtime.flush_denormals false -> true (FTZ/DAZ)");
+    /* flushing brings every step back to the first quarter's speed: the run's time over that */
+    double sum = 0;
+    for (int64_t i = 0; i < p->n_steps; i++)
+        if (p->steps[i].used) sum += p->steps[i].wall_ms;
+    f->predicted = slowing && q[0] > 0 ? sum / ((double)n * q[0]) : NAN;
+    f->confidence = slowing ? 0.6 : 0.3;
+    f->score = slowing ? f->predicted : 1.01;
+}
+
 /* Findings only: memory headroom and batch size change the optimization problem, never applied. */
 static void rule_memory_and_batch(const rpt_profile *p, const mst_rule_env *env, sink *s) {
     double peak = mst_cfg_num(env->summary, "peak_memory_bytes", 0);
     int64_t batch = p->batch_size;
-    double d = p->bd.share[MST_CAT_DISPATCH];
+    double d = step_share(p, MST_CAT_DISPATCH);
     if (peak > 0 && env->memory_bytes > 0 && peak < 0.25 * env->memory_bytes) {
         mst_finding *f = add(s, "memory_headroom", MST_GOAL_NONE);
         if (f) {
@@ -283,6 +442,26 @@ static void rule_memory_and_batch(const rpt_profile *p, const mst_rule_env *env,
     }
 }
 
+/* Every rule, in the order they run: what each reads, its thresholds and their sources are in
+ * docs/advisor.md's table, row for row; the change and prediction are in the function. */
+typedef struct {
+    const char *name;           /* the finding's rule name (loss_scale also reports loss_scale_underflow) */
+    const char *trigger;        /* one line: what makes it fire */
+    void (*fn)(const rpt_profile *p, const mst_rule_env *env, sink *s);
+} rule_entry;
+
+static const rule_entry k_rules[] = {
+    {"amp_o3_norms", "amp.level O3", rule_amp_o3},
+    {"loss_scale", "skips > 5%, >= 10 leading skips, a falling scale; or f16 with a low fixed scale and a flat loss",
+     rule_loss_scale},
+    {"graph_mode", "eager, dispatch >= 10% or 1/(1-d) above the resolvable gain", rule_graph_mode},
+    {"loader", "data >= 5% or 1/(1-d) above the resolvable gain, workers < cores", rule_loader},
+    {"amp_level", "O0, kernel >= 50%, GEMM/conv >= 50% of kernel time", rule_amp_level},
+    {"recompile", "graph mode, > 1 compile, no dynamic batch", rule_recompile},
+    {"denormals", ">= 0.1% subnormal parameters, or step time rising every quarter to >= 1.3x", rule_denormals},
+    {"memory_headroom", "peak < 25% of memory; batch_size: batch < 64 and dispatch >= 10%", rule_memory_and_batch},
+};
+
 static int by_score(const void *a, const void *b) {
     const mst_finding *x = a, *y = b;
     return (x->score < y->score) - (x->score > y->score);
@@ -290,13 +469,7 @@ static int by_score(const void *a, const void *b) {
 
 int mst_advisor_diagnose(const rpt_profile *p, const mst_rule_env *env, mst_finding *out, int cap) {
     sink s = {out, 0, cap};
-    rule_amp_o3(p, &s);
-    rule_loss_scale(p, env, &s);
-    rule_graph_mode(p, &s);
-    rule_loader(p, env, &s);
-    rule_amp_level(p, &s);
-    rule_recompile(p, env, &s);
-    rule_memory_and_batch(p, env, &s);
+    for (size_t i = 0; i < sizeof(k_rules) / sizeof(k_rules[0]); i++) k_rules[i].fn(p, env, &s);
     qsort(out, (size_t)s.n, sizeof(*out), by_score);
     return s.n;
 }

@@ -54,6 +54,9 @@ void mst_run_read_summary(mst_run_result *r, const char *summary_path) {
     r->skipped_steps = (int64_t)mst_cfg_num(j, "skipped_steps", 0);
     r->overflow_steps = (int64_t)mst_cfg_num(j, "overflow_steps", 0);
     r->compile_count = (int64_t)mst_cfg_num(j, "compile_count", 0);
+    r->seed = (int64_t)mst_cfg_num(j, "seed", 0);
+    r->train_loop_s = mst_cfg_num(j, "train_loop_s", NAN);
+    r->applied_updates = (int64_t)mst_cfg_num(j, "applied_updates", (double)(r->steps - r->skipped_steps));
     r->loss_scale_final = mst_cfg_num(j, "loss_scale_final", NAN);
     bool interrupted = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "interrupted"));
     cJSON_Delete(j);
@@ -64,6 +67,9 @@ void mst_run_read_summary(mst_run_result *r, const char *summary_path) {
     }
     double applied = r->steps > 0 ? 1.0 - (double)r->skipped_steps / (double)r->steps : 1.0;
     r->effective_step_ms = applied > 0 ? r->step_ms / applied : INFINITY;
+    /* the training work: every step (compiles, warm-up, data waits) per update that moved the weights */
+    r->ms_per_update = r->applied_updates > 0 && isfinite(r->train_loop_s) ? 1e3 * r->train_loop_s / (double)r->applied_updates
+                       : r->applied_updates > 0 ? NAN : INFINITY;
     if (!(r->step_ms > 0) || !isfinite(r->final_loss)) {
         r->ok = false;
         snprintf(r->error, sizeof(r->error), "%s: no step time or a non-finite loss", summary_path);
@@ -103,6 +109,8 @@ int mst_trial_run(mst_trial_set *t, const char *bin, const char *job_path, const
         memset(r, 0, sizeof(*r));
         r->val_accuracy = -1;
         r->loss_scale_final = NAN;
+        r->train_loop_s = r->ms_per_update = NAN;
+        r->seed = t->seeded ? t->seed0 + i : -1;
         char run_dir[sizeof(r->dir)];
         snprintf(run_dir, sizeof(run_dir), "%.900s/%.64s-r%d", dir, t->name, i + 1);
         memcpy(r->dir, run_dir, sizeof(run_dir));
@@ -112,7 +120,8 @@ int mst_trial_run(mst_trial_set *t, const char *bin, const char *job_path, const
             r->exit_code = -1000;
             continue;
         }
-        const char *argv[8 + 2 * MST_TRIAL_MAX_SETS];
+        const char *argv[10 + 2 * MST_TRIAL_MAX_SETS];
+        char seed_set[64];
         int n = 0;
         argv[n++] = bin;
         argv[n++] = first_profile && i == 0 ? "profile" : "train";
@@ -120,6 +129,11 @@ int mst_trial_run(mst_trial_set *t, const char *bin, const char *job_path, const
         for (int k = 0; k < t->n_sets; k++) {
             argv[n++] = "--set";
             argv[n++] = t->sets[k];
+        }
+        if (t->seeded) {
+            snprintf(seed_set, sizeof(seed_set), "train.seed=%lld", (long long)(t->seed0 + i));
+            argv[n++] = "--set";
+            argv[n++] = seed_set;
         }
         argv[n++] = "--out";
         argv[n++] = r->dir;

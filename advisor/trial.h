@@ -4,8 +4,9 @@
  * A trial is a process so that a crash, a NaN or an out-of-memory cannot take the advisor down and
  * its peak memory is its own. Each run writes summary.json into its own folder; the trial keeps the
  * numbers the verdict needs. Speed is compared per run (the run is the unit, as in the gate:
- * steps within a run are correlated): the Hodges–Lehmann shift of log step times between the two
- * groups with its distribution-free interval (report/stats.h). */
+ * steps within a run are correlated): the Hodges–Lehmann shift of log time per applied update
+ * between the two groups with its distribution-free interval (report/stats.h); accuracy as a
+ * non-inferiority test on the mean paired (same seed) difference with its t interval. */
 #ifndef MST_ADVISOR_TRIAL_H
 #define MST_ADVISOR_TRIAL_H
 
@@ -26,6 +27,10 @@ typedef struct {
     double final_loss;
     double peak_memory_bytes;
     double wall_s;
+    double train_loop_s;            /* summary train_loop_s: every step's wall time, compiles included */
+    double ms_per_update;           /* train_loop_s / applied updates: the speed metric (NAN if unknown) */
+    int64_t applied_updates;        /* steps - skipped steps */
+    int64_t seed;                   /* summary seed: runs of two configurations are paired by it */
     int64_t steps, skipped_steps, overflow_steps, compile_count;
     double loss_scale_final;        /* NAN when not reported */
     char dir[1024];
@@ -36,13 +41,16 @@ typedef struct {
     char name[64];                  /* "baseline", "trial-1-graph_mode", ... */
     char sets[MST_TRIAL_MAX_SETS][96];
     int n_sets;
+    bool seeded;                    /* run i gets train.seed = seed0 + i (K seeds; the timing repeats) */
+    int64_t seed0;
     mst_run_result runs[MST_TRIAL_MAX_RUNS];
     int n_runs;
     double wall_s;                  /* all runs together */
 } mst_trial_set;
 
 /* Run `bin <command> job --set ... --out dir/<name>-r<i>` repeats times (command "train" or
- * "profile"); first_profile: the first run is `profile` (the baseline's diagnosis run). Extra sets
+ * "profile"); first_profile: the first run is `profile` (the diagnosis run); t->seeded: run i
+ * also gets train.seed = t->seed0 + i. Extra sets
  * (e.g. train.checkpoint=false) are appended by the caller. Returns the number of runs that
  * completed; a failed run is recorded with its exit code and error, and a run that was stopped
  * early (its summary says interrupted) counts as failed. No run starts once *stop is set. */
@@ -52,20 +60,36 @@ int mst_trial_run(mst_trial_set *t, const char *bin, const char *job_path, const
 /* Read one run's summary.json into r (ok = false with error on a problem). */
 void mst_run_read_summary(mst_run_result *r, const char *summary_path);
 
-typedef enum { MST_VERDICT_ACCEPTED, MST_VERDICT_REJECTED, MST_VERDICT_NOT_RUN } mst_verdict_kind;
+typedef enum {
+    MST_VERDICT_ACCEPTED,
+    MST_VERDICT_REJECTED,
+    MST_VERDICT_NOT_RUN,
+    MST_VERDICT_CANNOT_VERIFY,      /* faster (or fixing), but accuracy cannot be resolved at the tolerance */
+} mst_verdict_kind;
+
+/* A deterministic effect a change aims at, judged as an exact count (not against timing noise). */
+typedef enum { MST_COUNT_NONE, MST_COUNT_SKIPPED_STEPS, MST_COUNT_COMPILES } mst_count_kind;
 
 typedef struct {
     mst_verdict_kind kind;
-    double speedup;                 /* baseline effective step time / trial's, Hodges–Lehmann; NAN if not measured */
+    double speedup;                 /* baseline time per applied update / trial's (train loop, compiles included),
+                                       Hodges–Lehmann over runs; NAN if not measured */
     double ci_low, ci_high;         /* its interval at the configured level */
-    double accuracy_delta_pp;       /* trial - baseline, percentage points; NAN if not measured */
+    double accuracy_delta_pp;       /* mean over seeds of (trial - baseline) at the same seed, pp; NAN if not measured */
+    double accuracy_ci_low, accuracy_ci_high;   /* its t interval at the configured level (NAN with one pair) */
+    int accuracy_pairs;             /* seeds both sides ran */
+    double seed_spread_pp;          /* the baseline's accuracy range over its seeds (max - min), pp */
+    double step_speedup;            /* secondary: the same estimate on the per-step medians */
+    mst_count_kind count;           /* the exact count the change aims at, if any */
+    double count_base, count_trial; /* its medians over runs (NAN when none) */
     double memory_delta_bytes;      /* median peak, trial - baseline */
     double memory_ratio;            /* trial / baseline peak */
-    char reason[320];
+    char reason[700];
 } mst_verdict;
 
-/* goal: MST_GOAL_SPEED or MST_GOAL_ACCURACY (advisor/finding.h). */
-void mst_verdict_decide(const mst_trial_set *base, const mst_trial_set *trial, int goal, double tolerance_pp,
-                        double min_speedup, double confidence, mst_verdict *v);
+/* goal: an mst_goal (advisor/finding.h); count: the exact count the change aims at. */
+void mst_verdict_decide(const mst_trial_set *base, const mst_trial_set *trial, int goal, mst_count_kind count,
+                        double tolerance_pp, double min_speedup, double confidence, mst_verdict *v);
+const char *mst_verdict_name(mst_verdict_kind k);
 
 #endif

@@ -1,10 +1,20 @@
 /* verdict.c — accept or reject a trial against the baseline, with the reason in words.
  *
- * Speed is the time per APPLIED update (step time / (1 - skipped fraction)): a loss scale that
- * skips updates wastes their steps, so fixing it is a real throughput gain even when the step time
- * is unchanged. The run is the unit: each run contributes its median step time, and the speedup is
- * the Hodges–Lehmann estimate between the groups' log times with its Moses interval — with three
- * runs each, a lower bound above 1 means every trial run beat every baseline run (p = 0.05). */
+ * Speed is the time to do the same training work: the training loop's wall time (every step,
+ * compiles and data waits included) per APPLIED optimizer update — a recompile shows in it, and a
+ * step the loss scaler skipped did all the work of a step and moved nothing. The run is the unit:
+ * each run contributes one figure, and the speedup is the Hodges–Lehmann estimate between the
+ * groups' log figures with its Moses interval — with three runs each, a lower bound above 1 means
+ * every trial run beat every baseline run (p = 0.05). The per-step median is the secondary figure,
+ * and a speed change must beat the baseline in it too (a loop total carries any preempted step
+ * of a loaded machine; the median does not). Deterministic effects (skipped steps, compiles) are
+ * judged as exact counts, with the time only required not to be worse beyond noise.
+ *
+ * Accuracy: the runs of both sides use the same K seeds, so run i of the trial is paired with the
+ * baseline's run at the same seed; the mean paired difference gets a t interval (GSL's quantile,
+ * K - 1 degrees of freedom) and is tested for non-inferiority against the tolerance: the lower
+ * bound must be above -tolerance. When it is not, but the mean is, the seeds do not resolve the
+ * question: the verdict is "cannot verify", with the baseline's seed spread, instead of accepting. */
 #include "advisor/finding.h"
 #include "advisor/trial.h"
 
@@ -12,14 +22,34 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <gsl/gsl_cdf.h>
+
 #include "report/stats.h"
 
-static int ok_values(const mst_trial_set *t, int what, double *out) {
+const char *mst_verdict_name(mst_verdict_kind k) {
+    return k == MST_VERDICT_ACCEPTED ? "accepted" : k == MST_VERDICT_REJECTED ? "rejected"
+                                                : k == MST_VERDICT_CANNOT_VERIFY ? "cannot verify" : "not run";
+}
+
+typedef enum { V_LOG_UPDATE, V_LOG_STEP, V_ACC, V_MEM, V_COUNT_SKIPPED, V_COUNT_COMPILES } what;
+
+static double value_of(const mst_run_result *r, what w) {
+    switch (w) {
+    case V_LOG_UPDATE: return log(!isnan(r->ms_per_update) ? r->ms_per_update : r->effective_step_ms);
+    case V_LOG_STEP: return log(r->step_ms);
+    case V_ACC: return r->val_accuracy >= 0 ? r->val_accuracy : NAN;
+    case V_MEM: return r->peak_memory_bytes;
+    case V_COUNT_SKIPPED: return (double)r->skipped_steps;
+    case V_COUNT_COMPILES: return (double)r->compile_count;
+    }
+    return NAN;
+}
+
+static int ok_values(const mst_trial_set *t, what w, double *out) {
     int n = 0;
     for (int i = 0; i < t->n_runs; i++) {
-        const mst_run_result *r = &t->runs[i];
-        if (!r->ok) continue;
-        double v = what == 0 ? log(r->effective_step_ms) : what == 1 ? r->val_accuracy : r->peak_memory_bytes;
+        if (!t->runs[i].ok) continue;
+        double v = value_of(&t->runs[i], w);
         if (isfinite(v)) out[n++] = v;
     }
     return n;
@@ -31,13 +61,37 @@ static const char *first_error(const mst_trial_set *t) {
     return "no run completed";
 }
 
-void mst_verdict_decide(const mst_trial_set *base, const mst_trial_set *trial, int goal, double tolerance_pp,
-                        double min_speedup, double confidence, mst_verdict *v) {
+/* Accuracy differences paired by seed (trial - baseline, pp); the baseline's seed spread. */
+static int paired_accuracy(const mst_trial_set *base, const mst_trial_set *trial, double *d, double *spread_pp) {
+    int n = 0;
+    double lo = INFINITY, hi = -INFINITY;
+    for (int i = 0; i < base->n_runs; i++) {
+        const mst_run_result *b = &base->runs[i];
+        if (!b->ok || b->val_accuracy < 0) continue;
+        lo = fmin(lo, b->val_accuracy);
+        hi = fmax(hi, b->val_accuracy);
+        for (int j = 0; j < trial->n_runs; j++) {
+            const mst_run_result *t = &trial->runs[j];
+            if (t->ok && t->val_accuracy >= 0 && t->seed == b->seed) {
+                d[n++] = 100 * (t->val_accuracy - b->val_accuracy);
+                break;
+            }
+        }
+    }
+    *spread_pp = hi >= lo ? 100 * (hi - lo) : NAN;
+    return n;
+}
+
+void mst_verdict_decide(const mst_trial_set *base, const mst_trial_set *trial, int goal, mst_count_kind count,
+                        double tolerance_pp, double min_speedup, double confidence, mst_verdict *v) {
     memset(v, 0, sizeof(*v));
     v->kind = MST_VERDICT_REJECTED;
     v->speedup = v->ci_low = v->ci_high = v->accuracy_delta_pp = v->memory_delta_bytes = v->memory_ratio = NAN;
+    v->accuracy_ci_low = v->accuracy_ci_high = v->seed_spread_pp = v->step_speedup = NAN;
+    v->count = count;
+    v->count_base = v->count_trial = NAN;
     double bt[MST_TRIAL_MAX_RUNS], tt[MST_TRIAL_MAX_RUNS];
-    int nb = ok_values(base, 0, bt), nt = ok_values(trial, 0, tt);
+    int nb = ok_values(base, V_LOG_UPDATE, bt), nt = ok_values(trial, V_LOG_UPDATE, tt);
     bool failed = false;
     for (int i = 0; i < trial->n_runs; i++) failed |= !trial->runs[i].ok;
     if (nt == 0 || failed) {
@@ -54,63 +108,129 @@ void mst_verdict_decide(const mst_trial_set *base, const mst_trial_set *trial, i
         v->ci_low = s.bounded ? exp(-s.hi) : NAN;
         v->ci_high = s.bounded ? exp(-s.lo) : NAN;
     }
-    double ba[MST_TRIAL_MAX_RUNS], ta[MST_TRIAL_MAX_RUNS], bm[MST_TRIAL_MAX_RUNS], tm[MST_TRIAL_MAX_RUNS];
-    int nba = ok_values(base, 1, ba), nta = ok_values(trial, 1, ta);
-    int nbm = ok_values(base, 2, bm), ntm = ok_values(trial, 2, tm);
-    if (nba > 0 && nta > 0) v->accuracy_delta_pp = 100 * (mst_stats_median(ta, nta) - mst_stats_median(ba, nba));
+    /* the per-step median: secondary, and robust to one preempted step that a loop total is not */
+    double step_ci_low = NAN;
+    int nbs = ok_values(base, V_LOG_STEP, bt), nts = ok_values(trial, V_LOG_STEP, tt);
+    if (nbs > 0 && nts > 0 && mst_stats_hodges_lehmann(bt, nbs, tt, nts, confidence, &s) == 0) {
+        v->step_speedup = exp(-s.estimate);
+        step_ci_low = s.bounded ? exp(-s.hi) : NAN;
+    }
+
+    /* accuracy: mean paired difference, its t interval, the seed spread */
+    double d[MST_TRIAL_MAX_RUNS];
+    int np = paired_accuracy(base, trial, d, &v->seed_spread_pp);
+    v->accuracy_pairs = np;
+    if (np > 0) {
+        v->accuracy_delta_pp = mst_stats_mean(d, np);
+        if (np >= 2) {
+            double half = gsl_cdf_tdist_Pinv((1 + confidence) / 2, np - 1) * mst_stats_sd(d, np) / sqrt((double)np);
+            v->accuracy_ci_low = v->accuracy_delta_pp - half;
+            v->accuracy_ci_high = v->accuracy_delta_pp + half;
+        }
+    }
+    double bm[MST_TRIAL_MAX_RUNS], tm[MST_TRIAL_MAX_RUNS];
+    int nbm = ok_values(base, V_MEM, bm), ntm = ok_values(trial, V_MEM, tm);
     if (nbm > 0 && ntm > 0) {
         double b = mst_stats_median(bm, nbm), t = mst_stats_median(tm, ntm);
         v->memory_delta_bytes = t - b;
         v->memory_ratio = b > 0 ? t / b : NAN;
     }
+    /* the exact count: fewer in every trial run than in every baseline run */
+    bool count_fewer = false;
+    if (count != MST_COUNT_NONE) {
+        what w = count == MST_COUNT_SKIPPED_STEPS ? V_COUNT_SKIPPED : V_COUNT_COMPILES;
+        int nbc = ok_values(base, w, bm), ntc = ok_values(trial, w, tm);
+        if (nbc > 0 && ntc > 0) {
+            v->count_base = mst_stats_median(bm, nbc);
+            v->count_trial = mst_stats_median(tm, ntc);
+            double bmin = INFINITY, tmax = -INFINITY;
+            for (int i = 0; i < nbc; i++) bmin = fmin(bmin, bm[i]);
+            for (int i = 0; i < ntc; i++) tmax = fmax(tmax, tm[i]);
+            count_fewer = tmax < bmin;
+        }
+    }
 
-    char speed[96], acc[64], mem[64];
-    if (isnan(v->ci_low)) snprintf(speed, sizeof(speed), "%.3fx (too few runs for an interval)", v->speedup);
-    else snprintf(speed, sizeof(speed), "%.3fx (%.0f%% interval %.3f-%.3f)", v->speedup, 100 * confidence, v->ci_low, v->ci_high);
-    if (isnan(v->accuracy_delta_pp)) snprintf(acc, sizeof(acc), "accuracy not measured");
-    else snprintf(acc, sizeof(acc), "accuracy %+.2f pp", v->accuracy_delta_pp);
+    char speed[128], acc[200], mem[64], cnt[96] = "";
+    if (isnan(v->ci_low)) snprintf(speed, sizeof(speed), "%.3fx per applied update (too few runs for an interval)", v->speedup);
+    else snprintf(speed, sizeof(speed), "%.3fx per applied update (%.0f%% interval %.3f-%.3f; per-step median %.3fx)", v->speedup,
+                  100 * confidence, v->ci_low, v->ci_high, v->step_speedup);
+    if (isnan(v->accuracy_delta_pp))
+        snprintf(acc, sizeof(acc), "accuracy not measured (train.eval false, or no seed both sides ran)");
+    else if (isnan(v->accuracy_ci_low))
+        snprintf(acc, sizeof(acc), "accuracy %+.2f pp (one seed: no interval; seed spread unknown)", v->accuracy_delta_pp);
+    else
+        snprintf(acc, sizeof(acc), "accuracy %+.2f pp (mean over %d seeds, %.0f%% interval %+.2f to %+.2f; seed spread %.2f pp)",
+                 v->accuracy_delta_pp, np, 100 * confidence, v->accuracy_ci_low, v->accuracy_ci_high, v->seed_spread_pp);
     if (isnan(v->memory_ratio)) snprintf(mem, sizeof(mem), "memory n/a");
     else snprintf(mem, sizeof(mem), "memory %+.0f%%", 100 * (v->memory_ratio - 1));
+    if (!isnan(v->count_base))
+        snprintf(cnt, sizeof(cnt), "%s %.0f -> %.0f (exact counts, %s)", count == MST_COUNT_SKIPPED_STEPS ? "skipped steps" : "compiles",
+                 v->count_base, v->count_trial, count_fewer ? "fewer in every run" : "not fewer in every run");
 
-    bool faster = !isnan(v->ci_low) && v->ci_low > 1 && v->speedup >= min_speedup;
+    /* faster: in the work (loop time per update, beyond noise, by the minimum effect) and in the
+     * typical step too, so one preempted step in the baseline's runs cannot make a change look faster */
+    bool faster = !isnan(v->ci_low) && v->ci_low > 1 && v->speedup >= min_speedup && !isnan(step_ci_low) && step_ci_low > 1;
     bool slower = !isnan(v->ci_high) && v->ci_high < 1 && v->speedup < 0.95;
-    bool acc_ok = !isnan(v->accuracy_delta_pp) && v->accuracy_delta_pp >= -tolerance_pp;
-    bool acc_better = !isnan(v->accuracy_delta_pp) && v->accuracy_delta_pp > tolerance_pp;
+    bool measured = !isnan(v->accuracy_ci_low);
+    bool noninferior = measured && v->accuracy_ci_low >= -tolerance_pp;
+    bool inferior = !isnan(v->accuracy_delta_pp) && (v->accuracy_delta_pp < -tolerance_pp || (measured && v->accuracy_ci_high < -tolerance_pp));
+    bool superior = measured && v->accuracy_ci_low > tolerance_pp;
     bool mem_saved = !isnan(v->memory_ratio) && v->memory_ratio <= 0.9;
+    char unresolved[200];
+    snprintf(unresolved, sizeof(unresolved),
+             isnan(v->seed_spread_pp) || !measured
+                 ? "accuracy cannot be verified: it was not measured on two or more seeds"
+                 : "accuracy cannot be verified at %.2f points on a run this short: seed spread %.2f points; run longer",
+             tolerance_pp, v->seed_spread_pp);
 
     if (goal == MST_GOAL_SAFETY) {
-        if (acc_ok) {
+        if (noninferior) {
             v->kind = MST_VERDICT_ACCEPTED;
-            snprintf(v->reason, sizeof(v->reason), "%s, inside the %.2f pp tolerance, so the safer setting costs no accuracy "
+            snprintf(v->reason, sizeof(v->reason), "%s, not worse beyond the %.2f pp tolerance, so the safer setting costs no accuracy "
                      "(speed %s, %s): accepted", acc, tolerance_pp, speed, mem);
-        } else {
-            snprintf(v->reason, sizeof(v->reason), "%s, outside the %.2f pp tolerance: the safer setting measured worse here; "
+        } else if (inferior) {
+            snprintf(v->reason, sizeof(v->reason), "%s, worse beyond the %.2f pp tolerance: the safer setting measured worse here; "
                      "speed %s: rejected (the finding stands)", acc, tolerance_pp, speed);
+        } else {
+            v->kind = MST_VERDICT_CANNOT_VERIFY;
+            snprintf(v->reason, sizeof(v->reason), "%s (%s); speed %s", unresolved, acc, speed);
         }
         return;
     }
     if (goal == MST_GOAL_ACCURACY) {     /* a run that does not learn is worth nothing at any speed */
-        if (acc_better) {
+        if (superior) {
             v->kind = MST_VERDICT_ACCEPTED;
-            snprintf(v->reason, sizeof(v->reason), "%s, beyond the %.2f pp tolerance (speed %s, %s): accepted", acc,
+            snprintf(v->reason, sizeof(v->reason), "%s: better beyond the %.2f pp tolerance (speed %s, %s): accepted", acc,
                      tolerance_pp, speed, mem);
+        } else if (!isnan(v->accuracy_delta_pp) && v->accuracy_delta_pp > tolerance_pp) {
+            v->kind = MST_VERDICT_CANNOT_VERIFY;
+            snprintf(v->reason, sizeof(v->reason), "%s (%s); speed %s", unresolved, acc, speed);
         } else {
-            snprintf(v->reason, sizeof(v->reason), "%s, not beyond the %.2f pp tolerance; speed %s: rejected", acc,
+            snprintf(v->reason, sizeof(v->reason), "%s, not better beyond the %.2f pp tolerance; speed %s: rejected", acc,
                      tolerance_pp, speed);
         }
         return;
     }
-    if (!acc_ok) {
-        snprintf(v->reason, sizeof(v->reason), "%s, outside the %.2f pp tolerance; speed %s, %s: rejected for accuracy", acc,
+    if (inferior) {
+        snprintf(v->reason, sizeof(v->reason), "%s, worse than the %.2f pp tolerance; speed %s, %s: rejected for accuracy", acc,
                  tolerance_pp, speed, mem);
-    } else if (faster) {
+        return;
+    }
+    /* a count change: the count decides (exactly), provided the time is not worse beyond noise */
+    bool gained = count != MST_COUNT_NONE ? count_fewer && !slower && (faster || isnan(v->ci_low) || v->ci_high >= 1) : faster;
+    if (gained && noninferior) {
         v->kind = MST_VERDICT_ACCEPTED;
-        snprintf(v->reason, sizeof(v->reason), "%s faster, %s, %s: accepted", speed, acc, mem);
+        snprintf(v->reason, sizeof(v->reason), "%s%s%s %s, %s, %s: accepted", cnt, cnt[0] ? "; " : "", speed,
+                 faster ? "faster" : "(time not worse beyond noise)", acc, mem);
+    } else if (gained) {
+        v->kind = MST_VERDICT_CANNOT_VERIFY;
+        snprintf(v->reason, sizeof(v->reason), "%s%s%s, but %s (%s)", cnt, cnt[0] ? "; " : "", speed, unresolved, acc);
     } else if (mem_saved) {
-        snprintf(v->reason, sizeof(v->reason), "speed %s, %s: %s; %s: rejected for speed, noted for memory", speed,
-                 slower ? "slower" : "not faster beyond noise", acc, mem);
+        snprintf(v->reason, sizeof(v->reason), "%s%sspeed %s: %s; %s; %s: rejected for speed, noted for memory", cnt, cnt[0] ? "; " : "",
+                 speed, slower ? "slower" : "not faster beyond noise", acc, mem);
     } else {
-        snprintf(v->reason, sizeof(v->reason), "speed %s: %s; %s, %s: rejected", speed,
-                 slower ? "slower" : "not faster beyond noise", acc, mem);
+        snprintf(v->reason, sizeof(v->reason), "%s%sspeed %s: %s; %s, %s: rejected", cnt, cnt[0] ? "; " : "", speed,
+                 slower ? "slower" : count != MST_COUNT_NONE && !count_fewer ? "the count did not fall" : "not faster beyond noise",
+                 acc, mem);
     }
 }

@@ -27,6 +27,15 @@ static int parse_double(const char *opt, const char *text, double lo, double *ou
     return 0;
 }
 
+/* A proposed change against the job schema: the job with every override applied must validate
+ * (advisor/ cannot read the schema itself: cli -> advisor is the direction of the layering). */
+static int check_sets(void *arg, const char (*sets)[96], int n, char *err, size_t errn) {
+    mst_job job = *(const mst_job *)arg;
+    for (int i = 0; i < n; i++)
+        if (mst_job_set(&job, sets[i], err, errn) != 0) return -1;
+    return mst_job_validate(&job, err, errn);
+}
+
 int mst_cmd_advise(int argc, char **argv) {
     mst_advise_config cfg;
     mst_advise_config_default(&cfg);
@@ -71,6 +80,8 @@ int mst_cmd_advise(int argc, char **argv) {
     cfg.n_job_sets = n_sets;
     cfg.out_dir = a.out_dir;
     cfg.repeats = (int)repeats;
+    cfg.check_sets = check_sets;
+    cfg.check_arg = &a.job;
     cfg.log = stderr;
     /* Ctrl-C reaches the trial's process too (one process group): it stops after its current step,
      * its run counts as interrupted, no further run starts, and what ran is judged and written */
@@ -107,7 +118,7 @@ int mst_cmd_advise(int argc, char **argv) {
     if (mst_advice_store(adv, adv->db_path, err, sizeof(err)) != 0) { fprintf(stderr, "mstune advise: %s\n", err); rc = MST_EXIT_FAIL; }
     char report_dir[1200], sum_path[1200];
     snprintf(report_dir, sizeof(report_dir), "%s/report", a.out_dir);
-    snprintf(sum_path, sizeof(sum_path), "%s/summary.json", adv->baseline.runs[0].dir);
+    snprintf(sum_path, sizeof(sum_path), "%s/summary.json", adv->profile.runs[0].dir);
     if (mst_report_render(adv->db_path, sum_path, report_dir, err, sizeof(err)) != 0)
         fprintf(stderr, "mstune advise: warning: report: %s\n", err);
     printf("\n  advice:  %s/advice.md (and advice.json)\n  tuned:   %s/tuned.yaml\n  report:  %s/index.html\n", a.out_dir,

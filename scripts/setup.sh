@@ -15,6 +15,7 @@ packages=(
   zlib1g-dev        # gzip'd IDX datasets
   gnuplot-nox       # charts, driven through a pipe
   dataset-fashion-mnist  # the real dataset, under /usr/share/datasets/fashion-mnist
+  libgsl-dev        # advisor: t quantiles for the accuracy non-inferiority interval
 )
 
 missing=()

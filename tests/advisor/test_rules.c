@@ -39,9 +39,22 @@ static void setup_profile(fixture *x, const char *config_json, double dispatch, 
     x->summary = cJSON_Parse("{\"steps\": 100, \"peak_memory_bytes\": 1e7}");
 }
 
+static double g_resolvable = 0;     /* the env's resolvable speedup (0: the rules' default, 1.10) */
+
 static void diagnose(fixture *x) {
-    mst_rule_env env = {2, 0, x->summary};
+    mst_rule_env env = {2, 0, x->summary, g_resolvable};
     x->n = mst_advisor_diagnose(&x->p, &env, x->f, MST_MAX_FINDINGS);
+}
+
+/* n used steps of wall 1 ms with the given dispatch share each */
+static void uniform_steps(fixture *x, int n, double dispatch) {
+    for (int i = 0; i < n; i++) {
+        x->steps[i] = (rpt_step){.step = i, .wall_ms = 1.0, .used = true, .overflow = -1};
+        x->steps[i].cat_ms[MST_CAT_DISPATCH] = dispatch;
+        x->steps[i].cat_ms[MST_CAT_KERNEL] = 1.0 - dispatch;
+    }
+    x->p.steps = x->steps;
+    x->p.n_steps = n;
 }
 
 static const mst_finding *find(const fixture *x, const char *rule) {
@@ -192,6 +205,111 @@ static void test_memory_headroom_is_a_finding_only(void **state) {
     teardown_fixture(&x);
 }
 
+/* One preempted step (38 ms of kernel time in a run of 1 ms steps) drags the run-wide dispatch
+ * share to 5%; the rules read the median of the per-step shares and still see 26%. */
+static void test_one_slow_step_does_not_flip(void **state) {
+    (void)state;
+    fixture x;
+    setup_profile(&x, "{\"runtime\": {\"mode\": \"eager\"}}", 0.05, 0.90, 0.0);    /* the run-wide sums */
+    uniform_steps(&x, 100, 0.26);
+    x.steps[50].wall_ms = 38;
+    x.steps[50].cat_ms[MST_CAT_KERNEL] = 38 - 0.26;
+    diagnose(&x);
+    const mst_finding *f = find(&x, "graph_mode");
+    assert_non_null(f);
+    assert_true(fabs(f->predicted - 1 / 0.74) < 1e-9);
+    assert_non_null(strstr(f->evidence, "medians over"));
+    teardown_fixture(&x);
+}
+
+/* Graph mode is proposed whenever its bound exceeds what the trials resolve, not above a fixed 10%. */
+static void test_graph_mode_by_resolvable_gain(void **state) {
+    (void)state;
+    fixture x;
+    setup_profile(&x, "{\"runtime\": {\"mode\": \"eager\"}}", 0.07, 0.90, 0.0);     /* bound 1.075x */
+    g_resolvable = 1.03;
+    diagnose(&x);
+    assert_non_null(find(&x, "graph_mode"));
+    g_resolvable = 1.10;
+    diagnose(&x);
+    assert_null(find(&x, "graph_mode"));
+    g_resolvable = 0;
+    teardown_fixture(&x);
+}
+
+/* Subnormals: counted in the parameters, or step time rising steadily at unchanged shapes. */
+static void test_denormals(void **state) {
+    (void)state;
+    fixture x;
+    setup_profile(&x, "{\"runtime\": {\"mode\": \"eager\"}}", 0.02, 0.95, 0.0);
+    diagnose(&x);
+    assert_null(find(&x, "denormals"));
+    cJSON_Delete(x.summary);
+    x.summary = cJSON_Parse("{\"steps\": 100, \"subnormal_fraction\": {\"params\": 0.05}}");
+    diagnose(&x);
+    const mst_finding *f = find(&x, "denormals");
+    assert_non_null(f);
+    assert_string_equal(f->sets[0], "runtime.flush_denormals=true");
+    assert_true(isnan(f->predicted));         /* no timing evidence: no prediction, the trial measures */
+    teardown_fixture(&x);
+    /* steps from 1 ms to 4 ms over the run (SGD on subnormal momentum), none counted in the weights */
+    setup_profile(&x, "{\"runtime\": {\"mode\": \"eager\"}}", 0.02, 0.95, 0.0);
+    uniform_steps(&x, 100, 0.02);
+    for (int i = 0; i < 100; i++) x.steps[i].wall_ms = 1.0 + 3.0 * i / 99;
+    diagnose(&x);
+    f = find(&x, "denormals");
+    assert_non_null(f);
+    assert_true(f->predicted > 1.5 && f->predicted < 3);    /* the run's time over the first quarter's speed */
+    teardown_fixture(&x);
+    setup_profile(&x, "{\"runtime\": {\"mode\": \"eager\", \"flush_denormals\": true}}", 0.02, 0.95, 0.0);   /* already on */
+    uniform_steps(&x, 100, 0.02);
+    for (int i = 0; i < 100; i++) x.steps[i].wall_ms = 1.0 + 3.0 * i / 99;
+    diagnose(&x);
+    assert_null(find(&x, "denormals"));
+    teardown_fixture(&x);
+}
+
+/* Churn that persists all run long under a 2-step window is the window's doing, not the init's. */
+static void test_churn_blames_the_window(void **state) {
+    (void)state;
+    fixture x;
+    setup_profile(&x, "{\"amp\": {\"level\": \"O2\", \"dtype\": \"f16\", \"loss_scale\": {\"type\": \"dynamic\", "
+                      "\"init\": 65536, \"window\": 2}}}", 0.02, 0.95, 0.0);
+    for (int i = 0; i < 99; i++)        /* grow, grow, overflow: one skip every third step */
+        x.steps[i] = (rpt_step){.step = i, .has_scale = true, .overflow = i % 3 == 2, .loss_scale = 65536};
+    x.p.steps = x.steps;
+    x.p.n_steps = 99;
+    cJSON_Delete(x.summary);
+    x.summary = cJSON_Parse("{\"steps\": 99, \"skipped_steps\": 33, \"overflow_steps\": 33, \"loss_scale_final\": 65536}");
+    diagnose(&x);
+    const mst_finding *f = find(&x, "loss_scale");
+    assert_non_null(f);
+    assert_string_equal(f->sets[0], "amp.loss_scale.window=2000");
+    assert_int_equal(f->count, MST_COUNT_SKIPPED_STEPS);
+    assert_non_null(strstr(f->evidence, "period of the shrink cycles 3.0 steps"));
+    teardown_fixture(&x);
+}
+
+/* The AMP evidence cites the CPU features the run recorded, or says they were not recorded. */
+static void test_amp_evidence_from_detected_features(void **state) {
+    (void)state;
+    fixture x;
+    setup_profile(&x, "{\"amp\": {\"level\": \"O0\"}}", 0.02, 0.95, 0.0);
+    diagnose(&x);
+    const mst_finding *f = find(&x, "amp_level");
+    assert_non_null(f);
+    assert_non_null(strstr(f->evidence, "CPU features not recorded"));
+    assert_null(strstr(f->evidence, "no native half"));
+    cJSON_Delete(x.summary);
+    x.summary = cJSON_Parse("{\"steps\": 100, \"cpu\": {\"model\": \"Test CPU\", \"features\": [\"avx2\", \"avx512f\", "
+                            "\"avx512_bf16\", \"amx_bf16\"]}}");
+    diagnose(&x);
+    f = find(&x, "amp_level");
+    assert_non_null(f);
+    assert_non_null(strstr(f->evidence, "CPU Test CPU: half-precision features avx512_bf16, amx_bf16"));
+    teardown_fixture(&x);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_graph_mode),
@@ -202,6 +320,11 @@ int main(void) {
         cmocka_unit_test(test_underflow),
         cmocka_unit_test(test_recompile),
         cmocka_unit_test(test_memory_headroom_is_a_finding_only),
+        cmocka_unit_test(test_one_slow_step_does_not_flip),
+        cmocka_unit_test(test_graph_mode_by_resolvable_gain),
+        cmocka_unit_test(test_denormals),
+        cmocka_unit_test(test_churn_blames_the_window),
+        cmocka_unit_test(test_amp_evidence_from_detected_features),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* test_verdict.c — the advisor's accept/reject decision on hand-made trial records: faster beyond
- * noise with accuracy inside the tolerance is accepted; overlap, an accuracy loss, a failed run or
- * a slowdown is rejected with the reason in words; accuracy fixes are judged on accuracy. */
+ * noise with accuracy non-inferior (paired by seed, t interval) is accepted; overlap, an accuracy
+ * loss, a failed run or a slowdown is rejected with the reason in words; accuracy fixes are judged
+ * on accuracy; a seed spread that hides the answer is "cannot verify"; counts are judged exactly. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,8 +18,9 @@ static void make(mst_trial_set *t, const double *ms, int n, double acc, double m
     for (int i = 0; i < n; i++) {
         mst_run_result *r = &t->runs[t->n_runs++];
         r->ok = true;
-        r->step_ms = r->effective_step_ms = ms[i];
+        r->step_ms = r->effective_step_ms = r->ms_per_update = ms[i];
         r->val_accuracy = acc;
+        r->seed = 100 + i;              /* run i of every configuration has the same seed: paired */
         r->peak_memory_bytes = mem;
         r->steps = 100;
     }
@@ -30,7 +32,7 @@ static void test_faster_accepted(void **state) {
     make(&b, (double[]){10.0, 10.2, 9.9}, 3, 0.850, 1e6);
     make(&t, (double[]){5.0, 5.1, 5.05}, 3, 0.849, 8e5);
     mst_verdict v;
-    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, 0.5, 1.02, 0.90, &v);
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, MST_COUNT_NONE, 0.5, 1.02, 0.90, &v);
     assert_int_equal(v.kind, MST_VERDICT_ACCEPTED);
     assert_true(v.speedup > 1.9 && v.speedup < 2.1);
     assert_true(v.ci_low > 1.9 && v.ci_high < 2.1);
@@ -45,7 +47,7 @@ static void test_overlap_rejected(void **state) {
     make(&b, (double[]){10.0, 10.5, 9.5}, 3, 0.85, 1e6);
     make(&t, (double[]){9.6, 10.1, 9.4}, 3, 0.85, 1e6);
     mst_verdict v;
-    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, 0.5, 1.02, 0.90, &v);
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, MST_COUNT_NONE, 0.5, 1.02, 0.90, &v);
     assert_int_equal(v.kind, MST_VERDICT_REJECTED);
     assert_non_null(strstr(v.reason, "not faster beyond noise"));
 }
@@ -56,7 +58,7 @@ static void test_accuracy_loss_rejected(void **state) {
     make(&b, (double[]){10, 10.1, 9.9}, 3, 0.85, 1e6);
     make(&t, (double[]){5, 5.1, 4.9}, 3, 0.84, 1e6);     /* 2x faster but -1.0 pp */
     mst_verdict v;
-    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, 0.5, 1.02, 0.90, &v);
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, MST_COUNT_NONE, 0.5, 1.02, 0.90, &v);
     assert_int_equal(v.kind, MST_VERDICT_REJECTED);
     assert_non_null(strstr(v.reason, "rejected for accuracy"));
 }
@@ -67,7 +69,7 @@ static void test_slower_but_smaller_noted_for_memory(void **state) {
     make(&b, (double[]){10, 10.1, 9.9}, 3, 0.85, 1e6);
     make(&t, (double[]){11, 11.1, 11.2}, 3, 0.85, 5.5e5);
     mst_verdict v;
-    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, 0.5, 1.02, 0.90, &v);
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, MST_COUNT_NONE, 0.5, 1.02, 0.90, &v);
     assert_int_equal(v.kind, MST_VERDICT_REJECTED);
     assert_non_null(strstr(v.reason, "rejected for speed, noted for memory"));
     assert_non_null(strstr(v.reason, "memory -45%"));
@@ -82,7 +84,7 @@ static void test_failed_run_rejected(void **state) {
     t.runs[0].exit_code = 1;
     snprintf(t.runs[0].error, sizeof(t.runs[0].error), "step 3: the loss is NaN");
     mst_verdict v;
-    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, 0.5, 1.02, 0.90, &v);
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, MST_COUNT_NONE, 0.5, 1.02, 0.90, &v);
     assert_int_equal(v.kind, MST_VERDICT_REJECTED);
     assert_non_null(strstr(v.reason, "the loss is NaN"));
 }
@@ -93,13 +95,13 @@ static void test_accuracy_goal(void **state) {
     make(&b, (double[]){10, 10.1, 9.9}, 3, 0.10, 1e6);
     make(&t, (double[]){10.05, 10.0, 10.1}, 3, 0.80, 1e6);     /* same speed, +70 pp */
     mst_verdict v;
-    mst_verdict_decide(&b, &t, MST_GOAL_ACCURACY, 0.5, 1.02, 0.90, &v);
+    mst_verdict_decide(&b, &t, MST_GOAL_ACCURACY, MST_COUNT_NONE, 0.5, 1.02, 0.90, &v);
     assert_int_equal(v.kind, MST_VERDICT_ACCEPTED);
     make(&t, (double[]){10.05, 10.0, 10.1}, 3, 0.102, 1e6);    /* +0.2 pp: not beyond the tolerance */
-    mst_verdict_decide(&b, &t, MST_GOAL_ACCURACY, 0.5, 1.02, 0.90, &v);
+    mst_verdict_decide(&b, &t, MST_GOAL_ACCURACY, MST_COUNT_NONE, 0.5, 1.02, 0.90, &v);
     assert_int_equal(v.kind, MST_VERDICT_REJECTED);
     make(&t, (double[]){11.0, 11.1, 11.2}, 3, 0.80, 1e6);      /* 10% slower, but the baseline did not learn */
-    mst_verdict_decide(&b, &t, MST_GOAL_ACCURACY, 0.5, 1.02, 0.90, &v);
+    mst_verdict_decide(&b, &t, MST_GOAL_ACCURACY, MST_COUNT_NONE, 0.5, 1.02, 0.90, &v);
     assert_int_equal(v.kind, MST_VERDICT_ACCEPTED);
     assert_non_null(strstr(v.reason, "speed 0.9"));
 }
@@ -108,12 +110,72 @@ static void test_skipped_steps_count_as_lost_time(void **state) {
     (void)state;
     mst_trial_set b, t;
     make(&b, (double[]){10, 10.1, 9.9}, 3, 0.85, 1e6);
-    for (int i = 0; i < 3; i++) b.runs[i].effective_step_ms = b.runs[i].step_ms / 0.5;    /* half the updates skipped */
+    for (int i = 0; i < 3; i++) b.runs[i].ms_per_update = b.runs[i].step_ms / 0.5, b.runs[i].skipped_steps = 50;  /* half skipped */
     make(&t, (double[]){10, 10.1, 9.9}, 3, 0.85, 1e6);
     mst_verdict v;
-    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, 0.5, 1.02, 0.90, &v);
+    /* the same step time: the gain is the skipped steps, judged as a count (the median cannot show it) */
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, MST_COUNT_SKIPPED_STEPS, 0.5, 1.02, 0.90, &v);
     assert_int_equal(v.kind, MST_VERDICT_ACCEPTED);
     assert_true(fabs(v.speedup - 2.0) < 0.05);
+    assert_non_null(strstr(v.reason, "skipped steps 50 -> 0"));
+    /* judged on speed alone, the same step time is not faster in the typical step */
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, MST_COUNT_NONE, 0.5, 1.02, 0.90, &v);
+    assert_int_equal(v.kind, MST_VERDICT_REJECTED);
+}
+
+/* Seeds that move accuracy by more than the tolerance: faster, mean difference inside the
+ * tolerance, but its interval is not: "cannot verify", with the seed spread, never accepted. */
+static void test_seed_spread_cannot_verify(void **state) {
+    (void)state;
+    mst_trial_set b, t;
+    make(&b, (double[]){10, 10.1, 9.9}, 3, 0, 1e6);
+    make(&t, (double[]){5, 5.1, 4.9}, 3, 0, 1e6);
+    const double ba[3] = {0.80, 0.85, 0.76}, ta[3] = {0.82, 0.80, 0.78};     /* differences +2, -5, +2 pp */
+    for (int i = 0; i < 3; i++) b.runs[i].val_accuracy = ba[i], t.runs[i].val_accuracy = ta[i];
+    mst_verdict v;
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, MST_COUNT_NONE, 0.5, 1.02, 0.90, &v);
+    assert_int_equal(v.kind, MST_VERDICT_CANNOT_VERIFY);
+    assert_true(fabs(v.accuracy_delta_pp + 1.0 / 3) < 1e-9);
+    assert_true(fabs(v.seed_spread_pp - 9.0) < 1e-9);
+    /* t(0.95, 2) = 2.919986; sd of (2, -5, 2) = 4.041452 */
+    assert_true(fabs(v.accuracy_ci_low - (-1.0 / 3 - 2.919986 * 4.041452 / sqrt(3))) < 1e-4);
+    assert_non_null(strstr(v.reason, "cannot be verified at 0.50 points on a run this short: seed spread 9.00 points"));
+    assert_string_equal(mst_verdict_name(v.kind), "cannot verify");
+    /* the same seeds, paired differences all +0.1 pp: resolved, accepted */
+    for (int i = 0; i < 3; i++) t.runs[i].val_accuracy = ba[i] + 0.001;
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, MST_COUNT_NONE, 0.5, 1.02, 0.90, &v);
+    assert_int_equal(v.kind, MST_VERDICT_ACCEPTED);
+}
+
+/* train.eval false: no accuracy to verify against, so nothing is accepted for speed */
+static void test_no_accuracy_cannot_verify(void **state) {
+    (void)state;
+    mst_trial_set b, t;
+    make(&b, (double[]){10, 10.1, 9.9}, 3, -1, 1e6);
+    make(&t, (double[]){5, 5.1, 4.9}, 3, -1, 1e6);
+    mst_verdict v;
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, MST_COUNT_NONE, 0.5, 1.02, 0.90, &v);
+    assert_int_equal(v.kind, MST_VERDICT_CANNOT_VERIFY);
+    assert_true(isnan(v.accuracy_delta_pp));
+    assert_non_null(strstr(v.reason, "accuracy not measured"));
+}
+
+/* A recompile fix is judged on the exact count: fewer compiles in every run, time not worse. */
+static void test_count_judged_exactly(void **state) {
+    (void)state;
+    mst_trial_set b, t;
+    make(&b, (double[]){10, 10.3, 9.8}, 3, 0.85, 1e6);
+    make(&t, (double[]){10.1, 9.9, 10.2}, 3, 0.85, 1e6);      /* the same time within noise */
+    for (int i = 0; i < 3; i++) b.runs[i].compile_count = 3, t.runs[i].compile_count = 2;
+    mst_verdict v;
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, MST_COUNT_COMPILES, 0.5, 1.02, 0.90, &v);
+    assert_int_equal(v.kind, MST_VERDICT_ACCEPTED);
+    assert_true(v.count_base == 3 && v.count_trial == 2);
+    assert_non_null(strstr(v.reason, "compiles 3 -> 2 (exact counts, fewer in every run)"));
+    t.runs[1].compile_count = 3;                                 /* one run did not lose its compile */
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, MST_COUNT_COMPILES, 0.5, 1.02, 0.90, &v);
+    assert_int_equal(v.kind, MST_VERDICT_REJECTED);
+    assert_non_null(strstr(v.reason, "the count did not fall"));
 }
 
 int main(void) {
@@ -125,6 +187,9 @@ int main(void) {
         cmocka_unit_test(test_failed_run_rejected),
         cmocka_unit_test(test_accuracy_goal),
         cmocka_unit_test(test_skipped_steps_count_as_lost_time),
+        cmocka_unit_test(test_seed_spread_cannot_verify),
+        cmocka_unit_test(test_no_accuracy_cannot_verify),
+        cmocka_unit_test(test_count_judged_exactly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
