@@ -159,18 +159,21 @@ int mst_cmd_profile(int argc, char **argv) {
     double wall_s = (double)(mst_prof_now_ns() - t0) / 1e9;
     mst_cli_stop_flag_restore();
 
-    double sampler_share = -1;
+    double sampler_share = -1, sampler_ns = 0;
     uint32_t main_tid = (uint32_t)syscall(SYS_gettid);
     if (sampler) {
         mst_sampler_stop(sampler);
         mst_sampler_foreach_folded(sampler, add_folded, store);
         sampler_share = mst_sampler_dispatch_share(sampler, main_tid);
         mst_store_set_sampler_summary(store, mst_sampler_count(sampler, main_tid), sampler_share, a.job.profile.sample_hz);
+        sampler_ns = mst_sampler_cost_ns(sampler);
         mst_sampler_free(sampler);
     }
     mst_prof_overhead ov = mst_profiler_overhead(prof);
+    ov.sampler_ns = (uint64_t)sampler_ns;      /* every collector's cost: the sampler's too */
     mst_store_set_overhead(store, &ov, wall_s);
-    double overhead_share = wall_s > 0 ? ((double)ov.records * ov.record_ns + (double)ov.flush_ns) / (wall_s * 1e9) : 0;
+    double overhead_share =
+        wall_s > 0 ? ((double)ov.records * ov.record_ns + (double)ov.flush_ns + (double)ov.sampler_ns) / (wall_s * 1e9) : 0;
     if (mst_store_close(store, err, sizeof(err)) != 0) {
         fprintf(stderr, "mstune profile: %s\n", err);
         rc = MST_EXIT_FAIL;

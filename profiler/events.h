@@ -126,6 +126,8 @@ typedef struct {
     double record_ns;           /* measured at mst_profiler_new: one mst_prof_record_ call */
     uint64_t flush_ns;          /* wall time inside sink calls, summed over recording threads */
     uint64_t flushes;
+    uint64_t sampler_ns;        /* the stack sampler's cost, when one ran (mst_sampler_cost_ns; 0 otherwise):
+                                   set by whoever ran it, since the event recorder knows nothing of it */
 } mst_prof_overhead;
 mst_prof_overhead mst_profiler_overhead(const mst_profiler *p);
 

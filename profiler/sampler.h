@@ -99,6 +99,10 @@ int64_t      mst_sampler_lost(const mst_sampler *s);
 /* SIGPROF deliveries that were not this sampler's timer for a registered thread (a thread with
  * no ring yet, kill -PROF, a late signal of a deleted timer): ignored, counted here. */
 int64_t      mst_sampler_stray(const mst_sampler *s);
+/* What sampling cost the sampled threads, in ns: the time inside the signal handler (unwinding
+ * and recording, measured on every delivery) plus, per delivery, the kernel's signal entry and
+ * return (calibrated at start by signalling the calling thread). */
+double       mst_sampler_cost_ns(const mst_sampler *s);
 /* The last failure's message ("timer_create: Invalid argument"); "" when none. */
 const char  *mst_sampler_error(const mst_sampler *s);
 

@@ -125,7 +125,8 @@ static void test_injected_kernel_cost(void **state) {
 static void test_sampler_agrees_on_mlp(void **state) {
     char dir[512];
     e2e_tmpdir(dir, sizeof(dir));
-    cJSON *j = run_profile("workloads/jobs/fashion_mlp.yaml --set data.batch_size=16 --set data.limit=16000 "
+    /* the cross-check needs samples: 997 Hz, not the (cheaper) default rate */
+    cJSON *j = run_profile("workloads/jobs/fashion_mlp.yaml --set data.batch_size=16 --set data.limit=16000 --set profile.sample_hz=997 "
                            "--set train.eval=false --set train.checkpoint=false",
                            dir);
     double inst = field(j, NULL, "instrumented_dispatch_share"), samp = field(j, NULL, "sampler_dispatch_share");
