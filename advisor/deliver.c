@@ -10,7 +10,7 @@
 #include <cjson/cJSON.h>
 #include <sqlite3.h>
 
-#include "report/stats.h"
+#include "util/stats.h"
 #include "util/fsutil.h"
 
 static const char *verdict_name(mst_verdict_kind k) { return mst_verdict_name(k); }

@@ -1,7 +1,7 @@
 /* finding.h — what a diagnosis rule reports: the numbers it saw, the change it proposes (as job
  * overrides, so a trial changes exactly that), a predicted speedup and a confidence.
  *
- * The rules (advisor/rules.c) read a stored profile (report/profile_view.h) and the run's
+ * The rules (advisor/rules.c) read a stored profile (profiler/profile_view.h) and the run's
  * summary.json; docs/advisor.md lists each with its thresholds and their sources. */
 #ifndef MST_ADVISOR_FINDING_H
 #define MST_ADVISOR_FINDING_H
@@ -11,7 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "advisor/trial.h"
-#include "report/profile_view.h"
+#include "profiler/profile_view.h"
 
 #define MST_MAX_FINDINGS 12
 #define MST_FINDING_MAX_SETS 4

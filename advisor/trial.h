@@ -5,7 +5,7 @@
  * its peak memory is its own. Each run writes summary.json into its own folder; the trial keeps the
  * numbers the verdict needs. Speed is compared per run (the run is the unit, as in the gate:
  * steps within a run are correlated): the Hodges–Lehmann shift of log time per applied update
- * between the two groups with its distribution-free interval (report/stats.h); accuracy as a
+ * between the two groups with its distribution-free interval (util/stats.h); accuracy as a
  * non-inferiority test on the mean paired (same seed) difference with its t interval. */
 #ifndef MST_ADVISOR_TRIAL_H
 #define MST_ADVISOR_TRIAL_H

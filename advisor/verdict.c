@@ -24,7 +24,7 @@
 
 #include <gsl/gsl_cdf.h>
 
-#include "report/stats.h"
+#include "util/stats.h"
 
 const char *mst_verdict_name(mst_verdict_kind k) {
     return k == MST_VERDICT_ACCEPTED ? "accepted" : k == MST_VERDICT_REJECTED ? "rejected"

@@ -14,6 +14,7 @@ RERUNS=${RERUNS:-3}
 REPEATS=${REPEATS:-3}
 BUDGET=${BUDGET:-30}
 OUT=${OUT:-$(mktemp -d /tmp/mstune-stability.XXXXXX)}
+mkdir -p "$OUT"
 if [[ -z "${SCENARIOS:-}" ]]; then
   SCENARIOS=$(ls workloads/scenarios/*.yaml | xargs -n1 basename | sed 's/\.yaml$//')
 fi
@@ -52,6 +53,6 @@ for sc in scenarios:
             lo, hi = res.get("accuracy_ci_low_pp"), res.get("accuracy_ci_high_pp")
             d = res.get("accuracy_delta_pp")
             accs.append(f"{f['rule']} {d:+.2f} [{lo:+.2f}, {hi:+.2f}]" if d is not None and lo is not None else f"{f['rule']} -")
-    stable = "yes" if len(set(sets)) == 1 else "no"
+    stable = "yes" if len(set(sets)) == 1 and "(failed)" not in sets else "no"
     print(f"| {sc} | {' / '.join(tops)} | {' / '.join(sets)} | {stable} | {'; '.join(gains) or '-'} | {'; '.join(accs) or '-'} |")
 PY

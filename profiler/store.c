@@ -1320,38 +1320,70 @@ out:
     return rc;
 }
 
-int mst_store_read_top_ops(const char *path, mst_op_row *rows, int n_max, char *err, size_t errn) {
-    sqlite3 *db = mst_store_open_db(path, err, errn);
-    if (!db) return -1;
+int mst_store_read_ops(sqlite3 *db, mst_op_row **rows, char *err, size_t errn) {
+    *rows = NULL;
     sqlite3_stmt *st = NULL;
-    int n = 0, r = SQLITE_DONE;
+    int n = 0, cap = 0, r = SQLITE_DONE;
     if (sqlite3_prepare_v2(db,
-                           "SELECT name, calls, total_ns, mean_ns, p50_ns, p95_ns, gflops, gbps FROM op_stats"
-                           " ORDER BY total_ns DESC, name LIMIT ?1",
-                           -1, &st, NULL) != SQLITE_OK ||
-        sqlite3_bind_int(st, 1, n_max > 0 ? n_max : 0) != SQLITE_OK) {
+                           "SELECT name, op, calls, total_ns, flops, bytes, mean_ns, p50_ns, p95_ns, gflops, gbps FROM op_stats"
+                           " ORDER BY total_ns DESC, name",
+                           -1, &st, NULL) != SQLITE_OK) {
         r = SQLITE_ERROR;
     } else {
-        while (n < n_max && (r = sqlite3_step(st)) == SQLITE_ROW) {
-            mst_op_row *o = &rows[n++];
+        while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+            if (n == cap) {
+                int nc = cap ? 2 * cap : 32;
+                mst_op_row *g = realloc(*rows, sizeof(**rows) * (size_t)nc);
+                if (!g) {
+                    snprintf(err, errn, "op_stats: out of memory");
+                    sqlite3_finalize(st);
+                    free(*rows);
+                    *rows = NULL;
+                    return -1;
+                }
+                *rows = g;
+                cap = nc;
+            }
+            mst_op_row *o = &(*rows)[n++];
             memset(o, 0, sizeof(*o));
             const unsigned char *name = sqlite3_column_text(st, 0);
             snprintf(o->name, sizeof(o->name), "%s", name ? (const char *)name : "");
-            o->calls = sqlite3_column_int64(st, 1);
-            o->total_ns = sqlite3_column_int64(st, 2);
-            o->mean_ns = sqlite3_column_double(st, 3);
-            o->p50_ns = sqlite3_column_double(st, 4);
-            o->p95_ns = sqlite3_column_double(st, 5);
-            o->gflops = sqlite3_column_double(st, 6);
-            o->gbps = sqlite3_column_double(st, 7);
+            o->op = sqlite3_column_int(st, 1);
+            o->calls = sqlite3_column_int64(st, 2);
+            o->total_ns = sqlite3_column_int64(st, 3);
+            o->flops = sqlite3_column_int64(st, 4);
+            o->bytes = sqlite3_column_int64(st, 5);
+            o->mean_ns = sqlite3_column_double(st, 6);
+            o->p50_ns = sqlite3_column_double(st, 7);
+            o->p95_ns = sqlite3_column_double(st, 8);
+            o->gflops = sqlite3_column_double(st, 9);
+            o->gbps = sqlite3_column_double(st, 10);
         }
-        if (r == SQLITE_ROW) r = SQLITE_DONE;       /* stopped at n_max */
     }
     if (r != SQLITE_DONE) {
-        snprintf(err, errn, "profile '%s': cannot read op_stats: %s", path, sqlite3_errmsg(db));
-        n = -1;
+        snprintf(err, errn, "cannot read op_stats: %s", sqlite3_errmsg(db));
+        sqlite3_finalize(st);
+        free(*rows);
+        *rows = NULL;
+        return -1;
     }
     sqlite3_finalize(st);
+    return n;
+}
+
+int mst_store_read_top_ops(const char *path, mst_op_row *rows, int n_max, char *err, size_t errn) {
+    sqlite3 *db = mst_store_open_db(path, err, errn);
+    if (!db) return -1;
+    mst_op_row *all = NULL;
+    char e[256];
+    int n = mst_store_read_ops(db, &all, e, sizeof(e));
     sqlite3_close(db);
+    if (n < 0) {
+        snprintf(err, errn, "profile '%s': %s", path, e);
+        return -1;
+    }
+    if (n > n_max) n = n_max > 0 ? n_max : 0;
+    if (n > 0) memcpy(rows, all, sizeof(*rows) * (size_t)n);
+    free(all);
     return n;
 }

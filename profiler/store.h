@@ -97,10 +97,14 @@ typedef struct {
 
 int mst_store_read_breakdown(const char *path, mst_breakdown *out, char *err, size_t errn);
 
+/* One op_stats row: the one row type every reader of op statistics uses (the CLI's top ops, the
+ * profile view behind the report and the advisor). */
 typedef struct {
     char name[64];
+    int op;                     /* mst_op, as stored */
     int64_t calls;
     int64_t total_ns;
+    int64_t flops, bytes;
     double mean_ns, p50_ns, p95_ns;
     double gflops, gbps;
 } mst_op_row;
@@ -108,5 +112,8 @@ typedef struct {
 /* The n_max ops with the largest total kernel time, largest first. Returns how many were
  * written to rows, or -1 with a message. */
 int mst_store_read_top_ops(const char *path, mst_op_row *rows, int n_max, char *err, size_t errn);
+/* Every op row of an open profile, largest total first (the order of mst_store_read_top_ops):
+ * *rows is malloc'd (free it), the count returned, or -1 with a message. */
+int mst_store_read_ops(struct sqlite3 *db, mst_op_row **rows, char *err, size_t errn);
 
 #endif

@@ -4,6 +4,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -32,7 +33,10 @@ static void setup_profile(fixture *x, const char *config_json, double dispatch, 
     x->p.batch_size = 64;
     static char *names[3] = {"conv2d", "batchnorm", "relu"};
     int64_t ns[3] = {700, 200, 100};
-    for (int i = 0; i < 3; i++) x->ops[i] = (rpt_op){.name = names[i], .total_ns = ns[i]};
+    for (int i = 0; i < 3; i++) {
+        x->ops[i] = (rpt_op){.total_ns = ns[i]};
+        snprintf(x->ops[i].name, sizeof(x->ops[i].name), "%s", names[i]);
+    }
     x->p.ops = x->ops;
     x->p.n_ops = 3;
     x->p.ops_total_ns = 1000;

@@ -3,7 +3,7 @@
  * largest value a y, which beats all i x's, or an x?), filled in place over one (m+1) x (mn+1)
  * table. Counts are sums of positive terms, so doubles hold them to full relative precision. The
  * t CDF goes through the regularized incomplete beta (continued fraction, modified Lentz). */
-#include "report/stats.h"
+#include "util/stats.h"
 
 #include <float.h>
 #include <math.h>

@@ -1,7 +1,7 @@
 /* profile_view.c — reads a profile database into an rpt_profile (see profile_view.h). Each table
  * has its own small reader; any SQLite failure becomes a message naming the file and the table. */
 #define _GNU_SOURCE
-#include "report/profile_view.h"
+#include "profiler/profile_view.h"
 
 #include <math.h>
 #include <sqlite3.h>
@@ -196,42 +196,15 @@ static int read_memory(reader *r, rpt_profile *p) {
     return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : fail(r, "memory_peak");
 }
 
+/* The store's own op reader: one row type and one query for every reader (the order of
+ * mst_store_read_top_ops, so "top ops" agree everywhere). */
 static int read_ops(reader *r, rpt_profile *p) {
-    sqlite3_stmt *st = NULL;
-    int64_t cap = 0, n = 0;
-    /* the order of mst_store_read_top_ops, so "top ops" agree everywhere */
-    if (sqlite3_prepare_v2(r->db,
-                           "SELECT name, op, calls, total_ns, flops, bytes, mean_ns, p50_ns, p95_ns, gflops, gbps FROM op_stats"
-                           " ORDER BY total_ns DESC, name",
-                           -1, &st, NULL) != SQLITE_OK)
-        return fail(r, "op_stats");
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow(&p->ops, n, &cap, sizeof(rpt_op)) != 0) {
-            sqlite3_finalize(st);
-            return oom(r);
-        }
-        rpt_op *o = &p->ops[n];
-        if (!(o->name = dup_col(st, 0))) {
-            sqlite3_finalize(st);
-            return oom(r);
-        }
-        n++;
-        p->n_ops = (int)n;
-        o->op = sqlite3_column_int(st, 1);
-        o->calls = sqlite3_column_int64(st, 2);
-        o->total_ns = sqlite3_column_int64(st, 3);
-        o->flops = sqlite3_column_int64(st, 4);
-        o->bytes = sqlite3_column_int64(st, 5);
-        o->mean_ns = sqlite3_column_double(st, 6);
-        o->p50_ns = sqlite3_column_double(st, 7);
-        o->p95_ns = sqlite3_column_double(st, 8);
-        o->gflops = sqlite3_column_double(st, 9);
-        o->gbps = sqlite3_column_double(st, 10);
-        p->ops_total_ns += o->total_ns;
-    }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : fail(r, "op_stats");
+    char e[256];
+    int n = mst_store_read_ops(r->db, &p->ops, e, sizeof(e));
+    if (n < 0) return fail(r, "op_stats");
+    p->n_ops = n;
+    for (int i = 0; i < n; i++) p->ops_total_ns += p->ops[i].total_ns;
+    return 0;
 }
 
 static int read_samples(reader *r, rpt_profile *p) {
@@ -370,7 +343,6 @@ void rpt_profile_free(rpt_profile *p) {
     }
     free(p->mem_steps);
     for (int i = 0; i < p->n_peaks; i++) free(p->peak_cat[i]);
-    for (int i = 0; i < p->n_ops; i++) free(p->ops[i].name);
     free(p->ops);
     for (int64_t i = 0; i < p->n_samples; i++) free(p->samples[i].stack);
     free(p->samples);
