@@ -15,6 +15,7 @@ packages=(
   zlib1g-dev        # gzip'd IDX datasets
   gnuplot-nox       # charts, driven through a pipe
   dataset-fashion-mnist  # the real dataset, under /usr/share/datasets/fashion-mnist
+  libdnnl-dev       # oneDNN 2.6: matmul/conv provider in f32 and bf16 (runtime/backend/, dlopen'd at run time)
 )
 
 missing=()
