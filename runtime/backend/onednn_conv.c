@@ -47,8 +47,13 @@ static bool plain(dnnl_memory_desc_t *m, int nd, const int64_t *dims, dnnl_data_
 }
 
 static bool mds_of(const geom *g, dnnl_data_type_t dt, conv_mds *m) {
+    if (g->sh < 1 || g->sw < 1) return false;
+    /* the right padding that makes oneDNN's floor((H - R + pl + pr) / s) + 1 equal P: the exact
+     * one, or 0 where the exact one is negative (a stride that leaves input rows unread) */
     int64_t pr_h = (g->p - 1) * g->sh + g->r - g->h - g->ph, pr_w = (g->q - 1) * g->sw + g->s - g->w - g->pw;
-    if (pr_h < 0 || pr_w < 0 || g->sh < 1 || g->sw < 1) return false;
+    if (pr_h < 0) pr_h = 0;
+    if (pr_w < 0) pr_w = 0;
+    if ((g->h - g->r + g->ph + pr_h) / g->sh + 1 != g->p || (g->w - g->s + g->pw + pr_w) / g->sw + 1 != g->q) return false;
     m->strides[0] = g->sh, m->strides[1] = g->sw;
     m->pad_l[0] = g->ph, m->pad_l[1] = g->pw;
     m->pad_r[0] = pr_h, m->pad_r[1] = pr_w;
