@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "runtime/amp/autocast.h"
 #include "runtime/amp/half.h"
+#include "runtime/backend/onednn.h"
 #include "runtime/cpu_features.h"
 #include "runtime/op.h"
 #include "workloads/zoo.h"
@@ -75,6 +76,14 @@ static void list_amp(void) {
         col += printf(" %s", d->name);
     }
     printf("\n\n  half <-> f32 conversions: %s path\n", mst_half_path_name(mst_half_best_path()));
+    /* which provider can compute half natively, as detected now */
+    printf("  bf16 matmul/linear/conv2d (+ both gradients): %s\n",
+           mst_onednn_available() ? "oneDNN, natively in bf16 with f32 accumulation, where runtime.kernels allows it and (auto) "
+                                    "it measures faster; else stored bf16, computed in f32"
+                                  : "stored bf16, computed in f32 (oneDNN unavailable)");
+    if (mst_onednn_available()) printf("    oneDNN %s\n", mst_onednn_version());
+    else printf("    %s\n", mst_onednn_unavailable_reason());
+    printf("  f16 everywhere: stored f16, computed in f32 (oneDNN 2.6 has no f16 matmul/convolution on the CPU)\n");
 }
 
 /* What run-time detection found (runtime/cpu_features.c), and what MSTUNE_CPU_MASK hides. */
