@@ -10,6 +10,7 @@
 #ifndef MST_RUNTIME_OP_H
 #define MST_RUNTIME_OP_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "runtime/status.h"
@@ -136,6 +137,10 @@ mst_status mst_op_fail(mst_ctx *ctx, const mst_op_call *c, mst_status s, const c
  * runtime.kernels allows it), a kernel that picks the provider per shape
  * (runtime/backend/kernel_choice.h). NULL when there is none. */
 mst_kernel_fn mst_op_kernel(const mst_ctx *ctx, const mst_op_desc *d, mst_dtype key);
+/* Every kernel function an executor may call — the descriptors' fast and reference kernels and the
+ * providers' entry points (runtime/backend/) — into out[0..cap); returns how many. The sampler tells
+ * kernel frames from dispatch frames by these addresses. */
+size_t mst_op_kernel_addrs(const void **out, size_t cap);
 
 /* The eager dispatcher: check arguments, promote dtypes, infer shapes, allocate outputs, record
  * the tape, select the kernel and launch it, all inside profiler ranges. Outputs are pooled.

@@ -241,3 +241,19 @@ mst_kernel_fn mst_kernel_lookup(const mst_ctx *ctx, const mst_op_desc *d, mst_dt
     if (op == MST_OP_COUNT || !mst_onednn_kernel(op, key)) return builtin;
     return choose_and_run;
 }
+
+size_t mst_op_kernel_addrs(const void **out, size_t cap) {
+    size_t n = 0;
+    for (int op = 0; op < MST_OP_COUNT; op++) {
+        const mst_op_desc *d = mst_op_table[op];
+        if (!d) continue;
+        for (int t = 0; t < MST_DTYPE_COUNT; t++) {
+            if (d->cpu[t] && n < cap) out[n++] = (const void *)d->cpu[t];
+            if (d->cpu_ref[t] && n < cap) out[n++] = (const void *)d->cpu_ref[t];
+        }
+    }
+    mst_kernel_fn providers[] = {choose_and_run, mst_onednn_kernel(MST_OP_MATMUL, MST_DTYPE_F32)};
+    for (size_t i = 0; i < sizeof(providers) / sizeof(providers[0]); i++)
+        if (providers[i] && n < cap) out[n++] = (const void *)providers[i];
+    return n;
+}
