@@ -30,6 +30,7 @@ bench: build
 	./$(BUILD)/bench_graph
 	./$(BUILD)/bench_amp
 	./$(BUILD)/bench_amp_kernels
+	./$(BUILD)/bench_onednn
 	bash bench/profiler_overhead.sh
 
 # PyTorch side by side (installs Debian's python3-torch for itself; not part of make test).

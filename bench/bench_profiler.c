@@ -42,13 +42,8 @@ static double run_block(bench_step *b, const mode *m, int steps, int64_t *step_n
         if (!(st = mst_store_open(db, &pc, 5, err, sizeof(err)))) { fprintf(stderr, "bench: %s\n", err); exit(1); }
         mst_profiler_set_sink(p, mst_store_sink, st);
         if (m->sampler) {
-            static const void *addrs[MST_OP_COUNT * MST_DTYPE_COUNT * 2];
-            size_t n = 0;
-            for (int op = 0; op < MST_OP_COUNT; op++)
-                for (int t = 0; t < MST_DTYPE_COUNT; t++) {
-                    if (mst_op_table[op]->cpu[t]) addrs[n++] = (const void *)mst_op_table[op]->cpu[t];
-                    if (mst_op_table[op]->cpu_ref[t]) addrs[n++] = (const void *)mst_op_table[op]->cpu_ref[t];
-                }
+            static const void *addrs[MST_OP_COUNT * MST_DTYPE_COUNT * 2 + 8];
+            size_t n = mst_op_kernel_addrs(addrs, sizeof(addrs) / sizeof(addrs[0]));
             sm = mst_sampler_new(997, 64, 1 << 16);
             mst_sampler_set_kernel_addrs(sm, addrs, n);
             mst_sampler_add_thread(sm);

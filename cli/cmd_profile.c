@@ -21,18 +21,9 @@
 
 #define TOP_OPS 10
 
-/* Every kernel function in the op table: the sampler tells kernel frames from dispatch frames by
- * these addresses (profiler/ knows nothing about the op table). */
-static size_t kernel_addrs(const void **out, size_t cap) {
-    size_t n = 0;
-    for (int op = 0; op < MST_OP_COUNT; op++)
-        for (int t = 0; t < MST_DTYPE_COUNT; t++) {
-            const mst_op_desc *d = mst_op_table[op];
-            if (d->cpu[t] && n < cap) out[n++] = (const void *)d->cpu[t];
-            if (d->cpu_ref[t] && n < cap) out[n++] = (const void *)d->cpu_ref[t];
-        }
-    return n;
-}
+/* Every kernel function (op table and providers): the sampler tells kernel frames from dispatch
+ * frames by these addresses (profiler/ knows nothing about the op table). */
+static size_t kernel_addrs(const void **out, size_t cap) { return mst_op_kernel_addrs(out, cap); }
 
 static void add_folded(void *store, uint32_t tid, const char *folded, int64_t count) {
     mst_store_add_folded(store, tid, folded, count);

@@ -38,6 +38,8 @@ typedef enum { MST_JOB_AUGMENT_NONE, MST_JOB_AUGMENT_LIGHT, MST_JOB_AUGMENT_HEAV
 typedef enum { MST_JOB_OPTIM_SGD, MST_JOB_OPTIM_ADAM, MST_JOB_OPTIM_ADAMW, MST_JOB_OPTIM_COUNT } mst_job_optim;
 typedef enum { MST_JOB_SCHED_CONSTANT, MST_JOB_SCHED_STEP, MST_JOB_SCHED_COSINE, MST_JOB_SCHED_COUNT } mst_job_schedule;
 typedef enum { MST_JOB_MODE_EAGER, MST_JOB_MODE_GRAPH, MST_JOB_MODE_COUNT } mst_job_mode;
+/* runtime.kernels, in the order of runtime/backend/kernel_choice.h's mst_kernels_mode */
+typedef enum { MST_JOB_KERNELS_AUTO, MST_JOB_KERNELS_ONEDNN, MST_JOB_KERNELS_BUILTIN, MST_JOB_KERNELS_COUNT } mst_job_kernels;
 typedef enum { MST_JOB_DEVICE_CPU, MST_JOB_DEVICE_CUDA, MST_JOB_DEVICE_COUNT } mst_job_device;
 typedef enum { MST_JOB_AMP_O0, MST_JOB_AMP_O1, MST_JOB_AMP_O2, MST_JOB_AMP_O3, MST_JOB_AMP_COUNT } mst_job_amp_level;
 typedef enum { MST_JOB_HALF_F16, MST_JOB_HALF_BF16, MST_JOB_HALF_COUNT } mst_job_half;
@@ -95,6 +97,7 @@ typedef struct mst_job {
         mst_job_mode mode;
         mst_job_device device;
         int threads;                        /* 0 = all cores */
+        mst_job_kernels kernels;            /* which CPU provider runs matmul/conv (auto measures) */
         bool dynamic_batch;                 /* graph mode: one plan for every batch size (read by graph mode) */
         bool flush_denormals;               /* FTZ/DAZ on every computing thread (runtime/fpu.h) */
     } runtime;

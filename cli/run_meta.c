@@ -11,6 +11,8 @@
 #include <yaml.h>
 #include <zlib.h>
 
+#include "runtime/cpu_features.h"
+
 #ifndef MSTUNE_GIT_REV
 #define MSTUNE_GIT_REV "unknown"
 #endif
@@ -53,6 +55,9 @@ int mst_run_meta_collect(mst_meta_item *it, int n) {
     cpu_model(cpu, sizeof(cpu));
     ADD("cpu_model", "%s", cpu);
     ADD("cpu_cores", "%ld", sysconf(_SC_NPROCESSORS_ONLN));
+    char feats[256];
+    mst_cpu_features_str(feats, sizeof(feats), ",");
+    ADD("cpu_features", "%s", feats);
     ADD("openblas", "%s", openblas_get_config());
     ADD("sqlite", "%s", sqlite3_libversion());
     ADD("cjson", "%s", cJSON_Version());

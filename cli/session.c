@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "runtime/fpu.h"
+#include "runtime/backend/kernel_choice.h"
 #include "workloads/zoo.h"
 
 /* Fashion-MNIST pixel statistics over the training split (scaled to [0, 1]). */
@@ -92,6 +93,8 @@ int mst_session_open(mst_session *s, const mst_job *job, const char *out_dir, bo
         snprintf(err, errn, "out of memory creating the runtime context");
         goto fail;
     }
+    /* auto (the default) keeps the context's own default, which MSTUNE_KERNELS may have forced */
+    if (job->runtime.kernels != MST_JOB_KERNELS_AUTO) mst_ctx_set_kernels(s->ctx, (mst_kernels_mode)job->runtime.kernels);
     int64_t shape[3];
     mst_source_shape(s->train_src, shape);
     mst_model_spec spec = {

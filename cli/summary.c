@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/run_meta.h"
+#include "runtime/cpu_features.h"
 #include "util/fsutil.h"
 
 /* Subnormal f32 values (0 < |x| < FLT_MIN) in the trained parameters and their last gradients:
@@ -86,6 +87,12 @@ cJSON *mst_summary_build(const mst_job *job, const mst_session *s, const mst_tra
     mst_meta_item items[24];
     int n = mst_run_meta_collect(items, 24);
     for (int i = 0; i < n; i++) cJSON_AddStringToObject(machine, items[i].key, items[i].value);
+    /* the CPU as detected at run time (runtime/cpu_features.h): the advisor's AMP rule reads it */
+    cJSON *cpu = cJSON_AddObjectToObject(root, "cpu");
+    cJSON_AddStringToObject(cpu, "model", mst_cpu_info_get()->model);
+    cJSON *feats = cJSON_AddArrayToObject(cpu, "features");
+    for (int f = 0; f < MST_CPU_FEATURE_COUNT; f++)
+        if (mst_cpu_has((mst_cpu_feature)f)) cJSON_AddItemToArray(feats, cJSON_CreateString(mst_cpu_feature_name((mst_cpu_feature)f)));
     return root;
 }
 

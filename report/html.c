@@ -575,6 +575,12 @@ int rpt_html_write(const rpt_page *pg, const char *path, char *err, size_t errn)
         rpt_puts(&b, " · ");
         rpt_html(&b, cpu);
     }
+    const char *feats = rpt_profile_meta(p, "cpu_features");
+    if (feats && *feats) {
+        rpt_puts(&b, " (");
+        rpt_html(&b, feats);
+        rpt_puts(&b, ")");
+    }
     rpt_puts(&b, "</p></header>\n");
     answer(&b, pg);
     notices(&b, pg);

@@ -10,6 +10,8 @@
 #include "profiler/events.h"
 #include "runtime/amp/autocast.h"
 #include "runtime/fpu.h"
+#include "runtime/backend/kernel_choice.h"
+#include "runtime/backend/onednn.h"
 
 mst_ctx *mst_ctx_new(const mst_ctx_config *cfg) {
     mst_ctx *ctx = calloc(1, sizeof(*ctx));
@@ -20,6 +22,12 @@ mst_ctx *mst_ctx_new(const mst_ctx_config *cfg) {
     ctx->rng = mst_rng_make(mst_hash64(ctx->seed), 0);
     ctx->grad_enabled = true;
     ctx->out_cat = MST_MEM_ACT;
+    const char *kernels = getenv("MSTUNE_KERNELS");
+    if (kernels && *kernels) {
+        int m = mst_kernels_mode_parse(kernels);
+        if (m < 0) fprintf(stderr, "mstune: MSTUNE_KERNELS=%s is not one of auto, onednn, builtin; using auto\n", kernels);
+        ctx->kernels = m < 0 ? MST_KERNELS_AUTO : m;
+    }
     for (int op = 0; op < MST_OP_COUNT; op++) ctx->prof_op_names[op] = mst_prof_intern(mst_op_name((mst_op)op));
     ctx->flush_denormals = cfg && cfg->flush_denormals;
     mst_fpu_apply(ctx);             /* before the pool starts: its workers take this thread's mode */
@@ -39,6 +47,7 @@ void mst_ctx_free(mst_ctx *ctx) {
     mst_amp_cache_free(ctx);        /* cached half parameters and the half kernel's scratch */
     MST_ASSERT(ctx->tape_len == 0);
     mst_threadpool_free(ctx->threadpool);
+    mst_onednn_ctx_free(ctx);
     mst_free(ctx->alloc, ctx->workspace);
     mst_free(ctx->alloc, ctx->graph_arena);
     for (mst_tensor *t = ctx->free_tensors, *next; t; t = next) { next = t->grad; free(t); }

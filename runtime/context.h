@@ -50,6 +50,11 @@ struct mst_ctx {
     bool grad_enabled;
 
     bool force_ref;                 /* run reference kernels instead of fast ones */
+    /* CPU providers (runtime/backend/): which may run (mst_kernels_mode: auto, onednn, builtin;
+     * MSTUNE_KERNELS sets the default) and oneDNN's engine,
+     * stream and primitive cache */
+    int kernels;
+    struct mst_onednn *onednn;
     mst_mem_cat out_cat;            /* category of op outputs: activations, gradients in backward */
 
     void *workspace;                /* grow-only kernel scratch */

@@ -11,6 +11,7 @@
 #include "runtime/amp/autocast.h"
 #include "runtime/amp/half.h"
 #include "runtime/autograd.h"
+#include "runtime/backend/kernel_choice.h"
 #include "runtime/context.h"
 #include "runtime/graph/trace.h"
 #include "runtime/op.h"
@@ -46,10 +47,9 @@ static mst_status promote(mst_ctx *ctx, mst_op_call *c) {
     return MST_OK;
 }
 
+/* The provider choice (builtin, oneDNN) is runtime/backend/kernel_choice.c's. */
 mst_kernel_fn mst_op_kernel(const mst_ctx *ctx, const mst_op_desc *d, mst_dtype key) {
-    mst_kernel_fn kernel = ctx->force_ref && d->cpu_ref[key] ? d->cpu_ref[key] : d->cpu[key];
-    if (!kernel && mst_half_kernel_applies(d, key)) kernel = mst_half_kernel;   /* f16/bf16 via f32 */
-    return kernel;
+    return mst_kernel_lookup(ctx, d, key);
 }
 
 mst_status mst_dispatch(mst_ctx *ctx, mst_op op, int n_in, mst_tensor *const in[], const mst_attrs *attrs,

@@ -10,6 +10,7 @@
 #ifndef MST_RUNTIME_OP_H
 #define MST_RUNTIME_OP_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "runtime/status.h"
@@ -132,8 +133,14 @@ mst_status mst_op_fail(mst_ctx *ctx, const mst_op_call *c, mst_status s, const c
 
 /* The kernel both executors (eager dispatch, graph plans) run for an op on inputs of dtype key:
  * the reference kernel under force_ref, else the fast one, else the generic half-via-f32 kernel for
- * f16/bf16 (runtime/amp/half_kernels.c); NULL when there is none. */
+ * f16/bf16 (runtime/amp/half_kernels.c); where oneDNN serves the op and dtype (and
+ * runtime.kernels allows it), a kernel that picks the provider per shape
+ * (runtime/backend/kernel_choice.h). NULL when there is none. */
 mst_kernel_fn mst_op_kernel(const mst_ctx *ctx, const mst_op_desc *d, mst_dtype key);
+/* Every kernel function an executor may call — the descriptors' fast and reference kernels and the
+ * providers' entry points (runtime/backend/) — into out[0..cap); returns how many. The sampler tells
+ * kernel frames from dispatch frames by these addresses. */
+size_t mst_op_kernel_addrs(const void **out, size_t cap);
 
 /* The eager dispatcher: check arguments, promote dtypes, infer shapes, allocate outputs, record
  * the tape, select the kernel and launch it, all inside profiler ranges. Outputs are pooled.

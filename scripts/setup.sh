@@ -16,6 +16,7 @@ packages=(
   gnuplot-nox       # charts, driven through a pipe
   dataset-fashion-mnist  # the real dataset, under /usr/share/datasets/fashion-mnist
   libgsl-dev        # advisor: t quantiles for the accuracy non-inferiority interval
+  libdnnl-dev       # oneDNN 2.6: matmul/conv provider in f32 and bf16 (runtime/backend/, dlopen'd at run time)
 )
 
 missing=()

@@ -1,7 +1,8 @@
 /* half.c — bulk f16/bf16 <-> f32 conversions: scalar, AVX2+F16C and AVX-512F paths, bit-identical.
  *
  * The vector paths are compiled with per-function target attributes, so the rest of the build
- * stays generic x86-64 and the path is picked at run time (__builtin_cpu_supports). Tails shorter
+ * stays generic x86-64 and the path is picked at run time (runtime/cpu_features.h, which also
+ * honours MSTUNE_CPU_MASK; __builtin_cpu_supports did not build with clang). Tails shorter
  * than a vector go through the scalar conversions of runtime/dtype.c, which the vector code
  * reproduces bit for bit (tests/amp/test_half.c checks every f16 pattern and a dense f32 sweep):
  *   f16 -> f32  vcvtph2ps: exact; a signalling NaN comes back quiet (dtype.c does the same).
@@ -13,6 +14,7 @@
  *               (36 vs 53 GB/s, bench_amp_kernels), so AVX-512 is used where it helps only.
  */
 #include "runtime/amp/half.h"
+#include "runtime/cpu_features.h"
 
 #include <string.h>
 
@@ -34,9 +36,9 @@ bool mst_half_path_available(mst_half_path p) {
     switch (p) {
     case MST_HALF_PATH_SCALAR: return true;
 #if MST_HALF_X86
-    case MST_HALF_PATH_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    case MST_HALF_PATH_AVX2: return mst_cpu_has(MST_CPU_AVX2) && mst_cpu_has(MST_CPU_F16C);
     case MST_HALF_PATH_AVX512:    /* f32 -> bf16 runs the AVX2 code, so it needs AVX2 too */
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2");
+        return mst_cpu_has(MST_CPU_AVX512F) && mst_cpu_has(MST_CPU_AVX2);
 #endif
     default: return false;
     }

@@ -21,6 +21,7 @@
 
 #include "profiler/events.h"
 #include "profiler/sampler.h"
+#include "runtime/backend/kernel_choice.h"
 #include "runtime/context.h"
 #include "runtime/op.h"
 #include "runtime/ops.h"
@@ -286,18 +287,7 @@ static void test_stray_signal_before_ring(void **state) {
 
 /* ---- real eager workloads ---- */
 
-static size_t op_table_kernels(const void **out, size_t cap) {
-    size_t n = 0;
-    for (int op = 0; op < MST_OP_COUNT; op++) {
-        const mst_op_desc *d = mst_op_table[op];
-        if (!d) continue;
-        for (int t = 0; t < MST_DTYPE_COUNT; t++) {
-            if (d->cpu[t] && n < cap) out[n++] = (const void *)d->cpu[t];
-            if (d->cpu_ref[t] && n < cap) out[n++] = (const void *)d->cpu_ref[t];
-        }
-    }
-    return n;
-}
+static size_t op_table_kernels(const void **out, size_t cap) { return mst_op_kernel_addrs(out, cap); }
 
 /* The instrumented split of the calling thread's op time: dispatch-exclusive / outermost dispatch. */
 typedef struct {
@@ -324,6 +314,8 @@ typedef enum { WORK_TINY, WORK_MATMUL } workload;
  * far the two measurements agree is a benchmark (docs/sampler.md), not a correctness property. */
 static mst_sampler_stats run_workload(workload w, uint64_t ns, bool instrument, mst_sampler *s) {
     mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 7, .n_threads = w == WORK_TINY ? 1 : 0});
+    /* the builtin kernels: the matmul case looks for their frame (matmul_f32) on the stack */
+    mst_ctx_set_kernels(ctx, MST_KERNELS_BUILTIN);
     assert_non_null(ctx);
     int64_t n = w == WORK_TINY ? 8 : 512;
     mst_tensor *a = mst_tensor_randn(ctx, MST_DTYPE_F32, 2, (int64_t[]){n, n}, 0, 1);

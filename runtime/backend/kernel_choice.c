@@ -1,0 +1,259 @@
+/* kernel_choice.c — see kernel_choice.h. The verdicts are one map from shape key to provider per
+ * process, filled at the first call of a shape; a decision costs each kernel three runs (one to
+ * warm caches and build the oneDNN primitive, two timed, the faster kept) and one more of the
+ * winner, whose output the call returns. Timing decides which kernel runs, never whether a result
+ * is right: both providers are checked against the reference kernels in tests/runtime.
+ *
+ * Why per process and per machine, not per context: the verdict is a fact about the machine, like
+ * its CPU features, and two runs of one job (a test's two contexts, eager against graph, the
+ * advisor's trials, a resumed run) must get the same bits from the same seed; with per-context
+ * verdicts a close race between the providers went one way in one run and the other way in the
+ * next, and the cnn's eager and graph losses parted by 2% after 200 steps. So verdicts are kept in
+ * one map per process (mutex-guarded, grow-only: the one mutable file-scope state of runtime/, on
+ * purpose) and in a calibration file per machine that every process reads before it measures and
+ * appends to after: MSTUNE_KERNELS_CACHE names it (`off`: per process only), default
+ * $XDG_CACHE_HOME/mstune/kernel-choices.tsv (or ~/.cache/...). A line is one verdict:
+ *   v1 <TAB> machine <TAB> op <TAB> dtype <TAB> key hash <TAB> provider <TAB> builtin us <TAB> onednn us <TAB> shapes
+ * where machine is the CPU model and its available features (a masked run is another machine) and
+ * the key covers shapes, attributes and the thread budget. Lines are appended with one O_APPEND
+ * write each (atomic for lines this short); the first line for a key wins.
+ */
+#include "runtime/backend/kernel_choice.h"
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "profiler/events.h"
+#include "runtime/amp/half.h"
+#include "runtime/backend/onednn.h"
+#include "runtime/backend/shape_key.h"
+#include "runtime/context.h"
+#include "runtime/cpu_features.h"
+#include "util/fsutil.h"
+
+/* oneDNN must beat builtin by this fraction of builtin's time to be chosen in auto mode: a close
+ * race is noise on a shared machine, and a verdict that flips between processes would change the
+ * bits a seed gives. */
+static const double k_choice_margin = 0.25;
+
+static const char *const mode_names[MST_KERNELS_MODE_COUNT] = {"auto", "onednn", "builtin"};
+static const char *const provider_names[MST_PROVIDER_COUNT] = {"builtin", "onednn"};
+
+const char *mst_kernels_mode_name(mst_kernels_mode m) { return (unsigned)m < MST_KERNELS_MODE_COUNT ? mode_names[m] : "?"; }
+const char *mst_provider_name(mst_provider p) { return (unsigned)p < MST_PROVIDER_COUNT ? provider_names[p] : "?"; }
+
+int mst_kernels_mode_parse(const char *s) {
+    for (int m = 0; m < MST_KERNELS_MODE_COUNT; m++)
+        if (strcmp(mode_names[m], s) == 0) return m;
+    return -1;
+}
+
+void mst_ctx_set_kernels(mst_ctx *ctx, mst_kernels_mode m) { ctx->kernels = m; }
+
+static pthread_mutex_t verdict_lock = PTHREAD_MUTEX_INITIALIZER;
+static mst_shape_map verdicts;     /* values: (void *)(uintptr_t)(provider + 1) */
+
+/* ---- the per-machine calibration file (under verdict_lock) ---- */
+
+static bool cache_ready;
+static char cache_path[512];       /* "" = off */
+static char machine[320];
+
+static void cache_setup(void) {
+    if (cache_ready) return;
+    cache_ready = true;
+    const mst_cpu_info *ci = mst_cpu_info_get();
+    char feats[256];
+    mst_cpu_features_str(feats, sizeof(feats), ",");
+    snprintf(machine, sizeof(machine), "%s|%s", ci->model, feats);
+    for (char *p = machine; *p; p++)
+        if (*p == '\t' || *p == '\n') *p = ' ';
+    const char *env = getenv("MSTUNE_KERNELS_CACHE"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char dir[400] = "";
+    if (env && *env) {
+        if (strcmp(env, "off") != 0) snprintf(cache_path, sizeof(cache_path), "%s", env);
+        return;
+    }
+    if (xdg && *xdg) snprintf(dir, sizeof(dir), "%s/mstune", xdg);
+    else if (home && *home) snprintf(dir, sizeof(dir), "%s/.cache/mstune", home);
+    char err[256];
+    if (!*dir || mst_mkdirs(dir, err, sizeof(err)) != 0) return;     /* no cache: verdicts per process */
+    snprintf(cache_path, sizeof(cache_path), "%s/kernel-choices.tsv", dir);
+}
+
+/* The file's verdict for (op, dtype, hash) on this machine; false when it has none. */
+static bool cache_find(const char *op, const char *dtype, uint64_t hash, mst_provider *out) {
+    FILE *f = *cache_path ? fopen(cache_path, "r") : NULL;
+    if (!f) return false;
+    char line[1024], want[64];
+    snprintf(want, sizeof(want), "%016" PRIx64, hash);
+    bool found = false;
+    while (!found && fgets(line, sizeof(line), f)) {
+        char *save = NULL, *field[6];
+        int n = 0;
+        for (char *t = strtok_r(line, "\t\n", &save); t && n < 6; t = strtok_r(NULL, "\t\n", &save)) field[n++] = t;
+        if (n < 6 || strcmp(field[0], "v1") || strcmp(field[1], machine) || strcmp(field[2], op) || strcmp(field[3], dtype) ||
+            strcmp(field[4], want))
+            continue;
+        for (int p = 0; p < MST_PROVIDER_COUNT; p++)
+            if (strcmp(field[5], provider_names[p]) == 0) *out = (mst_provider)p, found = true;
+    }
+    fclose(f);
+    return found;
+}
+
+static void cache_append(const char *op, const char *dtype, uint64_t hash, mst_provider p, double tb, double to,
+                         const char *shapes) {
+    if (!*cache_path) return;
+    char line[1024];
+    int n = snprintf(line, sizeof(line), "v1\t%s\t%s\t%s\t%016" PRIx64 "\t%s\t%.1f\t%.1f\t%s\n", machine, op, dtype, hash,
+                     provider_names[p], tb / 1e3, to / 1e3, shapes);
+    if (n <= 0 || n >= (int)sizeof(line)) return;
+    int fd = open(cache_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    ssize_t w = write(fd, line, (size_t)n);    /* one write: lines of concurrent processes never interleave */
+    (void)w;
+    close(fd);
+}
+
+mst_kernel_fn mst_kernel_builtin(const mst_ctx *ctx, const mst_op_desc *d, mst_dtype key) {
+    mst_kernel_fn kernel = ctx->force_ref && d->cpu_ref[key] ? d->cpu_ref[key] : d->cpu[key];
+    if (!kernel && mst_half_kernel_applies(d, key)) kernel = mst_half_kernel;   /* f16/bf16 via f32 */
+    return kernel;
+}
+
+static mst_op op_of(const mst_op_desc *d) {
+    static const mst_op served[] = {MST_OP_MATMUL, MST_OP_LINEAR, MST_OP_CONV2D, MST_OP_CONV2D_GRAD_INPUT,
+                                    MST_OP_CONV2D_GRAD_WEIGHT};
+    for (size_t i = 0; i < sizeof(served) / sizeof(served[0]); i++)
+        if (mst_op_table[served[i]] == d) return served[i];
+    return MST_OP_COUNT;
+}
+
+static mst_dtype key_dtype(const mst_op_call *c) {
+    const mst_op_desc *d = mst_op_table[c->op];
+    return c->n_in > 0 ? c->in[d->dtype_arg]->dtype : c->out[0]->dtype;
+}
+
+/* MSTUNE_KERNELS_LOG=1 prints every auto verdict with both times to stderr. */
+static bool log_choices(void) {
+    const char *e = getenv("MSTUNE_KERNELS_LOG");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+static double run_ns(mst_ctx *ctx, mst_kernel_fn k, const mst_op_call *c, mst_status *s) {
+    uint64_t t0 = mst_prof_now_ns();
+    *s = k(ctx, c);
+    return (double)(mst_prof_now_ns() - t0);
+}
+
+/* Times both on c's tensors; leaves c's outputs as whichever ran last (the caller reruns). */
+static mst_provider measure(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn builtin, mst_kernel_fn dnnl,
+                            const mst_shape_key *k, double *tb_out, double *to_out) {
+    mst_status s1, s2;
+    run_ns(ctx, builtin, c, &s1);
+    run_ns(ctx, dnnl, c, &s2);
+    *tb_out = *to_out = 0;
+    if (s1 != MST_OK || s2 != MST_OK) {
+        mst_ctx_clear_error(ctx);   /* the chosen kernel reruns and reports for real */
+        return s1 == MST_OK ? MST_PROVIDER_BUILTIN : MST_PROVIDER_ONEDNN;
+    }
+    double tb = 1e300, to = 1e300;
+    for (int r = 0; r < 2; r++) {
+        double b = run_ns(ctx, builtin, c, &s1), o = run_ns(ctx, dnnl, c, &s2);
+        if (b < tb) tb = b;
+        if (o < to) to = o;
+    }
+    *tb_out = tb, *to_out = to;
+    return to < tb * (1 - k_choice_margin) ? MST_PROVIDER_ONEDNN : MST_PROVIDER_BUILTIN;
+}
+
+static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measured) {
+    const mst_op_desc *d = mst_op_table[c->op];
+    mst_dtype key = key_dtype(c);
+    mst_kernel_fn builtin = mst_kernel_builtin(ctx, d, key), dnnl = mst_onednn_kernel(c->op, key);
+    *just_measured = false;
+    if (ctx->force_ref || ctx->kernels == MST_KERNELS_BUILTIN || !dnnl || !mst_onednn_supports(ctx, c, key))
+        return MST_PROVIDER_BUILTIN;
+    if (ctx->kernels == MST_KERNELS_ONEDNN || !builtin) return MST_PROVIDER_ONEDNN;
+    mst_shape_key k;
+    mst_shape_key_of(&k, c, key);
+    k.threads = ctx->n_threads;
+    uint64_t hash = mst_shape_key_hash(&k);
+    const char *op = mst_op_name(c->op), *dt = mst_dtype_name(key);
+    pthread_mutex_lock(&verdict_lock);
+    cache_setup();
+    void *v = mst_shape_map_get(&verdicts, &k);
+    mst_provider p = MST_PROVIDER_BUILTIN;
+    bool known = v ? (p = (mst_provider)((uintptr_t)v - 1), true) : cache_find(op, dt, hash, &p);
+    pthread_mutex_unlock(&verdict_lock);
+    double tb = 0, to = 0;
+    /* measured outside the lock: another thread may measure the same shape; the first verdict stays */
+    if (!known) p = measure(ctx, c, builtin, dnnl, &k, &tb, &to);
+    *just_measured = !known;
+    char shapes[200] = "";
+    for (int i = 0, n = 0; i < c->n_in && n < (int)sizeof(shapes); i++) {
+        char t[64];
+        n += snprintf(shapes + n, sizeof(shapes) - (size_t)n, "%s%s", i ? ", " : "", mst_tensor_desc(c->in[i], t, sizeof(t)));
+    }
+    pthread_mutex_lock(&verdict_lock);
+    void **slot = mst_shape_map_slot(&verdicts, &k);
+    if (slot && !*slot) {
+        if (!known) {
+            mst_provider q;
+            if (cache_find(op, dt, hash, &q)) p = q;    /* another process got there first */
+            else cache_append(op, dt, hash, p, tb, to, shapes);
+        }
+        *slot = (void *)(uintptr_t)(p + 1);
+    }
+    if (slot) p = (mst_provider)((uintptr_t)*slot - 1);
+    pthread_mutex_unlock(&verdict_lock);
+    if (!known && log_choices())
+        fprintf(stderr, "mstune kernels: %s(%s) at %d threads: builtin %.1f us, onednn %.1f us (%s) -> %s\n", op, shapes,
+                ctx->n_threads, tb / 1e3, to / 1e3, mst_onednn_impl(ctx, c, key), mst_provider_name(p));
+    return p;
+}
+
+mst_provider mst_kernel_provider(mst_ctx *ctx, const mst_op_call *c) {
+    bool measured;
+    return decide(ctx, c, &measured);
+}
+
+static mst_status choose_and_run(mst_ctx *ctx, const mst_op_call *c) {
+    bool measured;
+    mst_provider p = decide(ctx, c, &measured);
+    const mst_op_desc *d = mst_op_table[c->op];
+    mst_dtype key = key_dtype(c);
+    mst_kernel_fn k = p == MST_PROVIDER_ONEDNN ? mst_onednn_kernel(c->op, key) : mst_kernel_builtin(ctx, d, key);
+    if (!k) return mst_op_fail(ctx, c, MST_ERR_DTYPE, "no cpu kernel for dtype %s", mst_dtype_name(key));
+    return k(ctx, c);
+}
+
+mst_kernel_fn mst_kernel_lookup(const mst_ctx *ctx, const mst_op_desc *d, mst_dtype key) {
+    mst_kernel_fn builtin = mst_kernel_builtin(ctx, d, key);
+    if (ctx->force_ref || ctx->kernels == MST_KERNELS_BUILTIN) return builtin;
+    mst_op op = op_of(d);
+    if (op == MST_OP_COUNT || !mst_onednn_kernel(op, key)) return builtin;
+    return choose_and_run;
+}
+
+size_t mst_op_kernel_addrs(const void **out, size_t cap) {
+    size_t n = 0;
+    for (int op = 0; op < MST_OP_COUNT; op++) {
+        const mst_op_desc *d = mst_op_table[op];
+        if (!d) continue;
+        for (int t = 0; t < MST_DTYPE_COUNT; t++) {
+            if (d->cpu[t] && n < cap) out[n++] = (const void *)d->cpu[t];
+            if (d->cpu_ref[t] && n < cap) out[n++] = (const void *)d->cpu_ref[t];
+        }
+    }
+    mst_kernel_fn providers[] = {choose_and_run, mst_onednn_kernel(MST_OP_MATMUL, MST_DTYPE_F32)};
+    for (size_t i = 0; i < sizeof(providers) / sizeof(providers[0]); i++)
+        if (providers[i] && n < cap) out[n++] = (const void *)providers[i];
+    return n;
+}

@@ -1,0 +1,43 @@
+/* onednn.h — oneDNN (Debian libdnnl 2.6) as a CPU kernel provider: matmul and linear (whose
+ * gradients are matmuls), conv2d and its two gradient ops, in f32 and bf16 with f32
+ * accumulation. f16 is not served: oneDNN 2.6 has no f16 matmul/convolution on the CPU, so f16
+ * stays on the builtin half-via-f32 path.
+ *
+ * The library is loaded with dlopen at the first use, not linked: libgomp (oneDNN's OpenMP
+ * runtime) reads OMP_WAIT_POLICY once when it loads, and loading it ourselves lets the runtime set
+ * the passive policy first (docs/runtime.md, "Threads"), so oneDNN's team sleeps between
+ * primitives instead of spinning against the runtime's pool. A machine without the library runs
+ * the builtin kernels (mst_onednn_available() says so). The ISA oneDNN may use follows
+ * runtime/cpu_features.h, so MSTUNE_CPU_MASK narrows oneDNN too.
+ *
+ * Primitives are created once per shape (runtime/backend/shape_key.h) and cached in the context;
+ * a call only swaps data pointers and executes. A shape oneDNN does not implement is remembered as
+ * unsupported, and the builtin kernel runs it.
+ *
+ *     if (mst_onednn_supports(ctx, c, MST_DTYPE_BF16)) s = mst_onednn_kernel(c->op, MST_DTYPE_BF16)(ctx, c);
+ */
+#ifndef MST_RUNTIME_BACKEND_ONEDNN_H
+#define MST_RUNTIME_BACKEND_ONEDNN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "runtime/op.h"
+
+/* The library loaded and a CPU engine made (once per process); why not, in why, when it failed. */
+bool        mst_onednn_available(void);
+const char *mst_onednn_unavailable_reason(void);
+/* "2.6.0 (isa avx512_core_bf16)" or "unavailable: ..." */
+const char *mst_onednn_version(void);
+
+/* oneDNN's kernel for (op, dtype), or NULL when the provider has none for that pair. */
+mst_kernel_fn mst_onednn_kernel(mst_op op, mst_dtype dtype);
+/* Whether oneDNN implements this call's shape (creates and caches the primitive on first ask). */
+bool mst_onednn_supports(mst_ctx *ctx, const mst_op_call *c, mst_dtype dtype);
+/* The implementation oneDNN picked for this shape ("brg:avx512_core_bf16", ...), or NULL. */
+const char *mst_onednn_impl(mst_ctx *ctx, const mst_op_call *c, mst_dtype dtype);
+
+/* Frees the context's primitive cache (mst_ctx_free calls it). */
+void mst_onednn_ctx_free(mst_ctx *ctx);
+
+#endif

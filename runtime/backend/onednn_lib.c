@@ -1,0 +1,280 @@
+/* onednn_lib.c — loading oneDNN, the context's engine/stream/primitive cache, and the one kernel
+ * every op of the provider runs: find (or build) the shape's primitive, point its memories at the
+ * call's tensors, execute on the context's stream, wait.
+ *
+ * Loading (once per process): OMP_WAIT_POLICY=passive is set unless the environment already says
+ * otherwise, then libdnnl.so.2 (and with it libgomp) is dlopen'd, so oneDNN's OpenMP team sleeps
+ * between primitives instead of spinning against the runtime's own pool on the same cores. The
+ * team is sized to the context's thread budget before each execution (omp_set_num_threads on the
+ * calling thread: the kernels run on the context's main thread while the pool's workers sleep).
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/backend/onednn_impl.h"
+#include "runtime/cpu_features.h"
+
+onednn_api onednn;
+
+/* Below this much work a primitive runs single-threaded (as the builtin kernels' k_par_min_chunk_flops:
+ * two chunks' worth before a second thread pays). */
+static const double k_team_min_flops = 8.0e6;
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static bool loaded;
+static char why[256] = "not loaded yet";
+static char version_str[192];
+
+/* The widest ISA oneDNN may use: what cpu_features reports (after MSTUNE_CPU_MASK). */
+static dnnl_cpu_isa_t max_isa(void) {
+    if (mst_cpu_has(MST_CPU_AMX_BF16)) return dnnl_cpu_isa_all;
+    if (mst_cpu_has(MST_CPU_AVX512_BF16) && mst_cpu_has(MST_CPU_AVX512_VNNI)) return dnnl_cpu_isa_avx512_core_bf16;
+    if (mst_cpu_has(MST_CPU_AVX512_VNNI)) return dnnl_cpu_isa_avx512_core_vnni;
+    if (mst_cpu_has(MST_CPU_AVX512BW) && mst_cpu_has(MST_CPU_AVX512VL) && mst_cpu_has(MST_CPU_AVX512DQ))
+        return dnnl_cpu_isa_avx512_core;
+    if (mst_cpu_has(MST_CPU_AVX2)) return dnnl_cpu_isa_avx2;
+    return dnnl_cpu_isa_sse41;
+}
+
+static const char *isa_name(dnnl_cpu_isa_t isa) {
+    switch (isa) {
+    case dnnl_cpu_isa_all: return "all (amx)";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    default: return "sse41";
+    }
+}
+
+static bool resolve(void *h, const char *name, void *fp) {
+    void *sym = dlsym(h, name);
+    if (!sym) {
+        snprintf(why, sizeof(why), "libdnnl.so.2 has no %s", name);
+        return false;
+    }
+    memcpy(fp, &sym, sizeof(sym));
+    return true;
+}
+
+static void load(void) {
+    bool gomp_before = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD) != NULL;
+    setenv("OMP_WAIT_POLICY", "passive", 0);    /* the user's setting wins */
+    void *h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(why, sizeof(why), "cannot load libdnnl.so.2 (Debian libdnnl2.6; scripts/setup.sh): %s", dlerror());
+        return;
+    }
+    static const struct { const char *name; size_t off; } syms[] = {
+        {"dnnl_engine_create", offsetof(onednn_api, engine_create)},
+        {"dnnl_engine_destroy", offsetof(onednn_api, engine_destroy)},
+        {"dnnl_stream_create", offsetof(onednn_api, stream_create)},
+        {"dnnl_stream_wait", offsetof(onednn_api, stream_wait)},
+        {"dnnl_stream_destroy", offsetof(onednn_api, stream_destroy)},
+        {"dnnl_memory_desc_init_by_strides", offsetof(onednn_api, md_init_by_strides)},
+        {"dnnl_memory_desc_init_by_tag", offsetof(onednn_api, md_init_by_tag)},
+        {"dnnl_memory_create", offsetof(onednn_api, memory_create)},
+        {"dnnl_memory_set_data_handle", offsetof(onednn_api, memory_set_data_handle)},
+        {"dnnl_memory_destroy", offsetof(onednn_api, memory_destroy)},
+        {"dnnl_matmul_desc_init", offsetof(onednn_api, matmul_desc_init)},
+        {"dnnl_convolution_forward_desc_init", offsetof(onednn_api, conv_fwd_desc_init)},
+        {"dnnl_convolution_backward_data_desc_init", offsetof(onednn_api, conv_bwd_data_desc_init)},
+        {"dnnl_convolution_backward_weights_desc_init", offsetof(onednn_api, conv_bwd_weights_desc_init)},
+        {"dnnl_primitive_desc_create", offsetof(onednn_api, pd_create)},
+        {"dnnl_primitive_desc_destroy", offsetof(onednn_api, pd_destroy)},
+        {"dnnl_primitive_desc_query", offsetof(onednn_api, pd_query)},
+        {"dnnl_primitive_create", offsetof(onednn_api, primitive_create)},
+        {"dnnl_primitive_execute", offsetof(onednn_api, primitive_execute)},
+        {"dnnl_primitive_destroy", offsetof(onednn_api, primitive_destroy)},
+        {"dnnl_set_max_cpu_isa", offsetof(onednn_api, set_max_cpu_isa)},
+        {"dnnl_version", offsetof(onednn_api, version)},
+    };
+    onednn_api api;
+    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++)
+        if (!resolve(h, syms[i].name, (char *)&api + syms[i].off)) return;
+    void *omp = dlsym(h, "omp_set_num_threads");   /* from libgomp, libdnnl's dependency */
+    memcpy(&api.omp_set_num_threads, &omp, sizeof(omp));
+    dnnl_cpu_isa_t isa = max_isa();
+    api.set_max_cpu_isa(isa);                      /* fails only after a primitive exists: none yet */
+    const dnnl_version_t *v = api.version();
+    snprintf(version_str, sizeof(version_str), "%d.%d.%d (max isa %s%s)", v->major, v->minor, v->patch, isa_name(isa),
+             gomp_before ? "; libgomp was loaded before, its wait policy is the environment's" : "");
+    onednn = api;
+    loaded = true;
+    why[0] = '\0';
+}
+
+bool mst_onednn_available(void) {
+    pthread_once(&load_once, load);
+    return loaded;
+}
+
+const char *mst_onednn_unavailable_reason(void) { return mst_onednn_available() ? "" : why; }
+
+const char *mst_onednn_version(void) {
+    static char buf[384];
+    if (mst_onednn_available()) return version_str;
+    snprintf(buf, sizeof(buf), "unavailable: %s", why);
+    return buf;
+}
+
+/* ---- the context's state ---- */
+
+static mst_onednn *state(mst_ctx *ctx) {
+    if (ctx->onednn) return ctx->onednn;
+    if (!mst_onednn_available()) return NULL;
+    mst_onednn *st = calloc(1, sizeof(*st));
+    if (!st) return NULL;
+    if (onednn.engine_create(&st->engine, dnnl_cpu, 0) != dnnl_success ||
+        onednn.stream_create(&st->stream, st->engine, dnnl_stream_default_flags) != dnnl_success) {
+        if (st->engine) onednn.engine_destroy(st->engine);
+        free(st);
+        return NULL;
+    }
+    ctx->onednn = st;
+    return st;
+}
+
+static void prim_free(onednn_prim *p) {
+    for (int k = 0; k < p->n_args; k++) onednn.memory_destroy(p->args[k].memory);
+    if (p->prim) onednn.primitive_destroy(p->prim);
+    if (p->pd) onednn.pd_destroy(p->pd);
+    free(p);
+}
+
+void mst_onednn_ctx_free(mst_ctx *ctx) {
+    mst_onednn *st = ctx->onednn;
+    if (!st) return;
+    for (size_t i = 0; i < st->prims.cap; i++)
+        if (st->prims.hashes[i] && st->prims.vals[i]) prim_free(st->prims.vals[i]);
+    mst_shape_map_free(&st->prims);
+    onednn.stream_destroy(st->stream);
+    onednn.engine_destroy(st->engine);
+    free(st);
+    ctx->onednn = NULL;
+}
+
+bool onednn_make_primitive(mst_onednn *st, const_dnnl_op_desc_t desc, const_dnnl_primitive_desc_t hint, onednn_prim *p) {
+    if (onednn.pd_create(&p->pd, desc, NULL, st->engine, hint) != dnnl_success) {
+        p->pd = NULL;
+        return false;
+    }
+    const char *impl = NULL;
+    if (onednn.pd_query(p->pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+        snprintf(p->impl, sizeof(p->impl), "%s", impl);
+    if (onednn.primitive_create(&p->prim, p->pd) != dnnl_success) {
+        p->prim = NULL;
+        return false;
+    }
+    return true;
+}
+
+bool onednn_add_arg(mst_onednn *st, onednn_prim *p, int arg, const dnnl_memory_desc_t *md, int from) {
+    if (p->n_args >= ONEDNN_MAX_ARGS) return false;
+    dnnl_memory_t m;
+    if (onednn.memory_create(&m, md, st->engine, DNNL_MEMORY_NONE) != dnnl_success) return false;
+    p->args[p->n_args] = (dnnl_exec_arg_t){.arg = arg, .memory = m};
+    p->from[p->n_args++] = from;
+    return true;
+}
+
+/* The calling thread's OpenMP team for c: oneDNN fixes a primitive's thread count when it is
+ * created (from omp_get_max_threads) and splits reductions by it, so the team is set before
+ * creation as well as before execution, from the call alone — the same shape always gets the same
+ * split, hence the same bits. A small primitive runs on the calling thread alone: waking a
+ * sleeping team cost 15-40 us on the 2-core VM, more than such a primitive's whole run. */
+static void set_team(const mst_ctx *ctx, const mst_op_call *c) {
+    /* set every time: the setting belongs to the thread, which other contexts may share */
+    int team = (double)mst_op_flops(c) < k_team_min_flops ? 1 : ctx->n_threads;
+    if (onednn.omp_set_num_threads) onednn.omp_set_num_threads(team);
+}
+
+static onednn_build_fn builder(mst_op op) {
+    switch (op) {
+    case MST_OP_MATMUL: return onednn_build_matmul;
+    case MST_OP_LINEAR: return onednn_build_linear;
+    case MST_OP_CONV2D: return onednn_build_conv2d;
+    case MST_OP_CONV2D_GRAD_INPUT: return onednn_build_conv2d_grad_input;
+    case MST_OP_CONV2D_GRAD_WEIGHT: return onednn_build_conv2d_grad_weight;
+    default: return NULL;
+    }
+}
+
+static bool served_dtype(mst_dtype dt) { return dt == MST_DTYPE_F32 || dt == MST_DTYPE_BF16; }
+
+/* The shape's primitive (built on first use; p->ok false when oneDNN cannot do it), or NULL. */
+static onednn_prim *prim_for(mst_ctx *ctx, const mst_op_call *c, mst_dtype dt) {
+    onednn_build_fn build = builder(c->op);
+    if (!build || !served_dtype(dt)) return NULL;
+    mst_onednn *st = state(ctx);
+    if (!st) return NULL;
+    mst_shape_key key;
+    mst_shape_key_of(&key, c, dt);
+    void **slot = mst_shape_map_slot(&st->prims, &key);
+    if (!slot) return NULL;
+    if (!*slot) {
+        onednn_prim *p = calloc(1, sizeof(*p));
+        if (!p) return NULL;
+        set_team(ctx, c);
+        p->ok = build(st, c, dt == MST_DTYPE_BF16 ? dnnl_bf16 : dnnl_f32, p);
+        if (!p->ok) {   /* keep only the verdict */
+            char impl[sizeof(p->impl)];
+            memcpy(impl, p->impl, sizeof(impl));
+            for (int k = 0; k < p->n_args; k++) onednn.memory_destroy(p->args[k].memory);
+            if (p->prim) onednn.primitive_destroy(p->prim);
+            if (p->pd) onednn.pd_destroy(p->pd);
+            memset(p, 0, sizeof(*p));
+            memcpy(p->impl, impl, sizeof(impl));
+        }
+        *slot = p;
+    }
+    return *slot;
+}
+
+bool mst_onednn_supports(mst_ctx *ctx, const mst_op_call *c, mst_dtype dtype) {
+    onednn_prim *p = prim_for(ctx, c, dtype);
+    return p && p->ok;
+}
+
+const char *mst_onednn_impl(mst_ctx *ctx, const mst_op_call *c, mst_dtype dtype) {
+    onednn_prim *p = prim_for(ctx, c, dtype);
+    return p && p->ok ? p->impl : NULL;
+}
+
+static mst_status onednn_run(mst_ctx *ctx, const mst_op_call *c) {
+    const mst_op_desc *d = mst_op_table[c->op];
+    mst_dtype dt = c->in[d->dtype_arg]->dtype;
+    onednn_prim *p = prim_for(ctx, c, dt);
+    if (!p || !p->ok)
+        return mst_op_fail(ctx, c, MST_ERR_UNSUPPORTED, "oneDNN has no %s kernel for this shape%s%s", mst_dtype_name(dt),
+                           mst_onednn_available() ? "" : ": ", mst_onednn_unavailable_reason());
+    mst_onednn *st = ctx->onednn;
+    for (int k = 0; k < p->n_args; k++) {
+        const mst_tensor *t = p->from[k] >= ONEDNN_FROM_OUT0 ? c->out[p->from[k] - ONEDNN_FROM_OUT0] : c->in[p->from[k]];
+        onednn.memory_set_data_handle(p->args[k].memory, mst_tensor_data(t));
+    }
+    set_team(ctx, c);
+    /* SIGPROF (the stack sampler, profiler/sampler.c) is held off while oneDNN runs and delivered
+     * right after, inside this kernel: with samples landing inside oneDNN (its JIT code has no
+     * unwind information), `mstune profile` of the cnn died of heap corruption ("corrupted size
+     * vs. prev_size") or SIGSEGV within seconds; the cause was not pinned down further. The timer's
+     * overrun count keeps the ticks missed meanwhile, and OpenMP threads oneDNN creates here
+     * inherit the blocked mask, so they are never interrupted either. */
+    sigset_t prof, old;
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    pthread_sigmask(SIG_BLOCK, &prof, &old);
+    bool ok = onednn.primitive_execute(p->prim, st->stream, p->n_args, p->args) == dnnl_success &&
+              onednn.stream_wait(st->stream) == dnnl_success;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!ok) return mst_op_fail(ctx, c, MST_ERR_UNSUPPORTED, "oneDNN failed to execute %s", p->impl);
+    return MST_OK;
+}
+
+mst_kernel_fn mst_onednn_kernel(mst_op op, mst_dtype dtype) {
+    return builder(op) && served_dtype(dtype) && mst_onednn_available() ? onednn_run : NULL;
+}

@@ -1,0 +1,72 @@
+/* shape_key.c — see shape_key.h. FNV-1a over the key's bytes; linear probing. */
+#include "runtime/backend/shape_key.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void mst_shape_key_of(mst_shape_key *k, const mst_op_call *c, mst_dtype dtype) {
+    memset(k, 0, sizeof(*k));
+    k->op = (int32_t)c->op;
+    k->dtype = (int32_t)dtype;
+    k->n_in = c->n_in;
+    for (int i = 0; i < c->n_in && i < MST_SHAPE_KEY_INPUTS; i++) {
+        k->ndim[i] = c->in[i]->ndim;
+        for (int d = 0; d < c->in[i]->ndim; d++) k->shape[i][d] = c->in[i]->shape[d];
+    }
+    memcpy(k->attr_i, c->attrs.i, sizeof(k->attr_i));
+}
+
+uint64_t mst_shape_key_hash(const mst_shape_key *k) {
+    const unsigned char *p = (const unsigned char *)k;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof(*k); i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+static size_t find(const mst_shape_map *m, const mst_shape_key *k, uint64_t h) {
+    size_t i = (size_t)h & (m->cap - 1);
+    while (m->hashes[i] && !(m->hashes[i] == h && memcmp(&m->keys[i], k, sizeof(*k)) == 0)) i = (i + 1) & (m->cap - 1);
+    return i;
+}
+
+static bool grow(mst_shape_map *m) {
+    size_t cap = m->cap ? m->cap * 2 : 16;
+    mst_shape_map n = {.keys = malloc(cap * sizeof(mst_shape_key)), .vals = calloc(cap, sizeof(void *)),
+                       .hashes = calloc(cap, sizeof(uint64_t)), .cap = cap, .len = m->len};
+    if (!n.keys || !n.vals || !n.hashes) {
+        free(n.keys), free(n.vals), free(n.hashes);
+        return false;
+    }
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->hashes[i]) continue;
+        size_t j = find(&n, &m->keys[i], m->hashes[i]);
+        n.keys[j] = m->keys[i], n.vals[j] = m->vals[i], n.hashes[j] = m->hashes[i];
+    }
+    free(m->keys), free(m->vals), free(m->hashes);
+    *m = n;
+    return true;
+}
+
+void **mst_shape_map_slot(mst_shape_map *m, const mst_shape_key *k) {
+    if ((m->len + 1) * 2 > m->cap && !grow(m)) return NULL;
+    uint64_t h = mst_shape_key_hash(k);
+    size_t i = find(m, k, h);
+    if (!m->hashes[i]) {
+        m->hashes[i] = h;
+        m->keys[i] = *k;
+        m->vals[i] = NULL;
+        m->len++;
+    }
+    return &m->vals[i];
+}
+
+void *mst_shape_map_get(const mst_shape_map *m, const mst_shape_key *k) {
+    if (!m->cap) return NULL;
+    size_t i = find(m, k, mst_shape_key_hash(k));
+    return m->hashes[i] ? m->vals[i] : NULL;
+}
+
+void mst_shape_map_free(mst_shape_map *m) {
+    free(m->keys), free(m->vals), free(m->hashes);
+    memset(m, 0, sizeof(*m));
+}

@@ -1,0 +1,185 @@
+/* test_onednn.c — the oneDNN provider against the reference kernels, for every op and dtype it
+ * serves (matmul in all its layouts, linear with and without bias, conv2d and both gradients
+ * over stride, padding and a 1-channel stem), at each dtype's tolerance: f32 outputs within f32
+ * accumulation error, bf16 outputs (f32 accumulation, one rounding on store) within bf16's. The
+ * reference runs in f32 on the very bf16-rounded inputs, so only the kernel's arithmetic is
+ * compared. Then the kernel choice: `builtin` binds the builtin kernel, `onednn` runs oneDNN, and
+ * `auto` returns exactly the bits of the provider it reports. Where libdnnl is missing or a shape
+ * is not implemented on this CPU, the case says so and is skipped; f32 matmul must be served
+ * whenever the library loads (the Debian build has it on every x86-64 ISA). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "runtime/autograd.h"
+#include "runtime/backend/kernel_choice.h"
+#include "runtime/backend/onednn.h"
+#include "runtime/context.h"
+#include "runtime/ops.h"
+
+typedef struct {
+    const char *name;
+    mst_op op;
+    int n_in;
+    int ndim[3];
+    int64_t shape[3][4];
+    int64_t attr[6];
+    int64_t red;        /* reduction length, for the tolerance */
+} kcase;
+
+static const kcase k_cases[] = {
+    {"matmul 2-D", MST_OP_MATMUL, 2, {2, 2}, {{64, 96}, {96, 48}}, {0, 0}, 96},
+    {"matmul a^T", MST_OP_MATMUL, 2, {2, 2}, {{96, 64}, {96, 48}}, {1, 0}, 96},
+    {"matmul b^T", MST_OP_MATMUL, 2, {2, 2}, {{64, 96}, {48, 96}}, {0, 1}, 96},
+    {"matmul a^T b^T", MST_OP_MATMUL, 2, {2, 2}, {{33, 17}, {29, 33}}, {1, 1}, 33},
+    {"matmul batched", MST_OP_MATMUL, 2, {3, 3}, {{3, 20, 30}, {3, 30, 10}}, {0, 0}, 30},
+    {"matmul batched a^T b^T", MST_OP_MATMUL, 2, {3, 3}, {{2, 30, 20}, {2, 10, 30}}, {1, 1}, 30},
+    {"matmul shared b", MST_OP_MATMUL, 2, {3, 2}, {{4, 16, 24}, {24, 8}}, {0, 0}, 24},
+    {"matmul shared b, a^T", MST_OP_MATMUL, 2, {3, 2}, {{4, 24, 16}, {24, 8}}, {1, 0}, 24},
+    {"matmul shared a", MST_OP_MATMUL, 2, {2, 3}, {{16, 24}, {3, 24, 8}}, {0, 0}, 24},
+    {"linear", MST_OP_LINEAR, 2, {2, 2}, {{32, 784}, {100, 784}}, {0}, 784},
+    {"linear + bias", MST_OP_LINEAR, 3, {2, 2, 1}, {{32, 50}, {10, 50}, {10}}, {0}, 50},
+    {"linear 3-D + bias", MST_OP_LINEAR, 3, {3, 2, 1}, {{2, 5, 40}, {7, 40}, {7}}, {0}, 40},
+    {"conv2d 3x3 same", MST_OP_CONV2D, 2, {4, 4}, {{2, 8, 12, 12}, {16, 8, 3, 3}}, {1, 1, 1, 1}, 72},
+    {"conv2d stem 1-ch + bias", MST_OP_CONV2D, 3, {4, 4, 1}, {{3, 1, 28, 28}, {8, 1, 3, 3}, {8}}, {1, 1, 1, 1}, 9},
+    {"conv2d stride 2", MST_OP_CONV2D, 2, {4, 4}, {{2, 4, 11, 11}, {6, 4, 3, 3}}, {2, 2, 1, 1}, 36},
+    {"conv2d 1x1", MST_OP_CONV2D, 2, {4, 4}, {{2, 16, 7, 7}, {8, 16, 1, 1}}, {1, 1, 0, 0}, 16},
+    {"conv2d 5x5 no pad", MST_OP_CONV2D, 2, {4, 4}, {{1, 3, 10, 9}, {4, 3, 5, 5}}, {1, 1, 0, 0}, 75},
+    {"grad_input 3x3", MST_OP_CONV2D_GRAD_INPUT, 2, {4, 4}, {{2, 16, 12, 12}, {16, 8, 3, 3}}, {1, 1, 1, 1, 12, 12}, 144},
+    {"grad_input stride 2", MST_OP_CONV2D_GRAD_INPUT, 2, {4, 4}, {{2, 6, 6, 6}, {6, 4, 3, 3}}, {2, 2, 1, 1, 11, 11}, 54},
+    {"grad_weight 3x3", MST_OP_CONV2D_GRAD_WEIGHT, 2, {4, 4}, {{2, 16, 12, 12}, {2, 8, 12, 12}}, {1, 1, 1, 1, 3, 3}, 288},
+    {"grad_weight stride 2", MST_OP_CONV2D_GRAD_WEIGHT, 2, {4, 4}, {{2, 6, 6, 6}, {2, 4, 11, 11}}, {2, 2, 1, 1, 3, 3}, 72},
+    {"grad_weight stem", MST_OP_CONV2D_GRAD_WEIGHT, 2, {4, 4}, {{3, 8, 28, 28}, {3, 1, 28, 28}}, {1, 1, 1, 1, 3, 3}, 2352},
+};
+
+/* A call of case k on inputs of dtype dt (random, rounded to dt), its output allocated. */
+static void make_call(mst_ctx *ctx, const kcase *k, mst_dtype dt, mst_op_call *c) {
+    memset(c, 0, sizeof(*c));
+    c->op = k->op;
+    c->n_in = k->n_in;
+    c->n_out = 1;
+    memcpy(c->attrs.i, k->attr, sizeof(k->attr));
+    for (int i = 0; i < k->n_in; i++) {
+        mst_tensor *t = mst_tensor_randn(ctx, MST_DTYPE_F32, k->ndim[i], k->shape[i], 0, 1);
+        c->in[i] = dt == MST_DTYPE_F32 ? t : mst_cast(ctx, t, dt);
+        assert_non_null(c->in[i]);
+    }
+    mst_meta m[MST_MAX_OP_OUTPUTS];
+    assert_int_equal(mst_op_table[k->op]->infer(ctx, c, m), MST_OK);
+    c->out[0] = mst_tensor_new(ctx, dt, m[0].ndim, m[0].shape);
+    assert_non_null(c->out[0]);
+}
+
+/* The same call in f32 (inputs widened exactly), output fresh. */
+static void f32_twin(mst_ctx *ctx, const mst_op_call *c, mst_op_call *r) {
+    *r = *c;
+    for (int i = 0; i < c->n_in; i++) r->in[i] = c->in[i]->dtype == MST_DTYPE_F32 ? c->in[i] : mst_cast(ctx, c->in[i], MST_DTYPE_F32);
+    r->out[0] = mst_tensor_new(ctx, MST_DTYPE_F32, c->out[0]->ndim, c->out[0]->shape);
+}
+
+static void compare(const kcase *k, mst_ctx *ctx, const mst_tensor *y, const mst_tensor *ref, mst_dtype dt) {
+    const mst_tensor *yf = y->dtype == MST_DTYPE_F32 ? y : mst_cast(ctx, (mst_tensor *)y, MST_DTYPE_F32);
+    const float *a = mst_tensor_f32(yf), *b = mst_tensor_f32(ref);
+    double atol = (dt == MST_DTYPE_F32 ? 2e-5 : 4e-3) * sqrt((double)k->red), rtol = dt == MST_DTYPE_F32 ? 1e-5 : 8e-3;
+    for (int64_t i = 0; i < ref->numel; i++)
+        if (!(fabs(a[i] - b[i]) <= atol + rtol * fabs(b[i])))
+            fail_msg("%s %s: element %lld is %.8g, reference %.8g (tolerance %.3g)", k->name, mst_dtype_name(dt), (long long)i,
+                     a[i], b[i], atol + rtol * fabs(b[i]));
+}
+
+static void test_against_reference(void **state) {
+    (void)state;
+    mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 12, .n_threads = 2});
+    mst_grad_set_enabled(ctx, false);
+    if (!mst_onednn_available()) {
+        printf("  skipped: %s\n", mst_onednn_unavailable_reason());
+        mst_ctx_free(ctx);
+        return;
+    }
+    printf("  oneDNN %s\n", mst_onednn_version());
+    static const mst_dtype dts[] = {MST_DTYPE_F32, MST_DTYPE_BF16};
+    int served = 0;
+    for (size_t i = 0; i < sizeof(k_cases) / sizeof(k_cases[0]); i++)
+        for (size_t j = 0; j < 2; j++) {
+            const kcase *k = &k_cases[i];
+            mst_dtype dt = dts[j];
+            mst_op_call c, r;
+            make_call(ctx, k, dt, &c);
+            mst_kernel_fn fn = mst_onednn_kernel(k->op, dt);
+            assert_non_null(fn);
+            if (!mst_onednn_supports(ctx, &c, dt)) {
+                printf("  %-26s %-4s not implemented by oneDNN here\n", k->name, mst_dtype_name(dt));
+                assert_false(dt == MST_DTYPE_F32 && k->op == MST_OP_MATMUL && i == 0);
+                continue;
+            }
+            served++;
+            assert_int_equal(fn(ctx, &c), MST_OK);
+            f32_twin(ctx, &c, &r);
+            assert_int_equal(mst_op_table[k->op]->cpu_ref[MST_DTYPE_F32](ctx, &r), MST_OK);
+            compare(k, ctx, c.out[0], r.out[0], dt);
+            printf("  %-26s %-4s %s\n", k->name, mst_dtype_name(dt), mst_onednn_impl(ctx, &c, dt));
+        }
+    assert_true(served > 0);
+    assert_int_equal(mst_onednn_kernel(MST_OP_MATMUL, MST_DTYPE_F16) == NULL, true);   /* f16: not served */
+    assert_int_equal(mst_onednn_kernel(MST_OP_ADD, MST_DTYPE_F32) == NULL, true);
+    mst_ctx_free(ctx);
+}
+
+static bool same_bits(const mst_tensor *a, const mst_tensor *b) {
+    return a->numel == b->numel && memcmp(mst_tensor_data(a), mst_tensor_data(b), mst_tensor_nbytes(a)) == 0;
+}
+
+/* builtin binds the builtin kernel; auto's output is bit for bit the provider it reports. */
+static void test_choice(void **state) {
+    (void)state;
+    mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 5, .n_threads = 2});
+    mst_grad_set_enabled(ctx, false);
+    const mst_op_desc *d = mst_op_table[MST_OP_CONV2D];
+    mst_ctx_set_kernels(ctx, MST_KERNELS_BUILTIN);
+    assert_ptr_equal(mst_op_kernel(ctx, d, MST_DTYPE_F32), d->cpu[MST_DTYPE_F32]);
+    mst_ctx_set_force_ref(ctx, true);
+    mst_ctx_set_kernels(ctx, MST_KERNELS_ONEDNN);
+    assert_ptr_equal(mst_op_kernel(ctx, d, MST_DTYPE_F32), d->cpu_ref[MST_DTYPE_F32]);
+    mst_ctx_set_force_ref(ctx, false);
+    for (int m = MST_KERNELS_AUTO; m <= MST_KERNELS_ONEDNN; m++)
+        for (size_t i = 0; i < sizeof(k_cases) / sizeof(k_cases[0]); i += 3)
+            for (int bf = 0; bf < 2; bf++) {
+                const kcase *k = &k_cases[i];
+                mst_dtype dt = bf ? MST_DTYPE_BF16 : MST_DTYPE_F32;
+                mst_ctx_set_kernels(ctx, (mst_kernels_mode)m);
+                mst_op_call c, b, o;
+                make_call(ctx, k, dt, &c);
+                b = c, o = c;
+                b.out[0] = mst_tensor_new(ctx, dt, c.out[0]->ndim, c.out[0]->shape);
+                o.out[0] = mst_tensor_new(ctx, dt, c.out[0]->ndim, c.out[0]->shape);
+                mst_kernel_fn fn = mst_op_kernel(ctx, mst_op_table[k->op], dt);
+                assert_int_equal(fn(ctx, &c), MST_OK);
+                mst_provider p = mst_kernel_provider(ctx, &c);
+                if (m == MST_KERNELS_ONEDNN)
+                    assert_int_equal(p, mst_onednn_supports(ctx, &c, dt) ? MST_PROVIDER_ONEDNN : MST_PROVIDER_BUILTIN);
+                assert_int_equal(mst_kernel_builtin(ctx, mst_op_table[k->op], dt)(ctx, &b), MST_OK);
+                if (p == MST_PROVIDER_BUILTIN) {
+                    assert_true(same_bits(c.out[0], b.out[0]));
+                } else {
+                    assert_int_equal(mst_onednn_kernel(k->op, dt)(ctx, &o), MST_OK);
+                    assert_true(same_bits(c.out[0], o.out[0]));
+                }
+                printf("  %-7s %-26s %-4s -> %s\n", mst_kernels_mode_name((mst_kernels_mode)m), k->name, mst_dtype_name(dt),
+                       mst_provider_name(p));
+            }
+    mst_ctx_free(ctx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_against_reference),
+        cmocka_unit_test(test_choice),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
