@@ -224,16 +224,31 @@ int mst_cmd_profile(int argc, char **argv) {
     return rc;
 }
 
+static int on_two_paths(void *ctx, const mst_cli_opt *o, const char *value) {
+    const char **p = ctx;
+    if (o) return 0;
+    if (p[2]) {
+        fprintf(stderr, "mstune export-trace: unexpected argument '%s'\n", value);
+        return 1;
+    }
+    if (!p[0]) p[0] = value;
+    else p[1] = value, p[2] = value;
+    return 0;
+}
+
 int mst_cmd_export_trace(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: mstune export-trace PROFILE.db TRACE.json\n");
+    const char *paths[3] = {NULL, NULL, NULL};
+    int rc = mst_cli_parse(mst_cli_command("export-trace"), argc, argv, on_two_paths, paths);
+    if (rc != MST_EXIT_OK) return rc;
+    if (!paths[1]) {
+        fprintf(stderr, "usage: mstune export-trace PROFILE.db TRACE.json   (mstune export-trace --help)\n");
         return MST_EXIT_INPUT;
     }
     char err[1024];
-    if (mst_trace_export(argv[0], argv[1], err, sizeof(err)) != 0) {
+    if (mst_trace_export(paths[0], paths[1], err, sizeof(err)) != 0) {
         fprintf(stderr, "mstune export-trace: %s\n", err);
         return MST_EXIT_INPUT;
     }
-    printf("wrote %s\n", argv[1]);
+    printf("wrote %s\n", paths[1]);
     return MST_EXIT_OK;
 }
