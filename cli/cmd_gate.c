@@ -389,7 +389,24 @@ static void free_runs(mst_gate_run *runs, int n) {
     for (int i = 0; i < n; i++) mst_gate_run_free(&runs[i]);
 }
 
+/* A run folder that is not there is a mistyped argument (exit 2), not a run that did not finish
+ * (a folder without summary.json, exit 4). */
+static int check_dirs(const char *sub, const char *opt, const char *const *dirs, int n) {
+    for (int i = 0; i < n; i++) {
+        struct stat st;
+        if (stat(dirs[i], &st) != 0 || !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "mstune %s: %s%s'%s': %s\n", sub, opt, *opt ? ": " : "", dirs[i],
+                    stat(dirs[i], &st) != 0 ? "no such run folder" : "not a folder");
+            return MST_EXIT_INPUT;
+        }
+    }
+    return MST_EXIT_OK;
+}
+
 static int cmd_compare(const gate_args *a) {
+    if (check_dirs("gate", "--baseline", a->baseline, a->n_baseline) != MST_EXIT_OK ||
+        check_dirs("gate", "--current", a->current, a->n_current) != MST_EXIT_OK)
+        return MST_EXIT_INPUT;
     mst_gate_config cfg;
     int rc = load_config(a, &cfg);
     if (rc != MST_EXIT_OK) return rc;
@@ -462,6 +479,7 @@ static int cmd_run(const gate_args *a) {
 }
 
 static int cmd_record(const gate_args *a) {
+    if (check_dirs("gate record", "", a->dirs, a->n_dirs) != MST_EXIT_OK) return MST_EXIT_INPUT;
     mst_gate_history h;
     char err[2048];
     if (a->replace || access(a->history, F_OK) != 0) {

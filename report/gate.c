@@ -431,6 +431,21 @@ static void set_absent(mst_gate_metric_result *m, int nb, int nc) {
     else snprintf(m->note, sizeof(m->note), "only the %s runs have it", nb ? "baseline" : "candidate");
 }
 
+/* The rank interval of the shift is unbounded when the groups are too small for its level: say
+ * so (NAN bounds) with the equal group size that would bound it, rather than [-100%, +inf]. */
+static void unbounded_interval(const mst_gate_config *cfg, const mst_shift *s, mst_gate_metric_result *m) {
+    if (s->bounded) return;
+    m->change_lo = m->change_hi = NAN;
+    m->interval_needs_runs = -1;
+    for (int k = 2; k <= MST_GATE_MAX_RUNS; k++) {
+        int c = mst_stats_mwu_critical(k, k, cfg->alpha);
+        if (c >= 0 && (size_t)c < (size_t)k * (size_t)k / 2) {
+            m->interval_needs_runs = k;
+            break;
+        }
+    }
+}
+
 static void timing_paired(const mst_gate_config *cfg, const mst_gate_metric_desc *d, const double *b, int nb,
                           const double *c, int nc, mst_gate_metric_result *m) {
     double wb[MST_GATE_MAX_RUNS * 4], wc[MST_GATE_MAX_RUNS * 4];
@@ -448,6 +463,7 @@ static void timing_paired(const mst_gate_config *cfg, const mst_gate_metric_desc
     m->change = expm1(sign * s.estimate);
     m->change_lo = sign > 0 ? expm1(s.lo) : expm1(-s.hi);
     m->change_hi = sign > 0 ? expm1(s.hi) : expm1(-s.lo);
+    unbounded_interval(cfg, &s, m);
     double min_p = mst_stats_mwu_min_p(nb, nc);
     if (min_p > cfg->alpha) {
         m->verdict = MST_GATE_INCONCLUSIVE;
@@ -502,6 +518,7 @@ static void accuracy_paired(const mst_gate_config *cfg, const double *b, int nb,
     m->change = s.estimate;
     m->change_lo = s.lo;
     m->change_hi = s.hi;
+    unbounded_interval(cfg, &s, m);
     m->cv = NAN;
     m->threshold = cfg->accuracy_margin_points;
     double min_p = mst_stats_mwu_min_p(nb, nc);
