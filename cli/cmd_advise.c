@@ -123,7 +123,10 @@ int mst_cmd_advise(int argc, char **argv) {
     char report_dir[1200], sum_path[1200];
     snprintf(report_dir, sizeof(report_dir), "%s/report", a.out_dir);
     snprintf(sum_path, sizeof(sum_path), "%s/summary.json", adv->baseline.runs[0].dir);
-    if (mst_report_render(adv->db_path, sum_path, report_dir, err, sizeof(err)) != 0)
+    char advice_path[1200];     /* the advice first on the page, read back from advice.json */
+    snprintf(advice_path, sizeof(advice_path), "%s/advice.json", a.out_dir);
+    mst_report_extras extras = {access(advice_path, R_OK) == 0 ? advice_path : NULL, NULL};
+    if (mst_report_render_with(adv->db_path, sum_path, report_dir, &extras, err, sizeof(err)) != 0)
         fprintf(stderr, "mstune advise: warning: report: %s\n", err);
     printf("\n  advice:  %s/advice.md (and advice.json)\n  tuned:   %s/tuned.yaml\n  report:  %s/index.html\n", a.out_dir,
            a.out_dir, report_dir);

@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "advisor/finding.h"
 #include "cli/commands.h"
 #include "cli/run_meta.h"
 #include "cli/session.h"
@@ -98,6 +99,28 @@ static cJSON *breakdown_json(const mst_breakdown *b, double sampler_share, doubl
         cJSON_AddItemToArray(top, r);
     }
     return o;
+}
+
+/* "next: mstune advise JOB ..." when a diagnosis rule proposing a change fires on this profile (the
+ * advisor's own rules, advisor/rules.c); empty when none does. */
+static void next_hint(const char *db_path, const cJSON *summary, const char *job_path, char *out, size_t n) {
+    out[0] = '\0';
+    rpt_profile prof;
+    char err[512];
+    if (rpt_profile_load(&prof, db_path, err, sizeof(err)) != 0) return;
+    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    mst_rule_env env = {(int)sysconf(_SC_NPROCESSORS_ONLN), phys > 0 ? phys : 0, summary};
+    mst_finding f[MST_MAX_FINDINGS];
+    int k = mst_advisor_diagnose(&prof, &env, f, MST_MAX_FINDINGS), act = 0, first = -1;
+    for (int i = 0; i < k; i++)
+        if (f[i].goal != MST_GOAL_NONE && f[i].n_sets > 0) {
+            if (first < 0) first = i;
+            act++;
+        }
+    if (act > 0)
+        snprintf(out, n, "next: mstune advise %s  (%d change%s to verify by trial runs; first: %s)", job_path, act,
+                 act == 1 ? "" : "s", f[first].title);
+    rpt_profile_free(&prof);
 }
 
 int mst_cmd_profile(int argc, char **argv) {
@@ -211,10 +234,14 @@ int mst_cmd_profile(int argc, char **argv) {
                 char report_dir[1200];
                 snprintf(report_dir, sizeof(report_dir), "%s/report", a.out_dir);
                 /* a chart gnuplot could not draw is named on the page: a warning, not a failed run */
-                if (mst_report_render(db_path, sum_path, report_dir, err, sizeof(err)) != 0)
+                char hint[512];
+                next_hint(db_path, sum, a.job_path, hint, sizeof(hint));
+                mst_report_extras extras = {NULL, hint[0] ? hint : NULL};
+                if (mst_report_render_with(db_path, sum_path, report_dir, &extras, err, sizeof(err)) != 0)
                     fprintf(stderr, "mstune profile: warning: report: %s\n", err);
                 printf("  report: %s/index.html%s\n", report_dir,
                        mst_report_have_gnuplot() ? "" : " (no charts: gnuplot is not installed)");
+                if (hint[0]) printf("\n%s\n", hint);
             }
         }
         cJSON_Delete(sum);
