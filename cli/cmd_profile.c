@@ -14,6 +14,7 @@
 #include "cli/session.h"
 #include "cli/signals.h"
 #include "cli/summary.h"
+#include "profiler/csv_export.h"
 #include "profiler/sampler.h"
 #include "profiler/store.h"
 #include "profiler/trace_export.h"
@@ -255,7 +256,7 @@ static int on_two_paths(void *ctx, const mst_cli_opt *o, const char *value) {
     const char **p = ctx;
     if (o) return 0;
     if (p[2]) {
-        fprintf(stderr, "mstune export-trace: unexpected argument '%s'\n", value);
+        fprintf(stderr, "mstune: unexpected argument '%s'\n", value);
         return 1;
     }
     if (!p[0]) p[0] = value;
@@ -277,5 +278,22 @@ int mst_cmd_export_trace(int argc, char **argv) {
         return MST_EXIT_INPUT;
     }
     printf("wrote %s\n", paths[1]);
+    return MST_EXIT_OK;
+}
+
+int mst_cmd_export_csv(int argc, char **argv) {
+    const char *paths[3] = {NULL, NULL, NULL};
+    int rc = mst_cli_parse(mst_cli_command("export-csv"), argc, argv, on_two_paths, paths);
+    if (rc != MST_EXIT_OK) return rc;
+    if (!paths[1]) {
+        fprintf(stderr, "usage: mstune export-csv PROFILE.db DIR   (mstune export-csv --help)\n");
+        return MST_EXIT_INPUT;
+    }
+    char err[1024];
+    if (mst_csv_export(paths[0], paths[1], err, sizeof(err)) != 0) {
+        fprintf(stderr, "mstune export-csv: %s\n", err);
+        return MST_EXIT_INPUT;
+    }
+    printf("wrote %s/ops.csv, %s/steps.csv\n", paths[1], paths[1]);
     return MST_EXIT_OK;
 }

@@ -70,6 +70,11 @@ const mst_cli_command_desc mst_cli_commands[] = {
      "Write a profile's traced steps as Chrome trace JSON: ProfilerStep#N slices, op slices with input shapes\n"
      "and dtypes, forward-to-backward flow events. Open it at https://ui.perfetto.dev or chrome://tracing.",
      no_opts, 0, "mstune export-trace out/quickstart/profile.db /tmp/quickstart.trace.json", mst_cmd_export_trace, NULL},
+    {"export-csv", "PROFILE.db DIR", "op statistics and steps as CSV (ops.csv, steps.csv)",
+     "Write a profile's per-op kernel statistics (DIR/ops.csv, largest total time first) and its steps with the\n"
+     "per-category breakdown (DIR/steps.csv), one column per database column (docs/profile-schema.md; times in ns),\n"
+     "for spreadsheets and pandas, as nsys stats and TensorBoard's op view offer.",
+     no_opts, 0, "mstune export-csv out/quickstart/profile.db out/quickstart/csv", mst_cmd_export_csv, NULL},
     {"validate", "JOB.yaml [options]", "check a job file without running it",
      "Check a job file and its --set overrides against the schema: every error as file:line:column and what was\n"
      "expected.",

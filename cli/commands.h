@@ -33,6 +33,7 @@ int mst_cmd_validate(int argc, char **argv);
 int mst_cmd_list(int argc, char **argv);
 int mst_cmd_profile(int argc, char **argv);
 int mst_cmd_export_trace(int argc, char **argv);
+int mst_cmd_export_csv(int argc, char **argv);
 int mst_cmd_report(int argc, char **argv);
 int mst_cmd_compare(int argc, char **argv);
 int mst_cmd_gate(int argc, char **argv);

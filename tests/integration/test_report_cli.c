@@ -108,6 +108,39 @@ static void test_advise_report_leads_with_advice(void **state) {
     e2e_rmtree(dir);
 }
 
+/* Lines of a CSV file (CRLF-terminated records; no field here holds a line break). */
+static int csv_lines(const char *text, char *header, size_t hn) {
+    int n = 0;
+    snprintf(header, hn, "%.*s", (int)strcspn(text, "\r\n"), text);
+    for (const char *p = text; (p = strstr(p, "\r\n")); p += 2) n++;
+    return n;
+}
+
+static void test_export_csv(void **state) {
+    char dir[512], args[2048];
+    e2e_tmpdir(dir, sizeof(dir));
+    snprintf(args, sizeof(args), "profile workloads/jobs/quickstart.yaml --set data.limit=640 --set train.checkpoint=false --out %s", dir);
+    run_ok(args);
+    snprintf(args, sizeof(args), "export-csv %s/profile.db %s/csv", dir, dir);
+    run_ok(args);
+    char *steps = read_text(dir, "csv/steps.csv"), *ops = read_text(dir, "csv/ops.csv"), header[4096];
+    int n_steps = csv_lines(steps, header, sizeof(header));
+    assert_true(strncmp(header, "step,t_begin_ns,t_end_ns,wall_ns,", 33) == 0);
+    char *sum = read_text(dir, "report/index.html");   /* "N steps recorded" in the page's header */
+    char want[64];
+    snprintf(want, sizeof(want), "%d steps recorded", n_steps - 1);
+    if (!strstr(sum, want)) fail_msg("steps.csv has %d rows; the report does not say '%s'", n_steps - 1, want);
+    int n_ops = csv_lines(ops, header, sizeof(header));
+    assert_true(strncmp(header, "name,op,calls,total_ns,", 23) == 0);
+    assert_true(n_ops > 3);
+    assert_non_null(strstr(ops, "\r\nmatmul,"));
+    free(sum);
+    free(steps);
+    free(ops);
+    assert_int_equal(e2e_run("export-csv /nonexistent/profile.db /tmp/x", g_out, sizeof(g_out)), 2);
+    e2e_rmtree(dir);
+}
+
 static void test_missing_profile(void **state) {
     assert_int_equal(e2e_run("report /nonexistent/run/profile.db", g_out, sizeof(g_out)), 2);
     assert_non_null(strstr(g_out, "/nonexistent/run/profile.db"));
@@ -119,6 +152,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_profile_next_and_trace),
         cmocka_unit_test(test_advise_report_leads_with_advice),
+        cmocka_unit_test(test_export_csv),
         cmocka_unit_test(test_missing_profile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
