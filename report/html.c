@@ -232,19 +232,39 @@ static void breakdown_section(rpt_buf *b, const rpt_page *pg) {
     const rpt_profile *p = pg->p;
     rpt_puts(b, "<section id=\"breakdown\"><h2>Step time breakdown</h2>\n<div class=\"row\">");
     figure(b, pg, RPT_CH_BREAKDOWN);
-    rpt_printf(b, "<div class=\"tables\"><table id=\"breakdown-table\"><tr><th>category</th><th>ms/step (median)</th><th>share</th>"
-                  "<th>hidden ms/step</th></tr>\n");
+    /* one definition for the two columns that must add up: the mean per step over the profiled
+     * steps (sum / steps) and its share (sum / sum of wall); both add up to the mean step */
+    double mean[MST_CAT_COUNT] = {0}, wall = 0;
+    int64_t used = 0;
+    for (int64_t i = 0; i < p->n_steps; i++)
+        if (p->steps[i].used) {
+            used++;
+            wall += p->steps[i].wall_ms;
+            for (int c = 0; c < MST_CAT_COUNT; c++) mean[c] += p->steps[i].cat_ms[c];
+        }
+    rpt_printf(b, "<div class=\"tables\"><table id=\"breakdown-table\"><tr><th>category</th><th>ms/step (mean)</th><th>share</th>"
+                  "<th>median ms/step</th><th>hidden ms/step</th></tr>\n");
     for (int c = 0; c < MST_CAT_COUNT; c++) {
         rpt_printf(b, "<tr><td>%s</td>", mst_prof_cat_name((mst_prof_cat)c));
-        td_ms(b, p->bd.median_ns[c] / 1e6);
+        if (used) td_ms(b, mean[c] / (double)used);
+        else rpt_puts(b, "<td class=\"n\">n/a</td>");
         td_num(b, "%.2f%%", 100 * p->bd.share[c]);
+        td_ms(b, p->bd.median_ns[c] / 1e6);
         if (p->bd.hidden_known) td_ms(b, p->bd.hidden_median_ns[c] / 1e6);
         else rpt_puts(b, "<td class=\"n\">n/a</td>");
         rpt_puts(b, "</tr>\n");
     }
-    rpt_puts(b, "</table><p class=\"meta\">Categories partition each step on the main thread (docs/attribution.md): shares add up "
-                "to 100%. Medians per category need not add up to the median step. Hidden: work on other threads overlapping the "
-                "step.</p>");
+    if (used) {
+        rpt_puts(b, "<tr id=\"breakdown-total\"><th>step (mean)</th>");
+        td_ms(b, wall / (double)used);
+        rpt_puts(b, "<td class=\"n\">100%</td>");
+        td_ms(b, p->bd.wall_median_ns / 1e6);
+        rpt_puts(b, "<td></td></tr>\n");
+    }
+    rpt_puts(b, "</table><p class=\"meta\">Categories partition each step on the main thread (docs/attribution.md). The mean "
+                "ms/step and the share are one measure (the category's total over the profiled steps) and both add up to the mean "
+                "step; the median column is each category's own median, which need not add up (its total row is the median "
+                "step). Hidden: work on other threads overlapping the step (median).</p>");
     if (p->sampler_dispatch_share >= 0) {
         double d = p->bd.share[MST_CAT_DISPATCH], k = p->bd.share[MST_CAT_KERNEL];
         rpt_printf(b, "<p class=\"meta\">Dispatch share of op time: instrumented %.1f%%, sampled %.1f%% (a cross-check).</p>",

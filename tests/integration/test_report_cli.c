@@ -6,6 +6,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,6 +122,27 @@ static void test_export_csv(void **state) {
     e2e_tmpdir(dir, sizeof(dir));
     snprintf(args, sizeof(args), "profile workloads/jobs/quickstart.yaml --set data.limit=640 --set train.checkpoint=false --out %s", dir);
     run_ok(args);
+    /* the terminal's breakdown: mean ms/step add up to the mean step, shares to 100% (to rounding) */
+    const char *cats[] = {"dispatch", "kernel", "comm", "data", "compile", "memcpy", "other"};
+    double sum_ms = 0, sum_share = 0, step_ms = -1, step_share = 0;
+    for (int c = 0; c < 7; c++) {
+        char key[32];
+        snprintf(key, sizeof(key), "\n  %-10s ", cats[c]);
+        const char *line = strstr(g_out, key);
+        if (!line) fail_msg("no %s row in:\n%s", cats[c], g_out);
+        double ms, share;
+        assert_int_equal(sscanf(line + strlen(key), "%lf %lf%%", &ms, &share), 2);
+        sum_ms += ms;
+        sum_share += share;
+    }
+    const char *total = strstr(g_out, "\n  step       ");
+    assert_non_null(total);
+    assert_int_equal(sscanf(total + 14, "%lf %lf%%", &step_ms, &step_share), 2);
+    if (fabs(sum_ms - step_ms) > 0.0035 || fabs(sum_share - 100) > 0.36)
+        fail_msg("categories add up to %.3f ms and %.1f%%, the step is %.3f ms:\n%s", sum_ms, sum_share, step_ms, g_out);
+    char *page = read_text(dir, "report/index.html");
+    assert_non_null(strstr(page, "id=\"breakdown-total\""));
+    free(page);
     snprintf(args, sizeof(args), "export-csv %s/profile.db %s/csv", dir, dir);
     run_ok(args);
     char *steps = read_text(dir, "csv/steps.csv"), *ops = read_text(dir, "csv/ops.csv"), header[4096];
