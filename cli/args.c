@@ -80,6 +80,7 @@ int mst_job_args_parse_with(const char *cmd, int argc, char **argv, mst_cli_on_o
         fprintf(stderr, "mstune %s: %s: %s\n", cmd, a->job_path, err);
         goto out;
     }
+    a->out_given = p.out != NULL;
     if (p.out) snprintf(a->out_dir, sizeof(a->out_dir), "%s", p.out);
     else snprintf(a->out_dir, sizeof(a->out_dir), "out/%s", a->job.name);
     rc = MST_EXIT_OK;

@@ -73,7 +73,7 @@ int mst_cmd_advise(int argc, char **argv) {
         rc = MST_EXIT_INPUT;
         goto out;
     }
-    if (strcmp(a.out_dir, "out/") > 0 && strncmp(a.out_dir, "out/", 4) == 0 && strchr(a.out_dir + 4, '/') == NULL)
+    if (!a.out_given)       /* an explicit -o is taken as given */
         strncat(a.out_dir, "-advise", sizeof(a.out_dir) - strlen(a.out_dir) - 1);   /* out/<job>-advise by default */
 
     char self[4096];

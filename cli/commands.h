@@ -16,6 +16,7 @@ typedef struct {
     const char *job_path;
     mst_job job;                /* loaded, overridden and validated */
     char out_dir[1024];         /* --out, or out/<job name> */
+    bool out_given;             /* --out was on the command line */
     bool resume;
 } mst_job_args;
 
