@@ -171,12 +171,31 @@ static void test_bash_completion(void **state) {
     e2e_rmtree(dir);
 }
 
+/* GSL (report/stats.c) brings libgslcblas along; the program's GEMM must still bind to OpenBLAS
+ * (CMakeLists.txt links libgsl alone for this). glibc's LD_DEBUG says where cblas_sgemm bound. */
+static void test_gemm_binds_openblas(void **state) {
+    const char *bin = getenv("MSTUNE_BIN");
+    if (!bin) bin = "build/mstune";
+    char cmd[2048], line[1024] = "";
+    snprintf(cmd, sizeof(cmd),
+             "cd '%s' && LD_DEBUG=bindings '%s' train " JOB " --set train.steps=2 --set train.eval=false "
+             "--set train.checkpoint=false --out \"${TMPDIR:-/tmp}/mstune-bind-$$\" 2>&1 >/dev/null | grep -m1 \"symbol .cblas_sgemm'\"; "
+             "rm -rf \"${TMPDIR:-/tmp}/mstune-bind-$$\"",
+             e2e_source_dir(), bin);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    if (!fgets(line, sizeof(line), p)) line[0] = '\0';
+    pclose(p);
+    if (!line[0]) skip();       /* no glibc LD_DEBUG output here */
+    if (!strstr(line, "openblas")) fail_msg("cblas_sgemm binds elsewhere than OpenBLAS: %s", line);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_on_every_command), cmocka_unit_test(test_version),
         cmocka_unit_test(test_did_you_mean),          cmocka_unit_test(test_opt_equals_value_and_many_sets),
         cmocka_unit_test(test_long_out_refused),      cmocka_unit_test(test_man_page),
-        cmocka_unit_test(test_bash_completion),
+        cmocka_unit_test(test_bash_completion),      cmocka_unit_test(test_gemm_binds_openblas),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
