@@ -446,6 +446,13 @@ static void unbounded_interval(const mst_gate_config *cfg, const mst_shift *s, m
     }
 }
 
+/* The equal group size whose smallest attainable p reaches alpha (what "use more runs" means). */
+static int runs_to_reach(double alpha) {
+    for (int k = 2; k <= MST_GATE_MAX_RUNS; k++)
+        if (mst_stats_mwu_min_p(k, k) <= alpha) return k;
+    return -1;
+}
+
 static void timing_paired(const mst_gate_config *cfg, const mst_gate_metric_desc *d, const double *b, int nb,
                           const double *c, int nc, mst_gate_metric_result *m) {
     double wb[MST_GATE_MAX_RUNS * 4], wc[MST_GATE_MAX_RUNS * 4];
@@ -467,8 +474,8 @@ static void timing_paired(const mst_gate_config *cfg, const mst_gate_metric_desc
     double min_p = mst_stats_mwu_min_p(nb, nc);
     if (min_p > cfg->alpha) {
         m->verdict = MST_GATE_INCONCLUSIVE;
-        snprintf(m->note, sizeof(m->note), "%d and %d runs cannot reach alpha %g (smallest p is %.3g): use more runs",
-                 nb, nc, cfg->alpha, min_p);
+        snprintf(m->note, sizeof(m->note), "%d and %d runs cannot reach alpha %g (smallest p is %.3g): use at least %d runs per side",
+                 nb, nc, cfg->alpha, min_p, runs_to_reach(cfg->alpha));
         return;
     }
     /* the size of the worsening in natural terms: +x% step time, or -x% throughput */
@@ -524,7 +531,8 @@ static void accuracy_paired(const mst_gate_config *cfg, const double *b, int nb,
     double min_p = mst_stats_mwu_min_p(nb, nc);
     if (min_p > cfg->alpha) {
         m->verdict = MST_GATE_INCONCLUSIVE;
-        snprintf(m->note, sizeof(m->note), "%d and %d runs cannot reach alpha %g (smallest p is %.3g)", nb, nc, cfg->alpha, min_p);
+        snprintf(m->note, sizeof(m->note), "%d and %d runs cannot reach alpha %g (smallest p is %.3g): use at least %d runs per side",
+                 nb, nc, cfg->alpha, min_p, runs_to_reach(cfg->alpha));
         return;
     }
     double drop = -s.estimate;

@@ -307,6 +307,7 @@ static void test_interval_needs_runs(void **state) {
     int rc = gate("gate --baseline '%s'/baseline-0[1-3] --current '%s'/candidate-0[1-3] --json '%s'", g_pool, g_pool, path);
     if (rc != 3 && rc != 0) fail_msg("3 vs 3 runs: expected exit 3 or 0, got %d:\n%s", rc, g_out);
     if (!strstr(g_out, "n/a (need >= 5 runs per side)")) fail_msg("no n/a interval in:\n%s", g_out);
+    if (!strstr(g_out, "use at least 5 runs per side")) fail_msg("the verdict does not say how many runs:\n%s", g_out);
     assert_null(strstr(g_out, "+inf"));
     cJSON *j = read_json(path);
     cJSON *m = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "metrics"), 0);
