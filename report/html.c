@@ -134,10 +134,12 @@ static void answer(rpt_buf *b, const rpt_page *pg) {
     rpt_puts(b, "<div class=\"cards\">\n<div class=\"card\"><div class=\"k\">Step time (median)</div><div class=\"v\">");
     rpt_fmt_ms(h->step_ms, t, sizeof(t));
     num_span(b, "step-time-ms", h->step_key, h->step_ms, t);
-    rpt_puts(b, " ms</div><div class=\"s\">profiled steps: ");
-    rpt_fmt_ms(h->profiled_ms, t, sizeof(t));
-    num_span(b, "profiled-step-ms", "profiled_step_ms_median", h->profiled_ms, t);
-    rpt_printf(b, " ms over %lld</div></div>\n", (long long)p->bd.steps);
+    /* one median step on the card; the profiler's own median of the same steps is the breakdown
+     * table's total row */
+    if (strcmp(h->step_key, "step_time_ms_median") == 0)
+        rpt_printf(b, " ms</div><div class=\"s\">trainer's timing, %lld profiled</div></div>\n", (long long)p->bd.steps);
+    else
+        rpt_printf(b, " ms</div><div class=\"s\">over %lld profiled steps</div></div>\n", (long long)p->bd.steps);
 
     rpt_puts(b, "<div class=\"card\"><div class=\"k\">Throughput</div><div class=\"v\">");
     if (h->samples_per_s >= 0) {
@@ -257,9 +259,11 @@ static void breakdown_section(rpt_buf *b, const rpt_page *pg) {
     if (used) {
         rpt_puts(b, "<tr id=\"breakdown-total\"><th>step (mean)</th>");
         td_ms(b, wall / (double)used);
-        rpt_puts(b, "<td class=\"n\">100%</td>");
-        td_ms(b, p->bd.wall_median_ns / 1e6);
-        rpt_puts(b, "<td></td></tr>\n");
+        rpt_puts(b, "<td class=\"n\">100%</td><td class=\"n\">");
+        char t[64];
+        rpt_fmt_ms(pg->h->profiled_ms, t, sizeof(t));
+        num_span(b, "profiled-step-ms", "profiled_step_ms_median", pg->h->profiled_ms, t);
+        rpt_puts(b, "</td><td></td></tr>\n");
     }
     rpt_puts(b, "</table><p class=\"meta\">Categories partition each step on the main thread (docs/attribution.md). The mean "
                 "ms/step and the share are one measure (the category's total over the profiled steps) and both add up to the mean "
