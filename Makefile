@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all setup build demo test bench bench-torch clean sanitize
+.PHONY: all setup build demo test bench bench-torch clean sanitize install
 
 all: build
 
@@ -23,6 +23,11 @@ demo: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# bin/mstune, man1/mstune.1, the bash completion, the runtime library + headers + mstune-runtime.pc.
+PREFIX ?= /usr/local
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 bench: build
 	./$(BUILD)/bench_core

@@ -36,38 +36,53 @@ static int check_sets(void *arg, const char (*sets)[96], int n, char *err, size_
     return mst_job_validate(&job, err, errn);
 }
 
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
+
+enum { OPT_BUDGET = 1, OPT_TOLERANCE, OPT_REPEATS };
+const mst_cli_opt mst_cli_advise_opts[] = {
+    {"budget-minutes", 0, "M", "stop planning trials once M minutes are spent (0: no limit)", OPT_BUDGET},
+    {"tolerance", 0, "PP", "accuracy tolerance in percentage points (default 0.5)", OPT_TOLERANCE},
+    {"repeats", 0, "N", "runs per trial and of the baseline, 2.." STRINGIFY(MST_TRIAL_MAX_RUNS) " (default 3)", OPT_REPEATS},
+    {"out", 'o', "DIR", "output folder (default: out/<job name>-advise)", MST_CLI_OPT_OUT},
+    {NULL},
+};
+
+typedef struct {
+    mst_advise_config *cfg;
+    double repeats;
+    const char **sets;
+    int n_sets;
+} advise_args;
+
+static int on_advise_opt(void *ctx, const mst_cli_opt *o, const char *v) {
+    advise_args *p = ctx;
+    switch (o->id) {
+    case OPT_BUDGET: return parse_double("--budget-minutes", v, 0, &p->cfg->budget_minutes);
+    case OPT_TOLERANCE: return parse_double("--tolerance", v, 0, &p->cfg->tolerance_pp);
+    case OPT_REPEATS: return parse_double("--repeats", v, 2, &p->repeats);
+    case MST_CLI_OPT_SET: p->sets[p->n_sets++] = v; return 0;   /* the trials re-apply them */
+    default: return 0;
+    }
+}
+
 int mst_cmd_advise(int argc, char **argv) {
     mst_advise_config cfg;
     mst_advise_config_default(&cfg);
-    /* advise's own options out; the rest (JOB, --set, -o) is what every job command parses */
-    char **rest = calloc((size_t)argc + 1, sizeof(*rest));
     const char **sets = calloc((size_t)argc + 1, sizeof(*sets));
-    if (!rest || !sets) { free(rest); free(sets); fprintf(stderr, "mstune advise: out of memory\n"); return MST_EXIT_FAIL; }
-    int n_rest = 0, n_sets = 0, rc = MST_EXIT_INPUT;
-    double repeats = cfg.repeats;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        bool own = strcmp(a, "--budget-minutes") == 0 || strcmp(a, "--tolerance") == 0 || strcmp(a, "--repeats") == 0;
-        if (own) {
-            if (i + 1 >= argc) { fprintf(stderr, "mstune advise: %s needs a value\n", a); goto out; }
-            const char *v = argv[++i];
-            if (strcmp(a, "--budget-minutes") == 0 ? parse_double(a, v, 0, &cfg.budget_minutes)
-                : strcmp(a, "--tolerance") == 0    ? parse_double(a, v, 0, &cfg.tolerance_pp)
-                                                   : parse_double(a, v, 2, &repeats))
-                goto out;
-            continue;
-        }
-        if (strcmp(a, "--set") == 0 && i + 1 < argc) sets[n_sets++] = argv[i + 1];
-        else if (strncmp(a, "--set=", 6) == 0) sets[n_sets++] = a + 6;
-        rest[n_rest++] = argv[i];
-    }
+    if (!sets) { fprintf(stderr, "mstune advise: out of memory\n"); return MST_EXIT_FAIL; }
+    int rc = MST_EXIT_INPUT;
+    advise_args p = {&cfg, cfg.repeats, sets, 0};
+    mst_job_args a;
+    if ((rc = mst_job_args_parse_with("advise", argc, argv, on_advise_opt, &p, &a)) != MST_EXIT_OK) goto out;
+    int n_sets = p.n_sets;
+    double repeats = p.repeats;
     if (repeats > MST_TRIAL_MAX_RUNS || repeats != floor(repeats)) {
         fprintf(stderr, "mstune advise: --repeats expects a whole number in 2..%d, got %g\n", MST_TRIAL_MAX_RUNS, repeats);
+        rc = MST_EXIT_INPUT;
         goto out;
     }
-    mst_job_args a;
-    if ((rc = mst_job_args_parse("advise", n_rest, rest, false, &a)) != MST_EXIT_OK) goto out;
-    if (strcmp(a.out_dir, "out/") > 0 && strncmp(a.out_dir, "out/", 4) == 0 && strchr(a.out_dir + 4, '/') == NULL)
+    if (!a.out_given)       /* an explicit -o is taken as given */
         strncat(a.out_dir, "-advise", sizeof(a.out_dir) - strlen(a.out_dir) - 1);   /* out/<job>-advise by default */
 
     char self[4096];
@@ -119,13 +134,15 @@ int mst_cmd_advise(int argc, char **argv) {
     char report_dir[1200], sum_path[1200];
     snprintf(report_dir, sizeof(report_dir), "%s/report", a.out_dir);
     snprintf(sum_path, sizeof(sum_path), "%s/summary.json", adv->profile.runs[0].dir);
-    if (mst_report_render(adv->db_path, sum_path, report_dir, err, sizeof(err)) != 0)
+    char advice_path[1200];     /* the advice first on the page, read back from advice.json */
+    snprintf(advice_path, sizeof(advice_path), "%s/advice.json", a.out_dir);
+    mst_report_extras extras = {access(advice_path, R_OK) == 0 ? advice_path : NULL, NULL};
+    if (mst_report_render_with(adv->db_path, sum_path, report_dir, &extras, err, sizeof(err)) != 0)
         fprintf(stderr, "mstune advise: warning: report: %s\n", err);
     printf("\n  advice:  %s/advice.md (and advice.json)\n  tuned:   %s/tuned.yaml\n  report:  %s/index.html\n", a.out_dir,
            a.out_dir, report_dir);
     free(adv);
 out:
-    free(rest);
     free(sets);
     return rc;
 }

@@ -57,19 +57,29 @@ typedef struct {
     double effect;
 } gate_args;
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: mstune gate --baseline DIR... --current DIR... [options]\n"
-            "       mstune gate --history FILE --current DIR... [options]\n"
-            "       mstune gate run --baseline-cmd CMD --candidate-cmd CMD [--runs k] [--work DIR] [options]\n"
-            "       mstune gate record --history FILE [--keep N] [--replace] DIR...\n"
-            "       mstune gate calibrate --cmd CMD [--runs n] [--effect PCT] [--work DIR] [--config FILE] [--write FILE]\n"
-            "\n"
-            "options: --config FILE (thresholds, JSON)  --json FILE  --markdown FILE  --junit FILE  (FILE '-' = stdout)\n"
-            "         --github (::error/::warning lines; on by default when GITHUB_ACTIONS=true)  --allow-config-change\n"
-            "commands run via /bin/sh -c with MSTUNE_GATE_OUT set to a fresh folder where they must write summary.json\n"
-            "exit codes: 0 pass or warn, 1 regression, 2 usage or config error, 3 inconclusive, 4 a run failed\n");
-}
+const mst_cli_opt mst_cli_gate_opts[] = {
+    {"baseline", 0, "DIR...", "finished baseline runs (folders with summary.json); every argument up to the next option",
+     O_BASELINE},
+    {"current", 0, "DIR...", "finished candidate runs, as --baseline", O_CURRENT},
+    {"candidate", 0, "DIR...", "the same as --current", O_CURRENT},
+    {"history", 0, "FILE", "a stored baseline (gate record) instead of --baseline", O_HISTORY},
+    {"baseline-cmd", 0, "CMD", "run: the command that makes one baseline run", O_BCMD},
+    {"candidate-cmd", 0, "CMD", "run: the command that makes one candidate run", O_CCMD},
+    {"cmd", 0, "CMD", "calibrate: the command repeated for the A/A runs", O_CMD},
+    {"runs", 0, "K", "run, calibrate: runs per side, 1..50", O_RUNS},
+    {"work", 0, "DIR", "run, calibrate: folder for the runs' outputs (default: a temporary one)", O_WORK},
+    {"config", 0, "FILE", "thresholds (JSON, docs/gate.md)", O_CONFIG},
+    {"write", 0, "FILE", "calibrate: save the proposed config", O_WRITE},
+    {"effect", 0, "PCT", "calibrate: the slowdown the gate must catch (default 10)", O_EFFECT},
+    {"keep", 0, "N", "record: keep the newest N runs", O_KEEP},
+    {"replace", 0, NULL, "record: replace the stored runs instead of appending", O_REPLACE},
+    {"json", 0, "FILE", "write the verdict as JSON ('-': stdout)", O_OUTPUTS},
+    {"markdown", 0, "FILE", "write a Markdown summary ('-': stdout)", O_OUTPUTS},
+    {"junit", 0, "FILE", "write JUnit XML ('-': stdout)", O_OUTPUTS},
+    {"github", 0, NULL, "::error/::warning lines (on by default when GITHUB_ACTIONS=true)", O_OUTPUTS},
+    {"allow-config-change", 0, NULL, "compare runs whose job configs differ", O_ALLOW},
+    {NULL},
+};
 
 static int parse_int(const char *s, int lo, int hi, int *out) {
     char *end;
@@ -77,6 +87,101 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
     long v = strtol(s, &end, 10);
     if (errno || end == s || *end || v < lo || v > hi) return -1;
     *out = (int)v;
+    return 0;
+}
+
+typedef struct {
+    gate_args *a;
+    const char *name;
+    const char *list_opt;   /* the DIR... option whose folders are being read, or NULL */
+    const char **list;
+    int *count, before;
+} gate_parse;
+
+/* The DIR... option just ended: it must have named at least one folder. */
+static int end_list(gate_parse *p) {
+    if (p->list_opt && *p->count == p->before) {
+        fprintf(stderr, "mstune %s: --%s needs at least one folder\n", p->name, p->list_opt);
+        return 1;
+    }
+    p->list_opt = NULL;
+    return 0;
+}
+
+static int on_gate_opt(void *ctx, const mst_cli_opt *o, const char *v) {
+    gate_parse *p = ctx;
+    gate_args *a = p->a;
+    const char *name = p->name;
+    if (!o) {
+        const char **list = p->list_opt ? p->list : a->sub == SUB_RECORD ? a->dirs : NULL;
+        int *count = p->list_opt ? p->count : &a->n_dirs;
+        if (!list) {
+            fprintf(stderr, "mstune %s: unexpected argument '%s' (see mstune gate --help)\n", name, v);
+            return 1;
+        }
+        if (*count == MAX_DIRS) {
+            fprintf(stderr, "mstune %s: more than %d folders%s%s\n", name, MAX_DIRS, p->list_opt ? " after --" : "",
+                    p->list_opt ? p->list_opt : "");
+            return 1;
+        }
+        list[(*count)++] = v;
+        if (!p->list_opt) a->given |= O_DIRS;
+        return 0;
+    }
+    if (end_list(p)) return 1;
+    if (!(allowed[a->sub] & o->id)) {
+        fprintf(stderr, "mstune %s: --%s is not an option of this command (see mstune gate --help)\n", name, o->name);
+        return 1;
+    }
+    a->given |= o->id;
+    const char *n = o->name;
+    switch (o->id) {
+    case O_BASELINE:
+    case O_CURRENT:
+        p->list_opt = n;
+        p->list = o->id == O_BASELINE ? a->baseline : a->current;
+        p->count = o->id == O_BASELINE ? &a->n_baseline : &a->n_current;
+        p->before = *p->count;
+        if (strncmp(v, "--", 2) == 0) {     /* getopt hands over the next word, even an option */
+            fprintf(stderr, "mstune %s: --%s needs at least one folder\n", name, n);
+            return 1;
+        }
+        return on_gate_opt(ctx, NULL, v);
+    case O_HISTORY: a->history = v; break;
+    case O_BCMD: a->baseline_cmd = v; break;
+    case O_CCMD: a->candidate_cmd = v; break;
+    case O_CMD: a->cmd = v; break;
+    case O_WORK: a->work = v; break;
+    case O_CONFIG: a->config = v; break;
+    case O_WRITE: a->write = v; break;
+    case O_ALLOW: a->allow_config_change = true; break;
+    case O_REPLACE: a->replace = true; break;
+    case O_OUTPUTS:
+        if (!strcmp(n, "json")) a->json = v;
+        else if (!strcmp(n, "markdown")) a->markdown = v;
+        else if (!strcmp(n, "junit")) a->junit = v;
+        else a->github = true;
+        break;
+    case O_RUNS:
+    case O_KEEP:
+    case O_EFFECT: {
+        int bad;
+        if (o->id == O_RUNS) bad = parse_int(v, 1, MST_GATE_MAX_RUNS, &a->runs);
+        else if (o->id == O_KEEP) bad = parse_int(v, 1, 100000, &a->keep);
+        else {
+            char *end;
+            a->effect = strtod(v, &end) / 100;
+            bad = end == v || *end || !(a->effect > 0 && a->effect < 10);
+        }
+        if (bad) {
+            fprintf(stderr, "mstune %s: --%s '%s': expected %s\n", name, n, v,
+                    o->id == O_RUNS ? "an integer in 1..50" : o->id == O_KEEP ? "a positive integer" : "a percentage in (0, 1000)");
+            return 1;
+        }
+        break;
+    }
+    default: break;
+    }
     return 0;
 }
 
@@ -88,91 +193,10 @@ static int parse_args(int argc, char **argv, gate_args *a) {
     else if (argc > 0 && strcmp(argv[0], "record") == 0) a->sub = SUB_RECORD, i = 1;
     else if (argc > 0 && strcmp(argv[0], "calibrate") == 0) a->sub = SUB_CALIBRATE, i = 1;
     const char *name = sub_names[a->sub];
-    for (; i < argc; i++) {
-        const char *o = argv[i];
-        int flag = 0;
-        const char **value = NULL;
-        const char **list = NULL;
-        int *count = NULL;
-        if (!strcmp(o, "--baseline")) flag = O_BASELINE, list = a->baseline, count = &a->n_baseline;
-        else if (!strcmp(o, "--current") || !strcmp(o, "--candidate")) flag = O_CURRENT, list = a->current, count = &a->n_current;
-        else if (!strcmp(o, "--history")) flag = O_HISTORY, value = &a->history;
-        else if (!strcmp(o, "--baseline-cmd")) flag = O_BCMD, value = &a->baseline_cmd;
-        else if (!strcmp(o, "--candidate-cmd")) flag = O_CCMD, value = &a->candidate_cmd;
-        else if (!strcmp(o, "--cmd")) flag = O_CMD, value = &a->cmd;
-        else if (!strcmp(o, "--work")) flag = O_WORK, value = &a->work;
-        else if (!strcmp(o, "--config")) flag = O_CONFIG, value = &a->config;
-        else if (!strcmp(o, "--write")) flag = O_WRITE, value = &a->write;
-        else if (!strcmp(o, "--json")) flag = O_OUTPUTS, value = &a->json;
-        else if (!strcmp(o, "--markdown")) flag = O_OUTPUTS, value = &a->markdown;
-        else if (!strcmp(o, "--junit")) flag = O_OUTPUTS, value = &a->junit;
-        else if (!strcmp(o, "--github")) flag = O_OUTPUTS, a->github = true;
-        else if (!strcmp(o, "--allow-config-change")) flag = O_ALLOW, a->allow_config_change = true;
-        else if (!strcmp(o, "--replace")) flag = O_REPLACE, a->replace = true;
-        else if (!strcmp(o, "--runs") || !strcmp(o, "--keep") || !strcmp(o, "--effect")) {
-            flag = !strcmp(o, "--runs") ? O_RUNS : !strcmp(o, "--keep") ? O_KEEP : O_EFFECT;
-            if (i + 1 >= argc) {
-                fprintf(stderr, "mstune %s: %s needs a value\n", name, o);
-                return MST_EXIT_INPUT;
-            }
-            const char *v = argv[++i];
-            int bad;
-            if (flag == O_RUNS) bad = parse_int(v, 1, MST_GATE_MAX_RUNS, &a->runs);
-            else if (flag == O_KEEP) bad = parse_int(v, 1, 100000, &a->keep);
-            else {
-                char *end;
-                a->effect = strtod(v, &end) / 100;
-                bad = end == v || *end || !(a->effect > 0 && a->effect < 10);
-            }
-            if (bad) {
-                fprintf(stderr, "mstune %s: %s '%s': expected %s\n", name, o, v,
-                        flag == O_RUNS ? "an integer in 1..50" : flag == O_KEEP ? "a positive integer" : "a percentage in (0, 1000)");
-                return MST_EXIT_INPUT;
-            }
-        } else if (o[0] == '-' && o[1]) {
-            fprintf(stderr, "mstune %s: unknown option '%s'\n\n", name, o);
-            usage(stderr);
-            return MST_EXIT_INPUT;
-        } else if (a->sub == SUB_RECORD) {
-            flag = O_DIRS;
-            if (a->n_dirs == MAX_DIRS) {
-                fprintf(stderr, "mstune %s: more than %d folders\n", name, MAX_DIRS);
-                return MST_EXIT_INPUT;
-            }
-            a->dirs[a->n_dirs++] = o;
-        } else {
-            fprintf(stderr, "mstune %s: unexpected argument '%s'\n\n", name, o);
-            usage(stderr);
-            return MST_EXIT_INPUT;
-        }
-        if (!(allowed[a->sub] & flag)) {
-            fprintf(stderr, "mstune %s: %s is not an option of this command\n\n", name, o);
-            usage(stderr);
-            return MST_EXIT_INPUT;
-        }
-        a->given |= flag;
-        if (value) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "mstune %s: %s needs a value\n", name, o);
-                return MST_EXIT_INPUT;
-            }
-            *value = argv[++i];
-        }
-        if (list) {     /* DIR...: every following argument up to the next option */
-            int before = *count;
-            while (i + 1 < argc && !(argv[i + 1][0] == '-' && argv[i + 1][1] == '-')) {
-                if (*count == MAX_DIRS) {
-                    fprintf(stderr, "mstune %s: more than %d folders after %s\n", name, MAX_DIRS, o);
-                    return MST_EXIT_INPUT;
-                }
-                list[(*count)++] = argv[++i];
-            }
-            if (*count == before) {
-                fprintf(stderr, "mstune %s: %s needs at least one folder\n", name, o);
-                return MST_EXIT_INPUT;
-            }
-        }
-    }
+    gate_parse p = {a, name, NULL, NULL, NULL, 0};
+    int rc = mst_cli_parse(mst_cli_command("gate"), argc - i, argv + i, on_gate_opt, &p);
+    if (rc != MST_EXIT_OK) return rc;
+    if (end_list(&p)) return MST_EXIT_INPUT;
     const char *missing = NULL;
     switch (a->sub) {
     case SUB_COMPARE:
@@ -192,8 +216,7 @@ static int parse_args(int argc, char **argv, gate_args *a) {
         break;
     }
     if (missing) {
-        fprintf(stderr, "mstune %s: needs %s\n\n", name, missing);
-        usage(stderr);
+        fprintf(stderr, "mstune %s: needs %s (see mstune gate --help)\n", name, missing);
         return MST_EXIT_INPUT;
     }
     return MST_EXIT_OK;
@@ -366,7 +389,24 @@ static void free_runs(mst_gate_run *runs, int n) {
     for (int i = 0; i < n; i++) mst_gate_run_free(&runs[i]);
 }
 
+/* A run folder that is not there is a mistyped argument (exit 2), not a run that did not finish
+ * (a folder without summary.json, exit 4). */
+static int check_dirs(const char *sub, const char *opt, const char *const *dirs, int n) {
+    for (int i = 0; i < n; i++) {
+        struct stat st;
+        if (stat(dirs[i], &st) != 0 || !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "mstune %s: %s%s'%s': %s\n", sub, opt, *opt ? ": " : "", dirs[i],
+                    stat(dirs[i], &st) != 0 ? "no such run folder" : "not a folder");
+            return MST_EXIT_INPUT;
+        }
+    }
+    return MST_EXIT_OK;
+}
+
 static int cmd_compare(const gate_args *a) {
+    if (check_dirs("gate", "--baseline", a->baseline, a->n_baseline) != MST_EXIT_OK ||
+        check_dirs("gate", "--current", a->current, a->n_current) != MST_EXIT_OK)
+        return MST_EXIT_INPUT;
     mst_gate_config cfg;
     int rc = load_config(a, &cfg);
     if (rc != MST_EXIT_OK) return rc;
@@ -439,6 +479,7 @@ static int cmd_run(const gate_args *a) {
 }
 
 static int cmd_record(const gate_args *a) {
+    if (check_dirs("gate record", "", a->dirs, a->n_dirs) != MST_EXIT_OK) return MST_EXIT_INPUT;
     mst_gate_history h;
     char err[2048];
     if (a->replace || access(a->history, F_OK) != 0) {
@@ -558,8 +599,8 @@ static int cmd_calibrate(const gate_args *a) {
 }
 
 int mst_cmd_gate(int argc, char **argv) {
-    if (argc == 0 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h") || !strcmp(argv[0], "help")) {
-        usage(argc == 0 ? stderr : stdout);
+    if (argc == 0 || !strcmp(argv[0], "help")) {
+        mst_cli_print_help(argc == 0 ? stderr : stdout, mst_cli_command("gate"));
         return argc == 0 ? MST_EXIT_INPUT : MST_EXIT_OK;
     }
     gate_args a;

@@ -15,18 +15,31 @@
 #include "runtime/amp/autocast.h"
 #include "runtime/step_runner.h"
 
+enum { OPT_DOT = 1, OPT_AFTER_ONLY };
+const mst_cli_opt mst_cli_graph_opts[] = {
+    {"dot", 0, "FILE", "also write the optimized graph as Graphviz to FILE", OPT_DOT},
+    {"after-only", 0, NULL, "print only the IR after the passes", OPT_AFTER_ONLY},
+    {NULL},
+};
+
+typedef struct {
+    const char *dot_path;
+    bool after_only;
+} graph_args;
+
+static int on_graph_opt(void *ctx, const mst_cli_opt *o, const char *value) {
+    graph_args *g = ctx;
+    if (o->id == OPT_DOT) g->dot_path = value;
+    else if (o->id == OPT_AFTER_ONLY) g->after_only = true;
+    return 0;
+}
+
 int mst_cmd_graph(int argc, char **argv) {
-    const char *dot_path = NULL;
-    bool after_only = false;
-    char *rest[64];
-    int n_rest = 0;
-    for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--dot") == 0 && i + 1 < argc) dot_path = argv[++i];
-        else if (strcmp(argv[i], "--after-only") == 0) after_only = true;
-        else if (n_rest < 64) rest[n_rest++] = argv[i];
-    }
+    graph_args g = {NULL, false};
     mst_job_args a;
-    int rc = mst_job_args_parse("graph", n_rest, rest, false, &a);
+    int rc = mst_job_args_parse_with("graph", argc, argv, on_graph_opt, &g, &a);
+    const char *dot_path = g.dot_path;
+    bool after_only = g.after_only;
     if (rc != 0) return rc;
     mst_session s;
     char err[512];

@@ -98,12 +98,28 @@ static void list_cpu(void) {
     }
 }
 
+static int on_topic(void *ctx, const mst_cli_opt *o, const char *value) {
+    const char **what = ctx;
+    if (o) return 0;
+    if (*what) {
+        fprintf(stderr, "mstune list: one topic expected, got '%s' and '%s'\n", *what, value);
+        return 1;
+    }
+    *what = value;
+    return 0;
+}
+
 int mst_cmd_list(int argc, char **argv) {
-    const char *what = argc > 0 ? argv[0] : "all";
+    const char *what = NULL;
+    if (mst_cli_parse(mst_cli_command("list"), argc, argv, on_topic, &what) != MST_EXIT_OK) return MST_EXIT_INPUT;
+    if (!what) what = "all";
     bool all = strcmp(what, "all") == 0;
-    if (argc > 1 || !(all || !strcmp(what, "workloads") || !strcmp(what, "datasets") || !strcmp(what, "ops") ||
+    if (!(all || !strcmp(what, "workloads") || !strcmp(what, "datasets") || !strcmp(what, "ops") ||
                       !strcmp(what, "amp") || !strcmp(what, "cpu") || !strcmp(what, "keys"))) {
-        fprintf(stderr, "usage: mstune list [workloads|datasets|ops|amp|cpu|keys]\n");
+        static const char *const topics[] = {"workloads", "datasets", "ops", "amp", "cpu", "keys"};
+        const char *near = mst_cli_closest(what, topics, 6);
+        fprintf(stderr, "mstune list: unknown topic '%s'%s%s%s\nusage: mstune list [workloads|datasets|ops|amp|cpu|keys]\n", what,
+                near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
         return MST_EXIT_INPUT;
     }
     if (all || !strcmp(what, "workloads")) list_workloads();

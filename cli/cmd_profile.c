@@ -8,11 +8,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "advisor/finding.h"
 #include "cli/commands.h"
 #include "cli/run_meta.h"
 #include "cli/session.h"
 #include "cli/signals.h"
 #include "cli/summary.h"
+#include "profiler/csv_export.h"
 #include "profiler/sampler.h"
 #include "profiler/store.h"
 #include "profiler/trace_export.h"
@@ -42,22 +44,55 @@ static int store_meta(mst_store *st, const mst_job *job) {
     return rc;
 }
 
-static void print_breakdown(FILE *f, const mst_breakdown *b, double sampler_share, const mst_op_row *ops, int n_ops) {
-    fprintf(f, "\nstep time breakdown (median per step over %lld profiled steps; median step %.3f ms)\n", (long long)b->steps,
-            b->wall_median_ns / 1e6);
-    fprintf(f, "  %-10s %12s %8s %14s\n", "category", "ms/step", "share", "hidden ms/step");
-    for (int c = 0; c < MST_CAT_COUNT; c++)
-        fprintf(f, "  %-10s %12.3f %7.1f%% %14.3f\n", mst_prof_cat_name((mst_prof_cat)c), b->median_ns[c] / 1e6,
-                100 * b->share[c], b->hidden_known ? b->hidden_median_ns[c] / 1e6 : 0.0);
+/* Mean ms per profiled step of each category and of the step (sum / steps, the measure the share
+ * is of, so both columns add up); false when the profile cannot be read back. */
+static bool breakdown_means(const char *db_path, double mean_ms[MST_CAT_COUNT], double *step_ms) {
+    rpt_profile prof;
+    char err[512];
+    if (rpt_profile_load(&prof, db_path, err, sizeof(err)) != 0) return false;
+    int64_t used = 0;
+    double wall = 0;
+    for (int c = 0; c < MST_CAT_COUNT; c++) mean_ms[c] = 0;
+    for (int64_t i = 0; i < prof.n_steps; i++)
+        if (prof.steps[i].used) {
+            used++;
+            wall += prof.steps[i].wall_ms;
+            for (int c = 0; c < MST_CAT_COUNT; c++) mean_ms[c] += prof.steps[i].cat_ms[c];
+        }
+    rpt_profile_free(&prof);
+    if (!used) return false;
+    for (int c = 0; c < MST_CAT_COUNT; c++) mean_ms[c] /= (double)used;
+    *step_ms = wall / (double)used;
+    return true;
+}
+
+static void print_breakdown(FILE *f, const char *db_path, const mst_breakdown *b, double sampler_share, const mst_op_row *ops,
+                            int n_ops) {
+    double mean[MST_CAT_COUNT], step_mean = 0;
+    bool have_mean = breakdown_means(db_path, mean, &step_mean);
+    fprintf(f, "\nstep time breakdown over %lld profiled steps (mean step %.3f ms, median step %.3f ms)\n", (long long)b->steps,
+            step_mean, b->wall_median_ns / 1e6);
+    fprintf(f, "  %-10s %12s %8s %14s %14s\n", "category", "mean ms/step", "share", "median ms/step", "hidden ms/step");
+    for (int c = 0; c < MST_CAT_COUNT; c++) {
+        char m[32];
+        if (have_mean) snprintf(m, sizeof(m), "%.3f", mean[c]);
+        else snprintf(m, sizeof(m), "n/a");
+        fprintf(f, "  %-10s %12s %7.1f%% %14.3f %14.3f\n", mst_prof_cat_name((mst_prof_cat)c), m, 100 * b->share[c],
+                b->median_ns[c] / 1e6, b->hidden_known ? b->hidden_median_ns[c] / 1e6 : 0.0);
+    }
+    if (have_mean) fprintf(f, "  %-10s %12.3f %7.1f%% %14.3f\n", "step", step_mean, 100.0, b->wall_median_ns / 1e6);
+    fprintf(f, "  (mean ms/step and share add up to the mean step; per-category medians need not add up)\n");
     if (sampler_share >= 0)
         fprintf(f, "  dispatch share of op time: instrumented %.1f%%, sampled %.1f%%\n",
                 100 * b->share[MST_CAT_DISPATCH] / (b->share[MST_CAT_DISPATCH] + b->share[MST_CAT_KERNEL] + 1e-12),
                 100 * sampler_share);
     if (n_ops > 0) {
-        fprintf(f, "\ntop ops by kernel time\n  %-20s %8s %12s %10s %10s\n", "op", "calls", "total ms", "mean us", "GFLOP/s");
+        double steps = b->steps > 0 ? (double)b->steps : 1;
+        fprintf(f, "\ntop ops by kernel time\n  %-20s %8s %12s %10s %10s %10s\n", "op", "calls", "total ms", "ms/step", "mean us",
+                "GFLOP/s");
         for (int i = 0; i < n_ops; i++)
-            fprintf(f, "  %-20s %8lld %12.3f %10.2f %10.2f\n", ops[i].name, (long long)ops[i].calls, ops[i].total_ns / 1e6,
-                    ops[i].mean_ns / 1e3, ops[i].gflops);
+            fprintf(f, "  %-20s %8lld %12.3f %10.4f %10.2f %10.2f\n", ops[i].name, (long long)ops[i].calls, ops[i].total_ns / 1e6,
+                    ops[i].total_ns / 1e6 / steps, ops[i].mean_ns / 1e3, ops[i].gflops);
     }
 }
 
@@ -89,6 +124,28 @@ static cJSON *breakdown_json(const mst_breakdown *b, double sampler_share, doubl
         cJSON_AddItemToArray(top, r);
     }
     return o;
+}
+
+/* "next: mstune advise JOB ..." when a diagnosis rule proposing a change fires on this profile (the
+ * advisor's own rules, advisor/rules.c); empty when none does. */
+static void next_hint(const char *db_path, const cJSON *summary, const char *job_path, char *out, size_t n) {
+    out[0] = '\0';
+    rpt_profile prof;
+    char err[512];
+    if (rpt_profile_load(&prof, db_path, err, sizeof(err)) != 0) return;
+    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    mst_rule_env env = {(int)sysconf(_SC_NPROCESSORS_ONLN), phys > 0 ? phys : 0, summary};
+    mst_finding f[MST_MAX_FINDINGS];
+    int k = mst_advisor_diagnose(&prof, &env, f, MST_MAX_FINDINGS), act = 0, first = -1;
+    for (int i = 0; i < k; i++)
+        if (f[i].goal != MST_GOAL_NONE && f[i].n_sets > 0) {
+            if (first < 0) first = i;
+            act++;
+        }
+    if (act > 0)
+        snprintf(out, n, "next: mstune advise %s  (%d change%s to verify by trial runs; first: %s)", job_path, act,
+                 act == 1 ? "" : "s", f[first].title);
+    rpt_profile_free(&prof);
 }
 
 int mst_cmd_profile(int argc, char **argv) {
@@ -199,16 +256,20 @@ int mst_cmd_profile(int argc, char **argv) {
                 printf("mstune profile: %s: %lld steps in %.1f s%s", a.job.name, (long long)r.steps, r.wall_s,
                        r.interrupted ? " (interrupted)\n" : "\n");
                 if (r.val_accuracy >= 0) printf("  val accuracy %.2f%%, val loss %.4f\n", 100 * r.val_accuracy, r.val_loss);
-                print_breakdown(stdout, &b, sampler_share, ops, n_ops);
+                print_breakdown(stdout, db_path, &b, sampler_share, ops, n_ops);
                 printf("\n  profiler overhead (estimated) %.2f%% of the run\n", 100 * overhead_share);
                 printf("  wrote %s, %s, %s\n", db_path, trace_path, sum_path);
                 char report_dir[1200];
                 snprintf(report_dir, sizeof(report_dir), "%s/report", a.out_dir);
                 /* a chart gnuplot could not draw is named on the page: a warning, not a failed run */
-                if (mst_report_render(db_path, sum_path, report_dir, err, sizeof(err)) != 0)
+                char hint[512];
+                next_hint(db_path, sum, a.job_path, hint, sizeof(hint));
+                mst_report_extras extras = {NULL, hint[0] ? hint : NULL};
+                if (mst_report_render_with(db_path, sum_path, report_dir, &extras, err, sizeof(err)) != 0)
                     fprintf(stderr, "mstune profile: warning: report: %s\n", err);
                 printf("  report: %s/index.html%s\n", report_dir,
                        mst_report_have_gnuplot() ? "" : " (no charts: gnuplot is not installed)");
+                if (hint[0]) printf("\n%s\n", hint);
             }
         }
         cJSON_Delete(sum);
@@ -218,16 +279,48 @@ int mst_cmd_profile(int argc, char **argv) {
     return rc;
 }
 
+static int on_two_paths(void *ctx, const mst_cli_opt *o, const char *value) {
+    const char **p = ctx;
+    if (o) return 0;
+    if (p[2]) {
+        fprintf(stderr, "mstune: unexpected argument '%s'\n", value);
+        return 1;
+    }
+    if (!p[0]) p[0] = value;
+    else p[1] = value, p[2] = value;
+    return 0;
+}
+
 int mst_cmd_export_trace(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: mstune export-trace PROFILE.db TRACE.json\n");
+    const char *paths[3] = {NULL, NULL, NULL};
+    int rc = mst_cli_parse(mst_cli_command("export-trace"), argc, argv, on_two_paths, paths);
+    if (rc != MST_EXIT_OK) return rc;
+    if (!paths[1]) {
+        fprintf(stderr, "usage: mstune export-trace PROFILE.db TRACE.json   (mstune export-trace --help)\n");
         return MST_EXIT_INPUT;
     }
     char err[1024];
-    if (mst_trace_export(argv[0], argv[1], err, sizeof(err)) != 0) {
+    if (mst_trace_export(paths[0], paths[1], err, sizeof(err)) != 0) {
         fprintf(stderr, "mstune export-trace: %s\n", err);
         return MST_EXIT_INPUT;
     }
-    printf("wrote %s\n", argv[1]);
+    printf("wrote %s\n", paths[1]);
+    return MST_EXIT_OK;
+}
+
+int mst_cmd_export_csv(int argc, char **argv) {
+    const char *paths[3] = {NULL, NULL, NULL};
+    int rc = mst_cli_parse(mst_cli_command("export-csv"), argc, argv, on_two_paths, paths);
+    if (rc != MST_EXIT_OK) return rc;
+    if (!paths[1]) {
+        fprintf(stderr, "usage: mstune export-csv PROFILE.db DIR   (mstune export-csv --help)\n");
+        return MST_EXIT_INPUT;
+    }
+    char err[1024];
+    if (mst_csv_export(paths[0], paths[1], err, sizeof(err)) != 0) {
+        fprintf(stderr, "mstune export-csv: %s\n", err);
+        return MST_EXIT_INPUT;
+    }
+    printf("wrote %s/ops.csv, %s/steps.csv\n", paths[1], paths[1]);
     return MST_EXIT_OK;
 }

@@ -17,30 +17,41 @@ static const char *summary_beside(const char *db, char *buf, size_t n) {
     return buf;
 }
 
-static int parse_out(const char *cmd, int argc, char **argv, const char **pos, int n_pos, const char **out) {
-    int k = 0;
-    *out = NULL;
-    for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--out") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "mstune %s: %s needs a folder\n", cmd, argv[i]);
-                return MST_EXIT_INPUT;
-            }
-            *out = argv[++i];
-        } else if (argv[i][0] == '-' || k == n_pos) {
-            return -1;
-        } else {
-            pos[k++] = argv[i];
-        }
+typedef struct {
+    const char *cmd;
+    const char **pos;
+    int n_pos, want;
+    const char *out;
+} out_args;
+
+static int on_out_opt(void *ctx, const mst_cli_opt *o, const char *value) {
+    out_args *a = ctx;
+    if (o) {
+        a->out = value;     /* the only option: -o/--out */
+        return 0;
     }
-    return k == n_pos ? MST_EXIT_OK : -1;
+    if (a->n_pos == a->want) {
+        fprintf(stderr, "mstune %s: unexpected argument '%s'\n", a->cmd, value);
+        return 1;
+    }
+    a->pos[a->n_pos++] = value;
+    return 0;
+}
+
+/* -1: the usage line is due (wrong count of positional arguments) */
+static int parse_out(const char *cmd, int argc, char **argv, const char **pos, int n_pos, const char **out) {
+    out_args a = {cmd, pos, 0, n_pos, NULL};
+    int rc = mst_cli_parse(mst_cli_command(cmd), argc, argv, on_out_opt, &a);
+    *out = a.out;
+    if (rc != MST_EXIT_OK) return rc;
+    return a.n_pos == n_pos ? MST_EXIT_OK : -1;
 }
 
 int mst_cmd_report(int argc, char **argv) {
     const char *db, *out;
     int rc = parse_out("report", argc, argv, &db, 1, &out);
     if (rc != MST_EXIT_OK) {
-        if (rc < 0) fprintf(stderr, "usage: mstune report PROFILE.db [-o DIR]   (DIR defaults to report/ beside the profile)\n");
+        if (rc < 0) fprintf(stderr, "usage: mstune report PROFILE.db [-o DIR]   (mstune report --help)\n");
         return MST_EXIT_INPUT;
     }
     char dir[1200], sbuf[1200], err[2048];
@@ -61,7 +72,7 @@ int mst_cmd_compare(int argc, char **argv) {
     const char *dbs[2], *out;
     int rc = parse_out("compare", argc, argv, dbs, 2, &out);
     if (rc != MST_EXIT_OK) {
-        if (rc < 0) fprintf(stderr, "usage: mstune compare A/profile.db B/profile.db [-o DIR]\n");
+        if (rc < 0) fprintf(stderr, "usage: mstune compare A/profile.db B/profile.db [-o DIR]   (mstune compare --help)\n");
         return MST_EXIT_INPUT;
     }
     char err[2048];

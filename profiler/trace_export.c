@@ -3,7 +3,8 @@
  * Ranges are re-paired from the stored BEGIN/END records with the same tracker attribution uses
  * (profiler/attribution.h), so the trace and the breakdown agree on what a range is; a range
  * left open at the end of a thread's records is drawn up to that thread's last record and
- * marked "unclosed". The whole document is built in memory: the trace span is short by design
+ * marked "unclosed". Steps are slices named ProfilerStep#N (PyTorch's convention, which HTA and the
+ * TensorBoard profiler plugin segment by) on their own "steps" track. The whole document is built in memory: the trace span is short by design
  * (store.h's trace_steps), the per-step tracks add a few objects per step.
  */
 #define _GNU_SOURCE
@@ -11,6 +12,7 @@
 #include "util/fsutil.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,8 +190,8 @@ static int export_steps(exporter *x) {
     while (rc == 0 && (r = sqlite3_step(st)) == SQLITE_ROW) {
         const int64_t step = sqlite3_column_int64(st, 0);
         const uint64_t tb = (uint64_t)sqlite3_column_int64(st, 1), te = (uint64_t)sqlite3_column_int64(st, 2);
-        char name[48];
-        snprintf(name, sizeof(name), "step %lld", (long long)step);
+        char name[48];      /* PyTorch's name: HTA and the TensorBoard profiler plugin segment steps by it */
+        snprintf(name, sizeof(name), "ProfilerStep#%lld", (long long)step);
         cJSON *e = add_event(x, "X", name, MST_TRACE_STEPS_TID, ts_us(x, tb));
         cJSON *args = e ? cJSON_CreateObject() : NULL;
         if (!args) {
@@ -339,6 +341,13 @@ static int export_events(exporter *x) {
     return rc;
 }
 
+/* What HTA reads to place a trace in a job (PyTorch writes it for every rank): one process. */
+static bool add_distributed_info(cJSON *root) {
+    cJSON *d = cJSON_AddObjectToObject(root, "distributedInfo");
+    return d && cJSON_AddStringToObject(d, "backend", "none") && cJSON_AddNumberToObject(d, "rank", 0) &&
+           cJSON_AddNumberToObject(d, "world_size", 1);
+}
+
 int mst_trace_export(const char *db_path, const char *json_path, char *err, size_t errn) {
     exporter x = {.db_path = db_path, .err = err, .errn = errn};
     cJSON *root = NULL;
@@ -347,7 +356,8 @@ int mst_trace_export(const char *db_path, const char *json_path, char *err, size
     if (!(x.db = mst_store_open_db(db_path, err, errn))) return -1;
     cJSON *other;
     if (!(root = cJSON_CreateObject()) || !(x.events = cJSON_AddArrayToObject(root, "traceEvents")) ||
-        !cJSON_AddStringToObject(root, "displayTimeUnit", "ms") || !(other = cJSON_AddObjectToObject(root, "otherData"))) {
+        !cJSON_AddStringToObject(root, "displayTimeUnit", "ms") || !(other = cJSON_AddObjectToObject(root, "otherData")) ||
+        !add_distributed_info(root)) {
         oom(&x);
         goto out;
     }

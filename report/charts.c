@@ -104,14 +104,22 @@ static void read_breakdown(const rpt_headline *h, const rpt_profile *p, char *ou
             order[j] = order[j - 1];
             order[j - 1] = t;
         }
+    /* the share and the mean per step are one measure (the table's two columns that add up) */
+    double mean[MST_CAT_COUNT] = {0};
+    int64_t used = 0;
+    for (int64_t i = 0; i < p->n_steps; i++)
+        if (p->steps[i].used) {
+            used++;
+            for (int c = 0; c < MST_CAT_COUNT; c++) mean[c] += p->steps[i].cat_ms[c];
+        }
     size_t len = 0;
     int shown = 0;
     for (int i = 0; i < MST_CAT_COUNT && len < n; i++) {
         int c = order[i];
         if (h->share[c] < 0.001 && shown > 0) break;
         char ms[32];
-        rpt_fmt_ms(p->bd.median_ns[c] / 1e6, ms, sizeof(ms));
-        int w = snprintf(out + len, n - len, "%s%s %.1f%% (%s ms/step)", shown ? ", " : "", mst_prof_cat_name((mst_prof_cat)c),
+        rpt_fmt_ms(used ? mean[c] / (double)used : 0, ms, sizeof(ms));
+        int w = snprintf(out + len, n - len, "%s%s %.1f%% (%s ms/step, mean)", shown ? ", " : "", mst_prof_cat_name((mst_prof_cat)c),
                          100 * h->share[c], ms);
         if (w < 0) break;
         len += (size_t)w;

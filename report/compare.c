@@ -37,43 +37,102 @@ typedef struct {
 } op_row;
 
 typedef struct {
+    char key[256];
+    char a[160], b[160];    /* JSON text of the value; "(absent)" when one side lacks the key */
+} key_diff;
+
+#define MAX_KEY_DIFFS 64
+
+/* What the summary.json beside a profile adds (< 0: not there, or of another job). */
+typedef struct {
+    double val_accuracy, peak_memory_bytes, samples_per_s;
+} sibling;
+
+typedef struct {
     rpt_profile a, b;
     double acc_a, acc_b;    /* validation accuracy 0..1, < 0 unknown */
+    sibling sa, sb;
+    key_diff diffs[MAX_KEY_DIFFS];
+    int n_diffs, n_diffs_total;
+    bool configs_known;
     row rows[24];
     int n_rows;
     op_row *ops;
     int n_ops;
 } comparison;
 
-/* val_accuracy of the summary.json beside a profile, when that summary is of the same job. */
-static double sibling_accuracy(const rpt_profile *p) {
+/* The summary.json beside a profile, when that summary is of the same job: the numbers the
+ * report card shows come from it, so compare shows the same ones. */
+static sibling sibling_summary(const rpt_profile *p) {
+    sibling s = {-1, -1, -1};
     char path[4096];
     const char *slash = strrchr(p->path, '/');
     int dir_len = slash ? (int)(slash - p->path) : 0;
     if ((slash ? snprintf(path, sizeof(path), "%.*s/summary.json", dir_len, p->path) : snprintf(path, sizeof(path), "summary.json")) >=
         (int)sizeof(path))
-        return -1;
+        return s;
     char err[64];
     char *text = rpt_read_file(path, NULL, err, sizeof(err));
-    if (!text) return -1;
+    if (!text) return s;
     cJSON *j = cJSON_Parse(text);
     free(text);
-    const cJSON *name = cJSON_GetObjectItem(j, "name"), *acc = cJSON_GetObjectItem(j, "val_accuracy");
-    double v = -1;
-    if (cJSON_IsNumber(acc) && (!cJSON_IsString(name) || !*p->job_name || strcmp(name->valuestring, p->job_name) == 0))
-        v = acc->valuedouble;
+    const cJSON *name = cJSON_GetObjectItem(j, "name");
+    if (cJSON_IsObject(j) && (!cJSON_IsString(name) || !*p->job_name || strcmp(name->valuestring, p->job_name) == 0)) {
+        const cJSON *acc = cJSON_GetObjectItem(j, "val_accuracy"), *peak = cJSON_GetObjectItem(j, "peak_memory_bytes"),
+                    *sps = cJSON_GetObjectItem(j, "samples_per_s");
+        if (cJSON_IsNumber(acc)) s.val_accuracy = acc->valuedouble;
+        if (cJSON_IsNumber(peak) && peak->valuedouble > 0) s.peak_memory_bytes = peak->valuedouble;
+        if (cJSON_IsNumber(sps) && sps->valuedouble > 0) s.samples_per_s = sps->valuedouble;
+    }
     cJSON_Delete(j);
-    return v;
+    return s;
 }
 
-static double peak_bytes(const rpt_profile *p) {
+/* Peak memory as the report card shows it: summary.json's (the allocator's peak, recorded at every
+ * profile level), else the profile's per-step memory (level 2). */
+static double peak_bytes(const rpt_profile *p, const sibling *s) {
+    if (s->peak_memory_bytes > 0) return s->peak_memory_bytes;
     if (p->mem_peak_step_total >= 0) return (double)p->mem_peak_step_total;
     return -1;
 }
 
-static double throughput(const rpt_profile *p) {
+static double throughput(const rpt_profile *p, const sibling *s) {
+    if (s->samples_per_s > 0 && p->batch_size > 0) return s->samples_per_s;
     double ms = p->bd.wall_median_ns / 1e6;
     return ms > 0 ? (p->batch_size > 0 ? (double)p->batch_size : 1.0) * 1000.0 / ms : -1;
+}
+
+/* ---- job keys that differ (the flattened run.config of each profile) ---- */
+
+static void leaf_text(const cJSON *v, char *out, size_t n) {
+    char *t = v ? cJSON_PrintUnformatted(v) : NULL;
+    snprintf(out, n, "%s", t ? t : "(absent)");
+    cJSON_free(t);
+}
+
+static void add_diff(comparison *c, const char *key, const cJSON *a, const cJSON *b) {
+    c->n_diffs_total++;
+    if (c->n_diffs == MAX_KEY_DIFFS) return;
+    key_diff *d = &c->diffs[c->n_diffs++];
+    snprintf(d->key, sizeof(d->key), "%s", key);
+    leaf_text(a, d->a, sizeof(d->a));
+    leaf_text(b, d->b, sizeof(d->b));
+}
+
+/* Walks a's keys (and b's missing from a): objects by key, everything else compared as a leaf. */
+static void diff_config(comparison *c, const char *prefix, const cJSON *a, const cJSON *b) {
+    char key[256];
+    for (const cJSON *x = a ? a->child : NULL; x; x = x->next) {
+        snprintf(key, sizeof(key), "%s%s%s", prefix, *prefix ? "." : "", x->string);
+        const cJSON *y = cJSON_GetObjectItemCaseSensitive(b, x->string);
+        if (cJSON_IsObject(x) && cJSON_IsObject(y)) diff_config(c, key, x, y);
+        else if (!y || !cJSON_Compare(x, y, true)) add_diff(c, key, x, y);
+    }
+    for (const cJSON *y = b ? b->child : NULL; y; y = y->next)
+        if (!cJSON_GetObjectItemCaseSensitive(a, y->string)) {
+            snprintf(key, sizeof(key), "%s%s%s", prefix, *prefix ? "." : "", y->string);
+            add_diff(c, key, NULL, y);
+        }
 }
 
 static void add_row(comparison *c, const char *label, const char *id, double a, double b, bool has_a, bool has_b, row_kind kind,
@@ -108,11 +167,11 @@ static int build(comparison *c, char *err, size_t errn) {
         add_row(c, label, cat_ids[k], A->bd.median_ns[k] / 1e6, B->bd.median_ns[k] / 1e6, A->bd.steps > 0, B->bd.steps > 0, ROW_RATIO, 1);
     }
     bool samples = A->batch_size > 0 && B->batch_size > 0;
-    add_row(c, samples ? "throughput (samples/s)" : "throughput (steps/s)", "throughput", throughput(A), throughput(B),
-            throughput(A) >= 0, throughput(B) >= 0, ROW_RATIO, 0);
+    double ta = throughput(A, &c->sa), tb = throughput(B, &c->sb);
+    add_row(c, samples ? "throughput (samples/s)" : "throughput (steps/s)", "throughput", ta, tb, ta >= 0, tb >= 0, ROW_RATIO, 0);
     const double mib = 1024.0 * 1024.0;
-    add_row(c, "peak memory (MiB)", "peak-memory-mib", peak_bytes(A) / mib, peak_bytes(B) / mib, peak_bytes(A) >= 0,
-            peak_bytes(B) >= 0, ROW_RATIO, 0);
+    double pa = peak_bytes(A, &c->sa), pb = peak_bytes(B, &c->sb);
+    add_row(c, "peak memory (MiB)", "peak-memory-mib", pa / mib, pb / mib, pa >= 0, pb >= 0, ROW_RATIO, 0);
     add_row(c, "validation accuracy (%)", "val-accuracy", 100 * c->acc_a, 100 * c->acc_b, c->acc_a >= 0, c->acc_b >= 0, ROW_POINTS, 0);
 
     /* ops matched by name */
@@ -189,6 +248,14 @@ static void print_terminal(const comparison *c, FILE *f) {
     describe(&c->a, da, sizeof(da));
     describe(&c->b, db, sizeof(db));
     fprintf(f, "A: %s  [%s]\nB: %s  [%s]\n\n", c->a.path, da, c->b.path, db);
+    if (!c->configs_known) fprintf(f, "job keys: a profile has no stored config; cannot tell which keys differ\n\n");
+    else if (c->n_diffs_total == 0) fprintf(f, "job keys: the same in A and B\n\n");
+    else {
+        fprintf(f, "job keys that differ (%d)\n", c->n_diffs_total);
+        for (int i = 0; i < c->n_diffs; i++) fprintf(f, "  %-30s %s -> %s\n", c->diffs[i].key, c->diffs[i].a, c->diffs[i].b);
+        if (c->n_diffs_total > c->n_diffs) fprintf(f, "  (%d more)\n", c->n_diffs_total - c->n_diffs);
+        fputc('\n', f);
+    }
     fprintf(f, "%-28s %12s %12s %12s %9s\n", "", "A", "B", "B - A", "B / A");
     for (int i = 0; i < c->n_rows; i++) {
         const row *r = &c->rows[i];
@@ -213,6 +280,67 @@ static void print_terminal(const comparison *c, FILE *f) {
         }
         if (c->n_ops > TOP_OPS_COMPARE) fprintf(f, "  (%d more ops)\n", c->n_ops - TOP_OPS_COMPARE);
     }
+}
+
+/* ---- JSON: compare.json, the same rows as the table ---- */
+
+static void json_number(cJSON *o, const char *key, double v, bool has) {
+    if (has && isfinite(v)) cJSON_AddNumberToObject(o, key, v);
+    else cJSON_AddNullToObject(o, key);
+}
+
+static int write_json(const comparison *c, const char *out_dir, char *err, size_t errn) {
+    cJSON *root = cJSON_CreateObject();
+    if (!root) goto oom;
+    cJSON_AddStringToObject(root, "a", c->a.path);
+    cJSON_AddStringToObject(root, "b", c->b.path);
+    cJSON *keys = c->configs_known ? cJSON_AddArrayToObject(root, "job_keys_differ") : NULL;
+    if (!c->configs_known) cJSON_AddNullToObject(root, "job_keys_differ");
+    for (int i = 0; keys && i < c->n_diffs; i++) {
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddStringToObject(d, "key", c->diffs[i].key);
+        cJSON *va = strcmp(c->diffs[i].a, "(absent)") ? cJSON_Parse(c->diffs[i].a) : NULL;
+        cJSON *vb = strcmp(c->diffs[i].b, "(absent)") ? cJSON_Parse(c->diffs[i].b) : NULL;
+        cJSON_AddItemToObject(d, "a", va ? va : cJSON_CreateNull());
+        cJSON_AddItemToObject(d, "b", vb ? vb : cJSON_CreateNull());
+        cJSON_AddItemToArray(keys, d);
+    }
+    if (keys && c->n_diffs_total > c->n_diffs) cJSON_AddNumberToObject(root, "job_keys_differ_total", c->n_diffs_total);
+    cJSON *rows = cJSON_AddArrayToObject(root, "rows");
+    for (int i = 0; rows && i < c->n_rows; i++) {
+        const row *r = &c->rows[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "label", r->label);
+        if (r->id) cJSON_AddStringToObject(o, "id", r->id);
+        json_number(o, "a", r->a, r->has_a);
+        json_number(o, "b", r->b, r->has_b);
+        json_number(o, "delta", r->b - r->a, r->has_a && r->has_b);
+        if (r->kind == ROW_RATIO) json_number(o, "ratio", r->b / r->a, r->has_a && r->has_b && r->a != 0);
+        cJSON_AddStringToObject(o, "unit", r->kind == ROW_POINTS ? "points" : "");
+        cJSON_AddItemToArray(rows, o);
+    }
+    cJSON *ops = cJSON_AddArrayToObject(root, "ops");
+    for (int i = 0; ops && i < c->n_ops; i++) {
+        const op_row *o = &c->ops[i];
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "op", o->name);
+        json_number(j, "a_ms_per_step", o->a_ms, o->in_a);
+        json_number(j, "b_ms_per_step", o->b_ms, o->in_b);
+        json_number(j, "a_gflops", o->a_gflops, o->in_a);
+        json_number(j, "b_gflops", o->b_gflops, o->in_b);
+        cJSON_AddItemToArray(ops, j);
+    }
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) goto oom;
+    char path[4096];
+    int rc = rpt_join(path, sizeof(path), out_dir, "compare.json") == 0 ? mst_write_atomic(path, text, strlen(text), err, errn) : -1;
+    if (rc != 0 && rpt_join(path, sizeof(path), out_dir, "compare.json") != 0) snprintf(err, errn, "output folder '%s': path too long", out_dir);
+    cJSON_free(text);
+    return rc;
+oom:
+    snprintf(err, errn, "compare: out of memory");
+    return -1;
 }
 
 /* ---- HTML ---- */
@@ -313,6 +441,24 @@ static int write_html(const comparison *c, const char *out_dir, char *err, size_
         rpt_puts(&b, "' was not found or cannot draw PNGs (set MSTUNE_GNUPLOT; on Debian: apt install gnuplot-nox). The tables have "
                      "every number.</div>\n");
     }
+    rpt_puts(&b, "<section id=\"job-keys\"><h2>Job keys that differ</h2>\n");
+    if (!c->configs_known) rpt_puts(&b, "<p>A profile has no stored config: which keys differ is unknown.</p>\n");
+    else if (c->n_diffs_total == 0) rpt_puts(&b, "<p id=\"job-keys-same\">None: A and B ran the same job config.</p>\n");
+    else {
+        rpt_puts(&b, "<table id=\"job-keys-table\"><tr><th>key</th><th>A</th><th>B</th></tr>\n");
+        for (int i = 0; i < c->n_diffs; i++) {
+            rpt_puts(&b, "<tr><td><code>");
+            rpt_html(&b, c->diffs[i].key);
+            rpt_puts(&b, "</code></td><td>");
+            rpt_html(&b, c->diffs[i].a);
+            rpt_puts(&b, "</td><td>");
+            rpt_html(&b, c->diffs[i].b);
+            rpt_puts(&b, "</td></tr>\n");
+        }
+        rpt_puts(&b, "</table>\n");
+        if (c->n_diffs_total > c->n_diffs) rpt_printf(&b, "<p>(%d more)</p>\n", c->n_diffs_total - c->n_diffs);
+    }
+    rpt_puts(&b, "</section>\n");
     rpt_puts(&b, "<section id=\"summary\"><h2>Side by side</h2>\n<table id=\"compare-table\">"
                  "<tr><th></th><th>A</th><th>B</th><th>B − A</th><th>B / A</th></tr>\n");
     for (int i = 0; i < c->n_rows; i++) {
@@ -327,7 +473,7 @@ static int write_html(const comparison *c, const char *out_dir, char *err, size_
         rpt_printf(&b, "<td class=\"n\">%s</td><td class=\"n\">%s</td></tr>\n", d, q);
     }
     rpt_puts(&b, "</table><p class=\"meta\">Medians over each profile's non-warm-up steps; category medians need not add up to the "
-                 "median step. Validation accuracy comes from the summary.json beside each profile, when it is there.</p>\n<div class=\"row\">");
+                 "median step. Throughput, peak memory and validation accuracy come from the summary.json beside each profile when it is there (the numbers its report card shows), else from the profile.</p>\n<div class=\"row\">");
     for (int i = 0; i < 2; i++) {
         if (i == 1) rpt_puts(&b, "</div>\n</section>\n<section id=\"ops\"><h2>Top ops</h2>\n<div class=\"row\">");
         rpt_puts(&b, "<figure style=\"width:900px\">");
@@ -391,15 +537,20 @@ int mst_compare_render(const char *db_a, const char *db_b, const char *out_dir, 
         return -1;
     }
     int rc = -1;
-    c.acc_a = sibling_accuracy(&c.a);
-    c.acc_b = sibling_accuracy(&c.b);
+    c.sa = sibling_summary(&c.a);
+    c.sb = sibling_summary(&c.b);
+    c.acc_a = c.sa.val_accuracy;
+    c.acc_b = c.sb.val_accuracy;
+    c.configs_known = c.a.config && c.b.config;
+    if (c.configs_known) diff_config(&c, "", c.a.config, c.b.config);
     if (build(&c, err, errn) != 0) goto out;
     if (out_dir && mst_mkdirs(out_dir, err, errn) != 0) goto out;
     if (terminal) {
         print_terminal(&c, terminal);
         fflush(terminal);
     }
-    rc = out_dir ? write_html(&c, out_dir, err, errn) : 0;
+    rc = out_dir ? write_json(&c, out_dir, err, errn) : 0;
+    if (rc == 0 && out_dir) rc = write_html(&c, out_dir, err, errn);
 out:
     free(c.ops);
     rpt_profile_free(&c.a);

@@ -431,6 +431,28 @@ static void set_absent(mst_gate_metric_result *m, int nb, int nc) {
     else snprintf(m->note, sizeof(m->note), "only the %s runs have it", nb ? "baseline" : "candidate");
 }
 
+/* The rank interval of the shift is unbounded when the groups are too small for its level: say
+ * so (NAN bounds) with the equal group size that would bound it, rather than [-100%, +inf]. */
+static void unbounded_interval(const mst_gate_config *cfg, const mst_shift *s, mst_gate_metric_result *m) {
+    if (s->bounded) return;
+    m->change_lo = m->change_hi = NAN;
+    m->interval_needs_runs = -1;
+    for (int k = 2; k <= MST_GATE_MAX_RUNS; k++) {
+        int c = mst_stats_mwu_critical(k, k, cfg->alpha);
+        if (c >= 0 && (size_t)c < (size_t)k * (size_t)k / 2) {
+            m->interval_needs_runs = k;
+            break;
+        }
+    }
+}
+
+/* The equal group size whose smallest attainable p reaches alpha (what "use more runs" means). */
+static int runs_to_reach(double alpha) {
+    for (int k = 2; k <= MST_GATE_MAX_RUNS; k++)
+        if (mst_stats_mwu_min_p(k, k) <= alpha) return k;
+    return -1;
+}
+
 static void timing_paired(const mst_gate_config *cfg, const mst_gate_metric_desc *d, const double *b, int nb,
                           const double *c, int nc, mst_gate_metric_result *m) {
     double wb[MST_GATE_MAX_RUNS * 4], wc[MST_GATE_MAX_RUNS * 4];
@@ -448,11 +470,12 @@ static void timing_paired(const mst_gate_config *cfg, const mst_gate_metric_desc
     m->change = expm1(sign * s.estimate);
     m->change_lo = sign > 0 ? expm1(s.lo) : expm1(-s.hi);
     m->change_hi = sign > 0 ? expm1(s.hi) : expm1(-s.lo);
+    unbounded_interval(cfg, &s, m);
     double min_p = mst_stats_mwu_min_p(nb, nc);
     if (min_p > cfg->alpha) {
         m->verdict = MST_GATE_INCONCLUSIVE;
-        snprintf(m->note, sizeof(m->note), "%d and %d runs cannot reach alpha %g (smallest p is %.3g): use more runs",
-                 nb, nc, cfg->alpha, min_p);
+        snprintf(m->note, sizeof(m->note), "%d and %d runs cannot reach alpha %g (smallest p is %.3g): use at least %d runs per side",
+                 nb, nc, cfg->alpha, min_p, runs_to_reach(cfg->alpha));
         return;
     }
     /* the size of the worsening in natural terms: +x% step time, or -x% throughput */
@@ -502,12 +525,14 @@ static void accuracy_paired(const mst_gate_config *cfg, const double *b, int nb,
     m->change = s.estimate;
     m->change_lo = s.lo;
     m->change_hi = s.hi;
+    unbounded_interval(cfg, &s, m);
     m->cv = NAN;
     m->threshold = cfg->accuracy_margin_points;
     double min_p = mst_stats_mwu_min_p(nb, nc);
     if (min_p > cfg->alpha) {
         m->verdict = MST_GATE_INCONCLUSIVE;
-        snprintf(m->note, sizeof(m->note), "%d and %d runs cannot reach alpha %g (smallest p is %.3g)", nb, nc, cfg->alpha, min_p);
+        snprintf(m->note, sizeof(m->note), "%d and %d runs cannot reach alpha %g (smallest p is %.3g): use at least %d runs per side",
+                 nb, nc, cfg->alpha, min_p, runs_to_reach(cfg->alpha));
         return;
     }
     double drop = -s.estimate;

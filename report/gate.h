@@ -133,6 +133,8 @@ typedef struct {
     /* candidate vs baseline in natural direction: ratio - 1 for timing and memory, points for
      * accuracy; the interval at level 1 - 2 alpha (each bound one-sided at 1 - alpha) */
     double change, change_lo, change_hi;
+    int interval_needs_runs;        /* > 0: too few runs for a bounded interval (lo, hi are NAN);
+                                     * the runs per side that would give one */
     double p_value;                 /* one-sided, towards a regression; NAN when the rule has none */
     bool exact;                     /* p from the exact null distribution */
     double cv;                      /* run-to-run variation: robust sd of log values (Shamos, pooled

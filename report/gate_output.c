@@ -27,6 +27,14 @@ static void fmt_change(int metric, double x, char *buf, size_t n) {
 }
 
 static void fmt_interval(int metric, const mst_gate_metric_result *m, char *buf, size_t n) {
+    if (m->interval_needs_runs > 0) {
+        snprintf(buf, n, "n/a (need >= %d runs per side)", m->interval_needs_runs);
+        return;
+    }
+    if (m->interval_needs_runs < 0) {
+        snprintf(buf, n, "n/a (too few runs)");
+        return;
+    }
     if (isnan(m->change_lo) || isnan(m->change_hi)) {
         snprintf(buf, n, "-");
         return;
@@ -83,14 +91,14 @@ void mst_gate_print_table(FILE *f, const mst_gate_result *r) {
     fprintf(f, "fingerprint: %s\n\n", r->fingerprint);
     char ilabel[32];
     snprintf(ilabel, sizeof(ilabel), "%.0f%% interval", 100 * interval_level(r));
-    fprintf(f, "%-14s %-10s %10s %10s %9s  %-20s %8s %6s  %-15s %s\n", "metric", "unit", "baseline", "candidate", "change",
+    fprintf(f, "%-14s %-10s %10s %10s %9s  %-29s %8s %6s  %-15s %s\n", "metric", "unit", "baseline", "candidate", "change",
             ilabel, "p", "CV", "threshold", "verdict");
     for (int m = 0; m < MST_GATE_METRIC_COUNT; m++) {
         const mst_gate_metric_desc *d = &mst_gate_metrics[m];
         if (r->metric[m].verdict == MST_GATE_ABSENT && m == MST_GATE_METRIC_STEP_TIME_P90) continue;
         row_text t;
         row(r, m, &t);
-        fprintf(f, "%-14s %-10s %10s %10s %9s  %-20s %8s %6s  %-15s %s\n", d->label, d->unit, t.value_b, t.value_c, t.change,
+        fprintf(f, "%-14s %-10s %10s %10s %9s  %-29s %8s %6s  %-15s %s\n", d->label, d->unit, t.value_b, t.value_c, t.change,
                 t.interval, t.p, t.cv, t.threshold, mst_gate_verdict_name(r->metric[m].verdict));
     }
     bool notes = false;
@@ -143,6 +151,7 @@ int mst_gate_write_json(FILE *f, const mst_gate_result *r) {
         add_number(o, "change", x->change);
         add_number(o, "change_lo", x->change_lo);
         add_number(o, "change_hi", x->change_hi);
+        if (x->interval_needs_runs) cJSON_AddNumberToObject(o, "interval_needs_runs_per_side", x->interval_needs_runs);
         add_number(o, "p_value", x->p_value);
         cJSON_AddBoolToObject(o, "p_exact", x->exact);
         add_number(o, "cv", x->cv);

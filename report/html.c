@@ -134,10 +134,12 @@ static void answer(rpt_buf *b, const rpt_page *pg) {
     rpt_puts(b, "<div class=\"cards\">\n<div class=\"card\"><div class=\"k\">Step time (median)</div><div class=\"v\">");
     rpt_fmt_ms(h->step_ms, t, sizeof(t));
     num_span(b, "step-time-ms", h->step_key, h->step_ms, t);
-    rpt_puts(b, " ms</div><div class=\"s\">profiled steps: ");
-    rpt_fmt_ms(h->profiled_ms, t, sizeof(t));
-    num_span(b, "profiled-step-ms", "profiled_step_ms_median", h->profiled_ms, t);
-    rpt_printf(b, " ms over %lld</div></div>\n", (long long)p->bd.steps);
+    /* one median step on the card; the profiler's own median of the same steps is the breakdown
+     * table's total row */
+    if (strcmp(h->step_key, "step_time_ms_median") == 0)
+        rpt_printf(b, " ms</div><div class=\"s\">trainer's timing, %lld profiled</div></div>\n", (long long)p->bd.steps);
+    else
+        rpt_printf(b, " ms</div><div class=\"s\">over %lld profiled steps</div></div>\n", (long long)p->bd.steps);
 
     rpt_puts(b, "<div class=\"card\"><div class=\"k\">Throughput</div><div class=\"v\">");
     if (h->samples_per_s >= 0) {
@@ -232,19 +234,41 @@ static void breakdown_section(rpt_buf *b, const rpt_page *pg) {
     const rpt_profile *p = pg->p;
     rpt_puts(b, "<section id=\"breakdown\"><h2>Step time breakdown</h2>\n<div class=\"row\">");
     figure(b, pg, RPT_CH_BREAKDOWN);
-    rpt_printf(b, "<div class=\"tables\"><table id=\"breakdown-table\"><tr><th>category</th><th>ms/step (median)</th><th>share</th>"
-                  "<th>hidden ms/step</th></tr>\n");
+    /* one definition for the two columns that must add up: the mean per step over the profiled
+     * steps (sum / steps) and its share (sum / sum of wall); both add up to the mean step */
+    double mean[MST_CAT_COUNT] = {0}, wall = 0;
+    int64_t used = 0;
+    for (int64_t i = 0; i < p->n_steps; i++)
+        if (p->steps[i].used) {
+            used++;
+            wall += p->steps[i].wall_ms;
+            for (int c = 0; c < MST_CAT_COUNT; c++) mean[c] += p->steps[i].cat_ms[c];
+        }
+    rpt_printf(b, "<div class=\"tables\"><table id=\"breakdown-table\"><tr><th>category</th><th>ms/step (mean)</th><th>share</th>"
+                  "<th>median ms/step</th><th>hidden ms/step</th></tr>\n");
     for (int c = 0; c < MST_CAT_COUNT; c++) {
         rpt_printf(b, "<tr><td>%s</td>", mst_prof_cat_name((mst_prof_cat)c));
-        td_ms(b, p->bd.median_ns[c] / 1e6);
+        if (used) td_ms(b, mean[c] / (double)used);
+        else rpt_puts(b, "<td class=\"n\">n/a</td>");
         td_num(b, "%.2f%%", 100 * p->bd.share[c]);
+        td_ms(b, p->bd.median_ns[c] / 1e6);
         if (p->bd.hidden_known) td_ms(b, p->bd.hidden_median_ns[c] / 1e6);
         else rpt_puts(b, "<td class=\"n\">n/a</td>");
         rpt_puts(b, "</tr>\n");
     }
-    rpt_puts(b, "</table><p class=\"meta\">Categories partition each step on the main thread (docs/attribution.md): shares add up "
-                "to 100%. Medians per category need not add up to the median step. Hidden: work on other threads overlapping the "
-                "step.</p>");
+    if (used) {
+        rpt_puts(b, "<tr id=\"breakdown-total\"><th>step (mean)</th>");
+        td_ms(b, wall / (double)used);
+        rpt_puts(b, "<td class=\"n\">100%</td><td class=\"n\">");
+        char t[64];
+        rpt_fmt_ms(pg->h->profiled_ms, t, sizeof(t));
+        num_span(b, "profiled-step-ms", "profiled_step_ms_median", pg->h->profiled_ms, t);
+        rpt_puts(b, "</td><td></td></tr>\n");
+    }
+    rpt_puts(b, "</table><p class=\"meta\">Categories partition each step on the main thread (docs/attribution.md). The mean "
+                "ms/step and the share are one measure (the category's total over the profiled steps) and both add up to the mean "
+                "step; the median column is each category's own median, which need not add up (its total row is the median "
+                "step). Hidden: work on other threads overlapping the step (median).</p>");
     if (p->sampler_dispatch_share >= 0) {
         double d = p->bd.share[MST_CAT_DISPATCH], k = p->bd.share[MST_CAT_KERNEL];
         rpt_printf(b, "<p class=\"meta\">Dispatch share of op time: instrumented %.1f%%, sampled %.1f%% (a cross-check).</p>",
@@ -515,6 +539,121 @@ static void trials_section(rpt_buf *b, const rpt_page *pg) {
     rpt_puts(b, "</table>\n</section>\n");
 }
 
+/* ---- the advisor's results (advice.json), first on an advise report ---- */
+
+static double jnum(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+static const char *jstr(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* The job config's value at a dotted path, as JSON text ("(unset)" when absent). */
+static void config_value(const cJSON *config, const char *path, char *out, size_t n) {
+    const cJSON *v = config;
+    char part[128];
+    for (const char *p = path; v && *p;) {
+        const char *dot = strchr(p, '.');
+        size_t len = dot ? (size_t)(dot - p) : strlen(p);
+        snprintf(part, sizeof(part), "%.*s", (int)len, p);
+        v = cJSON_GetObjectItemCaseSensitive(v, part);
+        p += len + (dot ? 1 : 0);
+    }
+    char *t = v && v != config ? cJSON_PrintUnformatted(v) : NULL;
+    snprintf(out, n, "%s", t ? t : "(unset)");
+    cJSON_free(t);
+}
+
+static void td_ratio(rpt_buf *b, double v) {
+    if (isnan(v)) rpt_puts(b, "<td class=\"n\">n/a</td>");
+    else td_num(b, "%.3fx", v);
+}
+
+static void advice_row(rpt_buf *b, const char *num, const char *rule, const char *finding, const char *change,
+                       double predicted, const cJSON *res) {
+    rpt_puts(b, "<tr>");
+    td_text(b, num);
+    td_text(b, rule);
+    td_text(b, finding);
+    td_text(b, change);
+    td_ratio(b, predicted);
+    td_ratio(b, jnum(res, "speedup"));
+    double lo = jnum(res, "ci_low"), hi = jnum(res, "ci_high");
+    if (isnan(lo) || isnan(hi)) rpt_puts(b, "<td class=\"n\">n/a</td>");
+    else rpt_printf(b, "<td class=\"n\">%.3f–%.3f</td>", lo, hi);
+    double acc = jnum(res, "accuracy_delta_pp"), mem = jnum(res, "memory_delta_bytes");
+    if (isnan(acc)) rpt_puts(b, "<td class=\"n\">n/a</td>");
+    else td_num(b, "%+.2f", acc);
+    if (isnan(mem)) rpt_puts(b, "<td class=\"n\">n/a</td>");
+    else {
+        char m[32];
+        rpt_fmt_bytes(fabs(mem), m, sizeof(m));
+        rpt_printf(b, "<td class=\"n\">%s%s</td>", mem > 0 ? "+" : mem < 0 ? "-" : "", m);
+    }
+    rpt_puts(b, "<td class=\"verdict-cell\">");
+    rpt_html(b, jstr(res, "verdict"));
+    rpt_puts(b, "</td>");
+    td_text(b, jstr(res, "reason"));
+    rpt_puts(b, "</tr>\n");
+}
+
+static void advice_section(rpt_buf *b, const rpt_page *pg) {
+    const cJSON *a = pg->advice;
+    rpt_puts(b, "<section id=\"advice\"><h2>Advice</h2>\n<p class=\"verdict\" id=\"advice-outcome\">");
+    rpt_html(b, *jstr(a, "outcome") ? jstr(a, "outcome") : "No outcome recorded in advice.json.");
+    rpt_puts(b, "</p>\n<table id=\"advice-table\"><tr><th>#</th><th>rule</th><th>finding</th><th>change</th><th>predicted</th>"
+                "<th>measured</th><th>interval</th><th>accuracy (pp)</th><th>memory</th><th>verdict</th><th>reason</th></tr>\n");
+    const cJSON *f;
+    int i = 0;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(a, "findings")) {
+        char num[16];
+        snprintf(num, sizeof(num), "%d", ++i);
+        advice_row(b, num, jstr(f, "rule"), jstr(f, "title"), jstr(f, "change"), jnum(f, "predicted_speedup"),
+                   cJSON_GetObjectItemCaseSensitive(f, "result"));
+    }
+    const cJSON *comb = cJSON_GetObjectItemCaseSensitive(a, "combined");
+    if (cJSON_IsObject(comb)) {
+        char sets[1024] = "";
+        size_t k = 0;
+        const cJSON *s;
+        cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(comb, "sets"))
+            if (cJSON_IsString(s) && k < sizeof(sets)) k += (size_t)snprintf(sets + k, sizeof(sets) - k, "%s%s", k ? ", " : "", s->valuestring);
+        advice_row(b, "all", "combined", "the accepted changes together", sets, NAN, cJSON_GetObjectItemCaseSensitive(comb, "result"));
+    }
+    rpt_puts(b, "</table>\n");
+    /* tuned.yaml against the job: one -/+ pair per applied override */
+    const cJSON *applied = cJSON_GetObjectItemCaseSensitive(a, "applied");
+    if (cJSON_GetArraySize(applied) == 0) {
+        rpt_puts(b, "<p id=\"tuned-diff-none\">tuned.yaml is the job unchanged: no change was accepted.</p>\n");
+    } else {
+        rpt_puts(b, "<p>tuned.yaml against the job (keys it changes):</p>\n<pre id=\"tuned-diff\">");
+        const cJSON *s;
+        cJSON_ArrayForEach(s, applied) {
+            if (!cJSON_IsString(s)) continue;
+            const char *eq = strchr(s->valuestring, '=');
+            char key[256], old[256];
+            snprintf(key, sizeof(key), "%.*s", eq ? (int)(eq - s->valuestring) : (int)strlen(s->valuestring), s->valuestring);
+            config_value(pg->p->config, key, old, sizeof(old));
+            rpt_puts(b, "- ");
+            rpt_html(b, key);
+            rpt_puts(b, ": ");
+            rpt_html(b, old);
+            rpt_puts(b, "\n+ ");
+            rpt_html(b, key);
+            rpt_puts(b, ": ");
+            rpt_html(b, eq ? eq + 1 : "");
+            rpt_puts(b, "\n");
+        }
+        rpt_puts(b, "</pre>\n");
+    }
+    rpt_printf(b, "<p class=\"meta\">From advice.json (advice.md says the same): every change ran as its own trial, %d runs each, "
+                  "accuracy tolerance %g pp. The baseline's profile follows below.</p>\n</section>\n",
+               (int)jnum(a, "repeats"), jnum(a, "tolerance_pp"));
+}
+
 static void run_section(rpt_buf *b, const rpt_page *pg) {
     const rpt_profile *p = pg->p;
     rpt_puts(b, "<section id=\"run\"><h2>Run</h2>\n<div class=\"row\"><table id=\"run-table\"><tr><th>key</th><th>value</th></tr>\n");
@@ -532,6 +671,13 @@ static void run_section(rpt_buf *b, const rpt_page *pg) {
     rpt_printf(b, "<tr><td>steps recorded</td><td class=\"n\">%lld</td></tr>\n", (long long)p->n_steps);
     rpt_printf(b, "<tr><td>steps with unmatched ranges</td><td class=\"n\">%lld</td></tr>\n", (long long)p->n_unmatched_steps);
     rpt_puts(b, "</table></div>\n");
+    if (pg->have_trace) {
+        rpt_puts(b, "<p id=\"trace-link\">Trace: <a href=\"");
+        rpt_html(b, pg->trace_href);
+        rpt_puts(b, "\">trace.json</a> (Chrome trace format). Open it at ui.perfetto.dev (\"Open trace file\"; the file stays on "
+                    "this machine) or in chrome://tracing; steps are named ProfilerStep#N, as PyTorch names them, so HTA and "
+                    "TensorBoard's profiler plugin can segment them.</p>\n");
+    }
     if (p->config) {
         char *cfg = cJSON_Print(p->config);
         if (cfg) {
@@ -582,9 +728,15 @@ int rpt_html_write(const rpt_page *pg, const char *path, char *err, size_t errn)
         rpt_puts(&b, ")");
     }
     rpt_puts(&b, "</p></header>\n");
+    if (pg->advice) {
+        advice_section(&b, pg);
+        trials_section(&b, pg);
+    }
     answer(&b, pg);
     notices(&b, pg);
-    rpt_puts(&b, "<nav><a href=\"#breakdown\">breakdown</a><a href=\"#throughput-section\">throughput</a><a href=\"#ops\">top ops</a>"
+    rpt_puts(&b, "<nav>");
+    if (pg->advice) rpt_puts(&b, "<a href=\"#advice\">advice</a>");
+    rpt_puts(&b, "<a href=\"#breakdown\">breakdown</a><a href=\"#throughput-section\">throughput</a><a href=\"#ops\">top ops</a>"
                  "<a href=\"#training\">training</a><a href=\"#memory\">memory</a><a href=\"#flame\">flame graph</a>");
     if (p->n_trials > 0) rpt_puts(&b, "<a href=\"#trials\">advisor trials</a>");
     rpt_puts(&b, "<a href=\"#run\">run</a><a href=\"summary.json\">summary.json</a><a href=\"summary.md\">summary.md</a></nav>\n");
@@ -594,8 +746,13 @@ int rpt_html_write(const rpt_page *pg, const char *path, char *err, size_t errn)
     training_section(&b, pg);
     memory_section(&b, pg);
     flame_section(&b, pg);
-    trials_section(&b, pg);
+    if (!pg->advice) trials_section(&b, pg);
     run_section(&b, pg);
+    if (pg->next_hint) {
+        rpt_puts(&b, "<p class=\"verdict2\" id=\"next-step\">");
+        rpt_html(&b, pg->next_hint);
+        rpt_puts(&b, "</p>\n");
+    }
     rpt_puts(&b, "<footer>Written by mstune report. Times are medians over the profiled (non-warm-up) steps unless a label says "
                  "otherwise; docs/report.md explains every chart.</footer>\n</main>\n</body>\n</html>\n");
     int rc = rpt_buf_write(&b, path, err, errn);

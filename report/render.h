@@ -83,6 +83,10 @@ typedef struct {
     bool gnuplot;                   /* charts were attempted */
     const char *flame_file;         /* "flame.svg" */
     int64_t flame_frames, flame_pruned;
+    const cJSON *advice;            /* the advisor's advice.json, shown first; NULL: none */
+    const char *next_hint;          /* the page's last line ("next: mstune advise JOB ..."); NULL: none */
+    bool have_trace;                /* a trace.json beside the profile: linked, with how to open it */
+    char trace_href[1024];          /* relative link to it from the report folder */
 } rpt_page;
 int rpt_html_write(const rpt_page *pg, const char *path, char *err, size_t errn);
 int rpt_markdown_write(const rpt_page *pg, const char *path, char *err, size_t errn);

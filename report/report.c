@@ -22,6 +22,39 @@ static int out_path(char *path, size_t n, const char *dir, const char *name, cha
 }
 
 int mst_report_render(const char *db_path, const char *summary_json_path, const char *out_dir, char *err, size_t errn) {
+    return mst_report_render_with(db_path, summary_json_path, out_dir, NULL, err, errn);
+}
+
+/* trace.json beside the profile (mstune profile writes it there), as a link from out_dir: relative
+ * when both paths are relative or both absolute, else absolute. */
+static bool trace_link(const char *db_path, const char *out_dir, char *href, size_t n) {
+    char trace[4096];
+    const char *slash = strrchr(db_path, '/');
+    snprintf(trace, sizeof(trace), "%.*strace.json", slash ? (int)(slash - db_path + 1) : 0, db_path);
+    if (access(trace, R_OK) != 0) return false;
+    char *rt = realpath(trace, NULL), *ro = realpath(out_dir, NULL);
+    bool ok = rt && ro;
+    if (ok) {
+        /* common prefix by path components, then one ../ per remaining component of out_dir */
+        size_t i = 0, last = 0;
+        while (rt[i] && rt[i] == ro[i]) {
+            if (rt[i] == '/') last = i;
+            i++;
+        }
+        if (!ro[i] && rt[i] == '/') last = i;
+        size_t k = 0;
+        href[0] = '\0';
+        for (const char *q = ro + last; *q; q++)
+            if (*q == '/' && k + 4 < n) k += (size_t)snprintf(href + k, n - k, "../");
+        snprintf(href + k, n - k, "%s", rt + last + 1);
+    }
+    free(rt);
+    free(ro);
+    return ok;
+}
+
+int mst_report_render_with(const char *db_path, const char *summary_json_path, const char *out_dir,
+                           const mst_report_extras *extras, char *err, size_t errn) {
     if (!db_path || !out_dir) {
         snprintf(err, errn, "report: %s is required", !db_path ? "the profile path" : "the output folder");
         return -1;
@@ -29,6 +62,7 @@ int mst_report_render(const char *db_path, const char *summary_json_path, const 
     rpt_profile p;
     if (rpt_profile_load(&p, db_path, err, errn) != 0) return -1;
     int rc = -1;
+    cJSON *advice = NULL;
     char *summary_text = NULL;
     size_t summary_len = 0;
     cJSON *summary = NULL;
@@ -62,6 +96,16 @@ int mst_report_render(const char *db_path, const char *summary_json_path, const 
             goto out;
         }
     }
+    if (extras && extras->advice_json_path) {
+        char *text = rpt_read_file(extras->advice_json_path, NULL, err, errn);
+        if (!text) goto out;
+        advice = cJSON_Parse(text);
+        free(text);
+        if (!cJSON_IsObject(advice)) {
+            snprintf(err, errn, "advice '%s': not a JSON object", extras->advice_json_path);
+            goto out;
+        }
+    }
     if (mst_mkdirs(out_dir, err, errn) != 0) goto out;
 
     rpt_headline h;
@@ -87,7 +131,8 @@ int mst_report_render(const char *db_path, const char *summary_json_path, const 
     if (out_path(path, sizeof(path), out_dir, "summary.json", err, errn) != 0 ||
         mst_write_atomic(path, summary_text, summary_len, err, errn) != 0)
         goto out;
-    rpt_page pg = {&p, &h, charts, gnuplot, "flame.svg", fs.frames, fs.frames_pruned};
+    rpt_page pg = {&p, &h, charts, gnuplot, "flame.svg", fs.frames, fs.frames_pruned, advice, extras ? extras->next_hint : NULL};
+    pg.have_trace = trace_link(db_path, out_dir, pg.trace_href, sizeof(pg.trace_href));
     if (out_path(path, sizeof(path), out_dir, "summary.md", err, errn) != 0 || rpt_markdown_write(&pg, path, err, errn) != 0)
         goto out;
     if (out_path(path, sizeof(path), out_dir, "index.html", err, errn) != 0 || rpt_html_write(&pg, path, err, errn) != 0)
@@ -99,6 +144,7 @@ int mst_report_render(const char *db_path, const char *summary_json_path, const 
     }
     rc = 0;
 out:
+    cJSON_Delete(advice);
     cJSON_Delete(summary);
     free(summary_text);
     rpt_profile_free(&p);

@@ -33,6 +33,17 @@
  * was written but gnuplot failed on a chart (the page then says which chart). */
 int mst_report_render(const char *db_path, const char *summary_json_path, const char *out_dir, char *err, size_t errn);
 
+/* What a caller can add to the page. */
+typedef struct {
+    const char *advice_json_path;   /* `mstune advise`'s advice.json (advisor/deliver.c): findings, trial table,
+                                     * verdicts and the tuned.yaml changes, first on the page */
+    const char *next_hint;          /* a last line such as "next: mstune advise JOB (graph mode: ...)" */
+} mst_report_extras;
+
+/* mst_report_render with extras (NULL: none). An unreadable advice.json is an error naming it. */
+int mst_report_render_with(const char *db_path, const char *summary_json_path, const char *out_dir,
+                           const mst_report_extras *extras, char *err, size_t errn);
+
 /* Compare profile A (db_a, the baseline) with B (db_b): median step time and each category per
  * step with deltas and ratios B/A, top ops matched by name, peak memory, validation accuracy
  * (from a summary.json beside each database, when it belongs to the same job). Prints a table on

@@ -14,6 +14,7 @@ packages=(
   libyaml-dev       # job files
   zlib1g-dev        # gzip'd IDX datasets
   gnuplot-nox       # charts, driven through a pipe
+  libgsl-dev        # t and normal quantiles and CDFs of the gate's statistics (report/stats.c)
   dataset-fashion-mnist  # the real dataset, under /usr/share/datasets/fashion-mnist
   libgsl-dev        # advisor: t quantiles for the accuracy non-inferiority interval
   libdnnl-dev       # oneDNN 2.6: matmul/conv provider in f32 and bf16 (runtime/backend/, dlopen'd at run time)

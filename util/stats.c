@@ -1,14 +1,16 @@
 /* stats.c — see stats.h. The exact Mann–Whitney distribution is counted, not looked up: the number
  * of orderings of m x's and n y's with U = u follows g(i,j,u) = g(i,j-1,u-i) + g(i-1,j,u) (is the
  * largest value a y, which beats all i x's, or an x?), filled in place over one (m+1) x (mn+1)
- * table. Counts are sums of positive terms, so doubles hold them to full relative precision. The
- * t CDF goes through the regularized incomplete beta (continued fraction, modified Lentz). */
+ * table (GSL has no Mann–Whitney distribution). Counts are sums of positive terms, so doubles hold
+ * them to full relative precision. The normal and t distributions are GSL's (gsl_cdf_*). */
 #include "util/stats.h"
 
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <gsl/gsl_cdf.h>
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -80,85 +82,21 @@ double mst_stats_shamos(const double *x, int n) { return mst_stats_shamos_pooled
 
 /* ---- normal and t ---- */
 
-double mst_stats_normal_cdf(double z) { return 0.5 * erfc(-z / M_SQRT2); }
+/* GSL's distributions (gsl_cdf_*): arguments are checked here first, so GSL's error handler (which
+ * aborts by default) is never reached from these calls. */
+double mst_stats_normal_cdf(double z) { return isnan(z) ? NAN : gsl_cdf_ugaussian_P(z); }
 
 double mst_stats_normal_quantile(double p) {
+    if (isnan(p)) return NAN;
     if (!(p > 0)) return -INFINITY;
     if (!(p < 1)) return INFINITY;
-    /* P. J. Acklam's rational approximation (relative error 1.15e-9), then one Halley step on erfc */
-    static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
-                               1.383577518672690e+02, -3.066479806614716e+01, 2.506628277459239e+00};
-    static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
-                               6.680131188771972e+01, -1.328068155288572e+01};
-    static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
-                               -2.549732539343734e+00, 4.374664141464968e+00, 2.938163982698783e+00};
-    static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
-                               3.754408661907416e+00};
-    double x;
-    if (p < 0.02425) {
-        double q = sqrt(-2 * log(p));
-        x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
-            ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
-    } else if (p > 1 - 0.02425) {
-        double q = sqrt(-2 * log1p(-p));
-        x = -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
-            ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
-    } else {
-        double q = p - 0.5, r = q * q;
-        x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
-            (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
-    }
-    double e = 0.5 * erfc(-x / M_SQRT2) - p;
-    double u = e * sqrt(2 * M_PI) * exp(x * x / 2);
-    return x - u / (1 + x * u / 2);
-}
-
-/* Continued fraction for the incomplete beta (Numerical Recipes' betacf, modified Lentz). */
-static double betacf(double a, double b, double x) {
-    const double tiny = 1e-300;
-    double qab = a + b, qap = a + 1, qam = a - 1;
-    double c = 1, d = 1 - qab * x / qap;
-    if (fabs(d) < tiny) d = tiny;
-    d = 1 / d;
-    double h = d;
-    for (int m = 1; m <= 1000; m++) {
-        int m2 = 2 * m;
-        double aa = m * (b - m) * x / ((qam + m2) * (a + m2));
-        d = 1 + aa * d;
-        if (fabs(d) < tiny) d = tiny;
-        c = 1 + aa / c;
-        if (fabs(c) < tiny) c = tiny;
-        d = 1 / d;
-        h *= d * c;
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
-        d = 1 + aa * d;
-        if (fabs(d) < tiny) d = tiny;
-        c = 1 + aa / c;
-        if (fabs(c) < tiny) c = tiny;
-        d = 1 / d;
-        double del = d * c;
-        h *= del;
-        if (fabs(del - 1) < 1e-16) break;
-    }
-    return h;
-}
-
-/* Regularized incomplete beta I_x(a, b). */
-static double incbeta(double a, double b, double x) {
-    if (x <= 0) return 0;
-    if (x >= 1) return 1;
-    double lbt = lgamma(a + b) - lgamma(a) - lgamma(b) + a * log(x) + b * log1p(-x);
-    double bt = exp(lbt);
-    if (x < (a + 1) / (a + b + 2)) return bt * betacf(a, b, x) / a;
-    return 1 - bt * betacf(b, a, 1 - x) / b;
+    return gsl_cdf_ugaussian_Pinv(p);
 }
 
 double mst_stats_t_cdf(double t, double df) {
     if (isnan(t) || !(df > 0)) return NAN;
     if (isinf(t)) return t > 0 ? 1 : 0;
-    double x = df / (df + t * t);
-    double tail = 0.5 * incbeta(df / 2, 0.5, x);    /* P(T > |t|) */
-    return t > 0 ? 1 - tail : tail;
+    return gsl_cdf_tdist_P(t, df);
 }
 
 double mst_stats_t_quantile(double p, double df) {
@@ -166,16 +104,7 @@ double mst_stats_t_quantile(double p, double df) {
     if (p <= 0) return -INFINITY;
     if (p >= 1) return INFINITY;
     if (p == 0.5) return 0;
-    if (p < 0.5) return -mst_stats_t_quantile(1 - p, df);
-    double hi = 1;
-    while (mst_stats_t_cdf(hi, df) < p && hi < 1e300) hi *= 2;
-    double lo = hi > 1 ? hi / 2 : 0;
-    for (int i = 0; i < 200 && hi - lo > 1e-15 * hi; i++) {
-        double mid = 0.5 * (lo + hi);
-        if (mst_stats_t_cdf(mid, df) < p) lo = mid;
-        else hi = mid;
-    }
-    return 0.5 * (lo + hi);
+    return gsl_cdf_tdist_Pinv(p, df);
 }
 
 /* ---- Mann–Whitney ---- */

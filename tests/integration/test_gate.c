@@ -285,9 +285,38 @@ static void test_failed_runs_exit_4(void **state) {
     rc = gate("gate run --baseline-cmd true --candidate-cmd true --work '%s'", work);
     if (rc != 4) fail_msg("no summary: expected exit 4, got %d:\n%s", rc, g_out);
     assert_non_null(strstr(g_out, "summary.json: missing"));
-    /* folders: a missing summary.json among finished runs */
-    rc = gate("gate --baseline '%s'/baseline-0[1-5] --current '%s'/candidate-0[1-4] '%s/nowhere'", g_pool, g_pool, g_tmp);
+    /* folders: a missing summary.json among finished runs (the folder is there: the run did not finish) */
+    char unfinished[800];
+    snprintf(unfinished, sizeof(unfinished), "%s/unfinished", g_tmp);
+    assert_int_equal(mkdir(unfinished, 0755), 0);
+    rc = gate("gate --baseline '%s'/baseline-0[1-5] --current '%s'/candidate-0[1-4] '%s'", g_pool, g_pool, unfinished);
     if (rc != 4) fail_msg("missing summary: expected exit 4, got %d:\n%s", rc, g_out);
+    /* a folder that is not there at all is a usage error */
+    rc = gate("gate --baseline '%s'/baseline-0[1-5] --current '%s'/candidate-0[1-4] '%s/nowhere'", g_pool, g_pool, g_tmp);
+    if (rc != 2) fail_msg("missing folder: expected exit 2, got %d:\n%s", rc, g_out);
+    assert_non_null(strstr(g_out, "nowhere': no such run folder"));
+    rc = gate("gate record --history '%s/h-nowhere.json' '%s/nowhere'", g_tmp, g_tmp);
+    if (rc != 2) fail_msg("record, missing folder: expected exit 2, got %d:\n%s", rc, g_out);
+}
+
+/* Too few runs for a bounded interval: the table and the JSON say so and how many would do,
+ * instead of printing [-100%, +inf]. */
+static void test_interval_needs_runs(void **state) {
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/few.json", g_tmp);
+    int rc = gate("gate --baseline '%s'/baseline-0[1-3] --current '%s'/candidate-0[1-3] --json '%s'", g_pool, g_pool, path);
+    if (rc != 3 && rc != 0) fail_msg("3 vs 3 runs: expected exit 3 or 0, got %d:\n%s", rc, g_out);
+    if (!strstr(g_out, "n/a (need >= 5 runs per side)")) fail_msg("no n/a interval in:\n%s", g_out);
+    if (!strstr(g_out, "use at least 5 runs per side")) fail_msg("the verdict does not say how many runs:\n%s", g_out);
+    assert_null(strstr(g_out, "+inf"));
+    cJSON *j = read_json(path);
+    cJSON *m = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "metrics"), 0);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(m, "change_lo")));
+    assert_int_equal(cJSON_GetObjectItem(m, "interval_needs_runs_per_side")->valueint, 5);
+    cJSON_Delete(j);
+    /* with 5 a side the interval is there */
+    rc = gate("gate --baseline '%s'/baseline-0[1-5] --current '%s'/candidate-0[1-5]", g_pool, g_pool);
+    assert_null(strstr(g_out, "n/a (need"));
 }
 
 static void test_usage_errors(void **state) {
@@ -371,6 +400,7 @@ int main(void) {
         cmocka_unit_test(test_slower_job_fails),     cmocka_unit_test(test_memory_increase_fails),
         cmocka_unit_test(test_other_machine_inconclusive), cmocka_unit_test(test_failed_runs_exit_4),
         cmocka_unit_test(test_usage_errors),         cmocka_unit_test(test_history_mode),
+        cmocka_unit_test(test_interval_needs_runs),
         cmocka_unit_test(test_calibrate),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

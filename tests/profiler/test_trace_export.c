@@ -155,6 +155,8 @@ static void test_export(void **state) {
     assert_string_equal(str(root, "displayTimeUnit"), "ms");
     const cJSON *other = cJSON_GetObjectItemCaseSensitive(root, "otherData");
     assert_string_equal(str(other, "schema_version"), "1");
+    const cJSON *dist = cJSON_GetObjectItemCaseSensitive(root, "distributedInfo");    /* HTA: the rank */
+    assert_true(num(dist, "rank") == 0 && num(dist, "world_size") == 1);
 
     int steps = 0, warm = 0, kernels = 0, dispatches = 0, produces = 0, loss = 0, scale = 0, memory = 0, instants = 0;
     int depth = 0, thread_main = 0, thread_worker = 0, thread_steps = 0;
@@ -177,7 +179,13 @@ static void test_export(void **state) {
         assert_true(num(e, "ts") >= 0);
         if (strcmp(ph, "X") == 0) {
             assert_true(num(e, "dur") >= 0);
+            /* the fields HTA's trace parser reads of every complete event: ph, name, cat, pid, tid, ts, dur */
+            assert_true(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "cat")) && cat[0]);
+            assert_true(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(e, "dur")));
             if (strcmp(cat, "step") == 0) {
+                char want[48];      /* PyTorch's step name, which HTA and TensorBoard segment steps by */
+                snprintf(want, sizeof(want), "ProfilerStep#%d", (int)num(args, "step"));
+                assert_string_equal(name, want);
                 steps++;
                 warm += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "warmup"));
                 assert_true(num(args, "kernel_ms") > 0);
