@@ -48,6 +48,8 @@ typedef enum {
     MST_OP_AMP_UNSCALE_CHECK, MST_OP_AMP_UPDATE_SCALE, MST_OP_CLIP_COEF,
     /* ops/testing.c — a kernel of known cost, for the profiler's attribution tests */
     MST_OP_SPIN,
+    /* ops/attention.c — softmax over keys under a padding mask */
+    MST_OP_MASKED_SOFTMAX,
     MST_OP_COUNT
 } mst_op;
 

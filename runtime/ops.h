@@ -64,6 +64,12 @@ mst_tensor *mst_log_softmax(mst_ctx *ctx, mst_tensor *x, int axis);
 /* logits (N, C), labels i32 (N) in [0, C) -> mean loss, shape (). */
 mst_tensor *mst_cross_entropy(mst_ctx *ctx, mst_tensor *logits, mst_tensor *labels);
 
+/* ---- attention (ops/attention.c) ---- */
+/* Softmax over the last axis of scores (B, ..., Lk) where keep (B, Lk) i32 is non-zero; masked
+ * keys get probability 0 (a row with no key left is all zeros). Token ids with 0 = padding serve
+ * as keep directly. */
+mst_tensor *mst_masked_softmax(mst_ctx *ctx, mst_tensor *scores, mst_tensor *keep);
+
 /* ---- embedding and dropout (ops/embedding.c, ops/dropout.c) ---- */
 /* indices i32 (any shape) in [0, V), weight (V, D) -> (indices..., D). */
 mst_tensor *mst_embedding(mst_ctx *ctx, mst_tensor *indices, mst_tensor *weight);

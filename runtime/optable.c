@@ -37,8 +37,9 @@ const mst_op_desc *const mst_op_table[MST_OP_COUNT] = {
     [MST_OP_AMP_UNSCALE_CHECK] = &mst_desc_amp_unscale_check, [MST_OP_AMP_UPDATE_SCALE] = &mst_desc_amp_update_scale,
     [MST_OP_CLIP_COEF] = &mst_desc_clip_coef,
     [MST_OP_SPIN] = &mst_desc_spin,
+    [MST_OP_MASKED_SOFTMAX] = &mst_desc_masked_softmax,
 };
-_Static_assert(MST_OP_COUNT == 53, "a new op needs a descriptor row in mst_op_table");
+_Static_assert(MST_OP_COUNT == 54, "a new op needs a descriptor row in mst_op_table");
 
 const char *mst_op_name(mst_op op) {
     if ((unsigned)op >= MST_OP_COUNT || !mst_op_table[op]) return "?";

@@ -92,6 +92,9 @@ MST_DESC mst_desc_clip_coef;
 /* ops/testing.c */
 MST_DESC mst_desc_spin;
 
+/* ops/attention.c */
+MST_DESC mst_desc_masked_softmax;
+
 #undef MST_DESC
 
 #endif
