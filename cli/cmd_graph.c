@@ -51,7 +51,12 @@ int mst_cmd_graph(int argc, char **argv) {
         mst_pool_push(ctx);
         mst_tensor *x[MST_STEP_MAX_MICRO], *y[MST_STEP_MAX_MICRO];
         for (int k = 0; k < spec.accumulate; k++) {
-            x[k] = mst_tensor_zeros(ctx, MST_DTYPE_F32, 4, xs);
+            if (tc->sample_tokens) {       /* (N, L) ids, all [CLS]: every key is real */
+                x[k] = mst_tensor_zeros(ctx, MST_DTYPE_I32, 2, (int64_t[]){batch, xs[1] * xs[2] * xs[3]});
+                for (int64_t i = 0; x[k] && i < x[k]->numel; i++) mst_tensor_i32(x[k])[i] = MST_TOKEN_CLS;
+            } else {
+                x[k] = mst_tensor_zeros(ctx, MST_DTYPE_F32, 4, xs);
+            }
             y[k] = mst_tensor_zeros(ctx, MST_DTYPE_I32, 1, (int64_t[]){batch});
         }
         mst_step_outputs out;

@@ -40,8 +40,10 @@ void mst_train_result_free(mst_train_result *res) {
     memset(res, 0, sizeof(*res));
 }
 
+/* x: (N, C, H, W) f32 images, or (N, L) i32 token ids when the batch carries tokens; y (N) i32. */
 static void batch_tensors(mst_ctx *ctx, const mst_batch *b, const int64_t shape[3], mst_tensor **x, mst_tensor **y) {
-    *x = mst_tensor_from_data(ctx, MST_DTYPE_F32, 4, (int64_t[]){b->size, shape[0], shape[1], shape[2]}, b->x);
+    if (b->tokens) *x = mst_tensor_from_data(ctx, MST_DTYPE_I32, 2, (int64_t[]){b->size, shape[0] * shape[1] * shape[2]}, b->tokens);
+    else *x = mst_tensor_from_data(ctx, MST_DTYPE_F32, 4, (int64_t[]){b->size, shape[0], shape[1], shape[2]}, b->x);
     *y = mst_tensor_from_data(ctx, MST_DTYPE_I32, 1, (int64_t[]){b->size}, b->y);
 }
 

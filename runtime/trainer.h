@@ -34,7 +34,8 @@
 typedef struct {
     int64_t epochs;                 /* >= 0 */
     int64_t max_steps;              /* > 0 caps the run; 0 = epochs decide */
-    int64_t sample_shape[3];        /* (C, H, W) of one sample */
+    int64_t sample_shape[3];        /* (C, H, W) of one sample; token sequences: (1, 1, L) */
+    bool sample_tokens;             /* samples are i32 token ids: x is (N, L) i32, else (N, C, H, W) f32 */
     bool eval;                      /* evaluate on the test loader after each epoch */
     int log_every;                  /* non-TTY progress: a line every log_every steps */
     mst_optim_config optim;

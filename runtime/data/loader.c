@@ -147,6 +147,11 @@ static int validate(const mst_source *src, const mst_loader_config *cfg, char *e
         mst_errf(err, errn, "loader config: augment = %d, expected MST_AUGMENT_NONE, _LIGHT or _HEAVY", (int)cfg->augment);
         return -1;
     }
+    if (mst_source_sample_type(src) == MST_SAMPLE_I32 && (cfg->augment != MST_AUGMENT_NONE || cfg->normalize)) {
+        mst_errf(err, errn, "loader config: augment and normalize transform images; this source yields token ids (set "
+                            "augment none and normalize false)");
+        return -1;
+    }
     if (cfg->normalize && !(isfinite(cfg->std) && cfg->std > 0.0f)) {
         mst_errf(err, errn, "loader config: std = %g, expected a finite value > 0 when normalize is set", (double)cfg->std);
         return -1;
@@ -322,6 +327,7 @@ int mst_loader_next(mst_loader *ld, mst_batch *out) {
     }
     mst_prof_counter(ld->name_depth, depth);
     out->x = s->x;
+    out->tokens = mst_source_sample_type(ld->src) == MST_SAMPLE_I32 ? (const int32_t *)(const void *)s->x : NULL;
     out->y = s->y;
     out->size = s->size;
     out->index = s->batch;
