@@ -23,8 +23,9 @@
     static const char *const var[] = {__VA_ARGS__, NULL};       \
     _Static_assert(sizeof(var) / sizeof(var[0]) == (count) + 1, #var " must name every value of its enum")
 
-NAMES(model_names, MST_JOB_MODEL_COUNT, "mlp", "cnn", "transformer");
-NAMES(dataset_names, MST_JOB_DATASET_COUNT, "fashion_mnist", "synthetic", "langid");
+NAMES(model_names, MST_JOB_MODEL_COUNT, "mlp", "cnn", "transformer", "srnet");
+NAMES(dataset_names, MST_JOB_DATASET_COUNT, "fashion_mnist", "synthetic", "langid", "fashion_sr");
+NAMES(loss_names, MST_JOB_LOSS_COUNT, "l1", "mse");
 NAMES(augment_names, MST_JOB_AUGMENT_COUNT, "none", "light", "heavy");
 NAMES(optim_names, MST_JOB_OPTIM_COUNT, "sgd", "adam", "adamw");
 NAMES(schedule_names, MST_JOB_SCHED_COUNT, "constant", "step", "cosine");
@@ -39,7 +40,8 @@ _Static_assert(sizeof(mst_job_model) == sizeof(int) && sizeof(mst_job_dataset) =
                    sizeof(mst_job_augment) == sizeof(int) && sizeof(mst_job_optim) == sizeof(int) &&
                    sizeof(mst_job_schedule) == sizeof(int) && sizeof(mst_job_mode) == sizeof(int) &&
                    sizeof(mst_job_device) == sizeof(int) && sizeof(mst_job_amp_level) == sizeof(int) &&
-                   sizeof(mst_job_half) == sizeof(int) && sizeof(mst_job_scale) == sizeof(int),
+                   sizeof(mst_job_half) == sizeof(int) && sizeof(mst_job_scale) == sizeof(int) &&
+                   sizeof(mst_job_loss) == sizeof(int),
                "job enums must be int-sized");
 
 /* ---- the table ---- */
@@ -67,6 +69,7 @@ const mst_job_key mst_job_keys[] = {
     INT("model.heads", model.heads, "4", 1, "transformer: attention heads (model.d_model must be a multiple)"),
     INTMAX("model.layers", model.layers, "2", 1, 24, "transformer: encoder blocks"),
     INT("model.ff", model.ff, "0", 0, "transformer: MLP hidden width (0 = 4 x model.d_model)"),
+    ENUM("model.loss", model.loss, "l1", loss_names, "srnet: training loss against the high-resolution image"),
     FLT("model.init_gain", model.init_gain, "1", 0, 0, MST_JOB_MIN_OPEN,
         "multiplies every weight's init bound (1 = PyTorch's default init)"),
     FLT("model.dropout", model.dropout, "0", 0, 1, MST_JOB_HAS_MAX | MST_JOB_MAX_OPEN,

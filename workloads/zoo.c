@@ -5,8 +5,9 @@
 #include <string.h>
 
 static int images_only(const mst_model_spec *spec, const char *name, char *err, size_t errn) {
-    if (!spec->tokens) return 0;
-    snprintf(err, errn, "model %s: takes images, but the dataset yields token ids (use model.name transformer)", name);
+    if (!spec->tokens && !spec->paired) return 0;
+    snprintf(err, errn, "model %s: classifies images, but the dataset yields %s (use model.name %s)", name,
+             spec->tokens ? "token ids" : "image pairs", spec->tokens ? "transformer" : "srnet");
     return -1;
 }
 
@@ -37,6 +38,9 @@ const mst_zoo_entry mst_zoo[] = {
                     "self-attention and a GELU MLP, dropout, [CLS] pooling, linear",
      "model.d_model model.heads model.layers model.ff model.dropout model.init_gain", "tokens", mst_transformer_check,
      mst_transformer_new},
+    {"srnet", "ESRGAN-style super-resolution x2: conv stem, BN-free residual blocks (scaled 0.2) with a long skip, "
+              "conv + pixel-shuffle upsampler, nearest-upsampled input added; L1 or MSE loss, PSNR metric",
+     "model.width model.blocks model.loss model.init_gain", "image pairs", mst_srnet_check, mst_srnet_new},
 };
 const int mst_zoo_count = (int)(sizeof(mst_zoo) / sizeof(mst_zoo[0]));
 

@@ -17,12 +17,14 @@ typedef struct {
     const char *name;           /* a row of mst_zoo */
     int in_c, in_h, in_w;       /* input sample shape; token sequences: (1, 1, L) */
     bool tokens;                /* the input is i32 token ids (N, L) rather than f32 images */
+    bool paired;                /* the target is an image (super-resolution pairs), not a label */
+    bool mse_loss;              /* srnet: MSE instead of L1 */
     int vocab;                  /* token inputs: ids are < vocab */
     int classes;
     int hidden1, hidden2;       /* mlp: 784-256-128-10 by default */
     double dropout;             /* mlp: after each hidden layer; transformer: embeddings, attention, residuals (0 = none) */
-    int width;                  /* cnn: stem channels */
-    int blocks;                 /* cnn: residual blocks; every block after the first halves H, W and doubles channels */
+    int width;                  /* cnn: stem channels; srnet: feature channels */
+    int blocks;                 /* cnn: residual blocks, each after the first halves H, W and doubles channels; srnet: residual blocks */
     int d_model, heads, layers; /* transformer: width, attention heads (d_model % heads == 0), blocks */
     int ff;                     /* transformer: MLP width; 0 = 4 d_model */
     double init_gain;           /* multiplies every weight's init bound (PyTorch's defaults at 1; 0 counts as 1) */
@@ -48,5 +50,7 @@ mst_model *mst_mlp_new(mst_ctx *ctx, const mst_model_spec *spec);
 mst_model *mst_cnn_new(mst_ctx *ctx, const mst_model_spec *spec);
 mst_model *mst_transformer_new(mst_ctx *ctx, const mst_model_spec *spec);
 int mst_transformer_check(const mst_model_spec *spec, char *err, size_t errn);
+mst_model *mst_srnet_new(mst_ctx *ctx, const mst_model_spec *spec);
+int mst_srnet_check(const mst_model_spec *spec, char *err, size_t errn);
 
 #endif

@@ -31,6 +31,21 @@ mst_sample_type mst_source_sample_type(const mst_source *src) {
 
 int mst_source_vocab(const mst_source *src) { return src->kind == MST_SOURCE_TOKENS ? src->vocab : 0; }
 
+int64_t mst_source_target_numel(const mst_source *src) {
+    return src->kind == MST_SOURCE_SR_PAIRS ? (int64_t)src->target_h * src->target_w : 0;
+}
+
+void mst_source_target_shape(const mst_source *src, int64_t shape[3]) {
+    shape[0] = src->kind == MST_SOURCE_SR_PAIRS ? 1 : 0;
+    shape[1] = src->kind == MST_SOURCE_SR_PAIRS ? src->target_h : 0;
+    shape[2] = src->kind == MST_SOURCE_SR_PAIRS ? src->target_w : 0;
+}
+
+void mst_source_get_target(const mst_source *src, int64_t index, float *target_out) {
+    MST_ASSERT(index >= 0 && index < src->n && src->kind == MST_SOURCE_SR_PAIRS);
+    mst_sr_get(src, index, NULL, target_out, NULL);
+}
+
 void mst_source_text_stats(const mst_source *src, int64_t *truncated, int64_t *dropped_shared) {
     *truncated = src->kind == MST_SOURCE_TOKENS ? src->truncated : 0;
     *dropped_shared = src->kind == MST_SOURCE_TOKENS ? src->dropped_shared : 0;
@@ -53,6 +68,7 @@ void mst_source_get(const mst_source *src, int64_t index, float *x_out, int32_t 
     switch (src->kind) {
     case MST_SOURCE_IDX: idx_get(src, index, x_out, label_out); return;
     case MST_SOURCE_SYNTHETIC: mst_synthetic_get(src, index, x_out, label_out); return;
+    case MST_SOURCE_SR_PAIRS: mst_sr_get(src, index, x_out, NULL, label_out); return;
     case MST_SOURCE_TOKENS:
         if (x_out) memcpy(x_out, src->tokens + index * src->w, (size_t)src->w * sizeof(int32_t));
         if (label_out) *label_out = src->labels[index];

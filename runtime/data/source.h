@@ -62,6 +62,11 @@ mst_source *mst_source_synthetic_new(int64_t n, int c, int h, int w, int n_class
  * The samples themselves do not change. */
 void mst_source_synthetic_set_delay_us(mst_source *src, int us);
 
+/* Super-resolution pairs from the IDX images of `split`: input = the image downsampled by
+ * `factor` with a box filter (1, H/f, W/f), target = the image (1, H, W), both in [0, 1]; the
+ * label stays the class. NULL with a message naming the file in err. */
+mst_source *mst_source_sr_open(const char *dir, const char *split, int factor, char *err, size_t errn);
+
 /* Language identification from the word lists in dir (MST_DICT_DIR): both splits at once, as
  * they share one vocabulary. Samples are (max_len) i32 token ids ([CLS], characters, padding),
  * labels 0..MST_LANGID_CLASSES-1 (mst_langid_language names them); at most per_language words
@@ -78,6 +83,11 @@ int     mst_source_shape(const mst_source *src, int64_t shape[3]);
 int     mst_source_rank(const mst_source *src);
 mst_sample_type mst_source_sample_type(const mst_source *src);
 int     mst_source_vocab(const mst_source *src);                   /* token sources: ids are < vocab; 0 otherwise */
+/* Paired sources (super-resolution): floats per target sample, 0 when the target is the label
+ * only; its shape (C, H, W); the target of sample `index` into target_out. Thread-safe. */
+int64_t mst_source_target_numel(const mst_source *src);
+void    mst_source_target_shape(const mst_source *src, int64_t shape[3]);
+void    mst_source_get_target(const mst_source *src, int64_t index, float *target_out);
 /* Token sources: samples cut to max_len, and distinct words dropped for being in several lists. */
 void    mst_source_text_stats(const mst_source *src, int64_t *truncated, int64_t *dropped_shared);
 int     mst_source_classes(const mst_source *src);
