@@ -33,7 +33,7 @@
 /* ---- enumerated settings (value = index into the key's `values` names) ---- */
 
 /* index = the row of workloads/zoo.c's mst_zoo with the same name (session.c looks it up by name) */
-typedef enum { MST_JOB_MODEL_MLP, MST_JOB_MODEL_CNN, MST_JOB_MODEL_TRANSFORMER, MST_JOB_MODEL_SRNET, MST_JOB_MODEL_COUNT } mst_job_model;
+typedef enum { MST_JOB_MODEL_MLP, MST_JOB_MODEL_CNN, MST_JOB_MODEL_RESNET, MST_JOB_MODEL_TRANSFORMER, MST_JOB_MODEL_SRNET, MST_JOB_MODEL_COUNT } mst_job_model;
 typedef enum { MST_JOB_DATASET_FASHION_MNIST, MST_JOB_DATASET_SYNTHETIC, MST_JOB_DATASET_LANGID, MST_JOB_DATASET_FASHION_SR, MST_JOB_DATASET_COUNT } mst_job_dataset;
 typedef enum { MST_JOB_LOSS_L1, MST_JOB_LOSS_MSE, MST_JOB_LOSS_COUNT } mst_job_loss;
 typedef enum { MST_JOB_AUGMENT_NONE, MST_JOB_AUGMENT_LIGHT, MST_JOB_AUGMENT_HEAVY, MST_JOB_AUGMENT_COUNT } mst_job_augment;

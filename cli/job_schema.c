@@ -23,7 +23,7 @@
     static const char *const var[] = {__VA_ARGS__, NULL};       \
     _Static_assert(sizeof(var) / sizeof(var[0]) == (count) + 1, #var " must name every value of its enum")
 
-NAMES(model_names, MST_JOB_MODEL_COUNT, "mlp", "cnn", "transformer", "srnet");
+NAMES(model_names, MST_JOB_MODEL_COUNT, "mlp", "cnn", "resnet", "transformer", "srnet");
 NAMES(dataset_names, MST_JOB_DATASET_COUNT, "fashion_mnist", "synthetic", "langid", "fashion_sr");
 NAMES(loss_names, MST_JOB_LOSS_COUNT, "l1", "mse");
 NAMES(augment_names, MST_JOB_AUGMENT_COUNT, "none", "light", "heavy");
@@ -63,8 +63,8 @@ const mst_job_key mst_job_keys[] = {
     ENUM("model.name", model.name, "mlp", model_names, "model from the zoo"),
     INT("model.hidden1", model.hidden1, "256", 1, "mlp: width of the first hidden layer"),
     INT("model.hidden2", model.hidden2, "128", 1, "mlp: width of the second hidden layer"),
-    INT("model.width", model.width, "32", 1, "cnn: stem channels (each later block doubles them)"),
-    INT("model.blocks", model.blocks, "2", 1, "cnn: residual blocks (each after the first halves H and W)"),
+    INT("model.width", model.width, "32", 1, "cnn: stem channels (each later block doubles them); resnet: first stage bottleneck width; srnet: feature channels"),
+    INT("model.blocks", model.blocks, "2", 1, "cnn: residual blocks (each after the first halves H and W); resnet: bottlenecks per stage (depth 9 blocks + 2); srnet: residual blocks"),
     INT("model.d_model", model.d_model, "64", 1, "transformer: width of the token representations"),
     INT("model.heads", model.heads, "4", 1, "transformer: attention heads (model.d_model must be a multiple)"),
     INTMAX("model.layers", model.layers, "2", 1, 24, "transformer: encoder blocks"),

@@ -34,6 +34,10 @@ const mst_zoo_entry mst_zoo[] = {
      "model.hidden1 model.hidden2 model.dropout model.init_gain", "images", mlp_check, mst_mlp_new},
     {"cnn", "small ResNet: conv-BN-ReLU-maxpool stem, residual blocks (3x3 conv-BN-ReLU-conv-BN + skip), global average pool, linear",
      "model.width model.blocks model.init_gain", "images", cnn_check, mst_cnn_new},
+    {"resnet", "deeper ResNet with bottleneck blocks (1x1-3x3-1x1, x4 expansion): conv-BN-ReLU stem, 3 stages of "
+               "model.blocks bottlenecks (widths w, 2w, 4w; stride 2 into stages 2, 3), global average pool, linear; "
+               "depth 9 blocks + 2",
+     "model.width model.blocks model.init_gain", "images", mst_resnet_check, mst_resnet_new},
     {"transformer", "transformer encoder classifier: token + position embeddings, pre-norm blocks of masked multi-head "
                     "self-attention and a GELU MLP, dropout, [CLS] pooling, linear",
      "model.d_model model.heads model.layers model.ff model.dropout model.init_gain", "tokens", mst_transformer_check,

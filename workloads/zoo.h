@@ -50,6 +50,8 @@ mst_model *mst_mlp_new(mst_ctx *ctx, const mst_model_spec *spec);
 mst_model *mst_cnn_new(mst_ctx *ctx, const mst_model_spec *spec);
 mst_model *mst_transformer_new(mst_ctx *ctx, const mst_model_spec *spec);
 int mst_transformer_check(const mst_model_spec *spec, char *err, size_t errn);
+mst_model *mst_resnet_new(mst_ctx *ctx, const mst_model_spec *spec);
+int mst_resnet_check(const mst_model_spec *spec, char *err, size_t errn);
 mst_model *mst_srnet_new(mst_ctx *ctx, const mst_model_spec *spec);
 int mst_srnet_check(const mst_model_spec *spec, char *err, size_t errn);
 

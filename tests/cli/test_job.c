@@ -479,7 +479,7 @@ static void test_error_values(void **state) {
                       "job.yaml:3:13: amp.loss_scale.factor must be a number > 1");
     expect_load_error("data:\n  shuffle: maybe\n", "job.yaml:2:12: data.shuffle must be true or false");
     expect_load_error("data:\n  shuffle: 1\n", "job.yaml:2:12: data.shuffle must be true or false");
-    expect_load_error("model:\n  name: rnn\n", "job.yaml:2:9: model.name must be one of mlp, cnn, transformer, srnet");
+    expect_load_error("model:\n  name: rnn\n", "job.yaml:2:9: model.name must be one of mlp, cnn, resnet, transformer, srnet");
     expect_load_error("amp:\n  level: O4\n", "job.yaml:2:10: amp.level must be one of O0, O1, O2, O3");
     expect_load_error("name: ../etc\n",
                       "job.yaml:1:7: name must be a name of 1 to 127 characters from A-Z a-z 0-9 . _ - "
