@@ -8,10 +8,13 @@
  * (add-alpha over the V^3 possible trigrams). Alpha is chosen on a held-out tenth of the
  * training split (never on test), then the model is refit on the whole training split.
  *
- *     bench_langid_nb [--max-len 24] [--per-language 20000] [--dir /usr/share/dict]
- * Prints the test accuracy per language and overall.
+ *     bench_langid_nb [--max-len 24] [--per-language 20000] [--dir /usr/share/dict] [--dump FILE]
+ * Prints the test accuracy per language and overall. --dump also writes the split for the PyTorch
+ * replica (bench/torch_langid.py): "MSTLID1\0", int32 n_train, n_test, max_len, vocab, then
+ * train tokens (n_train, max_len), train labels, test tokens, test labels, all int32 little-endian.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +59,26 @@ static void fit(nb *m, const mst_source *s, int len, int64_t from, int64_t to, i
     }
 }
 
+static int dump(const char *path, const mst_source *tr, const mst_source *te, int len) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    int32_t head[4] = {(int32_t)mst_source_len(tr), (int32_t)mst_source_len(te), len, mst_source_vocab(tr)};
+    int ok = fwrite("MSTLID1", 1, 8, f) == 8 && fwrite(head, sizeof(head), 1, f) == 1;
+    int32_t t[1024], y;
+    for (int split = 0; split < 2 && ok; split++) {
+        const mst_source *s = split ? te : tr;
+        for (int64_t i = 0; i < mst_source_len(s) && ok; i++) {
+            mst_source_get(s, i, (float *)(void *)t, &y);
+            ok = fwrite(t, sizeof(int32_t), (size_t)len, f) == (size_t)len;
+        }
+        for (int64_t i = 0; i < mst_source_len(s) && ok; i++) {
+            mst_source_get(s, i, NULL, &y);
+            ok = fwrite(&y, sizeof(y), 1, f) == 1;
+        }
+    }
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
 static int predict(const nb *m, const int64_t *tri, int k, double alpha) {
     double docs = 0;
     for (int c = 0; c < MST_LANGID_CLASSES; c++) docs += m->docs[c];
@@ -86,13 +109,14 @@ static double accuracy(const nb *m, const mst_source *s, int len, int64_t from, 
 int main(int argc, char **argv) {
     int max_len = 24;
     long per_language = 20000;
-    const char *dir = MST_DICT_DIR;
+    const char *dir = MST_DICT_DIR, *dump_path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--max-len") && i + 1 < argc) max_len = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--per-language") && i + 1 < argc) per_language = atol(argv[++i]);
         else if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
+        else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump_path = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--max-len N] [--per-language N] [--dir DIR]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--max-len N] [--per-language N] [--dir DIR] [--dump FILE]\n", argv[0]);
             return 2;
         }
     }
@@ -100,6 +124,10 @@ int main(int argc, char **argv) {
     char err[512];
     if (mst_source_langid_open(dir, max_len, per_language, &tr, &te, err, sizeof(err)) != 0) {
         fprintf(stderr, "bench_langid_nb: %s\n", err);
+        return 2;
+    }
+    if (dump_path && dump(dump_path, tr, te, max_len) != 0) {
+        fprintf(stderr, "bench_langid_nb: %s: cannot write the split\n", dump_path);
         return 2;
     }
     nb m = {.v = mst_source_vocab(tr) + 1};

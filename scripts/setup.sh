@@ -15,6 +15,7 @@ packages=(
   zlib1g-dev        # gzip'd IDX datasets
   gnuplot-nox       # charts, driven through a pipe
   dataset-fashion-mnist  # the real dataset, under /usr/share/datasets/fashion-mnist
+  wamerican wngerman wfrench witalian wspanish wportuguese wdutch wswedish  # langid dataset: word lists in /usr/share/dict
 )
 
 missing=()
