@@ -57,7 +57,9 @@ int mst_cmd_graph(int argc, char **argv) {
             } else {
                 x[k] = mst_tensor_zeros(ctx, MST_DTYPE_F32, 4, xs);
             }
-            y[k] = mst_tensor_zeros(ctx, MST_DTYPE_I32, 1, (int64_t[]){batch});
+            const int64_t *ts = tc->target_shape;     /* paired sources: target images, else labels */
+            y[k] = ts[0] ? mst_tensor_zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){batch, ts[0], ts[1], ts[2]})
+                         : mst_tensor_zeros(ctx, MST_DTYPE_I32, 1, (int64_t[]){batch});
         }
         mst_step_outputs out;
         if (ctx->status == MST_OK && mst_step_runner_train(runner, x, y, &out) == MST_OK) {

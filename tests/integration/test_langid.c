@@ -105,9 +105,21 @@ static void test_profile(void **state) {
     e2e_rmtree(dir);
 }
 
+/* `mstune graph` traces the step with the dataset's input and target types */
+static void test_graph_dump(void **state) {
+    (void)state;
+    if (!have_lists()) skip();
+    char out[1 << 16];
+    int rc = e2e_run("graph workloads/jobs/langid_transformer_short.yaml", out, sizeof(out));
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "nodes: "));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_eager_graph_parity),
+        cmocka_unit_test(test_graph_dump),
         cmocka_unit_test(test_amp_levels),
         cmocka_unit_test(test_profile),
     };

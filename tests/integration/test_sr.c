@@ -79,9 +79,20 @@ static void test_variants(void **state) {
     e2e_rmtree(dir);
 }
 
+/* `mstune graph` traces the step with the dataset's input and target types */
+static void test_graph_dump(void **state) {
+    (void)state;
+    char out[1 << 16];
+    int rc = e2e_run("graph workloads/jobs/fashion_sr_short.yaml", out, sizeof(out));
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "nodes: "));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_eager_graph_parity),
+        cmocka_unit_test(test_graph_dump),
         cmocka_unit_test(test_variants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
