@@ -1,9 +1,9 @@
 /* step.h — one training step as a function over tensors: what eager mode runs directly and graph
  * mode traces once and replays (runtime/graph/).
  *
- * A step is: for each of `accumulate` micro-batches, forward, the model's loss (cross-entropy unless it supplies one) / accumulate, times the
- * loss scale, backward (gradients add up in each parameter's ->grad); then one fused unscale +
- * overflow check over all gradients, optional clipping by global norm, and the optimizer update
+ * A step is: for each of `accumulate` micro-batches, forward, the model's loss (cross-entropy
+ * unless it supplies one) / accumulate, times the loss scale, backward (gradients add up in each
+ * parameter's ->grad); then one fused unscale + overflow check over all gradients, optional clipping by global norm, and the optimizer update
  * of every parameter, skipped as a whole when a gradient was inf/NaN; then the dynamic loss
  * scale's update. Everything that changes from step to step lives in tensors (the optimizer's
  * learning-rate and step-count tensors, the scaler's scale and counters), never in host
