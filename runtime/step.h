@@ -3,9 +3,9 @@
  *
  * A step is: for each of `accumulate` micro-batches, forward, the model's loss (cross-entropy
  * unless it supplies one) / accumulate, times the loss scale, backward (gradients add up in each
- * parameter's ->grad); then one fused unscale + overflow check over all gradients, optional clipping by global norm, and the optimizer update
- * of every parameter, skipped as a whole when a gradient was inf/NaN; then the dynamic loss
- * scale's update. Everything that changes from step to step lives in tensors (the optimizer's
+ * parameter's ->grad); then one fused unscale + overflow check over all gradients, optional
+ * clipping by global norm, and the optimizer update of every parameter, skipped as a whole when
+ * a gradient was inf/NaN; then the dynamic loss scale's update. Everything that changes from step to step lives in tensors (the optimizer's
  * learning-rate and step-count tensors, the scaler's scale and counters), never in host
  * variables or attributes, and nothing here reads a tensor's value on the host: that is what
  * makes the function traceable. The host reads the outputs after the step (mst_step_finish).
