@@ -64,8 +64,15 @@ int mst_cmd_graph(int argc, char **argv) {
         mst_pool_push(ctx);
         mst_tensor *x[MST_STEP_MAX_MICRO], *y[MST_STEP_MAX_MICRO];
         for (int k = 0; k < spec.accumulate; k++) {
-            x[k] = mst_tensor_zeros(ctx, MST_DTYPE_F32, 4, xs);
-            y[k] = mst_tensor_zeros(ctx, MST_DTYPE_I32, 1, (int64_t[]){batch});
+            if (tc->sample_tokens) {       /* (N, L) ids, all [CLS]: every key is real */
+                x[k] = mst_tensor_zeros(ctx, MST_DTYPE_I32, 2, (int64_t[]){batch, xs[1] * xs[2] * xs[3]});
+                for (int64_t i = 0; x[k] && i < x[k]->numel; i++) mst_tensor_i32(x[k])[i] = MST_TOKEN_CLS;
+            } else {
+                x[k] = mst_tensor_zeros(ctx, MST_DTYPE_F32, 4, xs);
+            }
+            const int64_t *ts = tc->target_shape;     /* paired sources: target images, else labels */
+            y[k] = ts[0] ? mst_tensor_zeros(ctx, MST_DTYPE_F32, 4, (int64_t[]){batch, ts[0], ts[1], ts[2]})
+                         : mst_tensor_zeros(ctx, MST_DTYPE_I32, 1, (int64_t[]){batch});
         }
         mst_step_outputs out;
         if (ctx->status == MST_OK && mst_step_runner_train(runner, x, y, &out) == MST_OK) {

@@ -12,8 +12,10 @@
 
 static void list_workloads(void) {
     printf("workloads (model.name):\n");
-    for (int i = 0; i < mst_zoo_count; i++) printf("  %-6s %s\n", mst_zoo[i].name, mst_zoo[i].description);
-    printf("job files: workloads/jobs/quickstart.yaml, fashion_mlp.yaml, fashion_cnn.yaml\n");
+    for (int i = 0; i < mst_zoo_count; i++)
+        printf("  %-12s %s\n  %-12s input: %s; keys: %s\n", mst_zoo[i].name, mst_zoo[i].description, "", mst_zoo[i].input,
+               mst_zoo[i].keys);
+    printf("job files: workloads/jobs/quickstart.yaml, fashion_mlp.yaml, fashion_cnn.yaml, langid_transformer.yaml, fashion_sr.yaml\n");
 }
 
 static void list_datasets(void) {
@@ -22,6 +24,11 @@ static void list_datasets(void) {
            "  %-14s dataset-fashion-mnist package in /usr/share/datasets/fashion-mnist (data.path)\n",
            "fashion_mnist", "");
     printf("  %-14s generated samples of any shape and class count (data.synthetic.*), seeded\n", "synthetic");
+    printf("  %-14s language identification, 8 classes (en de fr it es pt nl sv): words of Debian's word lists\n"
+           "  %-14s (wamerican, wngerman, ...) in /usr/share/dict as character tokens; split by word hash, words in\n"
+           "  %-14s several lists dropped (data.langid.*)\n", "langid", "", "");
+    printf("  %-14s super-resolution pairs: Fashion-MNIST box-downsampled x2 (1, 14, 14) -> the (1, 28, 28) image\n"
+           "  %-14s (data.path as fashion_mnist)\n", "fashion_sr", "");
 }
 
 static void list_ops(void) {

@@ -2,6 +2,7 @@
  * and write DIR/profile.db (SQLite, docs/profile-schema.md), DIR/trace.json (Chrome trace) and
  * DIR/summary.json with the per-step breakdown; print the breakdown and the top ops.
  * `mstune export-trace profile.db trace.json` re-exports a trace. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,6 +257,7 @@ int mst_cmd_profile(int argc, char **argv) {
                 printf("mstune profile: %s: %lld steps in %.1f s%s", a.job.name, (long long)r.steps, r.wall_s,
                        r.interrupted ? " (interrupted)\n" : "\n");
                 if (r.val_accuracy >= 0) printf("  val accuracy %.2f%%, val loss %.4f\n", 100 * r.val_accuracy, r.val_loss);
+                else if (!isnan(r.val_metric)) printf("  val metric %.4f, val loss %.4f\n", r.val_metric, r.val_loss);
                 print_breakdown(stdout, db_path, &b, sampler_share, ops, n_ops);
                 printf("\n  profiler overhead (estimated) %.2f%% of the run\n", 100 * overhead_share);
                 printf("  wrote %s, %s, %s\n", db_path, trace_path, sum_path);

@@ -1,6 +1,7 @@
 /* cmd_train.c — `mstune train JOB [--set k=v]... [--out DIR] [--resume]`: train with
  * instrumentation off, write DIR/summary.json and DIR/checkpoint.bin, print a short summary.
  * `mstune validate JOB` checks a job file without running it. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,6 +17,7 @@ static void print_summary(FILE *f, const mst_job_args *a, const mst_train_result
             (long long)r->epochs, r->epochs == 1 ? "" : "s", r->wall_s,
             r->interrupted ? " (interrupted: resume with --resume)" : "");
     if (r->val_accuracy >= 0) fprintf(f, "  val accuracy %.2f%%, val loss %.4f\n", 100 * r->val_accuracy, r->val_loss);
+    else if (!isnan(r->val_metric)) fprintf(f, "  val metric %.4f, val loss %.4f\n", r->val_metric, r->val_loss);
     fprintf(f, "  step time %.2f ms median, %.1f steps/s, %.0f samples/s, peak memory %.1f MiB\n", r->step_time_ms_median,
             r->steps_per_s, r->samples_per_s, (double)r->peak_memory_bytes / (1 << 20));
     if (r->amp_level > 0 || r->overflow_steps > 0)

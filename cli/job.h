@@ -32,8 +32,10 @@
 
 /* ---- enumerated settings (value = index into the key's `values` names) ---- */
 
-typedef enum { MST_JOB_MODEL_MLP, MST_JOB_MODEL_CNN, MST_JOB_MODEL_COUNT } mst_job_model;
-typedef enum { MST_JOB_DATASET_FASHION_MNIST, MST_JOB_DATASET_SYNTHETIC, MST_JOB_DATASET_COUNT } mst_job_dataset;
+/* index = the row of workloads/zoo.c's mst_zoo with the same name (session.c looks it up by name) */
+typedef enum { MST_JOB_MODEL_MLP, MST_JOB_MODEL_CNN, MST_JOB_MODEL_RESNET, MST_JOB_MODEL_TRANSFORMER, MST_JOB_MODEL_SRNET, MST_JOB_MODEL_COUNT } mst_job_model;
+typedef enum { MST_JOB_DATASET_FASHION_MNIST, MST_JOB_DATASET_SYNTHETIC, MST_JOB_DATASET_LANGID, MST_JOB_DATASET_FASHION_SR, MST_JOB_DATASET_COUNT } mst_job_dataset;
+typedef enum { MST_JOB_LOSS_L1, MST_JOB_LOSS_MSE, MST_JOB_LOSS_COUNT } mst_job_loss;
 typedef enum { MST_JOB_AUGMENT_NONE, MST_JOB_AUGMENT_LIGHT, MST_JOB_AUGMENT_HEAVY, MST_JOB_AUGMENT_COUNT } mst_job_augment;
 typedef enum { MST_JOB_OPTIM_SGD, MST_JOB_OPTIM_ADAM, MST_JOB_OPTIM_ADAMW, MST_JOB_OPTIM_COUNT } mst_job_optim;
 typedef enum { MST_JOB_SCHED_CONSTANT, MST_JOB_SCHED_STEP, MST_JOB_SCHED_COSINE, MST_JOB_SCHED_COUNT } mst_job_schedule;
@@ -59,6 +61,8 @@ typedef struct mst_job {
         int hidden1, hidden2;               /* mlp hidden widths */
         int width;                          /* cnn stem channels */
         int blocks;                         /* cnn residual blocks */
+        int d_model, heads, layers, ff;     /* transformer */
+        mst_job_loss loss;                  /* srnet */
         double dropout;
         double init_gain;
     } model;
@@ -74,6 +78,11 @@ typedef struct mst_job {
             int channels, height, width;
             int delay_us;                   /* testing knob: busy work per sample, to inject a known loader cost */
         } synthetic;
+        struct {
+            char dir[MST_JOB_PATH_MAX];     /* Debian word lists */
+            int max_len;                    /* tokens per sample, [CLS] included */
+            int per_language;               /* training words per language (test: a ninth) */
+        } langid;
     } data;
     struct {
         int epochs;

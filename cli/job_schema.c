@@ -23,8 +23,9 @@
     static const char *const var[] = {__VA_ARGS__, NULL};       \
     _Static_assert(sizeof(var) / sizeof(var[0]) == (count) + 1, #var " must name every value of its enum")
 
-NAMES(model_names, MST_JOB_MODEL_COUNT, "mlp", "cnn");
-NAMES(dataset_names, MST_JOB_DATASET_COUNT, "fashion_mnist", "synthetic");
+NAMES(model_names, MST_JOB_MODEL_COUNT, "mlp", "cnn", "resnet", "transformer", "srnet");
+NAMES(dataset_names, MST_JOB_DATASET_COUNT, "fashion_mnist", "synthetic", "langid", "fashion_sr");
+NAMES(loss_names, MST_JOB_LOSS_COUNT, "l1", "mse");
 NAMES(augment_names, MST_JOB_AUGMENT_COUNT, "none", "light", "heavy");
 NAMES(optim_names, MST_JOB_OPTIM_COUNT, "sgd", "adam", "adamw");
 NAMES(schedule_names, MST_JOB_SCHED_COUNT, "constant", "step", "cosine");
@@ -41,7 +42,7 @@ _Static_assert(sizeof(mst_job_model) == sizeof(int) && sizeof(mst_job_dataset) =
                    sizeof(mst_job_schedule) == sizeof(int) && sizeof(mst_job_mode) == sizeof(int) &&
                    sizeof(mst_job_device) == sizeof(int) && sizeof(mst_job_amp_level) == sizeof(int) &&
                    sizeof(mst_job_half) == sizeof(int) && sizeof(mst_job_scale) == sizeof(int) &&
-                   sizeof(mst_job_kernels) == sizeof(int),
+                   sizeof(mst_job_kernels) == sizeof(int) && sizeof(mst_job_loss) == sizeof(int),
                "job enums must be int-sized");
 
 /* ---- the table ---- */
@@ -63,8 +64,13 @@ const mst_job_key mst_job_keys[] = {
     ENUM("model.name", model.name, "mlp", model_names, "model from the zoo"),
     INT("model.hidden1", model.hidden1, "256", 1, "mlp: width of the first hidden layer"),
     INT("model.hidden2", model.hidden2, "128", 1, "mlp: width of the second hidden layer"),
-    INT("model.width", model.width, "32", 1, "cnn: stem channels (each later block doubles them)"),
-    INT("model.blocks", model.blocks, "2", 1, "cnn: residual blocks (each after the first halves H and W)"),
+    INT("model.width", model.width, "32", 1, "cnn: stem channels (each later block doubles them); resnet: first stage bottleneck width; srnet: feature channels"),
+    INT("model.blocks", model.blocks, "2", 1, "cnn: residual blocks (each after the first halves H and W); resnet: bottlenecks per stage (depth 9 blocks + 2); srnet: residual blocks"),
+    INT("model.d_model", model.d_model, "64", 1, "transformer: width of the token representations"),
+    INT("model.heads", model.heads, "4", 1, "transformer: attention heads (model.d_model must be a multiple)"),
+    INTMAX("model.layers", model.layers, "2", 1, 24, "transformer: encoder blocks"),
+    INT("model.ff", model.ff, "0", 0, "transformer: MLP hidden width (0 = 4 x model.d_model)"),
+    ENUM("model.loss", model.loss, "l1", loss_names, "srnet: training loss against the high-resolution image"),
     FLT("model.init_gain", model.init_gain, "1", 0, 0, MST_JOB_MIN_OPEN,
         "multiplies every weight's init bound (1 = PyTorch's default init)"),
     FLT("model.dropout", model.dropout, "0", 0, 1, MST_JOB_HAS_MAX | MST_JOB_MAX_OPEN,
@@ -90,6 +96,12 @@ const mst_job_key mst_job_keys[] = {
     INT("data.synthetic.width", data.synthetic.width, "28", 1, "synthetic: sample width"),
     INTMAX("data.synthetic.delay_us", data.synthetic.delay_us, "0", 0, 1000000,
            "synthetic, testing knob: busy work per sample in microseconds (a known loader cost)"),
+    STR("data.langid.dir", data.langid.dir, "/usr/share/dict", NULL, 0,
+        "langid: folder of Debian's word lists (american-english, ngerman, french, italian, spanish, portuguese, dutch, swedish)"),
+    INTMAX("data.langid.max_len", data.langid.max_len, "24", 2, 1024,
+           "langid: tokens per word, [CLS] included (longer words are truncated)"),
+    INT("data.langid.per_language", data.langid.per_language, "20000", 1,
+        "langid: training words per language, a uniform subset by hash (the test split gets a ninth as many)"),
 
     INT("train.epochs", train.epochs, "1", 0, "passes over the training data"),
     INT("train.steps", train.steps, "0", 0, "optimizer steps; > 0 caps the run, 0 = the epochs decide"),

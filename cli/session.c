@@ -38,6 +38,15 @@ static int check_available(const mst_job *job, char *err, size_t errn) {
 }
 
 static int open_sources(mst_session *s, const mst_job *job, char *err, size_t errn) {
+    if (job->data.dataset == MST_JOB_DATASET_LANGID)
+        return mst_source_langid_open(job->data.langid.dir, job->data.langid.max_len, job->data.langid.per_language,
+                                      &s->train_src, &s->test_src, err, errn);
+    if (job->data.dataset == MST_JOB_DATASET_FASHION_SR) {     /* Fashion-MNIST downsampled x2: 14x14 -> 28x28 */
+        s->train_src = mst_source_sr_open(job->data.path, "train", 2, err, errn);
+        if (!s->train_src) return -1;
+        s->test_src = mst_source_sr_open(job->data.path, "test", 2, err, errn);
+        return s->test_src ? 0 : -1;
+    }
     if (job->data.dataset == MST_JOB_DATASET_FASHION_MNIST) {
         s->train_src = mst_source_idx_open(job->data.path, "train", err, errn);
         if (!s->train_src) return -1;
@@ -98,8 +107,11 @@ int mst_session_open(mst_session *s, const mst_job *job, const char *out_dir, bo
     int64_t shape[3];
     mst_source_shape(s->train_src, shape);
     mst_model_spec spec = {
-        .name = job->model.name == MST_JOB_MODEL_MLP ? "mlp" : "cnn",
+        .name = mst_job_key_find("model.name")->values[job->model.name],
         .in_c = (int)shape[0], .in_h = (int)shape[1], .in_w = (int)shape[2],
+        .tokens = mst_source_sample_type(s->train_src) == MST_SAMPLE_I32, .vocab = mst_source_vocab(s->train_src),
+        .paired = mst_source_target_numel(s->train_src) > 0, .mse_loss = job->model.loss == MST_JOB_LOSS_MSE,
+        .d_model = job->model.d_model, .heads = job->model.heads, .layers = job->model.layers, .ff = job->model.ff,
         .classes = mst_source_classes(s->train_src),
         .hidden1 = job->model.hidden1, .hidden2 = job->model.hidden2, .dropout = job->model.dropout,
         .init_gain = job->model.init_gain,
@@ -116,6 +128,8 @@ int mst_session_open(mst_session *s, const mst_job *job, const char *out_dir, bo
     c->epochs = job->train.epochs;
     c->max_steps = job->train.steps;
     memcpy(c->sample_shape, shape, sizeof(shape));
+    c->sample_tokens = spec.tokens;
+    mst_source_target_shape(s->train_src, c->target_shape);
     c->eval = job->train.eval;
     c->log_every = job->train.log_every;
     c->optim = mst_optim_defaults(k_optim[job->optimizer.name]);

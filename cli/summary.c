@@ -41,6 +41,15 @@ cJSON *mst_summary_build(const mst_job *job, const mst_session *s, const mst_tra
     cJSON_AddNumberToObject(root, "seed", job->train.seed);
     cJSON_AddNumberToObject(root, "val_accuracy", r->val_accuracy);
     cJSON_AddNumberToObject(root, "val_loss", r->val_loss);
+    /* the job's metric, with its direction, for readers that should not assume accuracy */
+    cJSON *metric = cJSON_AddObjectToObject(root, "metric");
+    cJSON_AddStringToObject(metric, "name", mst_metric_name(s->model->metric));
+    if (isnan(r->val_metric)) cJSON_AddNullToObject(metric, "value");
+    else cJSON_AddNumberToObject(metric, "value", r->val_metric);
+    cJSON_AddBoolToObject(metric, "higher_is_better", mst_metric_higher_is_better(s->model->metric));
+    cJSON *curve = cJSON_AddArrayToObject(metric, "curve");     /* one value per evaluation */
+    for (int64_t i = 0; i < r->n_epoch; i++)
+        if (!isnan(r->epoch[i].val_metric)) cJSON_AddItemToArray(curve, cJSON_CreateNumber(r->epoch[i].val_metric));
     cJSON_AddNumberToObject(root, "final_train_loss", r->final_loss);
     cJSON_AddNumberToObject(root, "steps", (double)r->steps);
     cJSON_AddNumberToObject(root, "epochs", (double)r->epochs);

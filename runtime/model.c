@@ -1,7 +1,25 @@
-/* model.c — parameter and buffer registration shared by every model in the zoo. */
+/* model.c — parameter and buffer registration shared by every model in the zoo, the default
+ * loss (cross-entropy) and the metric table. */
 #include "runtime/model.h"
 
 #include <stdlib.h>
+
+#include "runtime/ops.h"
+
+static const struct {
+    const char *name;
+    bool higher_is_better;
+} k_metrics[MST_METRIC_COUNT] = {
+    [MST_METRIC_ACCURACY] = {"accuracy", true},
+    [MST_METRIC_PSNR] = {"psnr", true},
+};
+
+const char *mst_metric_name(mst_metric m) { return (unsigned)m < MST_METRIC_COUNT ? k_metrics[m].name : "?"; }
+bool mst_metric_higher_is_better(mst_metric m) { return (unsigned)m < MST_METRIC_COUNT && k_metrics[m].higher_is_better; }
+
+mst_tensor *mst_model_loss(mst_model *m, mst_ctx *ctx, mst_tensor *out, mst_tensor *target) {
+    return m->loss ? m->loss(m, ctx, out, target) : mst_cross_entropy(ctx, out, target);
+}
 
 static mst_tensor *push(mst_tensor ***list, int *n, int *cap, mst_tensor *t) {
     if (!t) return NULL;

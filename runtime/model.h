@@ -4,7 +4,8 @@
  * workloads/.
  *
  *     mst_model *m = mst_workload_model_new(ctx, &spec, err, sizeof(err));
- *     mst_tensor *logits = m->forward(m, ctx, x, true);     // x (N, C, H, W) f32
+ *     mst_tensor *logits = m->forward(m, ctx, x, true);     // x (N, C, H, W) f32, or (N, L) i32 tokens
+ *     mst_tensor *loss = mst_model_loss(m, ctx, logits, y);  // y: (N) i32 labels, or the target images
  *     mst_model_free(m);
  */
 #ifndef MST_RUNTIME_MODEL_H
@@ -17,6 +18,16 @@
 
 typedef struct mst_model mst_model;
 
+/* What evaluation measures, and which way is better (mst_metric_higher_is_better). */
+typedef enum {
+    MST_METRIC_ACCURACY,        /* classification: argmax of the output (N, classes) against i32 labels (N) */
+    MST_METRIC_PSNR,            /* image restoration: 10 log10(1 / MSE) per image, output clamped to [0, 1], in dB */
+    MST_METRIC_COUNT
+} mst_metric;
+
+const char *mst_metric_name(mst_metric m);         /* "accuracy", "psnr" */
+bool mst_metric_higher_is_better(mst_metric m);
+
 struct mst_model {
     char name[32];
     mst_tensor **params;        /* trained; owned by the model */
@@ -25,6 +36,10 @@ struct mst_model {
     int n_buffers;
     int cap_params, cap_buffers;
     mst_tensor *(*forward)(mst_model *m, mst_ctx *ctx, mst_tensor *x, bool training);
+    /* The training loss of the forward's output against the batch's target (labels or images);
+     * NULL: cross-entropy against i32 labels. Traceable like forward. */
+    mst_tensor *(*loss)(mst_model *m, mst_ctx *ctx, mst_tensor *out, mst_tensor *target);
+    mst_metric metric;          /* what evaluation reports (0: accuracy) */
     void *impl;                 /* the model's own layout (layer pointers into params/buffers) */
 };
 
@@ -36,6 +51,8 @@ mst_tensor *mst_model_param_const(mst_model *m, mst_ctx *ctx, const char *name, 
 mst_tensor *mst_model_buffer(mst_model *m, mst_ctx *ctx, const char *name, int ndim, const int64_t *shape, double value);
 
 int64_t mst_model_param_count(const mst_model *m);     /* number of trained scalars */
+/* m->loss, or cross-entropy when the model has none. */
+mst_tensor *mst_model_loss(mst_model *m, mst_ctx *ctx, mst_tensor *out, mst_tensor *target);
 void    mst_model_free(mst_model *m);
 
 #endif

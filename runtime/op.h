@@ -49,6 +49,10 @@ typedef enum {
     MST_OP_AMP_UNSCALE_CHECK, MST_OP_AMP_UPDATE_SCALE, MST_OP_CLIP_COEF,
     /* ops/testing.c — a kernel of known cost, for the profiler's attribution tests */
     MST_OP_SPIN,
+    /* ops/attention.c — softmax over keys under a padding mask */
+    MST_OP_MASKED_SOFTMAX,
+    /* ops/loss.c — regression losses (super-resolution) and their gradient ops */
+    MST_OP_L1_LOSS, MST_OP_L1_LOSS_GRAD, MST_OP_MSE_LOSS, MST_OP_MSE_LOSS_GRAD,
     MST_OP_COUNT
 } mst_op;
 

@@ -64,6 +64,20 @@ mst_tensor *mst_log_softmax(mst_ctx *ctx, mst_tensor *x, int axis);
 /* logits (N, C), labels i32 (N) in [0, C) -> mean loss, shape (). */
 mst_tensor *mst_cross_entropy(mst_ctx *ctx, mst_tensor *logits, mst_tensor *labels);
 
+/* ---- attention (ops/attention.c) ---- */
+/* Softmax over the last axis of scores (B, ..., Lk) where keep (B, Lk) i32 is non-zero; masked
+ * keys get probability 0 (a row with no key left is all zeros). Token ids with 0 = padding serve
+ * as keep directly. */
+mst_tensor *mst_masked_softmax(mst_ctx *ctx, mst_tensor *scores, mst_tensor *keep);
+
+/* ---- regression losses and pixel shuffle (ops/loss.c) ---- */
+/* pred and target of one shape -> mean |pred - target| / mean (pred - target)^2, shape (). */
+mst_tensor *mst_l1_loss(mst_ctx *ctx, mst_tensor *pred, mst_tensor *target);
+mst_tensor *mst_mse_loss(mst_ctx *ctx, mst_tensor *pred, mst_tensor *target);
+/* Sub-pixel upsampling (Shi et al., 2016): (N, C r^2, H, W) -> (N, C, H r, W r), as
+ * torch.nn.functional.pixel_shuffle; composed of reshape and permute. */
+mst_tensor *mst_pixel_shuffle(mst_ctx *ctx, mst_tensor *x, int r);
+
 /* ---- embedding and dropout (ops/embedding.c, ops/dropout.c) ---- */
 /* indices i32 (any shape) in [0, V), weight (V, D) -> (indices..., D). */
 mst_tensor *mst_embedding(mst_ctx *ctx, mst_tensor *indices, mst_tensor *weight);

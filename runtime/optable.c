@@ -37,8 +37,11 @@ const mst_op_desc *const mst_op_table[MST_OP_COUNT] = {
     [MST_OP_AMP_UNSCALE_CHECK] = &mst_desc_amp_unscale_check, [MST_OP_AMP_UPDATE_SCALE] = &mst_desc_amp_update_scale,
     [MST_OP_CLIP_COEF] = &mst_desc_clip_coef,
     [MST_OP_SPIN] = &mst_desc_spin,
+    [MST_OP_MASKED_SOFTMAX] = &mst_desc_masked_softmax,
+    [MST_OP_L1_LOSS] = &mst_desc_l1_loss, [MST_OP_L1_LOSS_GRAD] = &mst_desc_l1_loss_grad,
+    [MST_OP_MSE_LOSS] = &mst_desc_mse_loss, [MST_OP_MSE_LOSS_GRAD] = &mst_desc_mse_loss_grad,
 };
-_Static_assert(MST_OP_COUNT == 53, "a new op needs a descriptor row in mst_op_table");
+_Static_assert(MST_OP_COUNT == 58, "a new op needs a descriptor row in mst_op_table");
 
 const char *mst_op_name(mst_op op) {
     if ((unsigned)op >= MST_OP_COUNT || !mst_op_table[op]) return "?";

@@ -34,7 +34,7 @@ static mst_status check_spec(mst_ctx *ctx, const mst_step_spec *spec, mst_tensor
 static mst_status micro_step(mst_ctx *ctx, const mst_step_spec *spec, mst_tensor *x, mst_tensor *y, mst_tensor **unscaled) {
     mst_model *m = spec->model;
     mst_amp_autocast(ctx, true);
-    mst_tensor *loss = mst_cross_entropy(ctx, m->forward(m, ctx, x, true), y);
+    mst_tensor *loss = mst_model_loss(m, ctx, m->forward(m, ctx, x, true), y);
     mst_amp_autocast(ctx, false);
     if (spec->accumulate > 1) loss = mst_scale(ctx, loss, 1.0 / spec->accumulate);
     mst_tensor *seed = spec->scaler ? mst_mul(ctx, loss, mst_loss_scaler_scale(spec->scaler)) : loss;
@@ -150,7 +150,7 @@ mst_status mst_step_eval(mst_ctx *ctx, mst_model *model, mst_tensor *x, mst_tens
     mst_grad_set_enabled(ctx, false);
     mst_amp_autocast(ctx, true);
     *logits = model->forward(model, ctx, x, false);
-    *loss = mst_cross_entropy(ctx, *logits, y);
+    *loss = mst_model_loss(model, ctx, *logits, y);
     mst_amp_autocast(ctx, false);
     mst_amp_cache_clear(ctx);
     mst_grad_set_enabled(ctx, grad_was);

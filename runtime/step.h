@@ -1,11 +1,11 @@
 /* step.h — one training step as a function over tensors: what eager mode runs directly and graph
  * mode traces once and replays (runtime/graph/).
  *
- * A step is: for each of `accumulate` micro-batches, forward, cross-entropy / accumulate, times the
- * loss scale, backward (gradients add up in each parameter's ->grad); then one fused unscale +
- * overflow check over all gradients, optional clipping by global norm, and the optimizer update
- * of every parameter, skipped as a whole when a gradient was inf/NaN; then the dynamic loss
- * scale's update. Everything that changes from step to step lives in tensors (the optimizer's
+ * A step is: for each of `accumulate` micro-batches, forward, the model's loss (cross-entropy
+ * unless it supplies one) / accumulate, times the loss scale, backward (gradients add up in each
+ * parameter's ->grad); then one fused unscale + overflow check over all gradients, optional
+ * clipping by global norm, and the optimizer update of every parameter, skipped as a whole when
+ * a gradient was inf/NaN; then the dynamic loss scale's update. Everything that changes from step to step lives in tensors (the optimizer's
  * learning-rate and step-count tensors, the scaler's scale and counters), never in host
  * variables or attributes, and nothing here reads a tensor's value on the host: that is what
  * makes the function traceable. The host reads the outputs after the step (mst_step_finish).
@@ -51,10 +51,11 @@ typedef struct {
     double grad_norm;           /* -1 when not computed */
 } mst_step_record;
 
-/* x[k] (N, C, H, W) f32 and y[k] (N) i32 for k < spec->accumulate. Traceable (see above). */
+/* x[k] the model's input (N, C, H, W) f32 or (N, L) i32 tokens, y[k] its target ((N) i32 labels,
+ * or images for a model with its own loss) for k < spec->accumulate. Traceable (see above). */
 mst_status mst_step_run(mst_ctx *ctx, const mst_step_spec *spec, mst_tensor *const x[], mst_tensor *const y[],
                         mst_step_outputs *out);
-/* Forward only, evaluation mode: logits (N, classes) and the mean loss (). Traceable. */
+/* Forward only, evaluation mode: the output (logits (N, classes), or images) and the mean loss (). Traceable. */
 mst_status mst_step_eval(mst_ctx *ctx, mst_model *model, mst_tensor *x, mst_tensor *y, mst_tensor **logits,
                          mst_tensor **loss);
 /* Reads the outputs, updates the host-side counts (the optimizer's step count unless skipped,

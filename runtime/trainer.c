@@ -40,19 +40,57 @@ void mst_train_result_free(mst_train_result *res) {
     memset(res, 0, sizeof(*res));
 }
 
-static void batch_tensors(mst_ctx *ctx, const mst_batch *b, const int64_t shape[3], mst_tensor **x, mst_tensor **y) {
-    *x = mst_tensor_from_data(ctx, MST_DTYPE_F32, 4, (int64_t[]){b->size, shape[0], shape[1], shape[2]}, b->x);
-    *y = mst_tensor_from_data(ctx, MST_DTYPE_I32, 1, (int64_t[]){b->size}, b->y);
+/* x: (N, C, H, W) f32 images, or (N, L) i32 token ids when the batch carries tokens; y: (N) i32
+ * labels, or the (N, C, H, W) f32 target images of a paired source. */
+static void batch_tensors(mst_ctx *ctx, const mst_batch *b, const mst_train_config *cfg, mst_tensor **x, mst_tensor **y) {
+    const int64_t *shape = cfg->sample_shape, *ts = cfg->target_shape;
+    if (b->tokens) *x = mst_tensor_from_data(ctx, MST_DTYPE_I32, 2, (int64_t[]){b->size, shape[0] * shape[1] * shape[2]}, b->tokens);
+    else *x = mst_tensor_from_data(ctx, MST_DTYPE_F32, 4, (int64_t[]){b->size, shape[0], shape[1], shape[2]}, b->x);
+    if (b->target) *y = mst_tensor_from_data(ctx, MST_DTYPE_F32, 4, (int64_t[]){b->size, ts[0], ts[1], ts[2]}, b->target);
+    else *y = mst_tensor_from_data(ctx, MST_DTYPE_I32, 1, (int64_t[]){b->size}, b->y);
 }
 
-/* One pass over the loader; runner NULL: eager mst_step_eval. */
+/* The batch's contribution to the metric's sum: correct predictions, or the sum of per-image
+ * PSNR (output clamped to [0, 1] as an image would be stored; an exact match counts 100 dB). */
+static double metric_sum(mst_metric metric, const mst_tensor *out, const mst_tensor *y, const mst_batch *b) {
+    double sum = 0;
+    if (metric == MST_METRIC_PSNR) {
+        const int64_t per = out->numel / b->size;
+        for (int64_t i = 0; i < b->size; i++) {
+            double se = 0;
+            for (int64_t k = 0; k < per; k++) {
+                double v = mst_tensor_get(out, i * per + k);
+                v = v < 0 ? 0 : v > 1 ? 1 : v;
+                double d = v - (double)b->target[i * per + k];
+                se += d * d;
+            }
+            double mse = se / (double)per;
+            sum += mse > 1e-10 ? 10.0 * log10(1.0 / mse) : 100.0;
+        }
+        (void)y;
+        return sum;
+    }
+    const int64_t classes = out->shape[1];
+    for (int64_t i = 0; i < b->size; i++) {
+        int64_t best = 0;
+        double best_v = mst_tensor_get(out, i * classes);
+        for (int64_t k = 1; k < classes; k++) {
+            double v = mst_tensor_get(out, i * classes + k);
+            if (v > best_v) { best_v = v; best = k; }
+        }
+        sum += best == b->y[i];
+    }
+    return sum;
+}
+
+/* One pass over the loader; runner NULL: eager mst_step_eval. *metric: the model's metric. */
 static mst_status evaluate(mst_ctx *ctx, mst_model *model, mst_step_runner *runner, mst_loader *loader,
-                           const int64_t sample_shape[3], double *accuracy, double *loss) {
+                           const mst_train_config *cfg, double *metric, double *loss) {
     bool grad_was = mst_grad_is_enabled(ctx);
     mst_grad_set_enabled(ctx, false);
     mst_status s = MST_OK;
-    int64_t seen = 0, correct = 0;
-    double loss_sum = 0;
+    int64_t seen = 0;
+    double loss_sum = 0, metric_total = 0;
     if (mst_loader_start_epoch(loader, 0, 0) != 0) {
         mst_grad_set_enabled(ctx, grad_was);
         return mst_ctx_fail(ctx, MST_ERR_ARG, "evaluation: cannot start the test loader");
@@ -61,38 +99,35 @@ static mst_status evaluate(mst_ctx *ctx, mst_model *model, mst_step_runner *runn
     int r;
     while ((r = mst_loader_next(loader, &b)) == 1) {
         mst_pool_push(ctx);
-        mst_tensor *x, *y, *logits, *l;
-        batch_tensors(ctx, &b, sample_shape, &x, &y);
-        s = runner ? mst_step_runner_eval(runner, x, y, &logits, &l) : mst_step_eval(ctx, model, x, y, &logits, &l);
+        mst_tensor *x, *y, *out, *l;
+        batch_tensors(ctx, &b, cfg, &x, &y);
+        s = runner ? mst_step_runner_eval(runner, x, y, &out, &l) : mst_step_eval(ctx, model, x, y, &out, &l);
         if (s != MST_OK) {
             mst_pool_pop(ctx);
             break;
         }
         loss_sum += mst_tensor_get(l, 0) * (double)b.size;
-        int64_t classes = logits->shape[1];
-        for (int64_t i = 0; i < b.size; i++) {
-            int64_t best = 0;
-            double best_v = mst_tensor_get(logits, i * classes);
-            for (int64_t k = 1; k < classes; k++) {
-                double v = mst_tensor_get(logits, i * classes + k);
-                if (v > best_v) { best_v = v; best = k; }
-            }
-            correct += best == b.y[i];
-        }
+        metric_total += metric_sum(model->metric, out, y, &b);
         seen += b.size;
         mst_pool_pop(ctx);
     }
     if (s == MST_OK && r < 0) s = mst_ctx_fail(ctx, MST_ERR_IO, "evaluation: the test loader failed");
     mst_grad_set_enabled(ctx, grad_was);
     if (s != MST_OK) return s;
-    *accuracy = seen ? (double)correct / (double)seen : 0;
+    *metric = seen ? metric_total / (double)seen : 0;
     *loss = seen ? loss_sum / (double)seen : 0;
     return MST_OK;
 }
 
-mst_status mst_evaluate(mst_ctx *ctx, mst_model *model, mst_loader *loader, const int64_t sample_shape[3], double *accuracy,
+mst_status mst_evaluate(mst_ctx *ctx, mst_model *model, mst_loader *loader, const mst_train_config *cfg, double *metric,
                         double *loss) {
-    return evaluate(ctx, model, NULL, loader, sample_shape, accuracy, loss);
+    return evaluate(ctx, model, NULL, loader, cfg, metric, loss);
+}
+
+/* An evaluation's metric into the record: val_accuracy too when the metric is accuracy. */
+static void record_eval(const mst_model *model, double metric, double *val_metric, double *val_accuracy) {
+    *val_metric = metric;
+    *val_accuracy = model->metric == MST_METRIC_ACCURACY ? metric : -1;
 }
 
 /* ---- checkpoint entries: parameters, buffers, optimizer state ---- */
@@ -186,6 +221,7 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
                      mst_train_result *res) {
     memset(res, 0, sizeof(*res));
     res->val_accuracy = res->val_loss = -1;
+    res->val_metric = NAN;
     const int acc = cfg->accumulate_steps;
     if (acc < 1 || acc > MST_STEP_MAX_MICRO)
         return mst_ctx_fail(ctx, MST_ERR_ARG, "train: accumulate_steps must be in 1..%d, got %d", MST_STEP_MAX_MICRO, acc);
@@ -270,6 +306,7 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
         }
         mst_epoch_record *er = &res->epoch[res->n_epoch++];
         er->val_accuracy = er->val_loss = -1;
+        er->val_metric = NAN;
         double loss_sum = 0;
         uint64_t epoch_t0 = mst_prof_now_ns();
         evaluated_last = false;
@@ -284,7 +321,7 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
                 mst_batch batch;
                 if ((r = mst_loader_next(train, &batch)) != 1) break;
                 if (batch_size == 0) batch_size = batch.size;
-                batch_tensors(ctx, &batch, cfg->sample_shape, &x[k], &y[k]);
+                batch_tensors(ctx, &batch, cfg, &x[k], &y[k]);
             }
             if (r != 1) {
                 mst_pool_pop(ctx);
@@ -345,16 +382,21 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
         if (pr.f && pr.tty) fputc('\n', pr.f);
         bool complete = b >= nb;
         if (cfg->eval && test && (complete || step >= total || res->interrupted)) {
-            if ((s = evaluate(ctx, model, runner, test, cfg->sample_shape, &er->val_accuracy, &er->val_loss)) != MST_OK) goto out;
+            double mv;
+            if ((s = evaluate(ctx, model, runner, test, cfg, &mv, &er->val_loss)) != MST_OK) goto out;
+            record_eval(model, mv, &er->val_metric, &er->val_accuracy);
             res->val_accuracy = er->val_accuracy;
+            res->val_metric = er->val_metric;
             res->val_loss = er->val_loss;
             evaluated_last = true;
         }
         if (pr.f)
             fprintf(pr.f, "epoch %lld/%lld done in %.1fs: train loss %.4f%s", (long long)epoch + 1, (long long)cfg->epochs, er->wall_s,
-                    er->train_loss, er->val_accuracy >= 0 ? "" : "\n");
+                    er->train_loss, isnan(er->val_metric) ? "\n" : "");
         if (pr.f && er->val_accuracy >= 0)
             fprintf(pr.f, ", val accuracy %.2f%%, val loss %.4f\n", 100 * er->val_accuracy, er->val_loss);
+        else if (pr.f && !isnan(er->val_metric))
+            fprintf(pr.f, ", val %s %.3f, val loss %.4f\n", mst_metric_name(model->metric), er->val_metric, er->val_loss);
         if (complete) res->epochs = epoch + 1;
         if (cfg->checkpoint_path) {     /* an interrupted epoch saves its batch position: resumable */
             mst_ckpt_meta meta = {complete ? epoch + 1 : epoch, complete ? 0 : b * acc, step, mst_optim_steps(opt), ctx->rng, ctx->seed};
@@ -363,7 +405,9 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
     }
     if (res->epochs == 0 && start_epoch > 0) res->epochs = start_epoch;
     if (cfg->eval && test && !evaluated_last) {      /* resumed after the end, or no epoch ran */
-        if ((s = evaluate(ctx, model, runner, test, cfg->sample_shape, &res->val_accuracy, &res->val_loss)) != MST_OK) goto out;
+        double mv;
+        if ((s = evaluate(ctx, model, runner, test, cfg, &mv, &res->val_loss)) != MST_OK) goto out;
+        record_eval(model, mv, &res->val_metric, &res->val_accuracy);
     }
     res->wall_s = (double)(mst_prof_now_ns() - run_t0) / 1e9;
     res->steps = step;

@@ -34,7 +34,9 @@
 typedef struct {
     int64_t epochs;                 /* >= 0 */
     int64_t max_steps;              /* > 0 caps the run; 0 = epochs decide */
-    int64_t sample_shape[3];        /* (C, H, W) of one sample */
+    int64_t sample_shape[3];        /* (C, H, W) of one sample; token sequences: (1, 1, L) */
+    bool sample_tokens;             /* samples are i32 token ids: x is (N, L) i32, else (N, C, H, W) f32 */
+    int64_t target_shape[3];        /* paired sources: (C, H, W) of the target images; zeros: i32 labels */
     bool eval;                      /* evaluate on the test loader after each epoch */
     int log_every;                  /* non-TTY progress: a line every log_every steps */
     mst_optim_config optim;
@@ -58,14 +60,16 @@ typedef struct {
 typedef struct {
     double wall_s;                  /* training time of the epoch (evaluation excluded) */
     double train_loss;              /* mean over the epoch's steps */
-    double val_accuracy, val_loss;  /* -1 when not evaluated */
+    double val_accuracy, val_loss;  /* -1 when not evaluated (val_accuracy also for models whose metric is not accuracy) */
+    double val_metric;              /* the model's metric (mst_model.metric); NAN when not evaluated */
     int64_t steps;
 } mst_epoch_record;
 
 typedef struct {
     int64_t steps;                  /* optimizer steps taken in total (resumed runs count earlier ones) */
     int64_t epochs;                 /* epochs completed */
-    double val_accuracy, val_loss;  /* last evaluation; -1 when none ran */
+    double val_accuracy, val_loss;  /* last evaluation; -1 when none ran (val_accuracy also when the metric is not accuracy) */
+    double val_metric;              /* last evaluation of the model's metric; NAN when none ran */
     double final_loss;              /* training loss of the last step */
     double step_time_ms_median;     /* over this run's steps, first step of each epoch excluded */
     double step_time_ms_p90;        /* the same steps' 90th percentile (nearest rank) */
@@ -93,8 +97,9 @@ typedef struct {
 mst_train_config mst_train_defaults(void);
 mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_loader *test, const mst_train_config *cfg,
                      mst_train_result *res);
-/* Accuracy and mean loss of the model over one pass of the loader (evaluation mode, no tape). */
-mst_status mst_evaluate(mst_ctx *ctx, mst_model *model, mst_loader *loader, const int64_t sample_shape[3], double *accuracy,
+/* The model's metric (accuracy, or PSNR in dB averaged over images) and mean loss over one pass
+ * of the loader (evaluation mode, no tape). */
+mst_status mst_evaluate(mst_ctx *ctx, mst_model *model, mst_loader *loader, const mst_train_config *cfg, double *metric,
                         double *loss);
 void mst_train_result_free(mst_train_result *res);
 

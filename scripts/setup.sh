@@ -18,6 +18,7 @@ packages=(
   dataset-fashion-mnist  # the real dataset, under /usr/share/datasets/fashion-mnist
   libgsl-dev        # advisor: t quantiles for the accuracy non-inferiority interval
   libdnnl-dev       # oneDNN 2.6: matmul/conv provider in f32 and bf16 (runtime/backend/, dlopen'd at run time)
+  wamerican wngerman wfrench witalian wspanish wportuguese wdutch wswedish  # langid dataset: word lists in /usr/share/dict
 )
 
 missing=()

@@ -35,6 +35,7 @@ static const unsigned char op_class[MST_OP_COUNT] = {
     [MST_OP_EMBEDDING] = CLASS_HALF, [MST_OP_DROPOUT] = CLASS_HALF,
     [MST_OP_BATCHNORM] = CLASS_NORM, [MST_OP_LAYERNORM] = CLASS_KEEP_F32,
     [MST_OP_SOFTMAX] = CLASS_KEEP_F32, [MST_OP_LOG_SOFTMAX] = CLASS_KEEP_F32,
+    [MST_OP_MASKED_SOFTMAX] = CLASS_KEEP_F32, [MST_OP_L1_LOSS] = CLASS_KEEP_F32, [MST_OP_MSE_LOSS] = CLASS_KEEP_F32,
     [MST_OP_CROSS_ENTROPY] = CLASS_KEEP_F32, [MST_OP_SUM] = CLASS_KEEP_F32, [MST_OP_MEAN] = CLASS_KEEP_F32,
     /* never: cast, reshape, transpose, concat, slice, every *_grad op, sgd/adam updates, spin and
      * whatever is added later (copy, the loss scaler's ops, clipping) */

@@ -30,6 +30,7 @@
 typedef struct {
     float *x;                   /* (batch_size, C, H, W) */
     int32_t *y;                 /* (batch_size) */
+    float *t;                   /* (batch_size, target numel) for paired sources, else NULL */
     int64_t batch;              /* batch it holds or is being filled with; -1 = none */
     int64_t size;
     bool ready;                 /* filled and not yet taken by the consumer */
@@ -47,6 +48,7 @@ struct mst_loader {
     mst_transform_config tcfg;
     int c, h, w;
     int64_t numel;              /* C * H * W */
+    int64_t target_numel;       /* paired sources: floats per target; 0 = labels only */
     int64_t n;                  /* samples in use */
     int64_t n_batches;
     int64_t *perm;              /* (n): this epoch's order; NULL without shuffle */
@@ -85,6 +87,7 @@ static void produce_batch(const mst_loader *ld, int64_t epoch, int64_t b, slot *
         const int64_t idx = ld->perm ? ld->perm[start + i] : start + i;
         float *x = s->x + i * ld->numel;
         mst_source_get(ld->src, idx, x, &s->y[i]);
+        if (s->t) mst_source_get_target(ld->src, idx, s->t + i * ld->target_numel);
         mst_transform_apply(&ld->tcfg, epoch, idx, x, scratch, ld->c, ld->h, ld->w);
     }
     s->size = size;
@@ -150,6 +153,16 @@ static int validate(const mst_source *src, const mst_loader_config *cfg, char *e
         mst_errf(err, errn, "loader config: augment = %d, expected MST_AUGMENT_NONE, _LIGHT or _HEAVY", (int)cfg->augment);
         return -1;
     }
+    if (mst_source_sample_type(src) == MST_SAMPLE_I32 && (cfg->augment != MST_AUGMENT_NONE || cfg->normalize)) {
+        mst_errf(err, errn, "loader config: augment and normalize transform images; this source yields token ids (set "
+                            "augment none and normalize false)");
+        return -1;
+    }
+    if (mst_source_target_numel(src) > 0 && (cfg->augment != MST_AUGMENT_NONE || cfg->normalize)) {
+        mst_errf(err, errn, "loader config: augment and normalize would change the input but not its paired target image "
+                            "(set augment none and normalize false)");
+        return -1;
+    }
     if (cfg->normalize && !(isfinite(cfg->std) && cfg->std > 0.0f)) {
         mst_errf(err, errn, "loader config: std = %g, expected a finite value > 0 when normalize is set", (double)cfg->std);
         return -1;
@@ -180,6 +193,7 @@ mst_loader *mst_loader_new(const mst_source *src, const mst_loader_config *cfg, 
     ld->h = (int)shape[1];
     ld->w = (int)shape[2];
     ld->numel = shape[0] * shape[1] * shape[2];
+    ld->target_numel = mst_source_target_numel(src);
     const int64_t len = mst_source_len(src);
     ld->n = cfg->limit > 0 && cfg->limit < len ? cfg->limit : len;
     const int64_t bs = cfg->batch_size;
@@ -207,7 +221,8 @@ mst_loader *mst_loader_new(const mst_source *src, const mst_loader_config *cfg, 
         ld->slots[i].batch = -1;
         ld->slots[i].x = malloc((size_t)slot_floats * sizeof(float));
         ld->slots[i].y = malloc((size_t)bs * sizeof(int32_t));
-        if (!ld->slots[i].x || !ld->slots[i].y) goto oom;
+        if (ld->target_numel) ld->slots[i].t = malloc((size_t)bs * (size_t)ld->target_numel * sizeof(float));
+        if (!ld->slots[i].x || !ld->slots[i].y || (ld->target_numel && !ld->slots[i].t)) goto oom;
     }
     ld->flush_denormals = mst_fpu_flushing();
     if (cfg->num_workers > 0) {
@@ -326,7 +341,9 @@ int mst_loader_next(mst_loader *ld, mst_batch *out) {
     }
     mst_prof_counter(ld->name_depth, depth);
     out->x = s->x;
+    out->tokens = mst_source_sample_type(ld->src) == MST_SAMPLE_I32 ? (const int32_t *)(const void *)s->x : NULL;
     out->y = s->y;
+    out->target = s->t;
     out->size = s->size;
     out->index = s->batch;
     return 1;
@@ -346,6 +363,7 @@ void mst_loader_free(mst_loader *ld) {
         for (int i = 0; i < ld->n_slots; i++) {
             free(ld->slots[i].x);
             free(ld->slots[i].y);
+            free(ld->slots[i].t);
         }
     free(ld->slots);
     free(ld->scratch);

@@ -49,7 +49,9 @@ typedef struct {
 
 typedef struct {
     const float *x;         /* (size, C, H, W) */
+    const int32_t *tokens;  /* token sources: the same memory as i32 ids (size, L); NULL for images */
     const int32_t *y;       /* (size) */
+    const float *target;    /* paired sources: (size, target C, H, W) images; NULL otherwise */
     int64_t size;           /* samples in this batch: batch_size, or fewer for the last one */
     int64_t index;          /* batch number within the epoch */
 } mst_batch;

@@ -2,13 +2,17 @@
  *
  * Sources are immutable after construction, so nothing here locks: the loader's workers call
  * mst_source_get concurrently on the same source. IDX pixels are stored as u8 and widened to
- * float on the way out (p / 255 exactly, so 255 maps to 1.0f, not 0.99999994f).
+ * float on the way out (p / 255 exactly, so 255 maps to 1.0f, not 0.99999994f). Token sources
+ * copy their i32 ids into the caller's 4-byte slots (mst_source_sample_type says which).
  */
 #include "runtime/data/source_impl.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "runtime/status.h"
+
+_Static_assert(sizeof(int32_t) == sizeof(float), "token ids share the loader's float slots");
 
 int64_t mst_source_len(const mst_source *src) { return src->n; }
 
@@ -16,7 +20,35 @@ int mst_source_shape(const mst_source *src, int64_t shape[3]) {
     shape[0] = src->c;
     shape[1] = src->h;
     shape[2] = src->w;
-    return 3;
+    return mst_source_rank(src);
+}
+
+int mst_source_rank(const mst_source *src) { return src->rank ? src->rank : 3; }
+
+mst_sample_type mst_source_sample_type(const mst_source *src) {
+    return src->kind == MST_SOURCE_TOKENS ? MST_SAMPLE_I32 : MST_SAMPLE_F32;
+}
+
+int mst_source_vocab(const mst_source *src) { return src->kind == MST_SOURCE_TOKENS ? src->vocab : 0; }
+
+int64_t mst_source_target_numel(const mst_source *src) {
+    return src->kind == MST_SOURCE_SR_PAIRS ? (int64_t)src->target_h * src->target_w : 0;
+}
+
+void mst_source_target_shape(const mst_source *src, int64_t shape[3]) {
+    shape[0] = src->kind == MST_SOURCE_SR_PAIRS ? 1 : 0;
+    shape[1] = src->kind == MST_SOURCE_SR_PAIRS ? src->target_h : 0;
+    shape[2] = src->kind == MST_SOURCE_SR_PAIRS ? src->target_w : 0;
+}
+
+void mst_source_get_target(const mst_source *src, int64_t index, float *target_out) {
+    MST_ASSERT(index >= 0 && index < src->n && src->kind == MST_SOURCE_SR_PAIRS);
+    mst_sr_get(src, index, NULL, target_out, NULL);
+}
+
+void mst_source_text_stats(const mst_source *src, int64_t *truncated, int64_t *dropped_shared) {
+    *truncated = src->kind == MST_SOURCE_TOKENS ? src->truncated : 0;
+    *dropped_shared = src->kind == MST_SOURCE_TOKENS ? src->dropped_shared : 0;
 }
 
 int mst_source_classes(const mst_source *src) { return src->n_classes; }
@@ -36,6 +68,11 @@ void mst_source_get(const mst_source *src, int64_t index, float *x_out, int32_t 
     switch (src->kind) {
     case MST_SOURCE_IDX: idx_get(src, index, x_out, label_out); return;
     case MST_SOURCE_SYNTHETIC: mst_synthetic_get(src, index, x_out, label_out); return;
+    case MST_SOURCE_SR_PAIRS: mst_sr_get(src, index, x_out, NULL, label_out); return;
+    case MST_SOURCE_TOKENS:
+        if (x_out) memcpy(x_out, src->tokens + index * src->w, (size_t)src->w * sizeof(int32_t));
+        if (label_out) *label_out = src->labels[index];
+        return;
     }
     MST_ASSERT(!"unknown source kind");
 }
@@ -45,5 +82,6 @@ void mst_source_free(mst_source *src) {
     free(src->pixels);
     free(src->labels);
     free(src->protos);
+    free(src->tokens);
     free(src);
 }

@@ -1,5 +1,5 @@
-/* source.h — sample sources for the data pipeline: IDX files (Fashion-MNIST and its kin) and a
- * seeded synthetic generator of any shape.
+/* source.h — sample sources for the data pipeline: IDX files (Fashion-MNIST and its kin), a
+ * seeded synthetic generator of any shape, and word lists as token sequences (language id).
  *
  * A source is immutable once opened, so mst_source_get is safe from any number of threads at once
  * with no locking: the loader's workers all read the same source. Trade-off: the IDX reader keeps
@@ -30,6 +30,17 @@
  * number of classes and turns a corrupt label byte into an error instead of an extra class. */
 #define MST_IDX_CLASSES 10
 
+/* Where Debian's word list packages (wamerican, wngerman, ...) install their lists. */
+#define MST_DICT_DIR "/usr/share/dict"
+/* Language identification: en de fr it es pt nl sv, in that label order. */
+#define MST_LANGID_CLASSES 8
+/* Token ids of text sources: padding, the leading [CLS], an unseen character, then characters. */
+enum { MST_TOKEN_PAD = 0, MST_TOKEN_CLS = 1, MST_TOKEN_UNK = 2, MST_TOKEN_FIRST_CHAR = 3 };
+
+/* What a sample's values are: floats in [0, 1] (images), or i32 token ids. Both are 4 bytes, so a
+ * loader slot of numel floats holds either. */
+typedef enum { MST_SAMPLE_F32, MST_SAMPLE_I32 } mst_sample_type;
+
 typedef struct mst_source mst_source;
 
 /* IDX reader. split is "train" (train-*-idx?-ubyte) or "test" (t10k-*-idx?-ubyte). Each file is
@@ -51,13 +62,39 @@ mst_source *mst_source_synthetic_new(int64_t n, int c, int h, int w, int n_class
  * The samples themselves do not change. */
 void mst_source_synthetic_set_delay_us(mst_source *src, int us);
 
+/* Super-resolution pairs from the IDX images of `split`: input = the image downsampled by
+ * `factor` with a box filter (1, H/f, W/f), target = the image (1, H, W), both in [0, 1]; the
+ * label stays the class. NULL with a message naming the file in err. */
+mst_source *mst_source_sr_open(const char *dir, const char *split, int factor, char *err, size_t errn);
+
+/* Language identification from the word lists in dir (MST_DICT_DIR): both splits at once, as
+ * they share one vocabulary. Samples are (max_len) i32 token ids ([CLS], characters, padding),
+ * labels 0..MST_LANGID_CLASSES-1 (mst_langid_language names them); at most per_language words
+ * per language in train and per_language / 9 in test. Words in several lists are dropped
+ * (wordlist.c has the rules). 0, or -1 with a message naming the file in err. */
+int mst_source_langid_open(const char *dir, int max_len, int64_t per_language, mst_source **train, mst_source **test,
+                           char *err, size_t errn);
+const char *mst_langid_language(int label);       /* "en", "de", ... */
+
 int64_t mst_source_len(const mst_source *src);
-/* Writes (C, H, W) and returns 3, the rank. */
+/* Writes (C, H, W) and returns the rank: 3 for images; 1 for token sources, whose (1, 1, L)
+ * means one sequence of L tokens. */
 int     mst_source_shape(const mst_source *src, int64_t shape[3]);
+int     mst_source_rank(const mst_source *src);
+mst_sample_type mst_source_sample_type(const mst_source *src);
+int     mst_source_vocab(const mst_source *src);                   /* token sources: ids are < vocab; 0 otherwise */
+/* Paired sources (super-resolution): floats per target sample, 0 when the target is the label
+ * only; its shape (C, H, W); the target of sample `index` into target_out. Thread-safe. */
+int64_t mst_source_target_numel(const mst_source *src);
+void    mst_source_target_shape(const mst_source *src, int64_t shape[3]);
+void    mst_source_get_target(const mst_source *src, int64_t index, float *target_out);
+/* Token sources: samples cut to max_len, and distinct words dropped for being in several lists. */
+void    mst_source_text_stats(const mst_source *src, int64_t *truncated, int64_t *dropped_shared);
 int     mst_source_classes(const mst_source *src);
 /* Floats per sample: C * H * W. */
 int64_t mst_source_sample_numel(const mst_source *src);
-/* Sample `index` (0 <= index < len) as C*H*W floats in [0, 1] and its label. Thread-safe. */
+/* Sample `index` (0 <= index < len) as C*H*W floats in [0, 1] (token sources: C*H*W int32 ids
+ * written into the same 4-byte slots) and its label. Thread-safe. */
 void    mst_source_get(const mst_source *src, int64_t index, float *x_out, int32_t *label_out);
 void    mst_source_free(mst_source *src);
 

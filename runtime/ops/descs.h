@@ -92,6 +92,15 @@ MST_DESC mst_desc_clip_coef;
 /* ops/testing.c */
 MST_DESC mst_desc_spin;
 
+/* ops/attention.c */
+MST_DESC mst_desc_masked_softmax;
+
+/* ops/loss.c */
+MST_DESC mst_desc_l1_loss;
+MST_DESC mst_desc_l1_loss_grad;
+MST_DESC mst_desc_mse_loss;
+MST_DESC mst_desc_mse_loss_grad;
+
 #undef MST_DESC
 
 #endif

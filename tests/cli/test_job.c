@@ -295,8 +295,8 @@ static int by_offset(const void *a, const void *b) {
 
 static void test_schema_table(void **state) {
     const int n = mst_job_key_count;
-    assert_int_equal(n, 67);
-    const mst_job_key *sorted[72];
+    assert_int_equal(n, 75);
+    const mst_job_key *sorted[80];
     mst_job job;
     mst_job_defaults(&job);
     for (int i = 0; i < n; i++) {
@@ -413,7 +413,7 @@ static void test_error_structure(void **state) {
     expect_load_error("name: x\nmodel:\n  name: mlp\ndata:\n  batchsize: 32\n",
                       "job.yaml:5:3: unknown key 'batchsize' in data (did you mean 'batch_size'?); valid keys: "
                       "dataset, path, batch_size, num_workers, prefetch, drop_remainder, shuffle, augment, "
-                      "normalize, limit, synthetic");
+                      "normalize, limit, synthetic, langid");
     expect_load_error("modle:\n  name: cnn\n",
                       "job.yaml:1:1: unknown key 'modle' at the top level (did you mean 'model'?); valid keys: "
                       "name, model, data, train, optimizer, runtime, profile, amp");
@@ -442,7 +442,7 @@ static void test_error_structure(void **state) {
                       "job.yaml:2:7: optimizer.lr must be a number > 0, not a sequence");
     expect_load_error("data: 5\n", "job.yaml:1:7: data must be a mapping (keys: dataset, path, batch_size, "
                                    "num_workers, prefetch, drop_remainder, shuffle, augment, normalize, limit, "
-                                   "synthetic), not a scalar");
+                                   "synthetic, langid), not a scalar");
     expect_load_error("data:\n  synthetic: [1, 2]\n",
                       "job.yaml:2:14: data.synthetic must be a mapping (keys: samples, test_samples, classes, "
                       "channels, height, width, delay_us), not a sequence");
@@ -479,7 +479,7 @@ static void test_error_values(void **state) {
                       "job.yaml:3:13: amp.loss_scale.factor must be a number > 1");
     expect_load_error("data:\n  shuffle: maybe\n", "job.yaml:2:12: data.shuffle must be true or false");
     expect_load_error("data:\n  shuffle: 1\n", "job.yaml:2:12: data.shuffle must be true or false");
-    expect_load_error("model:\n  name: rnn\n", "job.yaml:2:9: model.name must be one of mlp, cnn");
+    expect_load_error("model:\n  name: rnn\n", "job.yaml:2:9: model.name must be one of mlp, cnn, resnet, transformer, srnet");
     expect_load_error("amp:\n  level: O4\n", "job.yaml:2:10: amp.level must be one of O0, O1, O2, O3");
     expect_load_error("name: ../etc\n",
                       "job.yaml:1:7: name must be a name of 1 to 127 characters from A-Z a-z 0-9 . _ - "
@@ -576,7 +576,7 @@ static void test_set(void **state) {
     expect_set_error("data.batchsize=3",
                      "--set data.batchsize=3: unknown key 'batchsize' in data (did you mean 'batch_size'?); valid keys: "
                      "dataset, path, batch_size, num_workers, prefetch, drop_remainder, shuffle, augment, normalize, "
-                     "limit, synthetic");
+                     "limit, synthetic, langid");
     expect_set_error("batch_size=3", "--set batch_size=3: unknown key 'batch_size' at the top level (did you mean "
                                      "'data.batch_size'?); valid keys: name, model, data, train, optimizer, runtime, profile, amp");
     expect_set_error("amp.loss_scale.windw=3",
@@ -584,7 +584,7 @@ static void test_set(void **state) {
                      "valid keys: type, init, factor, window, drop_overflow_update");
     expect_set_error("data..batch_size=3", "--set data..batch_size=3: unknown key '' in data; valid keys: dataset, "
                                            "path, batch_size, num_workers, prefetch, drop_remainder, shuffle, augment, "
-                                           "normalize, limit, synthetic");
+                                           "normalize, limit, synthetic, langid");
     expect_set_error("data.batch_size.x=3", "--set data.batch_size.x=3: data.batch_size must be an integer >= 1, "
                                             "not a mapping");
     expect_set_error("amp.loss_scale=4", "--set amp.loss_scale=4: amp.loss_scale must be a mapping (keys: type, init, "
