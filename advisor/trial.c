@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "util/checked.h"
 #include "util/fsutil.h"
 
 /* The last non-empty line of the run's log: what went wrong, in the run's own words. */
@@ -50,10 +51,10 @@ void mst_run_read_summary(mst_run_result *r, const char *summary_path) {
     r->final_loss = mst_cfg_num(j, "final_train_loss", NAN);
     r->peak_memory_bytes = mst_cfg_num(j, "peak_memory_bytes", NAN);
     r->wall_s = mst_cfg_num(j, "wall_s", NAN);
-    r->steps = (int64_t)mst_cfg_num(j, "steps", 0);
-    r->skipped_steps = (int64_t)mst_cfg_num(j, "skipped_steps", 0);
-    r->overflow_steps = (int64_t)mst_cfg_num(j, "overflow_steps", 0);
-    r->compile_count = (int64_t)mst_cfg_num(j, "compile_count", 0);
+    r->steps = mst_f64_to_i64_or(mst_cfg_num(j, "steps", 0), 0, INT64_MAX / 2, 0);
+    r->skipped_steps = mst_f64_to_i64_or(mst_cfg_num(j, "skipped_steps", 0), 0, INT64_MAX / 2, 0);
+    r->overflow_steps = mst_f64_to_i64_or(mst_cfg_num(j, "overflow_steps", 0), 0, INT64_MAX / 2, 0);
+    r->compile_count = mst_f64_to_i64_or(mst_cfg_num(j, "compile_count", 0), 0, INT64_MAX / 2, 0);
     r->loss_scale_final = mst_cfg_num(j, "loss_scale_final", NAN);
     bool interrupted = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "interrupted"));
     cJSON_Delete(j);
