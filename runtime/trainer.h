@@ -40,7 +40,12 @@ typedef struct {
     mst_optim_config optim;
     mst_lr_schedule lr;             /* total_steps of a cosine schedule is set from the run length when 0 */
     const char *checkpoint_path;    /* NULL: no checkpoints */
-    bool resume;                    /* continue from checkpoint_path */
+    bool resume;                    /* continue from resume_path (NULL: checkpoint_path) */
+    const char *resume_path;
+    const char *config_text;        /* training-relevant settings ("key=value\n" lines), recorded in
+                                       checkpoints; a resume with other values is refused, naming
+                                       them, unless allow_config_change. NULL: not recorded */
+    bool allow_config_change;
     FILE *progress;                 /* NULL: silent */
     int progress_tty;               /* -1: detect with isatty */
     mst_profiler *profiler;         /* NULL: instrumentation off; else its schedule gates each step */
@@ -77,6 +82,10 @@ typedef struct {
     int64_t n_epoch;
     int64_t resumed_at_step;        /* 0 unless resumed */
     bool interrupted;               /* stopped early through cfg->stop */
+    bool already_finished;          /* resumed from a checkpoint of a finished run: nothing ran,
+                                       nothing was written */
+    int64_t warmup_clamped_from;    /* > 0: the cosine warmup was longer than the run and was
+                                       clamped to a tenth of it (a note went to cfg->progress) */
     double wall_s;
     int amp_level;                  /* as configured */
     double loss_scale_final;        /* the scale after the last step; 1 without a scaler */

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define MST_HALF_X86 1
 #else
@@ -30,11 +31,21 @@ const char *mst_half_path_name(mst_half_path p) {
     return (unsigned)p < MST_HALF_PATH_COUNT ? path_names[p] : "?";
 }
 
+#if MST_HALF_X86
+/* clang 14's __builtin_cpu_supports does not know "f16c": ask CPUID (leaf 1, ECX bit 29) and
+ * check that the OS saves the AVX state (OSXSAVE), as the builtin does. */
+static bool cpu_has_f16c(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    return (c & bit_F16C) && (c & bit_OSXSAVE);
+}
+#endif
+
 bool mst_half_path_available(mst_half_path p) {
     switch (p) {
     case MST_HALF_PATH_SCALAR: return true;
 #if MST_HALF_X86
-    case MST_HALF_PATH_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    case MST_HALF_PATH_AVX2: return __builtin_cpu_supports("avx2") && cpu_has_f16c();
     case MST_HALF_PATH_AVX512:    /* f32 -> bf16 runs the AVX2 code, so it needs AVX2 too */
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2");
 #endif
