@@ -140,6 +140,15 @@ int mst_outdir_open(mst_outdir *d, const char *dir, bool keep_stage, char *err, 
     char marker[1200];
     snprintf(marker, sizeof(marker), "%s/" MARKER, d->stage);
     if (exists(marker) && roll_forward(d, err, errn) != 0) goto io;     /* a kill during the last promotion */
+    if (keep_stage)     /* only the checkpoint carries over; a killed run's other files were never finished */
+        for (int i = 0; mst_outdir_outputs[i]; i++) {
+            char p[1300];
+            snprintf(p, sizeof(p), "%s/%s", d->stage, mst_outdir_outputs[i]);
+            if (strcmp(mst_outdir_outputs[i], "checkpoint.bin") != 0 && rmtree(p) != 0) {
+                mst_errf(err, errn, "%s: cannot remove: %s", p, strerror(errno));
+                goto io;
+            }
+        }
     if (!keep_stage && rmtree(d->stage) != 0) {
         mst_errf(err, errn, "%s: cannot clear the previous run's staging folder: %s", d->stage, strerror(errno));
         goto io;

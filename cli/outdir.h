@@ -32,7 +32,7 @@ typedef struct {
 extern const char *const mst_outdir_outputs[];
 
 /* mkdir -p DIR, take the lock, finish an interrupted promotion, then prepare DIR/.run-new: kept
- * when keep_stage (a --resume continuing the staged checkpoint of a killed run), else emptied.
+ * (its checkpoint only) when keep_stage (a --resume continuing the staged checkpoint of a killed run), else emptied.
  * 0, or an exit code (MST_EXIT_BUSY, MST_EXIT_IO) with a message. */
 int mst_outdir_open(mst_outdir *d, const char *dir, bool keep_stage, char *err, size_t errn);
 /* The staged path of output `name`. */
