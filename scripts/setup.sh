@@ -15,6 +15,8 @@ packages=(
   zlib1g-dev        # gzip'd IDX datasets
   gnuplot-nox       # charts, driven through a pipe
   dataset-fashion-mnist  # the real dataset, under /usr/share/datasets/fashion-mnist
+  clang-14          # make fuzz (libFuzzer) and the clang build CI checks
+  libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes for clang
 )
 
 missing=()
