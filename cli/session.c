@@ -211,6 +211,9 @@ int mst_session_open(mst_session *s, const mst_job *job, const char *out_dir, bo
     }
     if (resume && pick_resume(s, out_dir, err, errn) != 0) goto fail;
     c->resume_path = resume ? s->resume_path : NULL;
+    /* a staged checkpoint is a killed run's: even when its training was over, its summary and
+     * promotion were not, so the resume finishes them */
+    c->finished_is_done = !s->resume_from_stage;
     return 0;
 fail:
     mst_session_close(s);

@@ -260,7 +260,7 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
             }
             if (cfg->progress) fprintf(cfg->progress, "note: resuming with changed settings: %s\n", diff);
         }
-        if (meta.step >= total) {       /* nothing left: report, and touch nothing */
+        if (meta.step >= total && cfg->finished_is_done) {       /* nothing left: report, and touch nothing */
             res->already_finished = true;
             res->resumed_at_step = res->steps = meta.step;
             res->epochs = meta.epoch;

@@ -46,6 +46,9 @@ typedef struct {
                                        checkpoints; a resume with other values is refused, naming
                                        them, unless allow_config_change. NULL: not recorded */
     bool allow_config_change;
+    bool finished_is_done;          /* resuming a checkpoint of a finished run: do nothing (set
+                                       already_finished); false: evaluate and report it (a run
+                                       killed after training, before its outputs were kept) */
     FILE *progress;                 /* NULL: silent */
     int progress_tty;               /* -1: detect with isatty */
     mst_profiler *profiler;         /* NULL: instrumentation off; else its schedule gates each step */
