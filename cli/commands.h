@@ -9,11 +9,11 @@
 #include "runtime/status.h"
 
 /* Exit codes (DESIGN.md, docs/guarantees.md): 0 ok, 1 the work failed (a diverged run, a failed
- * gate), 2 bad input, 3 the output folder is in use by another run, 74 an I/O failure writing
+ * gate), 2 bad input, 75 the output folder is in use by another run (EX_TEMPFAIL), 74 an I/O failure writing
  * outputs (disk full, read-only folder: sysexits' EX_IOERR), 128 + signal after a clean stop on
  * SIGINT/SIGTERM (Ctrl-C: 130) with the outputs written. */
 enum {
-    MST_EXIT_OK = 0, MST_EXIT_FAIL = 1, MST_EXIT_INPUT = 2, MST_EXIT_BUSY = 3, MST_EXIT_IO = 74,
+    MST_EXIT_OK = 0, MST_EXIT_FAIL = 1, MST_EXIT_INPUT = 2, MST_EXIT_BUSY = 75, MST_EXIT_IO = 74,
     MST_EXIT_SIGNAL_BASE = 128,
 };
 

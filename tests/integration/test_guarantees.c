@@ -125,7 +125,7 @@ static void test_second_run_refused(void **state) {
     char pid[32];
     int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
     assert_int_equal(write(fd, pid, (size_t)n), n);
-    expect_rc(run("train " QUICK " --out %s", dir), 3, "locked folder");
+    expect_rc(run("train " QUICK " --out %s", dir), 75, "locked folder");
     snprintf(pid, sizeof(pid), "pid %ld", (long)getpid());
     expect_out(pid, "locked folder");
     path_of(p, sizeof(p), dir, "summary.json");
