@@ -9,7 +9,7 @@
  * replayed), before it touches anything. See docs/guarantees.md.
  *
  *     mst_outdir d;
- *     if ((rc = mst_outdir_open(&d, "out/job", false, err, sizeof(err))) != 0) return rc;   // 3: busy, 74: I/O
+ *     if ((rc = mst_outdir_open(&d, "out/job", false, err, sizeof(err))) != 0) return rc;   // 75: busy, 74: I/O
  *     write mst_outdir_stage(&d, "summary.json", path, sizeof(path)) ...;
  *     mst_outdir_promote(&d, err, sizeof(err));
  *     mst_outdir_close(&d);
