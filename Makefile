@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all setup build demo test bench bench-torch clean sanitize install
+.PHONY: all setup build demo test bench bench-torch clean sanitize install fuzz fuzz-build
 
 all: build
 
@@ -42,11 +42,33 @@ bench: build
 bench-torch: build
 	bash bench/torch_compare.sh $(BUILD) 2
 
-# Same tests under AddressSanitizer + UBSan, in its own build folder.
+# Every test (unit and integration: they run build-asan's own mstune) under AddressSanitizer,
+# UBSan and LeakSanitizer, in its own build folder. Debug -O1 keeps it within CI's time.
+SANITIZE_FLAGS ?= -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g" -DMSTUNE_SANITIZE=ON
 sanitize: setup
-	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMSTUNE_SANITIZE=ON
+	cmake -S . -B build-asan $(SANITIZE_FLAGS)
 	cmake --build build-asan -j $(JOBS)
-	cd build-asan && ctest --output-on-failure -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS)
+
+# libFuzzer harnesses (tests/fuzz/), clang + ASan/UBSan: each runs FUZZ_SECONDS from its seed
+# corpus (tests/fuzz/corpus/NAME, read only; new inputs go to build-fuzz/corpus/NAME). A crash
+# leaves its input in build-fuzz/ and fails the target.
+FUZZ_SECONDS ?= 60
+FUZZERS = fuzz_job fuzz_idx fuzz_checkpoint fuzz_reports
+fuzz-build: setup
+	CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMSTUNE_FUZZ=ON
+	cmake --build build-fuzz -j $(JOBS) --target $(FUZZERS)
+fuzz: fuzz-build
+	@set -e; for f in $(FUZZERS); do \
+	  mkdir -p build-fuzz/corpus/$$f; \
+	  echo "== $$f: $(FUZZ_SECONDS) s"; \
+	  cd build-fuzz; \
+	  if ! ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	    ./fuzz/$$f -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	    corpus/$$f ../tests/fuzz/corpus/$$f > $$f.log 2>&1; then tail -n 60 $$f.log; exit 1; fi; \
+	  grep -E "^stat::number_of_executed_units|^Done" $$f.log; cd ..; \
+	done
 
 clean:
-	rm -rf $(BUILD) build-asan build-noprof
+	rm -rf $(BUILD) build-asan build-noprof build-fuzz

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/checked.h"
+
 /* ---- the stored job config ---- */
 
 static const cJSON *cfg_get(const cJSON *config, const char *path) {
@@ -137,8 +139,8 @@ static void rule_graph_mode(const rpt_profile *p, const mst_rule_env *env, sink 
 static void rule_loader(const rpt_profile *p, const mst_rule_env *env, sink *s) {
     double d = step_share(p, MST_CAT_DATA);
     if (d < 0.05 && !(d > 0 && 1.0 / (1.0 - d) >= resolvable(env))) return;
-    int workers = (int)mst_cfg_num(p->config, "data.num_workers", 0);
-    int prefetch = (int)mst_cfg_num(p->config, "data.prefetch", 2);
+    int workers = mst_f64_to_int_or(mst_cfg_num(p->config, "data.num_workers", 0), 0, 1 << 20, 0);
+    int prefetch = mst_f64_to_int_or(mst_cfg_num(p->config, "data.prefetch", 2), 0, 1 << 20, 2);
     int cores = env->n_cores > 0 ? env->n_cores : 1;
     int want = workers < cores ? cores : workers;
     int want_prefetch = prefetch < 2 * want ? 2 * want : prefetch;

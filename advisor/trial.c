@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "util/checked.h"
 #include "util/fsutil.h"
 
 /* The last non-empty line of the run's log: what went wrong, in the run's own words. */
@@ -50,13 +51,14 @@ void mst_run_read_summary(mst_run_result *r, const char *summary_path) {
     r->final_loss = mst_cfg_num(j, "final_train_loss", NAN);
     r->peak_memory_bytes = mst_cfg_num(j, "peak_memory_bytes", NAN);
     r->wall_s = mst_cfg_num(j, "wall_s", NAN);
-    r->steps = (int64_t)mst_cfg_num(j, "steps", 0);
-    r->skipped_steps = (int64_t)mst_cfg_num(j, "skipped_steps", 0);
-    r->overflow_steps = (int64_t)mst_cfg_num(j, "overflow_steps", 0);
-    r->compile_count = (int64_t)mst_cfg_num(j, "compile_count", 0);
-    r->seed = (int64_t)mst_cfg_num(j, "seed", 0);
+    r->steps = mst_f64_to_i64_or(mst_cfg_num(j, "steps", 0), 0, INT64_MAX / 2, 0);
+    r->skipped_steps = mst_f64_to_i64_or(mst_cfg_num(j, "skipped_steps", 0), 0, INT64_MAX / 2, 0);
+    r->overflow_steps = mst_f64_to_i64_or(mst_cfg_num(j, "overflow_steps", 0), 0, INT64_MAX / 2, 0);
+    r->compile_count = mst_f64_to_i64_or(mst_cfg_num(j, "compile_count", 0), 0, INT64_MAX / 2, 0);
+    r->seed = mst_f64_to_i64_or(mst_cfg_num(j, "seed", 0), INT64_MIN / 2, INT64_MAX / 2, 0);
     r->train_loop_s = mst_cfg_num(j, "train_loop_s", NAN);
-    r->applied_updates = (int64_t)mst_cfg_num(j, "applied_updates", (double)(r->steps - r->skipped_steps));
+    r->applied_updates = mst_f64_to_i64_or(mst_cfg_num(j, "applied_updates", (double)(r->steps - r->skipped_steps)), 0,
+                                           INT64_MAX / 2, r->steps - r->skipped_steps);
     r->loss_scale_final = mst_cfg_num(j, "loss_scale_final", NAN);
     bool interrupted = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "interrupted"));
     cJSON_Delete(j);

@@ -11,6 +11,7 @@
 
 #include "advisor/finding.h"
 #include "cli/commands.h"
+#include "cli/outdir.h"
 #include "cli/run_meta.h"
 #include "cli/session.h"
 #include "cli/signals.h"
@@ -159,15 +160,17 @@ int mst_cmd_profile(int argc, char **argv) {
         fprintf(stderr, "mstune profile: %s\n", err);
         return MST_EXIT_INPUT;
     }
-    if (mst_mkdirs(a.out_dir, err, sizeof(err)) != 0) {
+    mst_outdir od;      /* everything is written staged and promoted together at the end */
+    if ((rc = mst_outdir_open(&od, a.out_dir, false, err, sizeof(err))) != 0) {
         fprintf(stderr, "mstune profile: %s\n", err);
         mst_session_close(&s);
-        return MST_EXIT_INPUT;
+        return rc;
     }
-    char db_path[1200], trace_path[1200], sum_path[1200];
-    snprintf(db_path, sizeof(db_path), "%s/profile.db", a.out_dir);
-    snprintf(trace_path, sizeof(trace_path), "%s/trace.json", a.out_dir);
-    snprintf(sum_path, sizeof(sum_path), "%s/summary.json", a.out_dir);
+    char db_path[1200], trace_path[1200], sum_path[1200], report_dir[1200];
+    mst_outdir_stage(&od, "profile.db", db_path, sizeof(db_path));
+    mst_outdir_stage(&od, "trace.json", trace_path, sizeof(trace_path));
+    mst_outdir_stage(&od, "summary.json", sum_path, sizeof(sum_path));
+    mst_outdir_stage(&od, "report", report_dir, sizeof(report_dir));
 
     mst_prof_config pc = {(mst_prof_level)a.job.profile.level, a.job.profile.skip, a.job.profile.warmup,
                           a.job.profile.active, a.job.profile.repeat};
@@ -176,8 +179,9 @@ int mst_cmd_profile(int argc, char **argv) {
     if (!store) {
         fprintf(stderr, "mstune profile: %s\n", prof ? err : "out of memory");
         mst_profiler_free(prof);
+        mst_outdir_close(&od);
         mst_session_close(&s);
-        return MST_EXIT_INPUT;
+        return prof ? MST_EXIT_IO : MST_EXIT_FAIL;
     }
     if (store_meta(store, &a.job) != 0) fprintf(stderr, "mstune profile: warning: %s\n", mst_store_error(store));
     mst_profiler_configure(prof, &pc);
@@ -225,13 +229,13 @@ int mst_cmd_profile(int argc, char **argv) {
         wall_s > 0 ? ((double)ov.records * ov.record_ns + (double)ov.flush_ns + (double)ov.sampler_ns) / (wall_s * 1e9) : 0;
     if (mst_store_close(store, err, sizeof(err)) != 0) {
         fprintf(stderr, "mstune profile: %s\n", err);
-        rc = MST_EXIT_FAIL;
+        rc = MST_EXIT_IO;
     }
     mst_profiler_free(prof);
 
     if (st != MST_OK) {
-        fprintf(stderr, "mstune profile: %s\n", mst_ctx_error(s.ctx));
-        rc = st == MST_ERR_NONFINITE ? MST_EXIT_FAIL : MST_EXIT_INPUT;
+        fprintf(stderr, "mstune profile: %s; the outputs in %s are as they were\n", mst_ctx_error(s.ctx), a.out_dir);
+        rc = mst_exit_for_status(st);
     } else if (rc == MST_EXIT_OK) {
         mst_breakdown b;
         mst_op_row ops[TOP_OPS];
@@ -252,8 +256,22 @@ int mst_cmd_profile(int argc, char **argv) {
             cJSON_Delete(bj);
             if (mst_summary_write(sum_path, sum, err, sizeof(err)) != 0) {
                 fprintf(stderr, "mstune profile: %s\n", err);
-                rc = MST_EXIT_FAIL;
+                rc = MST_EXIT_IO;
             } else {
+                /* a chart gnuplot could not draw is named on the page: a warning, not a failed run */
+                char rerr[2048], hint[512];
+                next_hint(db_path, sum, a.job_path, hint, sizeof(hint));
+                mst_report_extras extras = {NULL, hint[0] ? hint : NULL};
+                int report_rc = mst_report_render_with(db_path, sum_path, report_dir, &extras, rerr, sizeof(rerr));
+                if (mst_outdir_promote(&od, err, sizeof(err)) != 0) {
+                    fprintf(stderr, "mstune profile: %s\n", err);
+                    rc = MST_EXIT_IO;
+                    goto done;
+                }
+                snprintf(db_path, sizeof(db_path), "%s/profile.db", a.out_dir);
+                snprintf(trace_path, sizeof(trace_path), "%s/trace.json", a.out_dir);
+                snprintf(sum_path, sizeof(sum_path), "%s/summary.json", a.out_dir);
+                snprintf(report_dir, sizeof(report_dir), "%s/report", a.out_dir);
                 printf("mstune profile: %s: %lld steps in %.1f s%s", a.job.name, (long long)r.steps, r.wall_s,
                        r.interrupted ? " (interrupted)\n" : "\n");
                 if (r.val_accuracy >= 0) printf("  val accuracy %.2f%%, val loss %.4f\n", 100 * r.val_accuracy, r.val_loss);
@@ -261,21 +279,18 @@ int mst_cmd_profile(int argc, char **argv) {
                 print_breakdown(stdout, db_path, &b, sampler_share, ops, n_ops);
                 printf("\n  profiler overhead (estimated) %.2f%% of the run\n", 100 * overhead_share);
                 printf("  wrote %s, %s, %s\n", db_path, trace_path, sum_path);
-                char report_dir[1200];
-                snprintf(report_dir, sizeof(report_dir), "%s/report", a.out_dir);
-                /* a chart gnuplot could not draw is named on the page: a warning, not a failed run */
-                char hint[512];
-                next_hint(db_path, sum, a.job_path, hint, sizeof(hint));
-                mst_report_extras extras = {NULL, hint[0] ? hint : NULL};
-                if (mst_report_render_with(db_path, sum_path, report_dir, &extras, err, sizeof(err)) != 0)
-                    fprintf(stderr, "mstune profile: warning: report: %s\n", err);
+                if (report_rc != 0) fprintf(stderr, "mstune profile: warning: report: %s\n", rerr);
                 printf("  report: %s/index.html%s\n", report_dir,
                        mst_report_have_gnuplot() ? "" : " (no charts: gnuplot is not installed)");
                 if (hint[0]) printf("\n%s\n", hint);
+                if (r.interrupted && mst_cli_stop_signal()) rc = MST_EXIT_SIGNAL_BASE + mst_cli_stop_signal();
             }
         }
+    done:
         cJSON_Delete(sum);
     }
+    if (rc != MST_EXIT_OK && rc < MST_EXIT_SIGNAL_BASE) mst_outdir_discard(&od);     /* profile has no resume */
+    mst_outdir_close(&od);
     mst_train_result_free(&r);
     mst_session_close(&s);
     return rc;

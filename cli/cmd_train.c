@@ -1,11 +1,13 @@
 /* cmd_train.c — `mstune train JOB [--set k=v]... [--out DIR] [--resume]`: train with
- * instrumentation off, write DIR/summary.json and DIR/checkpoint.bin, print a short summary.
+ * instrumentation off, write DIR/summary.json and DIR/checkpoint.bin (staged, then promoted
+ * together: cli/outdir.h), print a short summary. Exit codes: cli/commands.h.
  * `mstune validate JOB` checks a job file without running it. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/outdir.h"
 #include "cli/session.h"
 #include "cli/signals.h"
 #include "cli/summary.h"
@@ -36,30 +38,42 @@ int mst_cmd_train(int argc, char **argv) {
         fprintf(stderr, "mstune train: %s\n", err);
         return MST_EXIT_INPUT;
     }
-    if (mst_mkdirs(a.out_dir, err, sizeof(err)) != 0) {
+    mst_outdir od;
+    if ((rc = mst_outdir_open(&od, a.out_dir, a.resume && s.resume_from_stage, err, sizeof(err))) != 0) {
         fprintf(stderr, "mstune train: %s\n", err);
         mst_session_close(&s);
-        return MST_EXIT_INPUT;
+        return rc;
     }
     mst_train_result r;
     s.cfg.stop = mst_cli_stop_flag_install();
     mst_status st = mst_train(s.ctx, s.model, s.train, s.test, &s.cfg, &r);
     mst_cli_stop_flag_restore();
+    char path[1200], final_path[1200], ckpt[1200];
+    snprintf(final_path, sizeof(final_path), "%s/summary.json", a.out_dir);
+    snprintf(ckpt, sizeof(ckpt), "%s/checkpoint.bin", a.out_dir);
     if (st != MST_OK) {
-        fprintf(stderr, "mstune train: %s\n", mst_ctx_error(s.ctx));
-        rc = st == MST_ERR_NONFINITE ? MST_EXIT_FAIL : MST_EXIT_INPUT;
+        fprintf(stderr, "mstune train: %s; the outputs in %s are as they were\n", mst_ctx_error(s.ctx), a.out_dir);
+        rc = mst_exit_for_status(st);
+        mst_outdir_discard(&od);        /* a failed run leaves nothing to resume from */
+    } else if (r.already_finished) {        /* every output stays as it is */
+        printf("mstune train: %s: already finished (%lld steps, the checkpoint's); nothing to resume, nothing written\n",
+               a.job.name, (long long)r.steps);
     } else {
-        char path[1200];
-        snprintf(path, sizeof(path), "%s/summary.json", a.out_dir);
+        mst_outdir_stage(&od, "summary.json", path, sizeof(path));
         cJSON *sum = mst_summary_build(&a.job, &s, &r);
         if (!sum || mst_summary_write(path, sum, err, sizeof(err)) != 0) {
             fprintf(stderr, "mstune train: %s\n", sum ? err : "out of memory building the summary");
-            rc = MST_EXIT_FAIL;
+            rc = sum ? MST_EXIT_IO : MST_EXIT_FAIL;
+        } else if (mst_outdir_promote(&od, err, sizeof(err)) != 0) {
+            fprintf(stderr, "mstune train: %s\n", err);
+            rc = MST_EXIT_IO;
         } else {
-            print_summary(stdout, &a, &r, path, s.cfg.checkpoint_path);
+            print_summary(stdout, &a, &r, final_path, s.cfg.checkpoint_path ? ckpt : NULL);
+            if (r.interrupted && mst_cli_stop_signal()) rc = MST_EXIT_SIGNAL_BASE + mst_cli_stop_signal();
         }
         cJSON_Delete(sum);
     }
+    mst_outdir_close(&od);
     mst_train_result_free(&r);
     mst_session_close(&s);
     return rc;

@@ -7,9 +7,21 @@
 
 #include "cli/job.h"
 #include "cli/options.h"
+#include "runtime/status.h"
 
-/* Exit codes (DESIGN.md): 0 ok, 1 the work failed (non-finite loss, a failed gate), 2 bad input. */
-enum { MST_EXIT_OK = 0, MST_EXIT_FAIL = 1, MST_EXIT_INPUT = 2 };
+/* Exit codes (DESIGN.md, docs/guarantees.md): 0 ok, 1 the work failed (a diverged run, a failed
+ * gate), 2 bad input, 75 the output folder is in use by another run (EX_TEMPFAIL), 74 an I/O failure writing
+ * outputs (disk full, read-only folder: sysexits' EX_IOERR), 128 + signal after a clean stop on
+ * SIGINT/SIGTERM (Ctrl-C: 130) with the outputs written. */
+enum {
+    MST_EXIT_OK = 0, MST_EXIT_FAIL = 1, MST_EXIT_INPUT = 2, MST_EXIT_BUSY = 75, MST_EXIT_IO = 74,
+    MST_EXIT_SIGNAL_BASE = 128,
+};
+
+/* The exit code for a failed mst_train: 1 diverged, 74 I/O, 2 the rest (bad input). */
+static inline int mst_exit_for_status(int status) {
+    return status == MST_ERR_NONFINITE ? MST_EXIT_FAIL : status == MST_ERR_IO ? MST_EXIT_IO : MST_EXIT_INPUT;
+}
 
 /* What every job-taking command parses: JOB [--set k=v]... [--out DIR] [--resume]. */
 typedef struct {

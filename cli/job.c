@@ -24,6 +24,7 @@
 
 #define JOB_FILE_MAX (1u << 20)     /* a job file is a few hundred bytes; refuse anything past 1 MiB */
 #define MSG_MAX 1024
+#define MST_JOB_MAX_DEPTH 64       /* nesting levels of sequences and mappings (docs/job.md) */
 #define SHOW_MAX 64                 /* longest user text quoted back in a message */
 
 
@@ -277,6 +278,39 @@ static int syntax_error(loader *L, const yaml_parser_t *p, const char *text, siz
     return fail_at(L, at, msg);
 }
 
+/* A job is a few levels deep; a hostile file nesting 200k sequences made libyaml's document
+ * loader take minutes (its work grows with the square of the depth). One linear pass over the
+ * parser's events bounds the depth before the document is built. 1 too deep (message set), 0
+ * fine or a syntax error (left for the loader to report with its own words). */
+static int check_depth(loader *L, const char *text, size_t len) {
+    yaml_parser_t p;
+    if (!yaml_parser_initialize(&p)) return 0;
+    yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+    int depth = 0, rc = 0;
+    for (;;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&p, &ev)) break;
+        yaml_event_type_t t = ev.type;
+        yaml_mark_t at = ev.start_mark;
+        yaml_event_delete(&ev);
+        if (t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT) {
+            if (++depth > MST_JOB_MAX_DEPTH) {
+                char msg[MSG_MAX];
+                snprintf(msg, sizeof(msg), "nesting deeper than %d levels (a job file needs 3)", MST_JOB_MAX_DEPTH);
+                fail_at(L, at, msg);
+                rc = 1;
+                break;
+            }
+        } else if (t == YAML_SEQUENCE_END_EVENT || t == YAML_MAPPING_END_EVENT) {
+            depth--;
+        } else if (t == YAML_STREAM_END_EVENT) {
+            break;
+        }
+    }
+    yaml_parser_delete(&p);
+    return rc;
+}
+
 /* Defaults, the name given, then the text; job is written only on success. */
 static int load_text(mst_job *job, const char *name, const char *source, const char *text, size_t len, char *err,
                      size_t errn) {
@@ -294,6 +328,7 @@ static int load_text(mst_job *job, const char *name, const char *source, const c
         return -1;
     }
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    if (check_depth(&L, text, len)) goto done;
     if (!yaml_parser_load(&parser, &doc)) {
         syntax_error(&L, &parser, text, len);
         goto done;
@@ -474,11 +509,8 @@ int mst_job_validate(const mst_job *job, char *err, size_t errn) {
         mst_errf(err, errn, "train.epochs and train.steps are both 0: nothing to train");
         return -1;
     }
-    if (job->optimizer.schedule == MST_JOB_SCHED_COSINE && job->train.steps > 0 && job->optimizer.warmup_steps >= job->train.steps) {
-        mst_errf(err, errn, "optimizer.warmup_steps (%d) must be less than train.steps (%d) with the cosine schedule",
-                job->optimizer.warmup_steps, job->train.steps);
-        return -1;
-    }
+    /* a cosine warmup as long as train.steps is clamped by the trainer (and it says so): a short
+     * run of a job written for a long one works as it is */
     if (job->optimizer.schedule == MST_JOB_SCHED_COSINE && job->optimizer.min_lr > job->optimizer.lr) {
         mst_errf(err, errn, "optimizer.min_lr (%g) must not exceed optimizer.lr (%g) with the cosine schedule", job->optimizer.min_lr,
                 job->optimizer.lr);
@@ -497,6 +529,16 @@ int mst_job_validate(const mst_job *job, char *err, size_t errn) {
                     per_sample);
             return -1;
         }
+    }
+    double need = mst_job_memory_estimate(job);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    double phys = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+    if (phys > 0 && need > phys) {
+        mst_errf(err, errn,
+                 "the job needs at least %.1f GiB (estimated from model.*, data.batch_size and the sample shape: "
+                 "parameters, gradients, optimizer state and one batch's activations) but this machine has %.1f GiB of memory",
+                 need / (1u << 30), phys / (1u << 30));
+        return -1;
     }
     if (job->data.drop_remainder) {
         int available = job->data.dataset == MST_JOB_DATASET_SYNTHETIC ? job->data.synthetic.samples : 0;

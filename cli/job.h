@@ -89,6 +89,7 @@ typedef struct mst_job {
         int steps;                          /* > 0 caps the run; 0 = epochs decide */
         int seed;
         bool eval, checkpoint;
+        bool allow_config_change;           /* --resume despite other training settings than the checkpoint's */
         int log_every;
         double clip_grad_norm;              /* > 0: clip to this global gradient norm; 0 = off */
         int accumulate_steps;               /* batches per optimizer step */
@@ -206,6 +207,10 @@ int mst_job_get(const mst_job *job, const char *path, char *buf, size_t n, char 
 /* Every key's type and range again (the struct may have been filled by hand), then the checks
  * that involve several keys. Messages name the keys, without positions. */
 int mst_job_validate(const mst_job *job, char *err, size_t errn);
+
+/* Bytes the job needs at least (parameters, gradients, optimizer state, one batch's activations;
+ * see job_schema.c). mst_job_validate refuses a job whose estimate exceeds physical memory. */
+double mst_job_memory_estimate(const mst_job *job);
 
 /* The resolved config as nested JSON objects mirroring the YAML (every key, effective value;
  * enums as their names). *out is a new object for the caller to cJSON_Delete. -1: out of memory. */

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cli/job.h"
+#include "runtime/data/loader.h"
 #include "runtime/status.h"
 
 /* ---- enum names, indexed by the C enum ---- */
@@ -47,6 +48,14 @@ _Static_assert(sizeof(mst_job_model) == sizeof(int) && sizeof(mst_job_dataset) =
 
 /* ---- the table ---- */
 
+/* Upper bounds of the keys whose size drives memory: each is the one limit of its key, and the
+ * memory estimate (mst_job_memory_estimate) checks what they combine to. */
+#define MST_JOB_MAX_HIDDEN 65536
+#define MST_JOB_MAX_CNN_WIDTH 1024
+#define MST_JOB_MAX_BATCH 65536
+#define MST_JOB_MAX_THREADS 256
+#define MST_JOB_MAX_SAMPLE_DIM 4096
+
 #define AT(member) offsetof(mst_job, member), sizeof(((mst_job *)0)->member)
 #define STR(p, m, def, doc, fl, help) {p, MST_JOB_STRING, AT(m), def, doc, 0, 0, fl, NULL, help}
 #define INT(p, m, def, lo, help) {p, MST_JOB_INT, AT(m), def, NULL, lo, 0, 0, NULL, help}
@@ -62,14 +71,14 @@ const mst_job_key mst_job_keys[] = {
         "run name: outputs go to out/<name>/; defaults to the job file's name without extension"),
 
     ENUM("model.name", model.name, "mlp", model_names, "model from the zoo"),
-    INT("model.hidden1", model.hidden1, "256", 1, "mlp: width of the first hidden layer"),
-    INT("model.hidden2", model.hidden2, "128", 1, "mlp: width of the second hidden layer"),
-    INT("model.width", model.width, "32", 1, "cnn: stem channels (each later block doubles them); resnet: first stage bottleneck width; srnet: feature channels"),
-    INT("model.blocks", model.blocks, "2", 1, "cnn: residual blocks (each after the first halves H and W); resnet: bottlenecks per stage (depth 9 blocks + 2); srnet: residual blocks"),
-    INT("model.d_model", model.d_model, "64", 1, "transformer: width of the token representations"),
-    INT("model.heads", model.heads, "4", 1, "transformer: attention heads (model.d_model must be a multiple)"),
+    INTMAX("model.hidden1", model.hidden1, "256", 1, MST_JOB_MAX_HIDDEN, "mlp: width of the first hidden layer"),
+    INTMAX("model.hidden2", model.hidden2, "128", 1, MST_JOB_MAX_HIDDEN, "mlp: width of the second hidden layer"),
+    INTMAX("model.width", model.width, "32", 1, MST_JOB_MAX_CNN_WIDTH, "cnn: stem channels (each later block doubles them); resnet: first stage bottleneck width; srnet: feature channels"),
+    INTMAX("model.blocks", model.blocks, "2", 1, 16, "cnn: residual blocks (each after the first halves H and W); resnet: bottlenecks per stage (depth 9 blocks + 2); srnet: residual blocks"),
+    INTMAX("model.d_model", model.d_model, "64", 1, MST_JOB_MAX_HIDDEN, "transformer: width of the token representations"),
+    INTMAX("model.heads", model.heads, "4", 1, 256, "transformer: attention heads (model.d_model must be a multiple)"),
     INTMAX("model.layers", model.layers, "2", 1, 24, "transformer: encoder blocks"),
-    INT("model.ff", model.ff, "0", 0, "transformer: MLP hidden width (0 = 4 x model.d_model)"),
+    INTMAX("model.ff", model.ff, "0", 0, MST_JOB_MAX_HIDDEN, "transformer: MLP hidden width (0 = 4 x model.d_model)"),
     ENUM("model.loss", model.loss, "l1", loss_names, "srnet: training loss against the high-resolution image"),
     FLT("model.init_gain", model.init_gain, "1", 0, 0, MST_JOB_MIN_OPEN,
         "multiplies every weight's init bound (1 = PyTorch's default init)"),
@@ -79,8 +88,8 @@ const mst_job_key mst_job_keys[] = {
     ENUM("data.dataset", data.dataset, "fashion_mnist", dataset_names, "training data source"),
     STR("data.path", data.path, "/usr/share/datasets/fashion-mnist", NULL, 0,
         "fashion_mnist: folder holding the IDX files (relative paths: to the working directory)"),
-    INT("data.batch_size", data.batch_size, "64", 1, "samples per training step"),
-    INTMAX("data.num_workers", data.num_workers, "0", 0, 1024, "loader threads (0 = load on the training thread)"),
+    INTMAX("data.batch_size", data.batch_size, "64", 1, MST_JOB_MAX_BATCH, "samples per training step"),
+    INTMAX("data.num_workers", data.num_workers, "0", 0, MST_LOADER_MAX_WORKERS, "loader threads (0 = load on the training thread)"),
     INTMAX("data.prefetch", data.prefetch, "2", 1, 1024, "batches prepared ahead of the training step"),
     BOOL("data.drop_remainder", data.drop_remainder, "false", "drop the last partial batch of each epoch"),
     BOOL("data.shuffle", data.shuffle, "true", "reshuffle the training samples each epoch (seeded)"),
@@ -91,9 +100,9 @@ const mst_job_key mst_job_keys[] = {
     INT("data.synthetic.samples", data.synthetic.samples, "8192", 1, "synthetic: training samples"),
     INT("data.synthetic.test_samples", data.synthetic.test_samples, "2048", 1, "synthetic: held-out samples"),
     INTMAX("data.synthetic.classes", data.synthetic.classes, "10", 2, 65536, "synthetic: number of classes"),
-    INT("data.synthetic.channels", data.synthetic.channels, "1", 1, "synthetic: sample channels"),
-    INT("data.synthetic.height", data.synthetic.height, "28", 1, "synthetic: sample height"),
-    INT("data.synthetic.width", data.synthetic.width, "28", 1, "synthetic: sample width"),
+    INTMAX("data.synthetic.channels", data.synthetic.channels, "1", 1, MST_JOB_MAX_SAMPLE_DIM, "synthetic: sample channels"),
+    INTMAX("data.synthetic.height", data.synthetic.height, "28", 1, MST_JOB_MAX_SAMPLE_DIM, "synthetic: sample height"),
+    INTMAX("data.synthetic.width", data.synthetic.width, "28", 1, MST_JOB_MAX_SAMPLE_DIM, "synthetic: sample width"),
     INTMAX("data.synthetic.delay_us", data.synthetic.delay_us, "0", 0, 1000000,
            "synthetic, testing knob: busy work per sample in microseconds (a known loader cost)"),
     STR("data.langid.dir", data.langid.dir, "/usr/share/dict", NULL, 0,
@@ -109,6 +118,8 @@ const mst_job_key mst_job_keys[] = {
     BOOL("train.eval", train.eval, "true", "evaluate on the held-out split after each epoch"),
     INT("train.log_every", train.log_every, "50", 1, "without a terminal: a progress line every N steps"),
     BOOL("train.checkpoint", train.checkpoint, "true", "write resumable checkpoints (atomically) during the run"),
+    BOOL("train.allow_config_change", train.allow_config_change, "false",
+         "--resume even when training settings differ from the checkpoint's (they are listed)"),
     FLT("train.clip_grad_norm", train.clip_grad_norm, "0", 0, 0, 0,
         "clip gradients to this global L2 norm after unscaling (0 = off)"),
     INTMAX("train.accumulate_steps", train.accumulate_steps, "1", 1, 64,
@@ -134,7 +145,7 @@ const mst_job_key mst_job_keys[] = {
 
     ENUM("runtime.mode", runtime.mode, "eager", mode_names, "eager dispatch per op, or a traced, compiled graph"),
     ENUM("runtime.device", runtime.device, "cpu", device_names, "where kernels run (cuda needs a CUDA build)"),
-    INTMAX("runtime.threads", runtime.threads, "0", 0, 4096, "thread budget for kernels and loader (0 = all cores)"),
+    INTMAX("runtime.threads", runtime.threads, "0", 0, MST_JOB_MAX_THREADS, "thread budget for kernels and loader (0 = all cores)"),
     ENUM("runtime.kernels", runtime.kernels, "auto", kernels_names,
          "CPU provider for matmul/linear/conv: auto (faster of oneDNN and builtin, measured per shape), onednn, builtin"),
     BOOL("runtime.dynamic_batch", runtime.dynamic_batch, "false",
@@ -474,4 +485,41 @@ void mst_job_schema_print(FILE *f) {
         fprintf(f, "%-*s  %-*s  %-*s  %-*s  %s\n", w[0], k->path, w[1], mst_job_type_name(k->type), w[2],
                 k->def_doc ? k->def_doc : k->def, w[3], r, k->help);
     }
+}
+
+/* ---- memory estimate ---- */
+
+/* Bytes a run of the job needs at least, f32 throughout: parameters with their gradients and up to
+ * two optimizer moments, plus one batch's activations kept for backward and their gradients (about
+ * twice the forward tensors), plus the prefetched input batches. It counts the tensors the model
+ * code creates (cnn.c, mlp.c) and leaves out workspace and allocator slack, so the real peak is
+ * higher: a job refused on it could never fit. */
+double mst_job_memory_estimate(const mst_job *job) {
+    bool synth = job->data.dataset == MST_JOB_DATASET_SYNTHETIC;
+    double c = synth ? job->data.synthetic.channels : 1, h = synth ? job->data.synthetic.height : 28;
+    double w = synth ? job->data.synthetic.width : 28, classes = synth ? job->data.synthetic.classes : 10;
+    double in = c * h * w, params = 0, acts = 0;    /* acts: forward values per sample */
+    if (job->model.name == MST_JOB_MODEL_MLP) {
+        double h1 = job->model.hidden1, h2 = job->model.hidden2;
+        params = in * h1 + h1 + h1 * h2 + h2 + h2 * classes + classes;
+        acts = in + 3 * (h1 + h2) + 2 * classes;        /* linear, relu, dropout per hidden layer */
+    } else {
+        double ch = job->model.width, hh = h, ww = w;
+        params = 9 * c * ch + 2 * ch;
+        acts = 3 * ch * hh * ww;                        /* stem conv, BN, ReLU */
+        hh = floor(hh / 2), ww = floor(ww / 2);
+        acts += ch * hh * ww;                           /* pool */
+        for (int i = 0; i < job->model.blocks; i++) {
+            double cout = i == 0 ? ch : 2 * ch;
+            if (i > 0) hh = ceil(hh / 2), ww = ceil(ww / 2);
+            params += 9 * ch * cout + 9 * cout * cout + 4 * cout;
+            acts += 7 * cout * hh * ww;                 /* conv, BN, ReLU, conv, BN, add, ReLU */
+            if (i > 0 || cout != ch) params += ch * cout + 2 * cout, acts += 2 * cout * hh * ww;
+            ch = cout;
+        }
+        params += ch * classes + classes;
+        acts += ch + classes;
+    }
+    double batch = job->data.batch_size, prefetch = job->data.prefetch + job->data.num_workers;
+    return 4.0 * (4 * params + 2 * batch * acts + prefetch * batch * in);
 }

@@ -3,10 +3,13 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "runtime/fpu.h"
 #include "runtime/backend/kernel_choice.h"
+#include "cli/outdir.h"
+
 #include "workloads/zoo.h"
 
 /* Fashion-MNIST pixel statistics over the training split (scaled to [0, 1]). */
@@ -61,6 +64,61 @@ static int open_sources(mst_session *s, const mst_job *job, char *err, size_t er
     if (!s->train_src || !s->test_src) {
         snprintf(err, errn, "data.synthetic: cannot create a dataset of %d samples of (%d, %d, %d)", sy->samples, sy->channels,
                  sy->height, sy->width);
+        return -1;
+    }
+    return 0;
+}
+
+/* Settings that change what training computes; a resume must match them (train.steps and
+ * train.epochs only under the cosine schedule, whose shape depends on the run length: otherwise a
+ * resume may lengthen the run). Loader threads, prefetch, runtime threads, the data folder,
+ * logging and profiling leave the bits alone. */
+static bool training_relevant(const mst_job *job, const char *path) {
+    static const char *const ignored[] = {"name", "data.path", "data.num_workers", "data.prefetch", "train.eval",
+                                          "train.log_every", "train.checkpoint", "train.allow_config_change",
+                                          "runtime.threads", NULL};
+    for (int i = 0; ignored[i]; i++)
+        if (strcmp(path, ignored[i]) == 0) return false;
+    if (strncmp(path, "profile.", 8) == 0) return false;
+    if (strcmp(path, "train.steps") == 0 || strcmp(path, "train.epochs") == 0)
+        return job->optimizer.schedule == MST_JOB_SCHED_COSINE;
+    return true;
+}
+
+static void config_text(const mst_job *job, char *buf, size_t n) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < mst_job_key_count && len < n; i++) {
+        const mst_job_key *k = &mst_job_keys[i];
+        if (!training_relevant(job, k->path)) continue;
+        char v[MST_JOB_PATH_MAX + 64];
+        mst_job_key_format(job, k, v, sizeof(v));
+        int w = snprintf(buf + len, n - len, "%s=%s\n", k->path, v);
+        if (w > 0) len = len + (size_t)w < n ? len + (size_t)w : n;
+    }
+}
+
+static bool is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* A killed run's staged checkpoint is newer than the folder's, unless a finished promotion is
+ * pending (then the staged files are about to become the folder's). */
+static int pick_resume(mst_session *s, const char *out_dir, char *err, size_t errn) {
+    char marker[1200];
+    snprintf(marker, sizeof(marker), "%s/" MST_OUTDIR_STAGE "/COMPLETE", out_dir);
+    s->resume_from_stage = access(marker, F_OK) != 0 && access(s->checkpoint_path, F_OK) == 0;
+    if (s->resume_from_stage) snprintf(s->resume_path, sizeof(s->resume_path), "%s", s->checkpoint_path);
+    else snprintf(s->resume_path, sizeof(s->resume_path), "%s/checkpoint.bin", out_dir);
+    if (is_dir(s->resume_path)) {
+        snprintf(err, errn, "--resume: %s is a directory, not a checkpoint file", s->resume_path);
+        return -1;
+    }
+    bool pending = access(marker, F_OK) == 0 && access(s->checkpoint_path, R_OK) == 0;     /* rolled forward on open */
+    if (!pending && access(s->resume_path, R_OK) != 0) {
+        snprintf(err, errn, "--resume: no checkpoint at %s (run without --resume first, with train.checkpoint: true)",
+                 s->resume_path);
         return -1;
     }
     return 0;
@@ -158,16 +216,25 @@ int mst_session_open(mst_session *s, const mst_job *job, const char *out_dir, bo
     c->accumulate_steps = job->train.accumulate_steps;
     c->graph = job->runtime.mode == MST_JOB_MODE_GRAPH;
     c->dynamic_batch = job->runtime.dynamic_batch;
+    config_text(job, s->config_text, sizeof(s->config_text));
+    c->config_text = s->config_text;
+    c->allow_config_change = job->train.allow_config_change;
     if (job->train.checkpoint || resume) {
-        snprintf(s->checkpoint_path, sizeof(s->checkpoint_path), "%s/checkpoint.bin", out_dir);
+        snprintf(s->checkpoint_path, sizeof(s->checkpoint_path), "%s/" MST_OUTDIR_STAGE "/checkpoint.bin", out_dir);
         c->checkpoint_path = s->checkpoint_path;
     }
     c->resume = resume;
-    if (resume && access(s->checkpoint_path, R_OK) != 0) {
-        snprintf(err, errn, "--resume: no checkpoint at %s (run without --resume first, with train.checkpoint: true)",
-                 s->checkpoint_path);
+    char final_ckpt[1200];
+    snprintf(final_ckpt, sizeof(final_ckpt), "%s/checkpoint.bin", out_dir);
+    if (c->checkpoint_path && is_dir(final_ckpt)) {
+        snprintf(err, errn, "%s is a directory, not a checkpoint file: remove it or choose another --out", final_ckpt);
         goto fail;
     }
+    if (resume && pick_resume(s, out_dir, err, errn) != 0) goto fail;
+    c->resume_path = resume ? s->resume_path : NULL;
+    /* a staged checkpoint is a killed run's: even when its training was over, its summary and
+     * promotion were not, so the resume finishes them */
+    c->finished_is_done = !s->resume_from_stage;
     return 0;
 fail:
     mst_session_close(s);

@@ -12,6 +12,7 @@
 #include "cli/job.h"
 #include "runtime/data/loader.h"
 #include "runtime/data/source.h"
+#include "runtime/checkpoint.h"
 #include "runtime/trainer.h"
 
 typedef struct {
@@ -20,7 +21,10 @@ typedef struct {
     mst_loader *train, *test;
     mst_model *model;
     mst_train_config cfg;
-    char checkpoint_path[1100];
+    char checkpoint_path[1200];     /* where this run writes checkpoints: the staging folder (cli/outdir.h) */
+    char resume_path[1200];         /* --resume: the staged checkpoint of a killed run, else the folder's */
+    bool resume_from_stage;
+    char config_text[MST_CKPT_CONFIG_MAX];  /* the settings a resume must match (checkpoint.h) */
 } mst_session;
 
 /* 0, or -1 with a message naming the key or file and what was expected. */

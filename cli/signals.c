@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-static volatile sig_atomic_t g_stop;
+static volatile sig_atomic_t g_stop;       /* 0, or the signal that asked for the stop */
 static struct sigaction g_old_int, g_old_term;
 
 static void on_stop(int sig) {
@@ -12,7 +12,7 @@ static void on_stop(int sig) {
         raise(SIGINT);
         return;
     }
-    g_stop = 1;
+    g_stop = sig;
 }
 
 volatile sig_atomic_t *mst_cli_stop_flag_install(void) {
@@ -31,3 +31,5 @@ void mst_cli_stop_flag_restore(void) {
     sigaction(SIGINT, &g_old_int, NULL);
     sigaction(SIGTERM, &g_old_term, NULL);
 }
+
+int mst_cli_stop_signal(void) { return (int)g_stop; }

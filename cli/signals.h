@@ -8,5 +8,8 @@
 
 volatile sig_atomic_t *mst_cli_stop_flag_install(void);
 void mst_cli_stop_flag_restore(void);
+/* The signal that set the flag (SIGINT, SIGTERM), 0 if none: the command exits 128 + it after
+ * writing its outputs, as a shell reports a signalled process (Ctrl-C: 130). */
+int mst_cli_stop_signal(void);
 
 #endif

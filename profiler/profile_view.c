@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/checked.h"
+
 typedef struct {
     sqlite3 *db;
     const char *path;
@@ -74,8 +76,8 @@ static int read_meta(reader *r, rpt_profile *p) {
         const cJSON *bs = cJSON_GetObjectItem(data, "batch_size"), *nw = cJSON_GetObjectItem(data, "num_workers");
         if (cJSON_IsString(name)) p->job_name = name->valuestring;
         if (cJSON_IsString(model)) p->model_name = model->valuestring;
-        if (cJSON_IsNumber(bs) && bs->valuedouble > 0) p->batch_size = (int64_t)bs->valuedouble;
-        if (cJSON_IsNumber(nw)) p->num_workers = (int64_t)nw->valuedouble;
+        if (cJSON_IsNumber(bs) && bs->valuedouble > 0) p->batch_size = mst_f64_to_i64_or(bs->valuedouble, 1, INT64_MAX / 2, 0);
+        if (cJSON_IsNumber(nw)) p->num_workers = mst_f64_to_i64_or(nw->valuedouble, 0, INT64_MAX / 2, 0);
     }
     const char *lvl = rpt_profile_meta(p, "profiler.level");
     p->level = lvl ? atoi(lvl) : -1;

@@ -16,7 +16,8 @@
 
 #include "runtime/context.h"
 
-#define MST_CKPT_VERSION 1
+#define MST_CKPT_VERSION 2        /* 2 added the config text; version 1 files still load, with none */
+#define MST_CKPT_CONFIG_MAX 8192
 
 typedef struct {
     int64_t epoch;              /* epoch in progress (0-based) */
@@ -25,6 +26,8 @@ typedef struct {
     int64_t optim_steps;
     mst_rng rng;                /* the context's generator (dropout seeds, ...) */
     uint64_t seed;              /* the run's seed, to refuse resuming with another one */
+    char config[MST_CKPT_CONFIG_MAX];   /* the training-relevant settings, "key=value\n" lines
+                                           sorted as the job schema; "" when not recorded */
 } mst_ckpt_meta;
 
 typedef struct {
@@ -36,5 +39,9 @@ mst_status mst_checkpoint_save(mst_ctx *ctx, const char *path, const mst_ckpt_me
 /* Every entry must be present in the file with the same dtype and shape; extra tensors in the
  * file are an error too (the model changed). On any error nothing is modified. */
 mst_status mst_checkpoint_load(mst_ctx *ctx, const char *path, mst_ckpt_meta *meta, const mst_ckpt_entry *e, int n);
+
+/* The keys whose values differ between two config texts ("key=value\n" lines), as
+ * "optimizer.lr (0.05 in the checkpoint, 0.1 now), ..." in out; returns how many differ. */
+int mst_ckpt_config_diff(const char *saved, const char *now, char *out, size_t n);
 
 #endif

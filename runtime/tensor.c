@@ -13,6 +13,7 @@
 #include "runtime/autograd.h"
 #include "runtime/context.h"
 #include "runtime/graph/trace.h"
+#include "util/checked.h"
 
 static mst_tensor *header_new(mst_ctx *ctx) {
     mst_tensor *t = ctx->free_tensors;
@@ -82,6 +83,14 @@ static mst_status check_shape(mst_ctx *ctx, int ndim, const int64_t *shape) {
         return mst_ctx_fail(ctx, MST_ERR_SHAPE, "tensor rank %d is outside 0..%d", ndim, MST_MAX_DIMS);
     for (int d = 0; d < ndim; d++)
         if (shape[d] < 0) return mst_ctx_fail(ctx, MST_ERR_SHAPE, "tensor dimension %d is negative (%lld)", d, (long long)shape[d]);
+    /* the element count and its bytes (8 per element at most) must fit: no signed overflow later */
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        if (!mst_i64_mul(n, shape[d], &n) || n > INT64_MAX / 8) {
+            char buf[160];
+            return mst_ctx_fail(ctx, MST_ERR_SHAPE, "tensor shape %s has too many elements to address",
+                                mst_shape_str(ndim, shape, buf, sizeof(buf)));
+        }
     return MST_OK;
 }
 

@@ -14,6 +14,7 @@
 #include "runtime/ops.h"
 #include "runtime/step_runner.h"
 #include "runtime/step.h"
+#include "runtime/train_guard.h"
 
 mst_train_config mst_train_defaults(void) {
     mst_train_config c;
@@ -238,6 +239,14 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
 
     mst_lr_schedule lr = cfg->lr;
     if (lr.kind == MST_LR_COSINE && lr.total_steps == 0) lr.total_steps = total;
+    if (lr.kind == MST_LR_COSINE && lr.warmup_steps >= lr.total_steps && lr.total_steps > 0) {
+        /* a short run of a job written for a long one: keep the warmup's share sensible, and say so */
+        res->warmup_clamped_from = lr.warmup_steps;
+        lr.warmup_steps = lr.total_steps / 10;
+        if (cfg->progress)
+            fprintf(cfg->progress, "note: optimizer.warmup_steps %lld is not shorter than the run's %lld steps; using %lld (a tenth of the run)\n",
+                    (long long)res->warmup_clamped_from, (long long)lr.total_steps, (long long)lr.warmup_steps);
+    }
     char err[256];
     if (!mst_lr_validate(&lr, err, sizeof(err))) return mst_ctx_fail(ctx, MST_ERR_ARG, "train: learning-rate schedule: %s", err);
 
@@ -266,12 +275,31 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
 
     int64_t start_epoch = 0, start_batch = 0, step = 0;
     if (cfg->resume) {
-        if (!cfg->checkpoint_path) { s = mst_ctx_fail(ctx, MST_ERR_ARG, "train: --resume needs a checkpoint path"); goto out; }
+        const char *from = cfg->resume_path ? cfg->resume_path : cfg->checkpoint_path;
+        if (!from) { s = mst_ctx_fail(ctx, MST_ERR_ARG, "train: --resume needs a checkpoint path"); goto out; }
         mst_ckpt_meta meta;
-        if ((s = mst_checkpoint_load(ctx, cfg->checkpoint_path, &meta, ck.e, ck.n)) != MST_OK) goto out;
+        if ((s = mst_checkpoint_load(ctx, from, &meta, ck.e, ck.n)) != MST_OK) goto out;
         if (meta.seed != ctx->seed) {
-            s = mst_ctx_fail(ctx, MST_ERR_ARG, "%s: written by a run with seed %llu, this run has seed %llu", cfg->checkpoint_path,
+            s = mst_ctx_fail(ctx, MST_ERR_ARG, "%s: written by a run with seed %llu, this run has seed %llu", from,
                              (unsigned long long)meta.seed, (unsigned long long)ctx->seed);
+            goto out;
+        }
+        if (cfg->config_text && meta.config[0] && strcmp(meta.config, cfg->config_text) != 0) {
+            char diff[2048];
+            int nd = mst_ckpt_config_diff(meta.config, cfg->config_text, diff, sizeof(diff));
+            if (!cfg->allow_config_change) {
+                s = mst_ctx_fail(ctx, MST_ERR_ARG,
+                                 "%s: written by a run with other training settings; %d differ%s: %s (resume with the same settings, "
+                                 "or --set train.allow_config_change=true to continue anyway)",
+                                 from, nd, nd == 1 ? "s" : "", diff);
+                goto out;
+            }
+            if (cfg->progress) fprintf(cfg->progress, "note: resuming with changed settings: %s\n", diff);
+        }
+        if (meta.step >= total && cfg->finished_is_done) {       /* nothing left: report, and touch nothing */
+            res->already_finished = true;
+            res->resumed_at_step = res->steps = meta.step;
+            res->epochs = meta.epoch;
             goto out;
         }
         mst_optim_set_steps(opt, meta.optim_steps);
@@ -310,6 +338,8 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
         double loss_sum = 0;
         uint64_t epoch_t0 = mst_prof_now_ns();
         evaluated_last = false;
+        /* the progress line counts to what this epoch will run: a train.steps cap ends it early */
+        const int64_t nb_shown = total - step < nb - b0 ? b0 + (total - step) : nb;
         while (step < total && b < nb && !(cfg->stop && *cfg->stop)) {
             if (cfg->profiler) mst_profiler_step(cfg->profiler, step);
             uint64_t t0 = mst_prof_now_ns();
@@ -336,10 +366,9 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
                 (s = mst_step_finish(ctx, &spec, &so, &rec)) != MST_OK) {
                 mst_pool_pop(ctx);
                 mst_prof_step_end(step);
-                if (s == MST_ERR_NONFINITE && cfg->checkpoint_path) {      /* the scaler gave up */
+                if (s == MST_ERR_NONFINITE) {      /* the scaler gave up */
                     size_t n = strlen(ctx->err);
-                    snprintf(ctx->err + n, sizeof(ctx->err) - n, "; training stopped (the last checkpoint, %s, is intact)",
-                             cfg->checkpoint_path);
+                    snprintf(ctx->err + n, sizeof(ctx->err) - n, "; training stopped, no checkpoint written since");
                 }
                 goto out;
             }
@@ -348,10 +377,8 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
             if (!scaler && !isfinite(lv)) {     /* with a scaler, an inf/NaN step is skipped and counted instead */
                 mst_prof_step_end(step);
                 s = mst_ctx_fail(ctx, MST_ERR_NONFINITE,
-                                 "step %lld (epoch %lld, batch %lld): the loss is %s; training stopped%s%s%s", (long long)step,
-                                 (long long)epoch + 1, (long long)b * acc, isnan(lv) ? "NaN" : "infinite",
-                                 cfg->checkpoint_path ? " (the last checkpoint, " : "",
-                                 cfg->checkpoint_path ? cfg->checkpoint_path : "", cfg->checkpoint_path ? ", is intact)" : "");
+                                 "step %lld (epoch %lld, batch %lld): the loss is %s; training stopped, no checkpoint written since",
+                                 (long long)step, (long long)epoch + 1, (long long)b * acc, isnan(lv) ? "NaN" : "infinite");
                 goto out;
             }
             mst_prof_value(name_loss, lv);
@@ -373,7 +400,7 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
             step++;
             b++;
             double elapsed = (double)(mst_prof_now_ns() - epoch_t0) / 1e9;
-            progress_step(&pr, epoch, cfg->epochs, b, nb, lv, elapsed > 0 ? (double)(b - b0) / elapsed : 0, total - step);
+            progress_step(&pr, epoch, cfg->epochs, b, nb_shown, lv, elapsed > 0 ? (double)(b - b0) / elapsed : 0, total - step);
         }
         if (cfg->profiler) mst_profiler_pause(cfg->profiler);      /* evaluation is not a training step */
         if (cfg->stop && *cfg->stop) res->interrupted = true;
@@ -390,16 +417,29 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
             res->val_loss = er->val_loss;
             evaluated_last = true;
         }
-        if (pr.f)
+        if (pr.f && complete)
             fprintf(pr.f, "epoch %lld/%lld done in %.1fs: train loss %.4f%s", (long long)epoch + 1, (long long)cfg->epochs, er->wall_s,
                     er->train_loss, isnan(er->val_metric) ? "\n" : "");
+        else if (pr.f)      /* cut short (interrupted, or the step budget ended it): not "done" */
+            fprintf(pr.f, "epoch %lld/%lld %s after %lld of %lld steps in %.1fs: train loss %.4f%s", (long long)epoch + 1,
+                    (long long)cfg->epochs, res->interrupted ? "interrupted" : "stopped at train.steps", (long long)(b - b0),
+                    (long long)(nb - b0), er->wall_s, er->train_loss, isnan(er->val_metric) ? "\n" : "");
         if (pr.f && er->val_accuracy >= 0)
             fprintf(pr.f, ", val accuracy %.2f%%, val loss %.4f\n", 100 * er->val_accuracy, er->val_loss);
         else if (pr.f && !isnan(er->val_metric))
             fprintf(pr.f, ", val %s %.3f, val loss %.4f\n", mst_metric_name(model->metric), er->val_metric, er->val_loss);
         if (complete) res->epochs = epoch + 1;
         if (cfg->checkpoint_path) {     /* an interrupted epoch saves its batch position: resumable */
-            mst_ckpt_meta meta = {complete ? epoch + 1 : epoch, complete ? 0 : b * acc, step, mst_optim_steps(opt), ctx->rng, ctx->seed};
+            int bad = 0;
+            if (!mst_guard_entries_finite(ck.e, ck.n, &bad)) {     /* never a NaN checkpoint over a good one */
+                s = mst_ctx_fail(ctx, MST_ERR_NONFINITE,
+                                 "the run diverged: %s holds NaN or infinite values after step %lld; no checkpoint written",
+                                 ck.e[bad].name, (long long)step);
+                goto out;
+            }
+            mst_ckpt_meta meta;
+            meta = (mst_ckpt_meta){complete ? epoch + 1 : epoch, complete ? 0 : b * acc, step, mst_optim_steps(opt), ctx->rng, ctx->seed, ""};
+            if (cfg->config_text) snprintf(meta.config, sizeof(meta.config), "%s", cfg->config_text);
             if ((s = mst_checkpoint_save(ctx, cfg->checkpoint_path, &meta, ck.e, ck.n)) != MST_OK) goto out;
         }
     }
@@ -421,6 +461,7 @@ out:
     res->loss_scale_final = scaler ? mst_loss_scaler_value(scaler) : 1.0;
     res->overflow_steps = scaler ? mst_loss_scaler_overflow_steps(scaler) : 0;
     res->skipped_steps = scaler ? mst_loss_scaler_skipped_steps(scaler) : 0;
+    if (s == MST_OK && !res->already_finished) s = mst_guard_run(ctx, model, res);     /* diverged or meaningless: fail */
     mst_graph_stats gs;
     mst_step_runner_stats(runner, &gs);
     res->compile_count = gs.compile_count;

@@ -42,7 +42,15 @@ typedef struct {
     mst_optim_config optim;
     mst_lr_schedule lr;             /* total_steps of a cosine schedule is set from the run length when 0 */
     const char *checkpoint_path;    /* NULL: no checkpoints */
-    bool resume;                    /* continue from checkpoint_path */
+    bool resume;                    /* continue from resume_path (NULL: checkpoint_path) */
+    const char *resume_path;
+    const char *config_text;        /* training-relevant settings ("key=value\n" lines), recorded in
+                                       checkpoints; a resume with other values is refused, naming
+                                       them, unless allow_config_change. NULL: not recorded */
+    bool allow_config_change;
+    bool finished_is_done;          /* resuming a checkpoint of a finished run: do nothing (set
+                                       already_finished); false: evaluate and report it (a run
+                                       killed after training, before its outputs were kept) */
     FILE *progress;                 /* NULL: silent */
     int progress_tty;               /* -1: detect with isatty */
     mst_profiler *profiler;         /* NULL: instrumentation off; else its schedule gates each step */
@@ -81,6 +89,10 @@ typedef struct {
     int64_t n_epoch;
     int64_t resumed_at_step;        /* 0 unless resumed */
     bool interrupted;               /* stopped early through cfg->stop */
+    bool already_finished;          /* resumed from a checkpoint of a finished run: nothing ran,
+                                       nothing was written */
+    int64_t warmup_clamped_from;    /* > 0: the cosine warmup was longer than the run and was
+                                       clamped to a tenth of it (a note went to cfg->progress) */
     double wall_s;
     double train_loop_s;            /* every training step's wall time summed (warm-up, compiles and data waits
                                        included; evaluation and checkpoints excluded): the training work */

@@ -19,6 +19,8 @@ packages=(
   libgsl-dev        # advisor: t quantiles for the accuracy non-inferiority interval
   libdnnl-dev       # oneDNN 2.6: matmul/conv provider in f32 and bf16 (runtime/backend/, dlopen'd at run time)
   wamerican wngerman wfrench witalian wspanish wportuguese wdutch wswedish  # langid dataset: word lists in /usr/share/dict
+  clang-14          # make fuzz (libFuzzer) and the clang build CI checks
+  libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes for clang
 )
 
 missing=()

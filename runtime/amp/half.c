@@ -32,6 +32,7 @@ const char *mst_half_path_name(mst_half_path p) {
     return (unsigned)p < MST_HALF_PATH_COUNT ? path_names[p] : "?";
 }
 
+
 bool mst_half_path_available(mst_half_path p) {
     switch (p) {
     case MST_HALF_PATH_SCALAR: return true;

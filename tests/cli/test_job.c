@@ -295,7 +295,7 @@ static int by_offset(const void *a, const void *b) {
 
 static void test_schema_table(void **state) {
     const int n = mst_job_key_count;
-    assert_int_equal(n, 75);
+    assert_int_equal(n, 76);
     const mst_job_key *sorted[80];
     mst_job job;
     mst_job_defaults(&job);
@@ -427,7 +427,7 @@ static void test_error_structure(void **state) {
                       "job.yaml:3:5: unknown key 'windw' in amp.loss_scale (did you mean 'window'?); valid keys: "
                       "type, init, factor, window, drop_overflow_update");
     expect_load_error("train:\n  zzz: 1\n", "job.yaml:2:3: unknown key 'zzz' in train; valid keys: "
-                                            "epochs, steps, seed, eval, log_every, checkpoint, clip_grad_norm, accumulate_steps");
+                                            "epochs, steps, seed, eval, log_every, checkpoint, allow_config_change, clip_grad_norm, accumulate_steps");
     /* duplicates, at the top and nested */
     expect_load_error("name: a\nname: b\n",
                       "job.yaml:2:1: duplicate key 'name' at the top level (first at line 1, column 1)");
@@ -437,7 +437,7 @@ static void test_error_structure(void **state) {
                       "job.yaml:3:1: duplicate key 'data' at the top level (first at line 1, column 1)");
     /* mapping where a scalar belongs, and the other way round */
     expect_load_error("data:\n  batch_size:\n    value: 3\n",
-                      "job.yaml:3:5: data.batch_size must be an integer >= 1, not a mapping");
+                      "job.yaml:3:5: data.batch_size must be an integer >= 1 and <= 65536, not a mapping");
     expect_load_error("optimizer:\n  lr: [0.1, 0.2]\n",
                       "job.yaml:2:7: optimizer.lr must be a number > 0, not a sequence");
     expect_load_error("data: 5\n", "job.yaml:1:7: data must be a mapping (keys: dataset, path, batch_size, "
@@ -452,24 +452,42 @@ static void test_error_structure(void **state) {
                                      "(not starting with '.'), not a sequence");
     expect_load_error("train:\n  \"a\\x01bcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz\": 1\n",
                       "job.yaml:2:3: unknown key 'a?bcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijk...' "
-                      "in train; valid keys: epochs, steps, seed, eval, log_every, checkpoint, clip_grad_norm, accumulate_steps");
+                      "in train; valid keys: epochs, steps, seed, eval, log_every, checkpoint, allow_config_change, clip_grad_norm, accumulate_steps");
     expect_load_error("? [a, b]\n: 1\n", "job.yaml:1:3: keys must be plain names, not a sequence");
     /* a cyclic alias is walked no deeper than the schema */
     expect_load_error("data: &d\n  synthetic: *d\n",
                       "job.yaml:2:3: unknown key 'synthetic' in data.synthetic; valid keys: samples, test_samples, "
                       "classes, channels, height, width, delay_us");
+    /* deep nesting is refused at the 65th level, before libyaml builds a document (issue 15, item 5:
+     * 200k levels took > 100 s); 64 levels reach the schema check */
+    size_t levels = 200000;
+    char *deep = malloc(2 * levels + 16);
+    assert_non_null(deep);
+    size_t k = 0;
+    memcpy(deep, "data: ", 6), k = 6;
+    for (size_t i = 0; i < levels; i++) deep[k++] = '[';
+    for (size_t i = 0; i < levels; i++) deep[k++] = ']';
+    deep[k++] = '\n', deep[k] = '\0';
+    expect_load_error(deep, "job.yaml:1:70: nesting deeper than 64 levels (a job file needs 3)");
+    k = 6;
+    for (size_t i = 0; i < 63; i++) deep[k++] = '[';
+    for (size_t i = 0; i < 63; i++) deep[k++] = ']';
+    deep[k++] = '\n', deep[k] = '\0';
+    expect_load_error(deep, "job.yaml:1:7: data must be a mapping (keys: dataset, path, batch_size, num_workers, prefetch, "
+                            "drop_remainder, shuffle, augment, normalize, limit, synthetic, langid), not a sequence");
+    free(deep);
 }
 
 static void test_error_values(void **state) {
-    expect_load_error("data:\n  batch_size: abc\n", "job.yaml:2:15: data.batch_size must be an integer >= 1");
-    expect_load_error("data:\n  batch_size: 1.5\n", "job.yaml:2:15: data.batch_size must be an integer >= 1");
-    expect_load_error("data:\n  batch_size: 0\n", "job.yaml:2:15: data.batch_size must be an integer >= 1");
-    expect_load_error("data:\n  batch_size: -3\n", "job.yaml:2:15: data.batch_size must be an integer >= 1");
-    expect_load_error("data:\n  batch_size:\n", "job.yaml:2:14: data.batch_size must be an integer >= 1");
+    expect_load_error("data:\n  batch_size: abc\n", "job.yaml:2:15: data.batch_size must be an integer >= 1 and <= 65536");
+    expect_load_error("data:\n  batch_size: 1.5\n", "job.yaml:2:15: data.batch_size must be an integer >= 1 and <= 65536");
+    expect_load_error("data:\n  batch_size: 0\n", "job.yaml:2:15: data.batch_size must be an integer >= 1 and <= 65536");
+    expect_load_error("data:\n  batch_size: -3\n", "job.yaml:2:15: data.batch_size must be an integer >= 1 and <= 65536");
+    expect_load_error("data:\n  batch_size:\n", "job.yaml:2:14: data.batch_size must be an integer >= 1 and <= 65536");
     expect_load_error("data:\n  batch_size: 99999999999\n",
-                      "job.yaml:2:15: data.batch_size must be an integer >= 1 and <= 2147483647");
+                      "job.yaml:2:15: data.batch_size must be an integer >= 1 and <= 65536");
     expect_load_error("data:\n  num_workers: 5000\n",
-                      "job.yaml:2:16: data.num_workers must be an integer >= 0 and <= 1024");
+                      "job.yaml:2:16: data.num_workers must be an integer >= 0 and <= 256");
     expect_load_error("optimizer:\n  lr: 0\n", "job.yaml:2:7: optimizer.lr must be a number > 0");
     expect_load_error("optimizer:\n  lr: fast\n", "job.yaml:2:7: optimizer.lr must be a number > 0");
     expect_load_error("optimizer:\n  lr: .inf\n", "job.yaml:2:7: optimizer.lr must be a number > 0");
@@ -564,9 +582,9 @@ static void test_set(void **state) {
     set_ok(&j, "runtime.mode=graph");
     assert_int_equal(j.runtime.mode, MST_JOB_MODE_GRAPH);
 
-    expect_set_error("data.batch_size=-3", "--set data.batch_size=-3: data.batch_size must be an integer >= 1");
-    expect_set_error("data.batch_size=1.5", "--set data.batch_size=1.5: data.batch_size must be an integer >= 1");
-    expect_set_error("data.batch_size=", "--set data.batch_size=: data.batch_size must be an integer >= 1");
+    expect_set_error("data.batch_size=-3", "--set data.batch_size=-3: data.batch_size must be an integer >= 1 and <= 65536");
+    expect_set_error("data.batch_size=1.5", "--set data.batch_size=1.5: data.batch_size must be an integer >= 1 and <= 65536");
+    expect_set_error("data.batch_size=", "--set data.batch_size=: data.batch_size must be an integer >= 1 and <= 65536");
     expect_set_error("optimizer.lr=abc", "--set optimizer.lr=abc: optimizer.lr must be a number > 0");
     expect_set_error("name=../x", "--set name=../x: name must be a name of 1 to 127 characters from A-Z a-z 0-9 . _ - "
                                   "(not starting with '.')");
@@ -585,7 +603,7 @@ static void test_set(void **state) {
     expect_set_error("data..batch_size=3", "--set data..batch_size=3: unknown key '' in data; valid keys: dataset, "
                                            "path, batch_size, num_workers, prefetch, drop_remainder, shuffle, augment, "
                                            "normalize, limit, synthetic, langid");
-    expect_set_error("data.batch_size.x=3", "--set data.batch_size.x=3: data.batch_size must be an integer >= 1, "
+    expect_set_error("data.batch_size.x=3", "--set data.batch_size.x=3: data.batch_size must be an integer >= 1 and <= 65536, "
                                             "not a mapping");
     expect_set_error("amp.loss_scale=4", "--set amp.loss_scale=4: amp.loss_scale must be a mapping (keys: type, init, "
                                          "factor, window, drop_overflow_update), not a scalar");
@@ -621,7 +639,7 @@ static void test_validate(void **state) {
     char err[512];
     assert_int_equal(mst_job_validate(&j, err, sizeof(err)), 0);
     set_ok(&j, "optimizer.warmup_steps=100");
-    expect_invalid(&j, "optimizer.warmup_steps (100) must be less than train.steps (100) with the cosine schedule");
+    assert_int_equal(mst_job_validate(&j, err, sizeof(err)), 0);     /* the trainer clamps it and says so */
     set_ok(&j, "optimizer.warmup_steps=10");
     set_ok(&j, "optimizer.min_lr=0.5");
     expect_invalid(&j, "optimizer.min_lr (0.5) must not exceed optimizer.lr (0.05) with the cosine schedule");
@@ -648,15 +666,36 @@ static void test_validate(void **state) {
 
     mst_job_defaults(&j);
     set_ok(&j, "data.dataset=synthetic");
-    set_ok(&j, "data.synthetic.channels=65536");
-    set_ok(&j, "data.synthetic.height=65536");
-    set_ok(&j, "data.synthetic.width=65536");
-    expect_invalid(&j, "data.synthetic.channels * height * width is 4294967296 values per sample; at most 2147483647");
+    set_ok(&j, "data.synthetic.channels=4096");
+    set_ok(&j, "data.synthetic.height=4096");
+    set_ok(&j, "data.synthetic.width=4096");
+    expect_invalid(&j, "data.synthetic.channels * height * width is 68719476736 values per sample; at most 2147483647");
+    expect_set_error("data.synthetic.width=4097", "--set data.synthetic.width=4097: data.synthetic.width must be an integer >= 1 and <= 4096");
+
+    /* one limit per key, from the table: what validate accepts, train accepts (issue 15, item 8) */
+    mst_job_defaults(&j);
+    expect_set_error("data.num_workers=257", "--set data.num_workers=257: data.num_workers must be an integer >= 0 and <= 256");
+    expect_set_error("runtime.threads=4096", "--set runtime.threads=4096: runtime.threads must be an integer >= 0 and <= 256");
+    expect_set_error("model.width=1100000000", "--set model.width=1100000000: model.width must be an integer >= 1 and <= 1024");
+    expect_set_error("model.blocks=17", "--set model.blocks=17: model.blocks must be an integer >= 1 and <= 16");
+    /* the memory estimate refuses what cannot fit, with the estimate in the message */
+    set_ok(&j, "model.hidden1=65536");
+    set_ok(&j, "model.hidden2=65536");
+    set_ok(&j, "data.batch_size=65536");
+    assert_true(mst_job_memory_estimate(&j) > 64.0 * (1u << 30));
+    {
+        char e2[1024];
+        assert_int_equal(mst_job_validate(&j, e2, sizeof(e2)), -1);
+        assert_non_null(strstr(e2, "the job needs at least"));
+        assert_non_null(strstr(e2, "GiB of memory"));
+    }
+    mst_job_defaults(&j);
+    assert_true(mst_job_memory_estimate(&j) > 1e6 && mst_job_memory_estimate(&j) < 1e9);   /* quickstart-sized: MBs */
 
     /* a struct filled by hand gets the per-key checks too */
     mst_job_defaults(&j);
     j.data.batch_size = 0;
-    expect_invalid(&j, "data.batch_size must be an integer >= 1");
+    expect_invalid(&j, "data.batch_size must be an integer >= 1 and <= 65536");
     mst_job_defaults(&j);
     j.optimizer.schedule = (mst_job_schedule)7;
     expect_invalid(&j, "optimizer.schedule must be one of constant, step, cosine");
@@ -822,7 +861,7 @@ static void test_write_yaml_errors(void **state) {
     snprintf(path, sizeof(path), "%s/tuned.yaml", tmp_dir);
     j.data.batch_size = -1;
     assert_int_equal(mst_job_write_yaml(&j, path, err, sizeof(err)), -1);
-    snprintf(want, sizeof(want), "not writing '%s': data.batch_size must be an integer >= 1", path);
+    snprintf(want, sizeof(want), "not writing '%s': data.batch_size must be an integer >= 1 and <= 65536", path);
     assert_string_equal(err, want);
     /* rename onto a folder fails late: the temp file is removed */
     mst_job_defaults(&j);
