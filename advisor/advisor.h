@@ -33,7 +33,7 @@ typedef struct {
     int n_job_sets;
     const char *out_dir;
     double budget_minutes;      /* for the trials after the baseline; <= 0: no limit */
-    double tolerance_pp;        /* accuracy tolerance in percentage points (0.5) */
+    double tolerance_pp;        /* metric tolerance in its unit: accuracy points, PSNR dB (0.5) */
     int repeats;                /* runs (seeds) per configuration (>= 3: a 3-vs-3 rank test can reach p = 0.05) */
     double min_speedup;         /* smallest speedup worth accepting, beyond the interval (1.02) */
     double confidence;          /* two-sided level of the speedup interval (0.90) */

@@ -33,7 +33,7 @@ static void fmt_mem(char *buf, size_t n, const mst_verdict *v) {
 
 static void fmt_acc(char *buf, size_t n, const mst_verdict *v) {
     if (isnan(v->accuracy_delta_pp)) snprintf(buf, n, "-");
-    else snprintf(buf, n, "%+.2f pp", v->accuracy_delta_pp);
+    else snprintf(buf, n, "%+.2f %s", v->accuracy_delta_pp, v->metric_unit[0] ? v->metric_unit : "");
 }
 
 /* The measured columns of one row, shared by the terminal table and the Markdown one. */
@@ -53,16 +53,26 @@ static double median_of(const mst_trial_set *t, int what) {
     int n = 0;
     for (int i = 0; i < t->n_runs; i++) {
         const mst_run_result *r = &t->runs[i];
-        if (!r->ok || (what == 1 && r->val_accuracy < 0)) continue;     /* -1: not evaluated */
-        v[n++] = what == 0 ? r->step_ms : what == 1 ? r->val_accuracy : what == 2 ? r->peak_memory_bytes : r->ms_per_update;
+        double m = r->metric_name[0] ? r->metric : r->val_accuracy >= 0 ? r->val_accuracy : NAN;   /* the job's metric */
+        if (!r->ok || (what == 1 && !isfinite(m))) continue;     /* not evaluated */
+        v[n++] = what == 0 ? r->step_ms : what == 1 ? m : what == 2 ? r->peak_memory_bytes : r->ms_per_update;
     }
     return n ? mst_stats_median(v, n) : NAN;
 }
 
-/* "val accuracy 85.20%", or "no val accuracy (train.eval false)" */
-static const char *fmt_val_acc(char *buf, size_t n, double acc) {
-    if (isnan(acc)) snprintf(buf, n, "no val accuracy (train.eval false)");
-    else snprintf(buf, n, "val accuracy %.2f%%", 100 * acc);
+/* The baseline's metric name ("accuracy" when its summaries name none). */
+static const char *metric_of(const mst_trial_set *t) {
+    for (int i = 0; i < t->n_runs; i++)
+        if (t->runs[i].metric_name[0]) return t->runs[i].metric_name;
+    return "accuracy";
+}
+
+/* "val accuracy 85.20%", "val psnr 24.31 dB", or "no val accuracy (train.eval false)" */
+static const char *fmt_val_metric(char *buf, size_t n, const char *name, double m) {
+    if (isnan(m)) snprintf(buf, n, "no val %s (train.eval false)", name);
+    else if (strcmp(name, "accuracy") == 0) snprintf(buf, n, "val accuracy %.2f%%", 100 * m);
+    else if (strcmp(name, "psnr") == 0) snprintf(buf, n, "val psnr %.2f dB", m);
+    else snprintf(buf, n, "val %s %.4g", name, m);
     return buf;
 }
 
@@ -80,7 +90,7 @@ void mst_advice_print(FILE *f, const mst_advice *adv, const mst_advise_config *c
     char bacc[64];
     fprintf(f, "\nbaseline: %d unprofiled runs (seeds %lld..%lld), %.4g ms per applied update (median step %.4g ms), %s, "
                "peak memory %s\n", b->n_runs, (long long)b->seed0, (long long)(b->seed0 + b->n_runs - 1), median_of(b, 3),
-            median_of(b, 0), fmt_val_acc(bacc, sizeof(bacc), median_of(b, 1)), fmt_bytes(bmem, sizeof(bmem), median_of(b, 2)));
+            median_of(b, 0), fmt_val_metric(bacc, sizeof(bacc), metric_of(b), median_of(b, 1)), fmt_bytes(bmem, sizeof(bmem), median_of(b, 2)));
     if (adv->n_findings == 0) fprintf(f, "findings: none\n");
     else
         fprintf(f, "\n %-2s %-21s %-42s %-9s %-24s %-7s %-10s %s\n", "#", "rule", "change", "predicted",
@@ -113,10 +123,10 @@ int mst_advice_write_markdown(const mst_advice *adv, const mst_advise_config *cf
     char bmem[32];
     char bacc[64];
     fprintf(f, "# mstune advise: %s\n\nBaseline: %d unprofiled runs (one seed each), %.4g ms per applied update (median step "
-               "%.4g ms), %s, peak memory %s. Tolerance %.2f pp, %d runs (seeds) per configuration, %.0f%% intervals.\n\n",
-            cfg->job_path, b->n_runs, median_of(b, 3), median_of(b, 0), fmt_val_acc(bacc, sizeof(bacc), median_of(b, 1)),
+               "%.4g ms), %s, peak memory %s. Tolerance %.2f %s, %d runs (seeds) per configuration, %.0f%% intervals.\n\n",
+            cfg->job_path, b->n_runs, median_of(b, 3), median_of(b, 0), fmt_val_metric(bacc, sizeof(bacc), metric_of(b), median_of(b, 1)),
             fmt_bytes(bmem, sizeof(bmem), median_of(b, 2)),
-            cfg->tolerance_pp,
+            cfg->tolerance_pp, strcmp(metric_of(b), "accuracy") == 0 ? "pp" : strcmp(metric_of(b), "psnr") == 0 ? "dB" : "(metric units)",
             cfg->repeats, 100 * cfg->confidence);
     fprintf(f, "| # | rule | evidence | change | predicted | measured [interval] | memory | accuracy | verdict | reason |\n"
                "|---|---|---|---|---|---|---|---|---|---|\n");
@@ -143,6 +153,9 @@ static cJSON *verdict_json(const mst_verdict *v) {
     if (!isnan(v->speedup)) cJSON_AddNumberToObject(o, "speedup", v->speedup);
     if (!isnan(v->ci_low)) cJSON_AddNumberToObject(o, "ci_low", v->ci_low);
     if (!isnan(v->ci_high)) cJSON_AddNumberToObject(o, "ci_high", v->ci_high);
+    /* the accuracy_* keys hold the metric's gain in its unit (> 0 better); metric/metric_unit say which */
+    if (v->metric_name[0]) cJSON_AddStringToObject(o, "metric", v->metric_name);
+    if (v->metric_unit[0]) cJSON_AddStringToObject(o, "metric_unit", v->metric_unit);
     if (!isnan(v->accuracy_delta_pp)) cJSON_AddNumberToObject(o, "accuracy_delta_pp", v->accuracy_delta_pp);
     if (!isnan(v->memory_delta_bytes)) cJSON_AddNumberToObject(o, "memory_delta_bytes", v->memory_delta_bytes);
     if (!isnan(v->accuracy_ci_low)) cJSON_AddNumberToObject(o, "accuracy_ci_low_pp", v->accuracy_ci_low);
@@ -171,6 +184,13 @@ static cJSON *runs_json(const mst_trial_set *t) {
             cJSON_AddNumberToObject(o, "step_time_ms_median", r->step_ms);
             cJSON_AddNumberToObject(o, "effective_step_ms", r->effective_step_ms);
             cJSON_AddNumberToObject(o, "val_accuracy", r->val_accuracy);
+            if (r->metric_name[0]) {
+                cJSON *m = cJSON_AddObjectToObject(o, "metric");
+                cJSON_AddStringToObject(m, "name", r->metric_name);
+                if (isfinite(r->metric)) cJSON_AddNumberToObject(m, "value", r->metric);
+                else cJSON_AddNullToObject(m, "value");
+                cJSON_AddBoolToObject(m, "higher_is_better", r->metric_higher_is_better);
+            }
             cJSON_AddNumberToObject(o, "peak_memory_bytes", r->peak_memory_bytes);
             cJSON_AddNumberToObject(o, "skipped_steps", (double)r->skipped_steps);
             cJSON_AddNumberToObject(o, "steps", (double)r->steps);

@@ -48,6 +48,19 @@ void mst_run_read_summary(mst_run_result *r, const char *summary_path) {
     }
     r->step_ms = mst_cfg_num(j, "step_time_ms_median", NAN);
     r->val_accuracy = mst_cfg_num(j, "val_accuracy", -1);
+    /* the job's metric with its direction; an older summary without "metric" has accuracy only */
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "metric");
+    const cJSON *mname = cJSON_GetObjectItemCaseSensitive(m, "name");
+    const cJSON *mval = cJSON_GetObjectItemCaseSensitive(m, "value");
+    if (cJSON_IsObject(m) && cJSON_IsString(mname)) {
+        snprintf(r->metric_name, sizeof(r->metric_name), "%s", mname->valuestring);
+        r->metric = cJSON_IsNumber(mval) ? mval->valuedouble : NAN;
+        r->metric_higher_is_better = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(m, "higher_is_better"));
+    } else {
+        snprintf(r->metric_name, sizeof(r->metric_name), "accuracy");
+        r->metric = r->val_accuracy >= 0 ? r->val_accuracy : NAN;
+        r->metric_higher_is_better = true;
+    }
     r->final_loss = mst_cfg_num(j, "final_train_loss", NAN);
     r->peak_memory_bytes = mst_cfg_num(j, "peak_memory_bytes", NAN);
     r->wall_s = mst_cfg_num(j, "wall_s", NAN);
@@ -110,6 +123,7 @@ int mst_trial_run(mst_trial_set *t, const char *bin, const char *job_path, const
         mst_run_result *r = &t->runs[t->n_runs++];
         memset(r, 0, sizeof(*r));
         r->val_accuracy = -1;
+        r->metric = NAN;
         r->loss_scale_final = NAN;
         r->train_loop_s = r->ms_per_update = NAN;
         r->seed = t->seeded ? t->seed0 + i : -1;

@@ -24,6 +24,9 @@ typedef struct {
     double step_ms;                 /* summary step_time_ms_median */
     double effective_step_ms;       /* step_ms / (1 - skipped fraction): time per applied update */
     double val_accuracy;            /* 0..1; -1 when not evaluated */
+    char metric_name[32];           /* summary metric.name ("accuracy", "psnr"); "" when the summary has none */
+    double metric;                  /* summary metric.value; NAN when not evaluated */
+    bool metric_higher_is_better;   /* summary metric.higher_is_better */
     double final_loss;
     double peak_memory_bytes;
     double wall_s;
@@ -57,7 +60,8 @@ typedef struct {
 int mst_trial_run(mst_trial_set *t, const char *bin, const char *job_path, const char *dir, int repeats, bool first_profile,
                   FILE *log, volatile sig_atomic_t *stop);
 
-/* Read one run's summary.json into r (ok = false with error on a problem). */
+/* Read one run's summary.json into r (ok = false with error on a problem). The job's metric comes
+ * from its "metric" object; an older summary without one gives accuracy from val_accuracy. */
 void mst_run_read_summary(mst_run_result *r, const char *summary_path);
 
 typedef enum {
@@ -75,10 +79,14 @@ typedef struct {
     double speedup;                 /* baseline time per applied update / trial's (train loop, compiles included),
                                        Hodges–Lehmann over runs; NAN if not measured */
     double ci_low, ci_high;         /* its interval at the configured level */
-    double accuracy_delta_pp;       /* mean over seeds of (trial - baseline) at the same seed, pp; NAN if not measured */
+    double accuracy_delta_pp;       /* mean over seeds of the metric's gain (trial - baseline, sign flipped for a
+                                       lower-is-better metric, so > 0 is better) at the same seed, in the metric's
+                                       unit (accuracy: points; PSNR: dB); NAN if not measured */
     double accuracy_ci_low, accuracy_ci_high;   /* its t interval at the configured level (NAN with one pair) */
     int accuracy_pairs;             /* seeds both sides ran */
-    double seed_spread_pp;          /* the baseline's accuracy range over its seeds (max - min), pp */
+    double seed_spread_pp;          /* the baseline's metric range over its seeds (max - min), the metric's unit */
+    char metric_name[32];           /* the metric judged ("accuracy" when the summaries name none) */
+    char metric_unit[8];            /* its tolerance unit: "pp" for accuracy, "dB" for PSNR, "" otherwise */
     double step_speedup;            /* secondary: the same estimate on the per-step medians */
     mst_count_kind count;           /* the exact count the change aims at, if any */
     double count_base, count_trial; /* its medians over runs (NAN when none) */
@@ -87,9 +95,10 @@ typedef struct {
     char reason[700];
 } mst_verdict;
 
-/* goal: an mst_goal (advisor/finding.h); count: the exact count the change aims at. */
+/* goal: an mst_goal (advisor/finding.h); count: the exact count the change aims at; tolerance: in
+ * the metric's unit (accuracy: percentage points; PSNR: dB), applied in its direction. */
 void mst_verdict_decide(const mst_trial_set *base, const mst_trial_set *trial, int goal, mst_count_kind count,
-                        double tolerance_pp, double min_speedup, double confidence, mst_verdict *v);
+                        double tolerance, double min_speedup, double confidence, mst_verdict *v);
 const char *mst_verdict_name(mst_verdict_kind k);
 
 #endif

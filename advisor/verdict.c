@@ -10,6 +10,11 @@
  * of a loaded machine; the median does not). Deterministic effects (skipped steps, compiles) are
  * judged as exact counts, with the time only required not to be worse beyond noise.
  *
+ * The quality side is the job's metric (summary.json "metric": accuracy, PSNR, ...), turned into a
+ * gain in its own unit so that > 0 is better: accuracy in percentage points, PSNR in dB, and the
+ * sign flipped for a lower-is-better metric; the tolerance is in that unit. Runs whose summary has
+ * no metric (older files, unit tests) fall back to val_accuracy.
+ *
  * Accuracy: the runs of both sides use the same K seeds, so run i of the trial is paired with the
  * baseline's run at the same seed; the mean paired difference gets a t interval (GSL's quantile,
  * K - 1 degrees of freedom) and is tested for non-inferiority against the tolerance: the lower
@@ -29,6 +34,37 @@
 const char *mst_verdict_name(mst_verdict_kind k) {
     return k == MST_VERDICT_ACCEPTED ? "accepted" : k == MST_VERDICT_REJECTED ? "rejected"
                                                 : k == MST_VERDICT_CANNOT_VERIFY ? "cannot verify" : "not run";
+}
+
+/* The metric's unit for its tolerance, and its scale from the summary's value (accuracy is 0..1). */
+static const struct { const char *name, *unit; double scale; } metric_units[] = {
+    {"accuracy", "pp", 100},
+    {"psnr", "dB", 1},
+};
+
+static void metric_unit(const char *name, const char **unit, double *scale) {
+    for (size_t i = 0; i < sizeof(metric_units) / sizeof(metric_units[0]); i++)
+        if (strcmp(name, metric_units[i].name) == 0) {
+            *unit = metric_units[i].unit;
+            *scale = metric_units[i].scale;
+            return;
+        }
+    *unit = "";
+    *scale = 1;
+}
+
+/* The run's metric as a signed figure in the tolerance's unit (higher = better); NAN if not
+ * evaluated. name: the metric's name. */
+static double run_gain(const mst_run_result *r, const char **name) {
+    const char *unit;
+    double scale;
+    if (!r->metric_name[0]) {                       /* no "metric" in the summary: accuracy */
+        *name = "accuracy";
+        return r->val_accuracy >= 0 ? 100 * r->val_accuracy : NAN;
+    }
+    *name = r->metric_name;
+    metric_unit(r->metric_name, &unit, &scale);
+    return isfinite(r->metric) ? (r->metric_higher_is_better ? 1 : -1) * scale * r->metric : NAN;
 }
 
 typedef enum { V_LOG_UPDATE, V_LOG_STEP, V_ACC, V_MEM, V_COUNT_SKIPPED, V_COUNT_COMPILES } what;
@@ -61,29 +97,41 @@ static const char *first_error(const mst_trial_set *t) {
     return "no run completed";
 }
 
-/* Accuracy differences paired by seed (trial - baseline, pp); the baseline's seed spread. */
-static int paired_accuracy(const mst_trial_set *base, const mst_trial_set *trial, double *d, double *spread_pp) {
+/* Metric gains paired by seed (trial - baseline, in the metric's unit, > 0 better); the baseline's
+ * seed spread; *name: the metric's name (the baseline's first evaluated run; "accuracy" if none). */
+static int paired_metric(const mst_trial_set *base, const mst_trial_set *trial, double *d, double *spread, const char **name) {
     int n = 0;
     double lo = INFINITY, hi = -INFINITY;
+    *name = NULL;
     for (int i = 0; i < base->n_runs; i++) {
         const mst_run_result *b = &base->runs[i];
-        if (!b->ok || b->val_accuracy < 0) continue;
-        lo = fmin(lo, b->val_accuracy);
-        hi = fmax(hi, b->val_accuracy);
+        const char *bn, *tn;
+        double bg = b->ok ? run_gain(b, &bn) : NAN;
+        if (isnan(bg)) continue;
+        if (!*name) *name = bn;
+        lo = fmin(lo, bg);
+        hi = fmax(hi, bg);
         for (int j = 0; j < trial->n_runs; j++) {
             const mst_run_result *t = &trial->runs[j];
-            if (t->ok && t->val_accuracy >= 0 && t->seed == b->seed) {
-                d[n++] = 100 * (t->val_accuracy - b->val_accuracy);
+            double tg = t->ok && t->seed == b->seed ? run_gain(t, &tn) : NAN;
+            if (!isnan(tg) && strcmp(tn, bn) == 0) {
+                d[n++] = tg - bg;
                 break;
             }
         }
     }
-    *spread_pp = hi >= lo ? 100 * (hi - lo) : NAN;
+    if (!*name) {
+        *name = "accuracy";
+        for (int i = 0; i < base->n_runs; i++)
+            if (base->runs[i].metric_name[0]) *name = base->runs[i].metric_name;
+    }
+    *spread = hi >= lo ? hi - lo : NAN;
     return n;
 }
 
 void mst_verdict_decide(const mst_trial_set *base, const mst_trial_set *trial, int goal, mst_count_kind count,
-                        double tolerance_pp, double min_speedup, double confidence, mst_verdict *v) {
+                        double tolerance, double min_speedup, double confidence, mst_verdict *v) {
+    double tolerance_pp = tolerance;      /* in the metric's unit (the name kept from accuracy-only days) */
     memset(v, 0, sizeof(*v));
     v->kind = MST_VERDICT_REJECTED;
     v->speedup = v->ci_low = v->ci_high = v->accuracy_delta_pp = v->memory_delta_bytes = v->memory_ratio = NAN;
@@ -118,7 +166,12 @@ void mst_verdict_decide(const mst_trial_set *base, const mst_trial_set *trial, i
 
     /* accuracy: mean paired difference, its t interval, the seed spread */
     double d[MST_TRIAL_MAX_RUNS];
-    int np = paired_accuracy(base, trial, d, &v->seed_spread_pp);
+    const char *mname, *u;
+    double scale;
+    int np = paired_metric(base, trial, d, &v->seed_spread_pp, &mname);
+    metric_unit(mname, &u, &scale);
+    snprintf(v->metric_name, sizeof(v->metric_name), "%s", mname);
+    snprintf(v->metric_unit, sizeof(v->metric_unit), "%s", u);
     v->accuracy_pairs = np;
     if (np > 0) {
         v->accuracy_delta_pp = mst_stats_mean(d, np);
@@ -154,13 +207,16 @@ void mst_verdict_decide(const mst_trial_set *base, const mst_trial_set *trial, i
     if (isnan(v->ci_low)) snprintf(speed, sizeof(speed), "%.3fx per applied update (too few runs for an interval)", v->speedup);
     else snprintf(speed, sizeof(speed), "%.3fx per applied update (%.0f%% interval %.3f-%.3f; per-step median %.3fx)", v->speedup,
                   100 * confidence, v->ci_low, v->ci_high, v->step_speedup);
+    const char *un = u[0] ? u : "units";        /* the tolerance's unit, in words */
+    bool acc_metric = strcmp(mname, "accuracy") == 0;
     if (isnan(v->accuracy_delta_pp))
-        snprintf(acc, sizeof(acc), "accuracy not measured (train.eval false, or no seed both sides ran)");
+        snprintf(acc, sizeof(acc), "%s not measured (train.eval false, or no seed both sides ran)", mname);
     else if (isnan(v->accuracy_ci_low))
-        snprintf(acc, sizeof(acc), "accuracy %+.2f pp (one seed: no interval; seed spread unknown)", v->accuracy_delta_pp);
+        snprintf(acc, sizeof(acc), "%s %+.2f %s (one seed: no interval; seed spread unknown)", mname, v->accuracy_delta_pp, un);
     else
-        snprintf(acc, sizeof(acc), "accuracy %+.2f pp (mean over %d seeds, %.0f%% interval %+.2f to %+.2f; seed spread %.2f pp)",
-                 v->accuracy_delta_pp, np, 100 * confidence, v->accuracy_ci_low, v->accuracy_ci_high, v->seed_spread_pp);
+        snprintf(acc, sizeof(acc), "%s %+.2f %s (mean over %d seeds, %.0f%% interval %+.2f to %+.2f; seed spread %.2f %s)", mname,
+                 v->accuracy_delta_pp, un, np, 100 * confidence, v->accuracy_ci_low,
+                 v->accuracy_ci_high, v->seed_spread_pp, un);
     if (isnan(v->memory_ratio)) snprintf(mem, sizeof(mem), "memory n/a");
     else snprintf(mem, sizeof(mem), "memory %+.0f%%", 100 * (v->memory_ratio - 1));
     if (!isnan(v->count_base))
@@ -179,18 +235,18 @@ void mst_verdict_decide(const mst_trial_set *base, const mst_trial_set *trial, i
     char unresolved[200];
     snprintf(unresolved, sizeof(unresolved),
              isnan(v->seed_spread_pp) || !measured
-                 ? "accuracy cannot be verified: it was not measured on two or more seeds"
-                 : "accuracy cannot be verified at %.2f points on a run this short: seed spread %.2f points; run longer",
-             tolerance_pp, v->seed_spread_pp);
+                 ? "%s cannot be verified: it was not measured on two or more seeds"
+                 : "%s cannot be verified at %.2f %s on a run this short: seed spread %.2f %s; run longer",
+             mname, tolerance_pp, acc_metric ? "points" : un, v->seed_spread_pp, acc_metric ? "points" : un);
 
     if (goal == MST_GOAL_SAFETY) {
         if (noninferior) {
             v->kind = MST_VERDICT_ACCEPTED;
-            snprintf(v->reason, sizeof(v->reason), "%s, not worse beyond the %.2f pp tolerance, so the safer setting costs no accuracy "
-                     "(speed %s, %s): accepted", acc, tolerance_pp, speed, mem);
+            snprintf(v->reason, sizeof(v->reason), "%s, not worse beyond the %.2f %s tolerance, so the safer setting costs no %s "
+                     "(speed %s, %s): accepted", acc, tolerance_pp, un, mname, speed, mem);
         } else if (inferior) {
-            snprintf(v->reason, sizeof(v->reason), "%s, worse beyond the %.2f pp tolerance: the safer setting measured worse here; "
-                     "speed %s: rejected (the finding stands)", acc, tolerance_pp, speed);
+            snprintf(v->reason, sizeof(v->reason), "%s, worse beyond the %.2f %s tolerance: the safer setting measured worse here; "
+                     "speed %s: rejected (the finding stands)", acc, tolerance_pp, un, speed);
         } else {
             v->kind = MST_VERDICT_CANNOT_VERIFY;
             snprintf(v->reason, sizeof(v->reason), "%s (%s); speed %s", unresolved, acc, speed);
@@ -200,20 +256,20 @@ void mst_verdict_decide(const mst_trial_set *base, const mst_trial_set *trial, i
     if (goal == MST_GOAL_ACCURACY) {     /* a run that does not learn is worth nothing at any speed */
         if (superior) {
             v->kind = MST_VERDICT_ACCEPTED;
-            snprintf(v->reason, sizeof(v->reason), "%s: better beyond the %.2f pp tolerance (speed %s, %s): accepted", acc,
-                     tolerance_pp, speed, mem);
+            snprintf(v->reason, sizeof(v->reason), "%s: better beyond the %.2f %s tolerance (speed %s, %s): accepted", acc,
+                     tolerance_pp, un, speed, mem);
         } else if (!isnan(v->accuracy_delta_pp) && v->accuracy_delta_pp > tolerance_pp) {
             v->kind = MST_VERDICT_CANNOT_VERIFY;
             snprintf(v->reason, sizeof(v->reason), "%s (%s); speed %s", unresolved, acc, speed);
         } else {
-            snprintf(v->reason, sizeof(v->reason), "%s, not better beyond the %.2f pp tolerance; speed %s: rejected", acc,
-                     tolerance_pp, speed);
+            snprintf(v->reason, sizeof(v->reason), "%s, not better beyond the %.2f %s tolerance; speed %s: rejected", acc,
+                     tolerance_pp, un, speed);
         }
         return;
     }
     if (inferior) {
-        snprintf(v->reason, sizeof(v->reason), "%s, worse than the %.2f pp tolerance; speed %s, %s: rejected for accuracy", acc,
-                 tolerance_pp, speed, mem);
+        snprintf(v->reason, sizeof(v->reason), "%s, worse than the %.2f %s tolerance; speed %s, %s: rejected for %s", acc,
+                 tolerance_pp, un, speed, mem, mname);
         return;
     }
     /* a count change: the count decides (exactly), provided the time is not worse beyond noise */

@@ -1,4 +1,4 @@
-/* cmd_advise.c — `mstune advise JOB [--set k=v]... [--budget-minutes M] [--tolerance PP]
+/* cmd_advise.c — `mstune advise JOB [--set k=v]... [--budget-minutes M] [--tolerance T]
  * [--repeats N] [-o DIR]`: profile the job, diagnose it, verify each proposed change as its own
  * trial against the job's accuracy baseline, then write DIR/advice.md, DIR/advice.json,
  * DIR/tuned.yaml (the job with the accepted changes) and DIR/report/ (with the advisor section).
@@ -42,7 +42,7 @@ static int check_sets(void *arg, const char (*sets)[96], int n, char *err, size_
 enum { OPT_BUDGET = 1, OPT_TOLERANCE, OPT_REPEATS };
 const mst_cli_opt mst_cli_advise_opts[] = {
     {"budget-minutes", 0, "M", "stop planning trials once M minutes are spent (0: no limit)", OPT_BUDGET},
-    {"tolerance", 0, "PP", "accuracy tolerance in percentage points (default 0.5)", OPT_TOLERANCE},
+    {"tolerance", 0, "T", "metric tolerance in its unit: accuracy points, PSNR dB (default 0.5)", OPT_TOLERANCE},
     {"repeats", 0, "N", "runs per trial and of the baseline, 2.." STRINGIFY(MST_TRIAL_MAX_RUNS) " (default 3)", OPT_REPEATS},
     {"out", 'o', "DIR", "output folder (default: out/<job name>-advise)", MST_CLI_OPT_OUT},
     {NULL},

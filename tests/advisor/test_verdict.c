@@ -3,6 +3,8 @@
  * loss, a failed run or a slowdown is rejected with the reason in words; accuracy fixes are judged
  * on accuracy; a seed spread that hides the answer is "cannot verify"; counts are judged exactly. */
 #include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -178,6 +180,47 @@ static void test_count_judged_exactly(void **state) {
     assert_non_null(strstr(v.reason, "the count did not fall"));
 }
 
+/* A PSNR job (summary "metric" with higher_is_better): the gain is in dB, and a lower PSNR is worse. */
+static void set_metric(mst_trial_set *t, const char *name, const double *m, bool higher) {
+    for (int i = 0; i < t->n_runs; i++) {
+        snprintf(t->runs[i].metric_name, sizeof(t->runs[i].metric_name), "%s", name);
+        t->runs[i].metric = m[i];
+        t->runs[i].metric_higher_is_better = higher;
+        t->runs[i].val_accuracy = -1;
+    }
+}
+
+static void test_psnr_lower_is_worse(void **state) {
+    (void)state;
+    mst_trial_set b, t;
+    mst_verdict v;
+    make(&b, (double[]){10, 10.1, 9.9}, 3, -1, 1e6);
+    make(&t, (double[]){5, 5.1, 4.9}, 3, -1, 1e6);       /* 2x faster */
+    set_metric(&b, "psnr", (double[]){24.0, 24.1, 23.9}, true);
+    set_metric(&t, "psnr", (double[]){23.0, 23.1, 22.9}, true);  /* -1 dB: worse beyond 0.5 dB */
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, MST_COUNT_NONE, 0.5, 1.02, 0.90, &v);
+    assert_int_equal(v.kind, MST_VERDICT_REJECTED);
+    assert_true(fabs(v.accuracy_delta_pp + 1.0) < 1e-9);      /* dB, not x100 */
+    assert_string_equal(v.metric_unit, "dB");
+    assert_non_null(strstr(v.reason, "rejected for psnr"));
+    assert_non_null(strstr(v.reason, "0.50 dB tolerance"));
+    /* -0.2 dB is inside the 0.5 dB tolerance: accepted */
+    set_metric(&t, "psnr", (double[]){23.8, 23.9, 23.7}, true);
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, MST_COUNT_NONE, 0.5, 1.02, 0.90, &v);
+    assert_int_equal(v.kind, MST_VERDICT_ACCEPTED);
+    assert_true(fabs(v.accuracy_delta_pp + 0.2) < 1e-9);
+    /* a lower-is-better metric: a drop of 1 is a gain of +1, a rise of 1 is rejected */
+    set_metric(&b, "loss", (double[]){2.0, 2.1, 1.9}, false);
+    set_metric(&t, "loss", (double[]){1.0, 1.1, 0.9}, false);
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, MST_COUNT_NONE, 0.5, 1.02, 0.90, &v);
+    assert_int_equal(v.kind, MST_VERDICT_ACCEPTED);
+    assert_true(fabs(v.accuracy_delta_pp - 1.0) < 1e-9);
+    set_metric(&t, "loss", (double[]){3.0, 3.1, 2.9}, false);
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, MST_COUNT_NONE, 0.5, 1.02, 0.90, &v);
+    assert_int_equal(v.kind, MST_VERDICT_REJECTED);
+    assert_non_null(strstr(v.reason, "rejected for loss"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_faster_accepted),
@@ -190,6 +233,7 @@ int main(void) {
         cmocka_unit_test(test_seed_spread_cannot_verify),
         cmocka_unit_test(test_no_accuracy_cannot_verify),
         cmocka_unit_test(test_count_judged_exactly),
+        cmocka_unit_test(test_psnr_lower_is_worse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
