@@ -105,11 +105,22 @@ enum {
     MST_OPF_GRAD_OP     = 1u << 4,  /* exists for backward rules */
 };
 
+/* What autocast (runtime/amp/autocast.c) may do with an op; the amp level turns the class into an
+ * action. Zero, the default of a descriptor that does not say, is the safe `never`. */
+typedef enum {
+    MST_AMP_CLASS_NEVER = 0,        /* casts, shape/view ops, grad ops, state updates */
+    MST_AMP_CLASS_ALLOW,            /* MindSpore's white list: half from O1 on */
+    MST_AMP_CLASS_HALF,             /* half from O2 on */
+    MST_AMP_CLASS_KEEP_F32,         /* f32 at O2, half at O3: softmax, loss, reductions, layernorm */
+    MST_AMP_CLASS_NORM,             /* O2: f32 parameters with half data (batchnorm); half at O3 */
+} mst_amp_class;
+
 typedef struct mst_op_desc {
     const char *name;
     int min_inputs, max_inputs;     /* max_inputs > min_inputs: optional or variadic inputs */
     int n_outputs;                  /* 0 for pure in-place updates */
     uint32_t flags;
+    mst_amp_class amp_class;        /* autocast's class; MST_AMP_CLASS_NEVER when unset */
     uint32_t mutates;               /* bit i: input i is updated in place */
     uint32_t nondiff;               /* bit i: input i never receives a gradient */
     int dtype_arg;                  /* the input whose dtype selects the kernel */

@@ -7,8 +7,9 @@
  *   half          -      -            half   half
  *   keep_f32      -      -            f32    half     norms, softmax, loss, reductions
  *   never         -      -            -      -        casts, shape/view ops, grad ops, state updates
- * "(+f32)": O1 casts the op's float outputs back to f32. The table is deliberately not checked
- * against MST_OP_COUNT: an op added later without a row is `never`, the safe default.
+ * "(+f32)": O1 casts the op's float outputs back to f32. The class is the descriptor's amp_class
+ * (runtime/op.h, set in each op's family file under runtime/ops/): an op whose descriptor does not
+ * set one is `never`, the safe default; grad and view ops are `never` whatever they say.
  * Reference: MindSpore's mindspore.amp.auto_mixed_precision (amp_level O0..O3).
  *
  * The cache also owns the half kernel's grow-only f32 scratch (half_kernels.c): the context
@@ -22,24 +23,6 @@
 
 #include "runtime/amp/half.h"
 #include "runtime/ops.h"
-
-typedef enum { CLASS_NEVER = 0, CLASS_ALLOW, CLASS_HALF, CLASS_KEEP_F32, CLASS_NORM } amp_class;
-
-static const unsigned char op_class[MST_OP_COUNT] = {
-    [MST_OP_MATMUL] = CLASS_ALLOW, [MST_OP_LINEAR] = CLASS_ALLOW, [MST_OP_CONV2D] = CLASS_ALLOW,
-    [MST_OP_RELU] = CLASS_ALLOW,
-    [MST_OP_ADD] = CLASS_HALF, [MST_OP_SUB] = CLASS_HALF, [MST_OP_MUL] = CLASS_HALF, [MST_OP_DIV] = CLASS_HALF,
-    [MST_OP_SCALE] = CLASS_HALF, [MST_OP_SUM_TO] = CLASS_HALF, [MST_OP_BROADCAST_TO] = CLASS_HALF,
-    [MST_OP_GELU] = CLASS_HALF, [MST_OP_TANH] = CLASS_HALF, [MST_OP_SIGMOID] = CLASS_HALF,
-    [MST_OP_MAXPOOL2D] = CLASS_HALF, [MST_OP_AVGPOOL2D] = CLASS_HALF, [MST_OP_GLOBAL_AVGPOOL] = CLASS_HALF,
-    [MST_OP_EMBEDDING] = CLASS_HALF, [MST_OP_DROPOUT] = CLASS_HALF,
-    [MST_OP_BATCHNORM] = CLASS_NORM, [MST_OP_LAYERNORM] = CLASS_KEEP_F32,
-    [MST_OP_SOFTMAX] = CLASS_KEEP_F32, [MST_OP_LOG_SOFTMAX] = CLASS_KEEP_F32,
-    [MST_OP_MASKED_SOFTMAX] = CLASS_KEEP_F32, [MST_OP_L1_LOSS] = CLASS_KEEP_F32, [MST_OP_MSE_LOSS] = CLASS_KEEP_F32,
-    [MST_OP_CROSS_ENTROPY] = CLASS_KEEP_F32, [MST_OP_SUM] = CLASS_KEEP_F32, [MST_OP_MEAN] = CLASS_KEEP_F32,
-    /* never: cast, reshape, transpose, concat, slice, every *_grad op, sgd/adam updates, spin and
-     * whatever is added later (copy, the loss scaler's ops, clipping) */
-};
 
 struct mst_amp_cache {
     struct amp_entry {
@@ -81,25 +64,25 @@ void mst_amp_autocast(mst_ctx *ctx, bool on) {
     ctx->autocast = on;
 }
 
-static amp_class class_of(mst_op op) {
-    if ((unsigned)op >= MST_OP_COUNT || !mst_op_table[op]) return CLASS_NEVER;
+static mst_amp_class class_of(mst_op op) {
+    if ((unsigned)op >= MST_OP_COUNT || !mst_op_table[op]) return MST_AMP_CLASS_NEVER;
     const mst_op_desc *d = mst_op_table[op];
-    if (d->flags & (MST_OPF_GRAD_OP | MST_OPF_VIEW)) return CLASS_NEVER;
-    return (amp_class)op_class[op];
+    if (d->flags & (MST_OPF_GRAD_OP | MST_OPF_VIEW)) return MST_AMP_CLASS_NEVER;
+    return d->amp_class;
 }
 
 mst_amp_action mst_amp_policy(mst_op op, int level) {
-    amp_class k = class_of(op);
+    mst_amp_class k = class_of(op);
     switch (level) {
-    case 1: return k == CLASS_ALLOW ? MST_AMP_HALF : MST_AMP_NEVER;
-    case 2: return k == CLASS_NEVER ? MST_AMP_NEVER : k == CLASS_KEEP_F32 ? MST_AMP_F32
-                 : k == CLASS_NORM ? MST_AMP_F32_PARAMS : MST_AMP_HALF;
-    case 3: return k == CLASS_NEVER ? MST_AMP_NEVER : MST_AMP_HALF;
+    case 1: return k == MST_AMP_CLASS_ALLOW ? MST_AMP_HALF : MST_AMP_NEVER;
+    case 2: return k == MST_AMP_CLASS_NEVER ? MST_AMP_NEVER : k == MST_AMP_CLASS_KEEP_F32 ? MST_AMP_F32
+                 : k == MST_AMP_CLASS_NORM ? MST_AMP_F32_PARAMS : MST_AMP_HALF;
+    case 3: return k == MST_AMP_CLASS_NEVER ? MST_AMP_NEVER : MST_AMP_HALF;
     default: return MST_AMP_NEVER;
     }
 }
 
-bool mst_amp_casts_back(mst_op op, int level) { return level == 1 && class_of(op) == CLASS_ALLOW; }
+bool mst_amp_casts_back(mst_op op, int level) { return level == 1 && class_of(op) == MST_AMP_CLASS_ALLOW; }
 
 const char *mst_amp_level_name(int level) {
     static const char *const names[] = {"O0", "O1", "O2", "O3"};

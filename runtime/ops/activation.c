@@ -145,10 +145,10 @@ COST_PER_ELEMENT(tanh_grad, 3)
 COST_PER_ELEMENT(sigmoid, 4)
 COST_PER_ELEMENT(sigmoid_grad, 3)
 
-#define ACTIVATION_DESC(NAME, BACKWARD)                                                   \
+#define ACTIVATION_DESC(NAME, BACKWARD, AMP)                                              \
     const mst_op_desc mst_desc_##NAME = {                                                 \
         .name = #NAME, .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,                  \
-        .flags = MST_OPF_ELEMENTWISE,                                                     \
+        .flags = MST_OPF_ELEMENTWISE, .amp_class = AMP,                                   \
         .infer = op_infer_like_input0, .cpu = FLOAT_KERNEL_TABLE(NAME),                   \
         .backward = BACKWARD, .flops = cost_##NAME, .elem_f32 = NAME##_elem_f32,          \
     };
@@ -161,10 +161,10 @@ COST_PER_ELEMENT(sigmoid_grad, 3)
         .flops = cost_##NAME, .elem_f32 = NAME##_elem_f32,                                \
     };
 
-ACTIVATION_DESC(relu, relu_backward)
-ACTIVATION_DESC(gelu, gelu_backward)
-ACTIVATION_DESC(tanh, tanh_backward)
-ACTIVATION_DESC(sigmoid, sigmoid_backward)
+ACTIVATION_DESC(relu, relu_backward, MST_AMP_CLASS_ALLOW)
+ACTIVATION_DESC(gelu, gelu_backward, MST_AMP_CLASS_HALF)
+ACTIVATION_DESC(tanh, tanh_backward, MST_AMP_CLASS_HALF)
+ACTIVATION_DESC(sigmoid, sigmoid_backward, MST_AMP_CLASS_HALF)
 ACTIVATION_GRAD_DESC(relu_grad)
 ACTIVATION_GRAD_DESC(gelu_grad)
 ACTIVATION_GRAD_DESC(tanh_grad)

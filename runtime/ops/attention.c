@@ -164,6 +164,7 @@ static int64_t cost_masked_softmax(const mst_op_call *c) { return 5 * c->out[0]-
 
 const mst_op_desc mst_desc_masked_softmax = {
     .name = "masked_softmax", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
+    .amp_class = MST_AMP_CLASS_KEEP_F32,
     .nondiff = 1u << 1,         /* keep */
     .infer = infer_masked_softmax,
     .cpu = {[MST_DTYPE_F32] = masked_softmax_f32, [MST_DTYPE_F64] = masked_softmax_f64},

@@ -61,6 +61,7 @@ static int64_t cost_dropout(const mst_op_call *c) { return 2 * c->in[0]->numel; 
  * an elementwise fuser that sees values only cannot reproduce. */
 const mst_op_desc mst_desc_dropout = {
     .name = "dropout", .min_inputs = 1, .max_inputs = 1, .n_outputs = 2,
+    .amp_class = MST_AMP_CLASS_HALF,
     .flags = MST_OPF_RANDOM,
     .attr_i = {"seed"}, .attr_f = {"p"},
     .infer = infer_dropout, .cpu = FLOAT_KERNEL_TABLE(dropout),

@@ -106,6 +106,7 @@ BINARY_ELEM(div, x1 / x2)
     const mst_op_desc mst_desc_##NAME = {                                       \
         .name = #NAME, .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,        \
         .flags = MST_OPF_ELEMENTWISE | MST_OPF_PROMOTE,                         \
+        .amp_class = MST_AMP_CLASS_HALF,                                        \
         .infer = infer_binary, .cpu = FLOAT_KERNEL_TABLE(NAME),                 \
         .backward = BACKWARD, .flops = op_cost_numel,                           \
         .elem_f32 = NAME##_elem_f32,                                            \
@@ -152,6 +153,7 @@ static void scale_elem_f32(float *y, const float *const x[], int64_t n, const ms
 
 const mst_op_desc mst_desc_scale = {
     .name = "scale", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .flags = MST_OPF_ELEMENTWISE,
+    .amp_class = MST_AMP_CLASS_HALF,
     .attr_f = {"scale"},
     .infer = op_infer_like_input0, .cpu = FLOAT_KERNEL_TABLE(scale),
     .backward = scale_backward, .flops = op_cost_numel, .elem_f32 = scale_elem_f32,
@@ -241,6 +243,7 @@ static int64_t cost_input_numel(const mst_op_call *c) { return c->in[0]->numel; 
 
 const mst_op_desc mst_desc_sum_to = {
     .name = "sum_to", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+    .amp_class = MST_AMP_CLASS_HALF,
     .attr_i = {"rank", "d0", "d1", "d2", "d3", "d4", "d5"},
     .infer = infer_sum_to, .cpu = FLOAT_KERNEL_TABLE(sum_to),
     .backward = sum_to_backward, .flops = cost_input_numel,
@@ -248,6 +251,7 @@ const mst_op_desc mst_desc_sum_to = {
 
 const mst_op_desc mst_desc_broadcast_to = {
     .name = "broadcast_to", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+    .amp_class = MST_AMP_CLASS_HALF,
     .attr_i = {"rank", "d0", "d1", "d2", "d3", "d4", "d5"},
     .infer = infer_broadcast_to, .cpu = FLOAT_KERNEL_TABLE(broadcast_to),
     .backward = broadcast_to_backward,

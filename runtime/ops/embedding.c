@@ -73,6 +73,7 @@ static int64_t cost_zero(const mst_op_call *c) { return 0; }
 
 const mst_op_desc mst_desc_embedding = {
     .name = "embedding", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
+    .amp_class = MST_AMP_CLASS_HALF,
     .nondiff = 1u << 0,         /* indices */
     .dtype_arg = 1,             /* the weight selects the kernel */
     .infer = infer_embedding,

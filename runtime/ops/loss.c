@@ -118,6 +118,7 @@ static int64_t cost_loss_grad(const mst_op_call *c) { return 3 * c->out[0]->nume
 
 const mst_op_desc mst_desc_l1_loss = {
     .name = "l1_loss", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
+    .amp_class = MST_AMP_CLASS_KEEP_F32,
     .infer = infer_loss, .cpu = LOSS_KERNELS(l1_loss_kernel), .backward = l1_loss_backward, .flops = cost_loss,
 };
 
@@ -128,6 +129,7 @@ const mst_op_desc mst_desc_l1_loss_grad = {
 
 const mst_op_desc mst_desc_mse_loss = {
     .name = "mse_loss", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
+    .amp_class = MST_AMP_CLASS_KEEP_F32,
     .infer = infer_loss, .cpu = LOSS_KERNELS(mse_loss_kernel), .backward = mse_loss_backward, .flops = cost_loss,
 };
 

@@ -278,6 +278,7 @@ static int64_t batchnorm_flops(const mst_op_call *c) { return (c->attrs.i[0] ? 7
 
 const mst_op_desc mst_desc_batchnorm = {
     .name = "batchnorm", .min_inputs = 5, .max_inputs = 5, .n_outputs = 3,
+    .amp_class = MST_AMP_CLASS_NORM,
     .mutates = 1u << 3 | 1u << 4, .nondiff = 1u << 3 | 1u << 4,
     .attr_i = {"training", "relu"}, .attr_f = {"momentum", "eps"},
     .infer = infer_batchnorm, .cpu = FLOAT_KERNEL_TABLE(batchnorm), .cpu_ref = FLOAT_KERNEL_TABLE(batchnorm_ref),
@@ -455,6 +456,7 @@ static int64_t layernorm_flops(const mst_op_call *c) { return 8 * c->in[0]->nume
 
 const mst_op_desc mst_desc_layernorm = {
     .name = "layernorm", .min_inputs = 3, .max_inputs = 3, .n_outputs = 3,
+    .amp_class = MST_AMP_CLASS_KEEP_F32,
     .attr_f = {"eps"},
     .infer = infer_layernorm, .cpu = FLOAT_KERNEL_TABLE(layernorm),
     .backward = layernorm_backward, .flops = layernorm_flops,

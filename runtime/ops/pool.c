@@ -162,6 +162,7 @@ static int64_t pool_flops(const mst_op_call *c) { return c->out[0]->numel * c->a
 
 const mst_op_desc mst_desc_maxpool2d = {
     .name = "maxpool2d", .min_inputs = 1, .max_inputs = 1, .n_outputs = 2,
+    .amp_class = MST_AMP_CLASS_HALF,
     .attr_i = POOL_ATTRS,
     .infer = infer_maxpool2d, .cpu = FLOAT_KERNEL_TABLE(maxpool2d),
     .backward = maxpool2d_backward, .flops = pool_flops,
@@ -261,6 +262,7 @@ static mst_status avgpool2d_backward(mst_ctx *ctx, const mst_op_call *c, mst_ten
 
 const mst_op_desc mst_desc_avgpool2d = {
     .name = "avgpool2d", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+    .amp_class = MST_AMP_CLASS_HALF,
     .attr_i = POOL_ATTRS,
     .infer = infer_avgpool2d, .cpu = FLOAT_KERNEL_TABLE(avgpool2d),
     .backward = avgpool2d_backward, .flops = pool_flops,
@@ -365,6 +367,7 @@ static int64_t global_avgpool_flops(const mst_op_call *c) { return c->in[0]->num
 
 const mst_op_desc mst_desc_global_avgpool = {
     .name = "global_avgpool", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
+    .amp_class = MST_AMP_CLASS_HALF,
     .infer = infer_global_avgpool, .cpu = FLOAT_KERNEL_TABLE(global_avgpool),
     .backward = global_avgpool_backward, .flops = global_avgpool_flops,
 };

@@ -292,12 +292,14 @@ static int64_t cost_softmax_grad(const mst_op_call *c) { return 4 * c->out[0]->n
 
 const mst_op_desc mst_desc_softmax = {
     .name = "softmax", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .attr_i = {"axis"},
+    .amp_class = MST_AMP_CLASS_KEEP_F32,
     .infer = infer_softmax, .cpu = FLOAT_KERNEL_TABLE(softmax), .cpu_ref = FLOAT_KERNEL_TABLE(softmax_ref),
     .backward = softmax_backward, .flops = cost_softmax,
 };
 
 const mst_op_desc mst_desc_log_softmax = {
     .name = "log_softmax", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .attr_i = {"axis"},
+    .amp_class = MST_AMP_CLASS_KEEP_F32,
     .infer = infer_softmax, .cpu = FLOAT_KERNEL_TABLE(log_softmax), .cpu_ref = FLOAT_KERNEL_TABLE(log_softmax_ref),
     .backward = log_softmax_backward, .flops = cost_softmax,
 };
@@ -430,6 +432,7 @@ static int64_t cost_cross_entropy_grad(const mst_op_call *c) { return 2 * c->out
 
 const mst_op_desc mst_desc_cross_entropy = {
     .name = "cross_entropy", .min_inputs = 2, .max_inputs = 2, .n_outputs = 2,
+    .amp_class = MST_AMP_CLASS_KEEP_F32,
     .nondiff = 1u << 1,         /* labels */
     .infer = infer_cross_entropy, .cpu = FLOAT_KERNEL_TABLE(cross_entropy),
     .backward = cross_entropy_backward, .flops = cost_cross_entropy,
