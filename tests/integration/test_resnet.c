@@ -13,19 +13,12 @@
 #include "e2e.h"
 
 static cJSON *run(const char *sets, const char *dir, const char *name) {
-    char args[4096], out[1 << 15], path[2048];
-    snprintf(args, sizeof(args),
-             "train workloads/jobs/fashion_cnn.yaml --set model.name=resnet --set model.width=4 --set data.limit=1280 "
-             "--set data.batch_size=64 --set train.epochs=1 --set optimizer.warmup_steps=2 --set train.checkpoint=false "
-             "%s --out %s/%s",
-             sets, dir, name);
-    int rc = e2e_run(args, out, sizeof(out));
-    if (rc != 0) fprintf(stderr, "%s\n", out);
-    assert_int_equal(rc, 0);
-    snprintf(path, sizeof(path), "%s/%s/summary.json", dir, name);
-    cJSON *j = e2e_read_json(path);
-    assert_non_null(j);
-    return j;
+    char all[2048];
+    snprintf(all, sizeof(all),
+             "--set model.name=resnet --set model.width=4 --set data.limit=1280 --set data.batch_size=64 --set train.epochs=1 "
+             "--set optimizer.warmup_steps=2 %s",
+             sets);
+    return e2e_job("train", "workloads/jobs/fashion_cnn.yaml", all, dir, name);
 }
 
 static void test_resnet(void **state) {
@@ -34,15 +27,9 @@ static void test_resnet(void **state) {
     e2e_tmpdir(dir, sizeof(dir));
     cJSON *e = run("--set model.blocks=1 --set runtime.mode=eager", dir, "eager");
     cJSON *g = run("--set model.blocks=1 --set runtime.mode=graph", dir, "graph");
-    const cJSON *le = cJSON_GetObjectItemCaseSensitive(e, "train_loss"), *lg = cJSON_GetObjectItemCaseSensitive(g, "train_loss");
-    int n = cJSON_GetArraySize(le);
-    assert_int_equal(n, 20);
-    assert_int_equal(cJSON_GetArraySize(lg), n);
-    double worst = 0;
-    for (int i = 0; i < n; i++) {
-        double a = cJSON_GetArrayItem(le, i)->valuedouble, b = cJSON_GetArrayItem(lg, i)->valuedouble;
-        worst = fmax(worst, fabs(a - b) / fabs(a));
-    }
+    const int n = 20;
+    double worst = e2e_loss_curve_diff(e, g, n);
+    const cJSON *le = cJSON_GetObjectItemCaseSensitive(e, "train_loss");
     double first = cJSON_GetArrayItem(le, 0)->valuedouble, last = cJSON_GetArrayItem(le, n - 1)->valuedouble;
     printf("resnet11: worst relative loss difference eager vs graph %.3g; loss %.4f -> %.4f\n", worst, first, last);
     assert_true(worst <= 1e-4);
