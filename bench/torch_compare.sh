@@ -34,3 +34,4 @@ for r in "${rows[@]}"; do
     awk -v m="$m" -v b="$b" -v pe="$pe" -v ps="$ps" -v me="$me" -v mg="$mg" \
         'BEGIN { printf "| %s | %s | %.3f | %.3f | %.3f | %.3f | %.2fx | %.2fx |\n", m, b, pe, ps, me, mg, pe / mg, ps / mg }'
 done
+echo; bench/torch_compare_workloads.sh "$build" "$threads"    # the transformer and the SR net (#17)

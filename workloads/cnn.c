@@ -14,62 +14,32 @@
 #include <stdlib.h>
 
 #include "runtime/ops.h"
+#include "workloads/conv_bn.h"
 #include "workloads/zoo.h"
 
-#define BN_MOMENTUM 0.1
-#define BN_EPS 1e-5
-
 typedef struct {
-    mst_tensor *w, *gamma, *beta, *mean, *var;
-    int stride, pad;
-} conv_bn;
-
-typedef struct {
-    conv_bn a, b, proj;
+    mst_conv_bn a, b, proj;
     int has_proj;
 } block;
 
 typedef struct {
-    conv_bn stem;
+    mst_conv_bn stem;
     block blocks[4];
     int n_blocks;
     mst_tensor *fc_w, *fc_b;
 } cnn;
 
-static mst_tensor *conv_bn_forward(mst_ctx *ctx, const conv_bn *l, mst_tensor *x, bool training) {
-    mst_tensor *y = mst_conv2d(ctx, x, l->w, NULL, l->stride, l->stride, l->pad, l->pad);
-    return mst_batchnorm(ctx, y, l->gamma, l->beta, l->mean, l->var, training, BN_MOMENTUM, BN_EPS);
-}
-
 static mst_tensor *cnn_forward(mst_model *m, mst_ctx *ctx, mst_tensor *x, bool training) {
     cnn *p = m->impl;
-    mst_tensor *h = mst_relu(ctx, conv_bn_forward(ctx, &p->stem, x, training));
+    mst_tensor *h = mst_relu(ctx, mst_conv_bn_forward(ctx, &p->stem, x, training));
     h = mst_maxpool2d(ctx, h, 2, 2, 2, 2, 0, 0);
     for (int i = 0; i < p->n_blocks; i++) {
         const block *b = &p->blocks[i];
-        mst_tensor *y = mst_relu(ctx, conv_bn_forward(ctx, &b->a, h, training));
-        y = conv_bn_forward(ctx, &b->b, y, training);
-        mst_tensor *skip = b->has_proj ? conv_bn_forward(ctx, &b->proj, h, training) : h;
-        h = mst_relu(ctx, mst_add(ctx, y, skip));
+        mst_tensor *y = mst_relu(ctx, mst_conv_bn_forward(ctx, &b->a, h, training));
+        y = mst_conv_bn_forward(ctx, &b->b, y, training);
+        h = mst_residual_relu(ctx, y, b->has_proj ? &b->proj : NULL, h, training);
     }
     return mst_linear(ctx, mst_global_avgpool(ctx, h), p->fc_w, p->fc_b);
-}
-
-static void conv_bn_init(mst_model *m, mst_ctx *ctx, conv_bn *l, const char *name, int cin, int cout, int k, int stride,
-                         double gain) {
-    char n[32];
-    l->stride = stride;
-    l->pad = k / 2;
-    snprintf(n, sizeof(n), "%s.conv", name);
-    l->w = mst_model_param(m, ctx, n, 4, (int64_t[]){cout, cin, k, k}, gain / sqrt((double)cin * k * k));
-    snprintf(n, sizeof(n), "%s.bn.gamma", name);
-    l->gamma = mst_model_param_const(m, ctx, n, 1, (int64_t[]){cout}, 1.0);
-    snprintf(n, sizeof(n), "%s.bn.beta", name);
-    l->beta = mst_model_param_const(m, ctx, n, 1, (int64_t[]){cout}, 0.0);
-    snprintf(n, sizeof(n), "%s.bn.running_mean", name);
-    l->mean = mst_model_buffer(m, ctx, n, 1, (int64_t[]){cout}, 0.0);
-    snprintf(n, sizeof(n), "%s.bn.running_var", name);
-    l->var = mst_model_buffer(m, ctx, n, 1, (int64_t[]){cout}, 1.0);
 }
 
 mst_model *mst_cnn_new(mst_ctx *ctx, const mst_model_spec *spec) {
@@ -86,20 +56,20 @@ mst_model *mst_cnn_new(mst_ctx *ctx, const mst_model_spec *spec) {
     m->forward = cnn_forward;
     int c = spec->width;
     double gain = spec->init_gain > 0 ? spec->init_gain : 1.0;
-    conv_bn_init(m, ctx, &p->stem, "stem", spec->in_c, c, 3, 1, gain);
+    mst_conv_bn_init(m, ctx, &p->stem, "stem", spec->in_c, c, 3, 1, gain);
     p->n_blocks = spec->blocks;
     for (int i = 0; i < spec->blocks; i++) {
         block *b = &p->blocks[i];
         int stride = i == 0 ? 1 : 2, cout = i == 0 ? c : c * 2;
         char n[32];
         snprintf(n, sizeof(n), "block%d.a", i + 1);
-        conv_bn_init(m, ctx, &b->a, n, c, cout, 3, stride, gain);
+        mst_conv_bn_init(m, ctx, &b->a, n, c, cout, 3, stride, gain);
         snprintf(n, sizeof(n), "block%d.b", i + 1);
-        conv_bn_init(m, ctx, &b->b, n, cout, cout, 3, 1, gain);
+        mst_conv_bn_init(m, ctx, &b->b, n, cout, cout, 3, 1, gain);
         b->has_proj = stride != 1 || cout != c;
         if (b->has_proj) {
             snprintf(n, sizeof(n), "block%d.proj", i + 1);
-            conv_bn_init(m, ctx, &b->proj, n, c, cout, 1, stride, gain);
+            mst_conv_bn_init(m, ctx, &b->proj, n, c, cout, 1, stride, gain);
         }
         c = cout;
     }

@@ -13,64 +13,36 @@
 #include <stdlib.h>
 
 #include "runtime/ops.h"
+#include "workloads/conv_bn.h"
 #include "workloads/zoo.h"
 
-#define BN_MOMENTUM 0.1
-#define BN_EPS 1e-5
 #define MAX_PER_STAGE 16
 #define STAGES 3
 
 typedef struct {
-    mst_tensor *w, *gamma, *beta, *mean, *var;
-    int stride, pad;
-} conv_bn;
-
-typedef struct {
-    conv_bn a, b, c, proj;
+    mst_conv_bn a, b, c, proj;
     int has_proj;
 } bottleneck;
 
 typedef struct {
-    conv_bn stem;
+    mst_conv_bn stem;
     bottleneck blocks[STAGES][MAX_PER_STAGE];
     int per_stage;
     mst_tensor *fc_w, *fc_b;
 } resnet;
 
-static mst_tensor *cbn(mst_ctx *ctx, const conv_bn *l, mst_tensor *x, bool training) {
-    mst_tensor *y = mst_conv2d(ctx, x, l->w, NULL, l->stride, l->stride, l->pad, l->pad);
-    return mst_batchnorm(ctx, y, l->gamma, l->beta, l->mean, l->var, training, BN_MOMENTUM, BN_EPS);
-}
-
 static mst_tensor *resnet_forward(mst_model *m, mst_ctx *ctx, mst_tensor *x, bool training) {
     const resnet *p = m->impl;
-    mst_tensor *h = mst_relu(ctx, cbn(ctx, &p->stem, x, training));
+    mst_tensor *h = mst_relu(ctx, mst_conv_bn_forward(ctx, &p->stem, x, training));
     for (int s = 0; s < STAGES; s++)
         for (int i = 0; i < p->per_stage; i++) {
             const bottleneck *b = &p->blocks[s][i];
-            mst_tensor *y = mst_relu(ctx, cbn(ctx, &b->a, h, training));
-            y = mst_relu(ctx, cbn(ctx, &b->b, y, training));
-            y = cbn(ctx, &b->c, y, training);
-            h = mst_relu(ctx, mst_add(ctx, y, b->has_proj ? cbn(ctx, &b->proj, h, training) : h));
+            mst_tensor *y = mst_relu(ctx, mst_conv_bn_forward(ctx, &b->a, h, training));
+            y = mst_relu(ctx, mst_conv_bn_forward(ctx, &b->b, y, training));
+            y = mst_conv_bn_forward(ctx, &b->c, y, training);
+            h = mst_residual_relu(ctx, y, b->has_proj ? &b->proj : NULL, h, training);
         }
     return mst_linear(ctx, mst_global_avgpool(ctx, h), p->fc_w, p->fc_b);
-}
-
-static void cbn_init(mst_model *m, mst_ctx *ctx, conv_bn *l, const char *name, int cin, int cout, int k, int stride,
-                     double gain) {
-    char n[48];
-    l->stride = stride;
-    l->pad = k / 2;
-    snprintf(n, sizeof(n), "%s.conv", name);
-    l->w = mst_model_param(m, ctx, n, 4, (int64_t[]){cout, cin, k, k}, gain / sqrt((double)cin * k * k));
-    snprintf(n, sizeof(n), "%s.bn.gamma", name);
-    l->gamma = mst_model_param_const(m, ctx, n, 1, (int64_t[]){cout}, 1.0);
-    snprintf(n, sizeof(n), "%s.bn.beta", name);
-    l->beta = mst_model_param_const(m, ctx, n, 1, (int64_t[]){cout}, 0.0);
-    snprintf(n, sizeof(n), "%s.bn.running_mean", name);
-    l->mean = mst_model_buffer(m, ctx, n, 1, (int64_t[]){cout}, 0.0);
-    snprintf(n, sizeof(n), "%s.bn.running_var", name);
-    l->var = mst_model_buffer(m, ctx, n, 1, (int64_t[]){cout}, 1.0);
 }
 
 mst_model *mst_resnet_new(mst_ctx *ctx, const mst_model_spec *spec) {
@@ -87,7 +59,7 @@ mst_model *mst_resnet_new(mst_ctx *ctx, const mst_model_spec *spec) {
     m->forward = resnet_forward;
     const double gain = spec->init_gain > 0 ? spec->init_gain : 1.0;
     int c = spec->width;
-    cbn_init(m, ctx, &p->stem, "stem", spec->in_c, c, 3, 1, gain);
+    mst_conv_bn_init(m, ctx, &p->stem, "stem", spec->in_c, c, 3, 1, gain);
     p->per_stage = spec->blocks;
     for (int s = 0; s < STAGES; s++) {
         const int mid = spec->width << s, out = 4 * mid;
@@ -96,15 +68,15 @@ mst_model *mst_resnet_new(mst_ctx *ctx, const mst_model_spec *spec) {
             const int stride = s > 0 && i == 0 ? 2 : 1;
             char n[40];
             snprintf(n, sizeof(n), "stage%d.block%d.a", s + 1, i + 1);
-            cbn_init(m, ctx, &b->a, n, c, mid, 1, 1, gain);
+            mst_conv_bn_init(m, ctx, &b->a, n, c, mid, 1, 1, gain);
             snprintf(n, sizeof(n), "stage%d.block%d.b", s + 1, i + 1);
-            cbn_init(m, ctx, &b->b, n, mid, mid, 3, stride, gain);
+            mst_conv_bn_init(m, ctx, &b->b, n, mid, mid, 3, stride, gain);
             snprintf(n, sizeof(n), "stage%d.block%d.c", s + 1, i + 1);
-            cbn_init(m, ctx, &b->c, n, mid, out, 1, 1, gain);
+            mst_conv_bn_init(m, ctx, &b->c, n, mid, out, 1, 1, gain);
             b->has_proj = stride != 1 || c != out;
             if (b->has_proj) {
                 snprintf(n, sizeof(n), "stage%d.block%d.proj", s + 1, i + 1);
-                cbn_init(m, ctx, &b->proj, n, c, out, 1, stride, gain);
+                mst_conv_bn_init(m, ctx, &b->proj, n, c, out, 1, stride, gain);
             }
             c = out;
         }

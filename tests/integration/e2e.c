@@ -3,6 +3,7 @@
 #include "tests/integration/e2e.h"
 
 #include <ftw.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -89,3 +90,40 @@ bool e2e_files_equal(const char *a, const char *b) {
 }
 
 bool e2e_exists(const char *path) { return access(path, F_OK) == 0; }
+
+cJSON *e2e_job(const char *cmd, const char *job, const char *sets, const char *dir, const char *name) {
+    char args[4096], path[2048];
+    static char out[1 << 15];
+    snprintf(args, sizeof(args), "%s %s --set train.checkpoint=false %s --out %s/%s", cmd, job, sets, dir, name);
+    int rc = e2e_run(args, out, sizeof(out));
+    if (rc != 0) fprintf(stderr, "mstune %s\n%s\n", args, out);
+    assert_int_equal(rc, 0);
+    snprintf(path, sizeof(path), "%s/%s/summary.json", dir, name);
+    cJSON *j = e2e_read_json(path);
+    if (!j) fail_msg("%s: missing or not JSON", path);
+    return j;
+}
+
+double e2e_loss_curve_diff(const cJSON *a, const cJSON *b, int steps) {
+    const cJSON *la = cJSON_GetObjectItemCaseSensitive(a, "train_loss"), *lb = cJSON_GetObjectItemCaseSensitive(b, "train_loss");
+    assert_int_equal(cJSON_GetArraySize(la), steps);
+    assert_int_equal(cJSON_GetArraySize(lb), steps);
+    double worst = 0;
+    for (int i = 0; i < steps; i++) {
+        double x = cJSON_GetArrayItem(la, i)->valuedouble, y = cJSON_GetArrayItem(lb, i)->valuedouble;
+        worst = fmax(worst, fabs(x - y) / fabs(x));
+    }
+    return worst;
+}
+
+double e2e_metric(const cJSON *j) { return e2e_num(cJSON_GetObjectItemCaseSensitive(j, "metric"), "value"); }
+
+void e2e_assert_graph_dump(const char *job) {
+    static char out[1 << 16];
+    char args[2048];
+    snprintf(args, sizeof(args), "graph %s", job);
+    int rc = e2e_run(args, out, sizeof(out));
+    if (rc != 0) fprintf(stderr, "mstune %s\n%s\n", args, out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "nodes: "));
+}

@@ -21,17 +21,7 @@ static bool have_lists(void) {
     return access("/usr/share/dict/american-english", R_OK) == 0 && access("/usr/share/dict/swedish", R_OK) == 0;
 }
 
-static cJSON *run(const char *cmd, const char *sets, const char *dir, const char *name) {
-    char args[4096], out[1 << 15], path[2048];
-    snprintf(args, sizeof(args), "%s %s --set train.checkpoint=false %s --out %s/%s", cmd, JOB, sets, dir, name);
-    int rc = e2e_run(args, out, sizeof(out));
-    if (rc != 0) fprintf(stderr, "%s\n", out);
-    assert_int_equal(rc, 0);
-    snprintf(path, sizeof(path), "%s/%s/summary.json", dir, name);
-    cJSON *j = e2e_read_json(path);
-    assert_non_null(j);
-    return j;
-}
+static cJSON *run(const char *cmd, const char *sets, const char *dir, const char *name) { return e2e_job(cmd, JOB, sets, dir, name); }
 
 static void test_eager_graph_parity(void **state) {
     (void)state;
@@ -40,15 +30,7 @@ static void test_eager_graph_parity(void **state) {
     e2e_tmpdir(dir, sizeof(dir));
     cJSON *e = run("train", "--set runtime.mode=eager", dir, "eager");
     cJSON *g = run("train", "--set runtime.mode=graph", dir, "graph");
-    const cJSON *le = cJSON_GetObjectItemCaseSensitive(e, "train_loss"), *lg = cJSON_GetObjectItemCaseSensitive(g, "train_loss");
-    int n = cJSON_GetArraySize(le);
-    assert_int_equal(n, 100);
-    assert_int_equal(cJSON_GetArraySize(lg), n);
-    double worst = 0;
-    for (int i = 0; i < n; i++) {
-        double a = cJSON_GetArrayItem(le, i)->valuedouble, b = cJSON_GetArrayItem(lg, i)->valuedouble;
-        worst = fmax(worst, fabs(a - b) / fabs(a));
-    }
+    double worst = e2e_loss_curve_diff(e, g, 100);
     double acc_e = e2e_num(e, "val_accuracy"), acc_g = e2e_num(g, "val_accuracy");
     printf("langid: worst relative loss difference eager vs graph %.3g; accuracy eager %.4f graph %.4f\n", worst, acc_e, acc_g);
     assert_true(worst <= 1e-4);
@@ -109,11 +91,7 @@ static void test_profile(void **state) {
 static void test_graph_dump(void **state) {
     (void)state;
     if (!have_lists()) skip();
-    char out[1 << 16];
-    int rc = e2e_run("graph workloads/jobs/langid_transformer_short.yaml", out, sizeof(out));
-    if (rc != 0) fprintf(stderr, "%s\n", out);
-    assert_int_equal(rc, 0);
-    assert_non_null(strstr(out, "nodes: "));
+    e2e_assert_graph_dump(JOB);
 }
 
 int main(void) {

@@ -16,19 +16,9 @@
 
 #define JOB "workloads/jobs/fashion_sr_short.yaml"
 
-static cJSON *run(const char *sets, const char *dir, const char *name) {
-    char args[4096], out[1 << 15], path[2048];
-    snprintf(args, sizeof(args), "train %s --set train.checkpoint=false %s --out %s/%s", JOB, sets, dir, name);
-    int rc = e2e_run(args, out, sizeof(out));
-    if (rc != 0) fprintf(stderr, "%s\n", out);
-    assert_int_equal(rc, 0);
-    snprintf(path, sizeof(path), "%s/%s/summary.json", dir, name);
-    cJSON *j = e2e_read_json(path);
-    assert_non_null(j);
-    return j;
-}
+static cJSON *run(const char *sets, const char *dir, const char *name) { return e2e_job("train", JOB, sets, dir, name); }
 
-static double psnr(const cJSON *j) { return e2e_num(cJSON_GetObjectItemCaseSensitive(j, "metric"), "value"); }
+static double psnr(const cJSON *j) { return e2e_metric(j); }
 
 static void test_eager_graph_parity(void **state) {
     (void)state;
@@ -36,15 +26,7 @@ static void test_eager_graph_parity(void **state) {
     e2e_tmpdir(dir, sizeof(dir));
     cJSON *e = run("--set runtime.mode=eager", dir, "eager");
     cJSON *g = run("--set runtime.mode=graph", dir, "graph");
-    const cJSON *le = cJSON_GetObjectItemCaseSensitive(e, "train_loss"), *lg = cJSON_GetObjectItemCaseSensitive(g, "train_loss");
-    int n = cJSON_GetArraySize(le);
-    assert_int_equal(n, 100);
-    assert_int_equal(cJSON_GetArraySize(lg), n);
-    double worst = 0;
-    for (int i = 0; i < n; i++) {
-        double a = cJSON_GetArrayItem(le, i)->valuedouble, b = cJSON_GetArrayItem(lg, i)->valuedouble;
-        worst = fmax(worst, fabs(a - b) / fabs(a));
-    }
+    double worst = e2e_loss_curve_diff(e, g, 100);
     printf("sr: worst relative loss difference eager vs graph %.3g; PSNR eager %.3f graph %.3f dB\n", worst, psnr(e), psnr(g));
     assert_true(worst <= 1e-4);
     assert_true(fabs(psnr(e) - psnr(g)) <= 0.01);
@@ -82,11 +64,7 @@ static void test_variants(void **state) {
 /* `mstune graph` traces the step with the dataset's input and target types */
 static void test_graph_dump(void **state) {
     (void)state;
-    char out[1 << 16];
-    int rc = e2e_run("graph workloads/jobs/fashion_sr_short.yaml", out, sizeof(out));
-    if (rc != 0) fprintf(stderr, "%s\n", out);
-    assert_int_equal(rc, 0);
-    assert_non_null(strstr(out, "nodes: "));
+    e2e_assert_graph_dump(JOB);
 }
 
 int main(void) {
