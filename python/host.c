@@ -21,11 +21,15 @@
 #include "python/pyfront.h"
 
 #include <frameobject.h>
+#include "profiler/events.h"
 #include "runtime/ops.h"
 
 bool mst_py_available(void) { return true; }
 
-static char g_pkg_dir[PATH_MAX];     /* the mstune package's folder: frames there are ours, not the model's */
+static char g_pkg_dir[PATH_MAX];
+/* profiler range names: the model's Python forward and loss run inside a `dispatch` range, so the
+ * interpreter's time between ops is dispatch (host framework work), the ops' kernels stay kernel */
+static uint32_t g_name_forward, g_name_loss;     /* the mstune package's folder: frames there are ours, not the model's */
 
 typedef struct {
     PyObject *model;        /* the nn.Module the builder returned */
@@ -62,6 +66,8 @@ static int start_interpreter(char *err, size_t errn) {
                             "../" MSTUNE_PY_INSTALL_REL "; set MSTUNE_PYTHONPATH to the folder holding mstune/");
         return -1;
     }
+    g_name_forward = mst_prof_intern("python.forward");
+    g_name_loss = mst_prof_intern("python.loss");
     PyConfig cfg;
     PyConfig_InitPythonConfig(&cfg);
     cfg.install_signal_handlers = 0;
@@ -158,7 +164,9 @@ static mst_tensor *py_forward(mst_model *m, mst_ctx *ctx, mst_tensor *x, bool tr
     }
     PyObject *xo = mst_py_tensor_wrap(x);
     if (!xo) { fail_from_exception(ctx, "forward"); return NULL; }
+    mst_prof_op_begin(MST_CAT_DISPATCH, g_name_forward, -1);
     PyObject *r = PyObject_CallOneArg(p->model, xo);
+    mst_prof_op_end(MST_CAT_DISPATCH, g_name_forward, -1);
     Py_DECREF(xo);
     return result_tensor(ctx, r, "forward");
 }
@@ -167,7 +175,9 @@ static mst_tensor *py_loss(mst_model *m, mst_ctx *ctx, mst_tensor *out, mst_tens
     py_model *p = m->impl;
     if (!out || !target) return NULL;
     PyObject *a = mst_py_tensor_wrap(out), *b = mst_py_tensor_wrap(target);
+    mst_prof_op_begin(MST_CAT_DISPATCH, g_name_loss, -1);
     PyObject *r = a && b ? PyObject_CallMethod(p->model, "loss", "OO", a, b) : NULL;
+    mst_prof_op_end(MST_CAT_DISPATCH, g_name_loss, -1);
     Py_XDECREF(a);
     Py_XDECREF(b);
     return result_tensor(ctx, r, "loss");

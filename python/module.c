@@ -279,6 +279,11 @@ static PyObject *py_set_threads(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+static PyObject *py_clear_tape(PyObject *self, PyObject *unused) {
+    mst_tape_clear(mst_py_ctx());
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_is_bound(PyObject *self, PyObject *unused) { return PyBool_FromLong(g_bound); }
 
 static PyObject *py_tracing(PyObject *self, PyObject *unused) { return PyBool_FromLong(mst_py_ctx()->tracer != NULL); }
@@ -316,6 +321,7 @@ static PyMethodDef module_methods[] = {
     {"next_seed", py_next_seed, METH_NOARGS, "a fresh seed for a random op (dropout), from the context's generator"},
     {"manual_seed", py_manual_seed, METH_O, "reseed the module's own context (plain python3 only)"},
     {"set_threads", py_set_threads, METH_O, "kernel threads of the module's own context (plain python3 only)"},
+    {"clear_tape", py_clear_tape, METH_NOARGS, "drop the autograd tape recorded since the last backward (a forward never backpropagated)"},
     {"is_bound", py_is_bound, METH_NOARGS, "True when running inside the mstune trainer"},
     {"is_tracing", py_tracing, METH_NOARGS, "True while graph mode traces the step"},
     {"op_names", py_op_names, METH_NOARGS, "names of every op in the runtime's table"},

@@ -10,7 +10,7 @@
 The same model code runs inside the mstune trainer (a job's `model: {name: python, file: ...}`),
 eagerly with each op crossing from Python into C, or traced once by graph mode.
 """
-from mstune._C import (Error, Tensor, TraceError, full, is_bound, is_grad_enabled, is_tracing, manual_seed,
+from mstune._C import (Error, clear_tape, Tensor, TraceError, full, is_bound, is_grad_enabled, is_tracing, manual_seed,
                        memory_in_use, next_seed, op_names, ops, param, rand, randn, set_grad_enabled, set_threads,
                        tensor, zeros)
 
@@ -43,4 +43,4 @@ from mstune import functional, nn  # noqa: E402  (they use the names above)
 
 __all__ = ["Tensor", "Error", "TraceError", "tensor", "zeros", "ones", "full", "randn", "rand", "param", "ops",
            "no_grad", "set_grad_enabled", "is_grad_enabled", "manual_seed", "next_seed", "set_threads", "functional",
-           "nn", "op_names", "is_bound", "is_tracing", "memory_in_use"]
+           "nn", "op_names", "clear_tape", "is_bound", "is_tracing", "memory_in_use"]

@@ -67,6 +67,25 @@ class Jobs(unittest.TestCase):
     def test_cnn_equals_c(self):
         self.assert_same_as_c((os.path.join(ZOO, "cnn.py"), "{width: 4, blocks: 2}"), "  name: cnn\n  width: 4\n  blocks: 2", 8)
 
+    def test_transformer_equals_c(self):
+        lang = "data:\n  dataset: langid\n  batch_size: 16\n  langid: {dir: /usr/share/dict, max_len: 10, per_language: 200}\n" \
+               "train: {steps: 6, eval: false, seed: 1}\noptimizer: {name: adamw, lr: 0.003}\n"
+        py = os.path.join(self.dir, "pytr.yaml")
+        c = os.path.join(self.dir, "ctr.yaml")
+        with open(py, "w") as f:
+            f.write("model:\n  name: python\n  file: %s\n  args: {d_model: 16, heads: 2, layers: 1, dropout: 0.1}\n%s"
+                    % (os.path.join(ZOO, "transformer.py"), lang))
+        with open(c, "w") as f:
+            f.write("model: {name: transformer, d_model: 16, heads: 2, layers: 1, dropout: 0.1}\n" + lang)
+        for mode in ("eager", "graph"):
+            outs = []
+            for job in (py, c):
+                out = os.path.join(self.dir, "o-%s-%s" % (os.path.basename(job), mode))
+                run("train", job, "-o", out, "--set", "runtime.mode=" + mode)
+                with open(os.path.join(out, "summary.json")) as f:
+                    outs.append(json.load(f)["train_loss"])
+            self.assertEqual(outs[0], outs[1], "python vs C transformer, %s mode" % mode)
+
     def test_file_relative_to_job(self):
         shutil.copy(os.path.join(ZOO, "mlp.py"), os.path.join(self.dir, "mine.py"))
         job = self.job("rel", "  name: python\n  file: mine.py\n  args: {hidden1: 8, hidden2: 8}")
@@ -124,7 +143,8 @@ class Jobs(unittest.TestCase):
         run("advise", job, "-o", out, "--repeats", "2", "--budget-minutes", "1")
         with open(os.path.join(out, "advice.json")) as f:
             advice = json.load(f)
-        self.assertIn("findings", json.dumps(advice))
+        rules = [f["rule"] for f in advice["findings"]]
+        self.assertIn("graph_mode", rules, "a dispatch-bound Python job: the advisor proposes graph mode")
 
 
 if __name__ == "__main__":
