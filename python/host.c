@@ -22,6 +22,7 @@
 
 #include <frameobject.h>
 #include "profiler/events.h"
+#include "profiler/sampler.h"
 #include "runtime/ops.h"
 
 bool mst_py_available(void) { return true; }
@@ -167,6 +168,7 @@ static mst_tensor *py_forward(mst_model *m, mst_ctx *ctx, mst_tensor *x, bool tr
     mst_prof_op_begin(MST_CAT_DISPATCH, g_name_forward, -1);
     PyObject *r = PyObject_CallOneArg(p->model, xo);
     mst_prof_op_end(MST_CAT_DISPATCH, g_name_forward, -1);
+    mst_sampler_set_label(NULL);           /* C code from here on (loss, backward, optimizer) */
     Py_DECREF(xo);
     return result_tensor(ctx, r, "forward");
 }
@@ -178,6 +180,7 @@ static mst_tensor *py_loss(mst_model *m, mst_ctx *ctx, mst_tensor *out, mst_tens
     mst_prof_op_begin(MST_CAT_DISPATCH, g_name_loss, -1);
     PyObject *r = a && b ? PyObject_CallMethod(p->model, "loss", "OO", a, b) : NULL;
     mst_prof_op_end(MST_CAT_DISPATCH, g_name_loss, -1);
+    mst_sampler_set_label(NULL);
     Py_XDECREF(a);
     Py_XDECREF(b);
     return result_tensor(ctx, r, "loss");

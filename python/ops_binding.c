@@ -11,9 +11,74 @@
  */
 #include "python/pyfront.h"
 
+#include <frameobject.h>
+
 #include <string.h>
 
+#include "profiler/sampler.h"
 #include "runtime/op.h"
+
+/* ---- the sampler's view of Python: "py:forward (mlp.py:20)" for the model line that called the op ---- */
+
+static PyObject *g_labels;          /* (code, line) -> bytes: interned labels, kept for the process */
+static PyObject *g_pkg_prefix;      /* the mstune package's folder: its frames (nn, functional) are skipped */
+
+static void note_python_frame(void);
+
+static int internal_frame(PyCodeObject *code) {
+    if (!g_pkg_prefix) {
+        PyObject *m = PyImport_ImportModule("mstune");
+        PyObject *f = m ? PyObject_GetAttrString(m, "__file__") : NULL;
+        PyObject *os = f ? PyImport_ImportModule("os.path") : NULL;
+        PyObject *d = os ? PyObject_CallMethod(os, "dirname", "O", f) : NULL;
+        g_pkg_prefix = d ? d : PyUnicode_FromString("\x01");
+        Py_XDECREF(m);
+        Py_XDECREF(f);
+        Py_XDECREF(os);
+        PyErr_Clear();
+    }
+    return PyUnicode_Tailmatch(code->co_filename, g_pkg_prefix, 0, PY_SSIZE_T_MAX, -1) == 1;
+}
+
+void mst_py_note_frame(void) {
+    if (mst_sampler_running()) note_python_frame();
+}
+
+static void note_python_frame(void) {
+    PyFrameObject *f = PyEval_GetFrame();           /* borrowed */
+    if (!f) return;
+    Py_INCREF(f);
+    PyCodeObject *code = PyFrame_GetCode(f);
+    while (internal_frame(code)) {                  /* the model's own line, not nn.py's */
+        PyFrameObject *back = PyFrame_GetBack(f);
+        if (!back) break;
+        Py_DECREF(code);
+        Py_DECREF(f);
+        f = back;
+        code = PyFrame_GetCode(f);
+    }
+    int line = PyFrame_GetLineNumber(f);
+    if (!g_labels) g_labels = PyDict_New();
+    PyObject *key = g_labels ? Py_BuildValue("(Oi)", (PyObject *)code, line) : NULL;
+    PyObject *label = key ? PyDict_GetItemWithError(g_labels, key) : NULL;      /* borrowed */
+    if (key && !label && !PyErr_Occurred()) {
+        PyObject *base = PyUnicode_FromString("");
+        Py_ssize_t slash = PyUnicode_FindChar(code->co_filename, '/', 0, PY_SSIZE_T_MAX, -1);
+        PyObject *file = slash >= 0 ? PyUnicode_Substring(code->co_filename, slash + 1, PY_SSIZE_T_MAX) : Py_NewRef(code->co_filename);
+        PyObject *s = file ? PyUnicode_FromFormat("py:%U (%U:%d)", code->co_qualname, file, line) : NULL;
+        label = s ? PyUnicode_AsUTF8String(s) : NULL;
+        if (label && PyDict_SetItem(g_labels, key, label) == 0) Py_DECREF(label);      /* the dict keeps it */
+        else Py_CLEAR(label);
+        Py_XDECREF(s);
+        Py_XDECREF(file);
+        Py_XDECREF(base);
+    }
+    if (label) mst_sampler_set_label(PyBytes_AS_STRING(label));
+    PyErr_Clear();
+    Py_XDECREF(key);
+    Py_DECREF(code);
+    Py_DECREF(f);
+}
 
 /* Finds kw among the descriptor's attribute names: slot index, *is_float set; -1 if none. */
 static int attr_slot(const mst_op_desc *d, PyObject *kw, bool *is_float) {
@@ -39,6 +104,7 @@ static PyObject *unknown_attr(const mst_op_desc *d, PyObject *kw) {
 
 PyObject *mst_py_op_call(int op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     const mst_op_desc *d = mst_op_table[op];
+    mst_py_note_frame();
     mst_tensor *in[MST_MAX_OP_INPUTS];
     Py_ssize_t n_in = nargs;
     while (n_in > 0 && args[n_in - 1] == Py_None) n_in--;        /* omitted trailing optional inputs */

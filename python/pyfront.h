@@ -51,6 +51,9 @@ void   mst_py_op_end(mst_ctx *ctx, size_t mark);
 
 /* Run one op from Python: op index, positional tensors, attribute keywords. */
 PyObject *mst_py_op_call(int op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+/* While the sampler runs: label this thread's samples with the model's Python function and
+ * file:line that is calling into C (skipping the mstune package's own frames). */
+void mst_py_note_frame(void);
 /* Adds `ops` (a module with one function per op descriptor) to the package module m. */
 int mst_py_ops_add(PyObject *m);
 

@@ -158,6 +158,7 @@ static PyObject *tensor_reshape(PyObject *self, PyObject *args) {
         Py_DECREF(e);
         if (shape[i] == -1 && PyErr_Occurred()) return NULL;
     }
+    mst_py_note_frame();
     mst_ctx *ctx = mst_py_ctx();
     size_t mark = mst_py_op_begin(ctx);
     mst_tensor *y = mst_reshape(ctx, mst_py_tensor_get(self), (int)n, shape);

@@ -86,6 +86,18 @@ class Jobs(unittest.TestCase):
                     outs.append(json.load(f)["train_loss"])
             self.assertEqual(outs[0], outs[1], "python vs C transformer, %s mode" % mode)
 
+    def test_sampler_names_python_frames(self):
+        job = self.job("samp", "  name: python\n  file: %s\n  args: {hidden1: 16, hidden2: 16}" % os.path.join(ZOO, "mlp.py"), 4,
+                       "profile: {sampler: true, sample_hz: 5000}\n")
+        out = os.path.join(self.dir, "out-samp")
+        run("profile", job, "-o", out, "--set", "data.synthetic.samples=4000")
+        import sqlite3
+        db = sqlite3.connect(os.path.join(out, "profile.db"))
+        stacks = [s for (s,) in db.execute("SELECT stack FROM samples")]
+        db.close()
+        named = [s for s in stacks if "py:MLP.forward (mlp.py:" in s]
+        self.assertTrue(named, "no sampled stack names the model's Python forward; %d stacks" % len(stacks))
+
     def test_file_relative_to_job(self):
         shutil.copy(os.path.join(ZOO, "mlp.py"), os.path.join(self.dir, "mine.py"))
         job = self.job("rel", "  name: python\n  file: mine.py\n  args: {hidden1: 8, hidden2: 8}")
