@@ -17,7 +17,7 @@ ZOO = os.path.join(SRC, "workloads", "python")
 SYNTH = """data:
   dataset: synthetic
   batch_size: 16
-  synthetic: {samples: 160, test_samples: 64, height: %d, width: %d}
+  synthetic: {samples: 150, test_samples: 60, height: %d, width: %d}
 train:
   epochs: 1
   seed: 3
@@ -58,6 +58,7 @@ class Jobs(unittest.TestCase):
         for mode in ("eager", "graph"):
             a, b = self.losses(py, mode), self.losses(c, mode)
             self.assertEqual(a, b, "python vs C model, %s mode" % mode)
+            # 150 samples in batches of 16: the last batch of 6 re-traces graph mode on its new signature
             self.assertGreater(len(a[0]), 5)
 
     def test_mlp_equals_c(self):
