@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+#include <math.h>
 #include <yaml.h>
 
 #include "cli/job.h"
@@ -187,8 +189,53 @@ static bool is_null(const yaml_node_t *n) {
 
 static int load_section(loader *L, const yaml_node_t *node, const char *prefix);
 
+/* A YAML node as JSON, for mapping-valued keys (model.args): plain scalars by YAML's own
+ * resolution (null, booleans, numbers), quoted ones as strings. NULL when out of memory. */
+static cJSON *node_json(const yaml_document_t *doc, const yaml_node_t *n, int depth) {
+    if (!n || depth > 32) return NULL;
+    if (n->type == YAML_MAPPING_NODE) {
+        cJSON *o = cJSON_CreateObject();
+        for (yaml_node_pair_t *p = n->data.mapping.pairs.start; o && p < n->data.mapping.pairs.top; p++) {
+            const yaml_node_t *kn = yaml_document_get_node((yaml_document_t *)doc, p->key);
+            cJSON *v = node_json(doc, yaml_document_get_node((yaml_document_t *)doc, p->value), depth + 1);
+            if (!kn || kn->type != YAML_SCALAR_NODE || !v) { cJSON_Delete(v); cJSON_Delete(o); return NULL; }
+            cJSON_AddItemToObject(o, (const char *)kn->data.scalar.value, v);
+        }
+        return o;
+    }
+    if (n->type == YAML_SEQUENCE_NODE) {
+        cJSON *a = cJSON_CreateArray();
+        for (yaml_node_item_t *it = n->data.sequence.items.start; a && it < n->data.sequence.items.top; it++) {
+            cJSON *v = node_json(doc, yaml_document_get_node((yaml_document_t *)doc, *it), depth + 1);
+            if (!v) { cJSON_Delete(a); return NULL; }
+            cJSON_AddItemToArray(a, v);
+        }
+        return a;
+    }
+    const char *t = (const char *)n->data.scalar.value;
+    if (n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
+        if (is_null(n)) return cJSON_CreateNull();
+        if (!strcmp(t, "true") || !strcmp(t, "True") || !strcmp(t, "yes")) return cJSON_CreateTrue();
+        if (!strcmp(t, "false") || !strcmp(t, "False") || !strcmp(t, "no")) return cJSON_CreateFalse();
+        char *end;
+        errno = 0;
+        double d = strtod(t, &end);
+        if (*t && *end == '\0' && errno == 0 && isfinite(d) && strpbrk(t, "0123456789")) return cJSON_CreateNumber(d);
+    }
+    return cJSON_CreateString(t);
+}
+
 static int load_leaf(loader *L, const mst_job_key *k, const yaml_node_t *v) {
     char msg[MSG_MAX];
+    if ((k->flags & MST_JOB_JSON_OBJECT) && v->type == YAML_MAPPING_NODE) {
+        cJSON *j = node_json(L->doc, v, 0);
+        char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+        cJSON_Delete(j);
+        if (!text) return fail_at(L, v->start_mark, "out of memory, or a mapping with non-scalar keys or nested too deep");
+        int rc = mst_job_key_parse(L->job, k, text, strlen(text), msg, sizeof(msg));
+        cJSON_free(text);
+        return rc != 0 ? fail_at(L, v->start_mark, msg) : 0;
+    }
     if (v->type != YAML_SCALAR_NODE) {
         leaf_shape_msg(k, node_shape(v), msg, sizeof(msg));
         return fail_at(L, v->start_mark, msg);
@@ -417,6 +464,19 @@ int mst_job_load(mst_job *job, const char *path, char *err, size_t errn) {
         rc = load_text(job, name, path, text, len, err, errn);
     }
     free(text);
+    /* model.file is relative to the job file's folder: a job and its model travel together */
+    const char *slash = strrchr(path, '/');
+    if (rc == 0 && job->model.file[0] && job->model.file[0] != '/' && slash) {
+        char full[MST_JOB_PATH_MAX];
+        int n = snprintf(full, sizeof(full), "%.*s/%s", (int)(slash - path), path, job->model.file);
+        if (n < 0 || n >= (int)sizeof(full)) {
+            mst_errf(err, errn, "%s: model.file '%s' relative to the job file's folder is longer than %d bytes", path,
+                     job->model.file, MST_JOB_PATH_MAX - 1);
+            return -1;
+        }
+        memset(job->model.file, 0, sizeof(job->model.file));
+        memcpy(job->model.file, full, (size_t)n);
+    }
     return rc;
 }
 

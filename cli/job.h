@@ -33,7 +33,7 @@
 /* ---- enumerated settings (value = index into the key's `values` names) ---- */
 
 /* index = the row of workloads/zoo.c's mst_zoo with the same name (session.c looks it up by name) */
-typedef enum { MST_JOB_MODEL_MLP, MST_JOB_MODEL_CNN, MST_JOB_MODEL_RESNET, MST_JOB_MODEL_TRANSFORMER, MST_JOB_MODEL_SRNET, MST_JOB_MODEL_COUNT } mst_job_model;
+typedef enum { MST_JOB_MODEL_MLP, MST_JOB_MODEL_CNN, MST_JOB_MODEL_RESNET, MST_JOB_MODEL_TRANSFORMER, MST_JOB_MODEL_SRNET, MST_JOB_MODEL_PYTHON, MST_JOB_MODEL_COUNT } mst_job_model;
 typedef enum { MST_JOB_DATASET_FASHION_MNIST, MST_JOB_DATASET_SYNTHETIC, MST_JOB_DATASET_LANGID, MST_JOB_DATASET_FASHION_SR, MST_JOB_DATASET_COUNT } mst_job_dataset;
 typedef enum { MST_JOB_LOSS_L1, MST_JOB_LOSS_MSE, MST_JOB_LOSS_COUNT } mst_job_loss;
 typedef enum { MST_JOB_AUGMENT_NONE, MST_JOB_AUGMENT_LIGHT, MST_JOB_AUGMENT_HEAVY, MST_JOB_AUGMENT_COUNT } mst_job_augment;
@@ -50,6 +50,7 @@ typedef enum { MST_JOB_SCALE_NONE, MST_JOB_SCALE_FIXED, MST_JOB_SCALE_DYNAMIC, M
 
 #define MST_JOB_NAME_MAX 128    /* bytes of mst_job.name, NUL included */
 #define MST_JOB_PATH_MAX 4096   /* bytes of mst_job.data.path, NUL included */
+#define MST_JOB_ARGS_MAX 2048   /* bytes of mst_job.model.args (JSON text), NUL included */
 
 /* Every setting. Defaults and ranges are in the schema table (mst_job_keys), not here.
  * String fields are always NUL-terminated and zero-filled past the terminator, so two jobs with
@@ -65,6 +66,8 @@ typedef struct mst_job {
         mst_job_loss loss;                  /* srnet */
         double dropout;
         double init_gain;
+        char file[MST_JOB_PATH_MAX];        /* python: the model file (resolved against the job file's folder on load) */
+        char args[MST_JOB_ARGS_MAX];        /* python: the builder's keyword arguments, a JSON object */
     } model;
     struct {
         mst_job_dataset dataset;
@@ -147,6 +150,8 @@ enum {
     MST_JOB_HAS_MAX = 1u << 1,      /* an upper bound (ints are always <= 2147483647) */
     MST_JOB_MAX_OPEN = 1u << 2,     /* value < max (default: <= max) */
     MST_JOB_NAME_CHARS = 1u << 3,   /* string of A-Z a-z 0-9 . _ - not starting with '.' */
+    MST_JOB_EMPTY_OK = 1u << 4,     /* string that may be empty (unset) */
+    MST_JOB_JSON_OBJECT = 1u << 5,  /* string holding a JSON object; a job file may write it as a YAML mapping */
 };
 
 typedef struct {

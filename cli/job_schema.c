@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "cli/job.h"
 #include "runtime/data/loader.h"
 #include "runtime/status.h"
@@ -24,7 +26,7 @@
     static const char *const var[] = {__VA_ARGS__, NULL};       \
     _Static_assert(sizeof(var) / sizeof(var[0]) == (count) + 1, #var " must name every value of its enum")
 
-NAMES(model_names, MST_JOB_MODEL_COUNT, "mlp", "cnn", "resnet", "transformer", "srnet");
+NAMES(model_names, MST_JOB_MODEL_COUNT, "mlp", "cnn", "resnet", "transformer", "srnet", "python");
 NAMES(dataset_names, MST_JOB_DATASET_COUNT, "fashion_mnist", "synthetic", "langid", "fashion_sr");
 NAMES(loss_names, MST_JOB_LOSS_COUNT, "l1", "mse");
 NAMES(augment_names, MST_JOB_AUGMENT_COUNT, "none", "light", "heavy");
@@ -71,6 +73,10 @@ const mst_job_key mst_job_keys[] = {
         "run name: outputs go to out/<name>/; defaults to the job file's name without extension"),
 
     ENUM("model.name", model.name, "mlp", model_names, "model from the zoo"),
+    STR("model.file", model.file, "", NULL, MST_JOB_EMPTY_OK,
+        "python: the model file defining build(info, **args) (relative paths: to the job file's folder; docs/python.md)"),
+    STR("model.args", model.args, "{}", NULL, MST_JOB_JSON_OBJECT,
+        "python: keyword arguments for build(), a mapping (numbers, strings, booleans, lists)"),
     INTMAX("model.hidden1", model.hidden1, "256", 1, MST_JOB_MAX_HIDDEN, "mlp: width of the first hidden layer"),
     INTMAX("model.hidden2", model.hidden2, "128", 1, MST_JOB_MAX_HIDDEN, "mlp: width of the second hidden layer"),
     INTMAX("model.width", model.width, "32", 1, MST_JOB_MAX_CNN_WIDTH, "cnn: stem channels (each later block doubles them); resnet: first stage bottleneck width; srnet: feature channels"),
@@ -238,6 +244,10 @@ void mst_job_key_expect(const mst_job_key *k, char *buf, size_t n) {
     case MST_JOB_STRING:
         if (k->flags & MST_JOB_NAME_CHARS)
             snprintf(buf, n, "a name of 1 to %zu characters from A-Z a-z 0-9 . _ - (not starting with '.')", k->size - 1);
+        else if (k->flags & MST_JOB_JSON_OBJECT)
+            snprintf(buf, n, "a mapping (or its JSON text) of at most %zu bytes as JSON", k->size - 1);
+        else if (k->flags & MST_JOB_EMPTY_OK)
+            snprintf(buf, n, "a string of at most %zu bytes (empty: unset)", k->size - 1);
         else
             snprintf(buf, n, "a non-empty string of at most %zu bytes", k->size - 1);
         break;
@@ -252,7 +262,12 @@ void mst_job_key_expect(const mst_job_key *k, char *buf, size_t n) {
 void mst_job_key_range(const mst_job_key *k, char *buf, size_t n) {
     if (n == 0) return;
     switch (k->type) {
-    case MST_JOB_STRING: snprintf(buf, n, "%s", (k->flags & MST_JOB_NAME_CHARS) ? "A-Z a-z 0-9 . _ -" : "non-empty"); break;
+    case MST_JOB_STRING:
+        snprintf(buf, n, "%s", (k->flags & MST_JOB_NAME_CHARS)    ? "A-Z a-z 0-9 . _ -"
+                               : (k->flags & MST_JOB_JSON_OBJECT) ? "mapping"
+                               : (k->flags & MST_JOB_EMPTY_OK)    ? ""
+                                                                  : "non-empty");
+        break;
     case MST_JOB_INT:
     case MST_JOB_FLOAT: range_words(k, buf, n, true); break;
     case MST_JOB_BOOL: snprintf(buf, n, "true|false"); break;
@@ -314,8 +329,17 @@ static bool name_char(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '.' || c == '_' || c == '-';
 }
 
+static bool json_object_ok(const char *s, size_t len) {
+    cJSON *j = cJSON_ParseWithLength(s, len);
+    bool ok = j && cJSON_IsObject(j);
+    cJSON_Delete(j);
+    return ok;
+}
+
 static bool string_ok(const mst_job_key *k, const char *s, size_t len) {
-    if (len == 0 || len >= k->size || memchr(s, '\0', len)) return false;
+    if (len == 0) return (k->flags & MST_JOB_EMPTY_OK) != 0;
+    if (len >= k->size || memchr(s, '\0', len)) return false;
+    if ((k->flags & MST_JOB_JSON_OBJECT) && !json_object_ok(s, len)) return false;
     if (k->flags & MST_JOB_NAME_CHARS) {
         if (s[0] == '.') return false;
         for (size_t i = 0; i < len; i++)

@@ -174,6 +174,7 @@ int mst_session_open(mst_session *s, const mst_job *job, const char *out_dir, bo
         .hidden1 = job->model.hidden1, .hidden2 = job->model.hidden2, .dropout = job->model.dropout,
         .init_gain = job->model.init_gain,
         .width = job->model.width, .blocks = job->model.blocks,
+        .py_file = job->model.file, .py_args = job->model.args,
     };
     char merr[512];
     if (!(s->model = mst_zoo_model_new(s->ctx, &spec, merr, sizeof(merr)))) {

@@ -50,6 +50,7 @@ typedef struct {
     uint32_t tid;
     uint16_t depth;
     uint16_t flags;
+    const char *label;              /* the thread's label at the sample (mst_sampler_set_label), or NULL */
 } rec_hdr;
 
 typedef struct {
@@ -135,6 +136,12 @@ struct mst_sampler {
 };
 
 static mst_sampler *_Atomic g_active;
+/* The thread's label (mst_sampler_set_label): initial-exec TLS, so the handler's read is a plain
+ * load from the thread pointer (no __tls_get_addr, which is not async-signal-safe). */
+static __thread const char *volatile tl_label __attribute__((tls_model("initial-exec")));
+
+void mst_sampler_set_label(const char *label) { tl_label = label; }
+bool mst_sampler_running(void) { return atomic_load_explicit(&g_active, memory_order_relaxed) != NULL; }
 static atomic_int g_inflight;
 
 static uint32_t current_tid(void) { return (uint32_t)syscall(SYS_gettid); }
@@ -189,6 +196,7 @@ static void record(mst_sampler *s, slot *sl, const siginfo_t *si, void *uc) {
         }
     }
     r->t_ns = now_ns();
+    r->label = tl_label;
     r->tid = sl->tid;
     r->depth = (uint16_t)depth;
     r->flags = (uint16_t)flags;
@@ -748,6 +756,21 @@ static sample_class classify(mst_sampler *s, const rec_hdr *r, const uintptr_t *
     return CLS_DISPATCH;
 }
 
+/* Appends ";name" (or "name" first) to the growing folded stack; false when out of memory. */
+static bool append_frame(char **buf, size_t *cap, size_t *len, const char *name) {
+    size_t nl = strlen(name);
+    if (*len + nl + 2 > *cap) {
+        char *g = realloc(*buf, 2 * (*len + nl + 2));
+        if (!g) return false;
+        *buf = g;
+        *cap = 2 * (*len + nl + 2);
+    }
+    if (*len) (*buf)[(*len)++] = ';';
+    memcpy(*buf + *len, name, nl);
+    *len += nl;
+    return true;
+}
+
 /* Drain every ring: learn the kernel call sites, then fold and classify each record. Safe while
  * the handlers run: each ring is single-producer, single-consumer, and only the records below the
  * head read here are consumed. Caller holds s->lock. */
@@ -780,18 +803,17 @@ static void aggregate(mst_sampler *s) {
             const uintptr_t *ips = (const uintptr_t *)(r + 1);
             size_t len = 0;
             bool truncated = r->flags != 0;
-            for (int i = (truncated ? r->depth : r->depth - 1); i >= 0; i--) {
-                const char *name = i == r->depth ? "[truncated]" : frame_fn(s, ips, i).name;
-                size_t nl = strlen(name);
-                if (len + nl + 2 > buf_cap) {
-                    char *g = realloc(buf, 2 * (len + nl + 2));
-                    if (!g) break;
-                    buf = g;
-                    buf_cap = 2 * (len + nl + 2);
-                }
-                if (len) buf[len++] = ';';
-                memcpy(buf + len, name, nl);
-                len += nl;
+            /* the label goes right below the outermost dispatcher frame (the op it called), or at the leaf */
+            int label_at = -2;
+            if (r->label) {
+                label_at = -1;
+                for (int i = r->depth - 1; i >= 0 && label_at < 0; i--)
+                    if (is_dispatcher(s, frame_fn(s, ips, i))) label_at = i;
+            }
+            for (int i = (truncated ? r->depth : r->depth - 1); i >= -1; i--) {
+                if (i == label_at && !append_frame(&buf, &buf_cap, &len, r->label)) break;
+                if (i >= 0 && !append_frame(&buf, &buf_cap, &len, i == r->depth ? "[truncated]" : frame_fn(s, ips, i).name))
+                    break;
             }
             buf[len] = '\0';
             if (r->depth == 0 && !truncated) strcpy(buf, "[empty]");

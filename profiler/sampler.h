@@ -24,6 +24,7 @@
 #ifndef MST_PROFILER_SAMPLER_H
 #define MST_PROFILER_SAMPLER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -105,5 +106,13 @@ int64_t      mst_sampler_stray(const mst_sampler *s);
 double       mst_sampler_cost_ns(const mst_sampler *s);
 /* The last failure's message ("timer_create: Invalid argument"); "" when none. */
 const char  *mst_sampler_error(const mst_sampler *s);
+
+/* A label for what the calling thread runs at a higher level than C (the Python frontend sets
+ * "py:forward (models/mlp.py:20)" at each op call from Python): each sample copies the thread's
+ * label pointer, and the folded stack shows it as a frame right below the outermost dispatcher
+ * frame, or at the leaf when no op is running. The string must outlive the sampler (intern it);
+ * NULL clears. Cheap enough for every op; mst_sampler_running says whether it is worth computing. */
+void mst_sampler_set_label(const char *label);
+bool mst_sampler_running(void);
 
 #endif

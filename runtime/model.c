@@ -64,6 +64,7 @@ void mst_model_free(mst_model *m) {
     for (int i = 0; i < m->n_buffers; i++) mst_tensor_release(m->buffers[i]);
     free(m->params);
     free(m->buffers);
-    free(m->impl);
+    if (m->free_impl) m->free_impl(m->impl);
+    else free(m->impl);
     free(m);
 }

@@ -41,6 +41,7 @@ struct mst_model {
     mst_tensor *(*loss)(mst_model *m, mst_ctx *ctx, mst_tensor *out, mst_tensor *target);
     mst_metric metric;          /* what evaluation reports (0: accuracy) */
     void *impl;                 /* the model's own layout (layer pointers into params/buffers) */
+    void (*free_impl)(void *impl);  /* how mst_model_free releases impl; NULL: free() (a Python model holds interpreter objects) */
 };
 
 /* A parameter of the given shape, registered with the model, initialized U(-bound, bound). */

@@ -280,6 +280,19 @@ void mst_pool_pop(mst_ctx *ctx) {
     while (ctx->pool_len > mark) mst_tensor_release(ctx->pool[--ctx->pool_len]);
 }
 
+size_t mst_pool_mark(const mst_ctx *ctx) { return ctx->pool_len; }
+
+void mst_pool_release_since(mst_ctx *ctx, size_t mark) {
+    MST_ASSERT(mark <= ctx->pool_len);
+    MST_ASSERT(ctx->pool_depth == 0 || mark >= ctx->pool_marks[ctx->pool_depth - 1]);
+    while (ctx->pool_len > mark) mst_tensor_release(ctx->pool[--ctx->pool_len]);
+}
+
+mst_tensor *mst_tensor_autorelease(mst_ctx *ctx, mst_tensor *t) {
+    if (t) pool_add(ctx, mst_tensor_retain(t));
+    return t;
+}
+
 double mst_tensor_get(const mst_tensor *t, int64_t i) {
     META_GUARD(t);
     const void *p = mst_tensor_data(t);

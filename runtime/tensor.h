@@ -90,6 +90,13 @@ void        mst_tensor_release(mst_tensor *t);     /* NULL is fine */
 
 void mst_pool_push(mst_ctx *ctx);
 void mst_pool_pop(mst_ctx *ctx);                  /* also drops tape entries recorded since the push */
+/* For owners that keep their own references (the Python frontend's Tensor objects): the pool's
+ * length now, and the release of every tensor pooled since that mark, leaving the tape alone
+ * (its entries hold their own references, so autograd still sees them). */
+size_t mst_pool_mark(const mst_ctx *ctx);
+void   mst_pool_release_since(mst_ctx *ctx, size_t mark);
+/* Adds a reference to t owned by the current pool (t is then safe to return to pooled code). */
+mst_tensor *mst_tensor_autorelease(mst_ctx *ctx, mst_tensor *t);
 
 static inline void *mst_tensor_data(const mst_tensor *t) { return (char *)t->storage->data + t->offset; }
 static inline float *mst_tensor_f32(const mst_tensor *t) { return (float *)mst_tensor_data(t); }

@@ -21,6 +21,7 @@ packages=(
   wamerican wngerman wfrench witalian wspanish wportuguese wdutch wswedish  # langid dataset: word lists in /usr/share/dict
   clang-14          # make fuzz (libFuzzer) and the clang build CI checks
   libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes for clang
+  python3-dev       # Python frontend (python/): embedded CPython and the mstune extension module
 )
 
 missing=()

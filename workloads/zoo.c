@@ -29,6 +29,37 @@ static int cnn_check(const mst_model_spec *spec, char *err, size_t errn) {
     return 0;
 }
 
+#ifdef MSTUNE_HAVE_PYTHON
+#include "python/host.h"
+#endif
+
+/* python: a model written in Python (python/host.h); the builder checks its own sizes. */
+static int python_check(const mst_model_spec *spec, char *err, size_t errn) {
+#ifdef MSTUNE_HAVE_PYTHON
+    if (!spec->py_file || !*spec->py_file) {
+        snprintf(err, errn, "model python: set model.file to the Python file that defines build(info, **args)");
+        return -1;
+    }
+    return 0;
+#else
+    snprintf(err, errn, "model python: this mstune was built without Python (python3-dev was missing at configure time; "
+                        "scripts/setup.sh installs it, then rebuild)");
+    return -1;
+#endif
+}
+
+static mst_model *python_create(mst_ctx *ctx, const mst_model_spec *spec) {
+#ifdef MSTUNE_HAVE_PYTHON
+    char err[768];
+    mst_model *m = mst_py_model_new(ctx, spec, err, sizeof(err));
+    if (!m) mst_ctx_fail(ctx, MST_ERR_ARG, "%s", err);
+    return m;
+#else
+    mst_ctx_fail(ctx, MST_ERR_UNSUPPORTED, "built without Python");
+    return NULL;
+#endif
+}
+
 const mst_zoo_entry mst_zoo[] = {
     {"mlp", "multi-layer perceptron: flatten, hidden1, hidden2, classes; ReLU (784-256-128-10 on Fashion-MNIST)",
      "model.hidden1 model.hidden2 model.dropout model.init_gain", "images", mlp_check, mst_mlp_new},
@@ -45,6 +76,9 @@ const mst_zoo_entry mst_zoo[] = {
     {"srnet", "ESRGAN-style super-resolution x2: conv stem, BN-free residual blocks (scaled 0.2) with a long skip, "
               "conv + pixel-shuffle upsampler, nearest-upsampled input added; L1 or MSE loss, PSNR metric",
      "model.width model.blocks model.loss model.init_gain", "image pairs", mst_srnet_check, mst_srnet_new},
+    {"python", "a model written in Python: model.file defines build(info, **args) returning an mstune.nn.Module "
+               "(forward, optional loss, metric); eager runs its Python per op, graph mode traces it once (docs/python.md)",
+     "model.file model.args", "any", python_check, python_create},
 };
 const int mst_zoo_count = (int)(sizeof(mst_zoo) / sizeof(mst_zoo[0]));
 

@@ -28,6 +28,8 @@ typedef struct {
     int d_model, heads, layers; /* transformer: width, attention heads (d_model % heads == 0), blocks */
     int ff;                     /* transformer: MLP width; 0 = 4 d_model */
     double init_gain;           /* multiplies every weight's init bound (PyTorch's defaults at 1; 0 counts as 1) */
+    const char *py_file;        /* python: the model file (absolute, or relative to the working directory) */
+    const char *py_args;        /* python: the builder's keyword arguments as a JSON object ("{}" when none) */
 } mst_model_spec;
 
 typedef struct {

@@ -295,7 +295,7 @@ static int by_offset(const void *a, const void *b) {
 
 static void test_schema_table(void **state) {
     const int n = mst_job_key_count;
-    assert_int_equal(n, 76);
+    assert_int_equal(n, 78);
     const mst_job_key *sorted[80];
     mst_job job;
     mst_job_defaults(&job);
@@ -497,7 +497,7 @@ static void test_error_values(void **state) {
                       "job.yaml:3:13: amp.loss_scale.factor must be a number > 1");
     expect_load_error("data:\n  shuffle: maybe\n", "job.yaml:2:12: data.shuffle must be true or false");
     expect_load_error("data:\n  shuffle: 1\n", "job.yaml:2:12: data.shuffle must be true or false");
-    expect_load_error("model:\n  name: rnn\n", "job.yaml:2:9: model.name must be one of mlp, cnn, resnet, transformer, srnet");
+    expect_load_error("model:\n  name: rnn\n", "job.yaml:2:9: model.name must be one of mlp, cnn, resnet, transformer, srnet, python");
     expect_load_error("amp:\n  level: O4\n", "job.yaml:2:10: amp.level must be one of O0, O1, O2, O3");
     expect_load_error("name: ../etc\n",
                       "job.yaml:1:7: name must be a name of 1 to 127 characters from A-Z a-z 0-9 . _ - "
@@ -761,7 +761,9 @@ static void perturb_all(mst_job *j) {
         char *field = (char *)j + k->offset;
         switch (k->type) {
         case MST_JOB_STRING:
-            snprintf(field, k->size, "%s", (k->flags & MST_JOB_NAME_CHARS) ? "tuned-run_1.b" : "/data/odd: path # \"q\" 'x'\\ é");
+            snprintf(field, k->size, "%s", (k->flags & MST_JOB_NAME_CHARS)    ? "tuned-run_1.b"
+                                           : (k->flags & MST_JOB_JSON_OBJECT) ? "{\"odd: key\":[1,\"# q\\\" 'x' é\",true]}"
+                                                                              : "/data/odd: path # \"q\" 'x'\\ é");
             break;
         case MST_JOB_INT: {
             int v = (int)k->min + 3 + i;

@@ -42,4 +42,17 @@ int main(void) {
 C
 cc -std=gnu11 "$prefix/hello.c" -o "$prefix/hello" $(pkg-config --cflags --libs mstune-runtime) || fail "cannot build against mstune-runtime.pc"
 [ "$("$prefix/hello")" = 6 ] || fail "the program built against the installed runtime printed $("$prefix/hello")"
+# the Python frontend, when this build has it: the package imports from the prefix's site-packages
+# in a plain python3, and the installed program finds it for a job's Python model
+if [ -f "$build/python/mstune/__init__.py" ]; then
+  init=$(find "$prefix" -path '*site-packages/mstune/__init__.py' | head -1)
+  [ -n "$init" ] || fail "no mstune Python package under $prefix"
+  PYTHONPATH=$(dirname "$(dirname "$init")") /usr/bin/python3 -c 'import mstune; assert (mstune.tensor([1.0]) + 1).item() == 2' \
+    || fail "the installed mstune Python package does not import"
+  src=$(cd "$(dirname "$0")/../.." && pwd)
+  printf 'model: {name: python, file: %s/workloads/python/mlp.py, args: {hidden1: 8, hidden2: 8}}\ndata: {dataset: synthetic, batch_size: 8, synthetic: {samples: 32, test_samples: 8, height: 4, width: 4}}\ntrain: {epochs: 1}\n' \
+    "$src" > "$prefix/py.yaml"
+  (cd "$prefix" && env -u MSTUNE_PYTHONPATH "$prefix/bin/mstune" train py.yaml -o "$prefix/out-py" >/dev/null) \
+    || fail "the installed mstune cannot train a Python model"
+fi
 echo "install ok: $prefix"
