@@ -21,6 +21,7 @@ packages=(
   wamerican wngerman wfrench witalian wspanish wportuguese wdutch wswedish  # langid dataset: word lists in /usr/share/dict
   clang-14          # make fuzz (libFuzzer) and the clang build CI checks
   libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes for clang
+  libopenmpi-dev openmpi-bin  # data-parallel training over MPI (runtime/comm/comm_mpi.c, --nproc through mpirun)
 )
 
 missing=()
