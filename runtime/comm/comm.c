@@ -97,6 +97,11 @@ mst_status mst_comm_iallreduce_sum_f32(mst_comm *c, const float *send, float *re
     return c->ops->iallreduce_f32(c, send, recv, n, req);
 }
 
+mst_status mst_comm_iallreduce_sum_f64(mst_comm *c, const double *send, double *recv, int64_t n, mst_comm_req *req) {
+    count(c, req, n * (int64_t)sizeof(double));
+    return c->ops->iallreduce_f64(c, send, recv, n, req);
+}
+
 mst_status mst_comm_allreduce_sum_f32(mst_comm *c, float *buf, int64_t n) {
     if (c->size == 1 || n == 0) return MST_OK;
     float *tmp = malloc((size_t)n * sizeof(float));

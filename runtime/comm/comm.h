@@ -95,6 +95,7 @@ mst_status mst_comm_barrier(mst_comm *c);
 /* Non-blocking all-reduce of n floats: send and recv may not alias, both stay untouched by the
  * caller until the wait. */
 mst_status mst_comm_iallreduce_sum_f32(mst_comm *c, const float *send, float *recv, int64_t n, mst_comm_req *req);
+mst_status mst_comm_iallreduce_sum_f64(mst_comm *c, const double *send, double *recv, int64_t n, mst_comm_req *req);
 /* Drives progress without waiting: 1 when req is complete, 0 when not, < 0 on failure. */
 int mst_comm_poll(mst_comm *c, mst_comm_req *req);
 /* Waits for req (timing the wait as exposed), failing after the communicator's timeout with a
