@@ -40,6 +40,9 @@ mst_train_config mst_train_defaults(void) {
 void mst_train_result_free(mst_train_result *res) {
     free(res->losses);
     free(res->epoch);
+    free(res->rank_step_ms);
+    free(res->rank_exposed_ms);
+    free(res->rank_hidden_ms);
     memset(res, 0, sizeof(*res));
 }
 
@@ -491,6 +494,7 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
         res->comm_exposed_ms_median = median(comm_exp, n_timed);
         res->comm_hidden_ms_median = median(comm_hid, n_timed);
         res->comm_allreduce_ms_median = median(comm_busy, n_timed);
+        if ((s = mst_train_dp_gather(ctx, res)) != MST_OK) goto out;
     }
     res->peak_memory_bytes = mst_ctx_mem(ctx)->peak_total;
 out:

@@ -118,6 +118,9 @@ typedef struct {
     int64_t comm_grad_bytes;
     double comm_exposed_ms_median, comm_hidden_ms_median;
     double comm_allreduce_ms_median; /* start to completion of all buckets, summed per step */
+    double *rank_step_ms;           /* (comm_size) each rank's median step time, gathered on every rank */
+    double *rank_exposed_ms;        /* (comm_size) each rank's median exposed comm per step */
+    double *rank_hidden_ms;         /* (comm_size) each rank's median hidden (overlapped) comm per step */
 } mst_train_result;
 
 mst_train_config mst_train_defaults(void);

@@ -1,6 +1,8 @@
 /* trainer_dp.c — the trainer's data-parallel steps (see trainer_dp.h). */
 #include "runtime/trainer_dp.h"
 
+#include <stdlib.h>
+
 #include "profiler/events.h"
 #include "runtime/comm/dp.h"
 #include "runtime/context.h"
@@ -69,4 +71,28 @@ mst_status mst_train_dp_sync_buffers(mst_ctx *ctx, mst_model *model) {
         if (s != MST_OK) return comm_fail(ctx, s);
     }
     return MST_OK;
+}
+
+mst_status mst_train_dp_gather(mst_ctx *ctx, mst_train_result *res) {
+    if (!mst_dp_active(ctx)) return MST_OK;
+    const int n = mst_comm_size(mst_dp_comm(ctx)), me = mst_comm_rank(mst_dp_comm(ctx));
+    double *v = calloc((size_t)(3 * n), sizeof(double));
+    res->rank_step_ms = calloc((size_t)n, sizeof(double));
+    res->rank_exposed_ms = calloc((size_t)n, sizeof(double));
+    res->rank_hidden_ms = calloc((size_t)n, sizeof(double));
+    if (!v || !res->rank_step_ms || !res->rank_exposed_ms || !res->rank_hidden_ms) {
+        free(v);
+        return mst_ctx_fail(ctx, MST_ERR_OOM, "out of memory: per-rank statistics");
+    }
+    v[me] = res->step_time_ms_median;
+    v[n + me] = res->comm_exposed_ms_median;
+    v[2 * n + me] = res->comm_hidden_ms_median;
+    mst_status s = mst_train_dp_sum(ctx, v, 3 * n);     /* each rank fills its own slots: a gather */
+    for (int r = 0; r < n && s == MST_OK; r++) {
+        res->rank_step_ms[r] = v[r];
+        res->rank_exposed_ms[r] = v[n + r];
+        res->rank_hidden_ms[r] = v[2 * n + r];
+    }
+    free(v);
+    return s;
 }

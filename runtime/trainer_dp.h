@@ -24,5 +24,7 @@ mst_status mst_train_dp_sync_buffers(mst_ctx *ctx, mst_model *model);
 /* Whether this rank writes checkpoints (rank 0). */
 bool mst_train_dp_writes(const mst_ctx *ctx);
 int mst_train_dp_size(const mst_ctx *ctx);
+/* Every rank's median step time and comm times into res->rank_* (an all-reduce of one slot per rank). */
+mst_status mst_train_dp_gather(mst_ctx *ctx, mst_train_result *res);
 
 #endif

@@ -67,7 +67,7 @@ struct mst_comm {
 
 /* One process: rank 0 of 1. Never NULL except out of memory. */
 mst_comm *mst_comm_single_new(void);
-/* MPI_COMM_WORLD (MPI_Init_thread on first use, MPI_Finalize in mst_comm_free). NULL with a
+/* MPI_COMM_WORLD (MPI_Init_thread on first use, MPI_Finalize at exit). NULL with a
  * message when this build has no MPI or MPI fails to start. */
 mst_comm *mst_comm_mpi_new(double timeout_s, char *err, size_t errn);
 /* True when this build has the MPI implementation. */

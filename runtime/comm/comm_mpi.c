@@ -12,8 +12,15 @@
 
 typedef struct {
     MPI_Comm world;
-    bool finalize;      /* this communicator initialized MPI */
 } mpi_impl;
+
+/* MPI can be initialized once per process: communicators come and go (a trial per session), and
+ * MPI_Finalize runs at exit. */
+static void finalize_at_exit(void) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+}
 
 static mst_status mpi_fail(mst_comm *c, int rc, const char *what) {
     char msg[MPI_MAX_ERROR_STRING];
@@ -95,10 +102,9 @@ static void mpi_abort_all(mst_comm *c, int code) { MPI_Abort(MPI_COMM_WORLD, cod
 static void mpi_free(mst_comm *c) {
     mpi_impl *m = c->impl;
     if (m) {
-        MPI_Comm_free(&m->world);
         int finalized = 0;
         MPI_Finalized(&finalized);
-        if (m->finalize && !finalized) MPI_Finalize();
+        if (!finalized) MPI_Comm_free(&m->world);
         free(m);
     }
     free(c);
@@ -130,7 +136,7 @@ mst_comm *mst_comm_mpi_new(double timeout_s, char *err, size_t errn) {
             free(m);
             return NULL;
         }
-        m->finalize = true;
+        atexit(finalize_at_exit);
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     int rc = MPI_Comm_dup(MPI_COMM_WORLD, &m->world);
@@ -142,7 +148,6 @@ mst_comm *mst_comm_mpi_new(double timeout_s, char *err, size_t errn) {
         int len = 0;
         MPI_Error_string(rc, msg, &len);
         mst_errf(err, errn, "MPI communicator setup failed: %s", msg);
-        if (m->finalize) MPI_Finalize();
         free(c);
         free(m);
         return NULL;
