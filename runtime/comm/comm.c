@@ -68,11 +68,11 @@ mst_status mst_comm_wait(mst_comm *c, mst_comm_req *req, const char *what) {
             c->stats.wait_ns += mst_prof_now_ns() - t0;
             return MST_ERR_IO;
         }
-        /* keep testing (each test moves the transfer on: OpenMPI progresses inside MPI calls, and
-         * a sleep or a yield between tests stalls a large message fragment by fragment, measured
-         * 4x slower at 16 MiB on a loaded machine), as MPI_Wait does; later, yield now and
-         * then (every 1024 tests after 100 ms) so that a rank waiting long on a slow peer lets that peer's threads run */
-        if ((++spins & 1023) == 0 && mst_prof_now_ns() - t0 > 100000000ull) sched_yield();
+        /* keep testing: each test moves the transfer on (OpenMPI progresses inside MPI calls;
+         * a sleep between tests stalls a large message fragment by fragment). After 200 us, yield
+         * between tests: a rank spinning on a core its peer or its peer's threads need was measured
+         * 4x slower per step on this 2-core machine (under load from parallel builds) */
+        if (++spins > 16 && mst_prof_now_ns() - t0 > 200000ull) sched_yield();
     }
     c->stats.wait_ns += mst_prof_now_ns() - t0;
     if (r < 0) {
