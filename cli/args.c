@@ -86,7 +86,7 @@ int mst_job_args_parse_with(const char *cmd, int argc, char **argv, mst_cli_on_o
     if (p.out) snprintf(a->out_dir, sizeof(a->out_dir), "%s", p.out);
     else snprintf(a->out_dir, sizeof(a->out_dir), "out/%s", a->job.name);
     /* --nproc N: become N ranks through mpirun (returns only on failure); as a rank, own outputs */
-    if (a->nproc > 0 && (rc = mst_cli_launch(cmd, argc, argv, a->nproc)) >= 0) goto out;
+    if (a->nproc > 0 && strcmp(cmd, "advise") != 0 && (rc = mst_cli_launch(cmd, argc, argv, a->nproc)) >= 0) goto out;
     mst_cli_rank_out_dir(a->out_dir, sizeof(a->out_dir));
     rc = MST_EXIT_OK;
 out:

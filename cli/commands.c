@@ -44,7 +44,7 @@ const mst_cli_command_desc mst_cli_commands[] = {
      "Profile the job, diagnose it, and verify each proposed change by running it as its own trial against the\n"
      "job's accuracy baseline. Writes DIR/advice.md, DIR/advice.json, DIR/tuned.yaml (the accepted changes) and\n"
      "DIR/report/index.html (docs/advisor.md).",
-     mst_cli_advise_opts, MST_CLI_SET_OPT, "mstune advise workloads/scenarios/dispatch_bound.yaml -o out/advise",
+     mst_cli_advise_opts, MST_CLI_SET_OPT | MST_CLI_NPROC_OPT, "mstune advise workloads/scenarios/dispatch_bound.yaml -o out/advise",
      mst_cmd_advise, NULL},
     {"gate", "--baseline DIR... --current DIR... [options] | run | record | calibrate",
      "CI performance regression gate over repeated runs",
