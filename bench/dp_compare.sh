@@ -28,7 +28,7 @@ runtime:
   mode: $mode
   threads: 2
 YAML
-field() { $py3 -c "import json,sys; d=json.load(open(sys.argv[1])); v=d; [v:=v.get(k, {}) for k in sys.argv[2].split('.')]; print(v if v != {} else '-')" "$1" "$2"; }
+field() { $py3 -c "import json,sys; v=json.load(open(sys.argv[1])); [v:=v.get(k, {}) for k in sys.argv[2].split('.')]; print(f'{v:.3f}' if isinstance(v, (int, float)) else '-')" "$1" "$2"; }
 py=$($py3 bench/torch_ddp.py mlp cnn)
 echo "| model | layout | mstune $mode step ms | mstune exposed comm ms | PyTorch step ms | gloo all-reduce of the gradients ms |"
 echo "|---|---|---|---|---|---|"
