@@ -26,6 +26,8 @@ static void common_sets(const mst_advise_config *cfg, mst_trial_set *t) {
     for (int i = 0; i < cfg->n_job_sets && t->n_sets < MST_TRIAL_MAX_SETS; i++)
         snprintf(t->sets[t->n_sets++], sizeof(t->sets[0]), "%s", cfg->job_sets[i]);
     if (t->n_sets < MST_TRIAL_MAX_SETS) snprintf(t->sets[t->n_sets++], sizeof(t->sets[0]), "train.checkpoint=false");
+    /* data parallel: a raw launcher argument; a finding's own "--nproc=M" comes later and wins */
+    if (cfg->nproc > 1 && t->n_sets < MST_TRIAL_MAX_SETS) snprintf(t->sets[t->n_sets++], sizeof(t->sets[0]), "--nproc=%d", cfg->nproc);
 }
 
 static void add_sets(mst_trial_set *t, const char (*sets)[MST_SET_LEN], int n) {
@@ -111,7 +113,7 @@ int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, siz
         return -1;
     }
     double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    mst_rule_env env = {cores, phys > 0 ? phys : 0, summary, adv->resolvable_speedup};
+    mst_rule_env env = {cores, phys > 0 ? phys : 0, summary, adv->resolvable_speedup, cfg->mpi_available};
     adv->n_findings = mst_advisor_diagnose(&prof, &env, adv->findings, MST_MAX_FINDINGS);
     rpt_profile_free(&prof);
     cJSON_Delete(summary);

@@ -44,6 +44,8 @@ typedef struct {
     int (*check_sets)(void *arg, const char (*sets)[96], int n, char *err, size_t errn);
     void *check_arg;
     volatile sig_atomic_t *stop;    /* set (Ctrl-C): no new run starts; what ran is still judged and written */
+    int nproc;                  /* > 1: every run is data parallel over nproc ranks (the "--nproc=N" set) */
+    bool mpi_available;         /* this build can run several ranks (the processes-vs-threads rule's trial) */
 } mst_advise_config;
 
 void mst_advise_config_default(mst_advise_config *c);

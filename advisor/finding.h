@@ -46,6 +46,7 @@ typedef struct {
     const cJSON *summary;               /* the profiled run's summary.json (compile_count, skipped_steps, ...) */
     double resolvable_speedup;          /* the smallest gain the trial protocol resolves (the baseline's
                                            run-to-run spread, at least the minimum speedup); 0: 1.10 */
+    bool mpi_available;                 /* trials may run several ranks (--nproc) */
 } mst_rule_env;
 
 /* Runs every rule; fills at most cap findings, largest score first; returns the count. */

@@ -446,6 +446,133 @@ static void rule_memory_and_batch(const rpt_profile *p, const mst_rule_env *env,
 
 /* Every rule, in the order they run: what each reads, its thresholds and their sources are in
  * docs/advisor.md's table, row for row; the change and prediction are in the function. */
+/* ---- data parallelism (docs/distributed.md): summary.json's "distributed" object ---- */
+
+typedef struct {
+    int ranks, buckets, slowest;
+    double step_ms, exposed_ms, share;  /* share: exposed comm / step */
+    double grad_mb, imbalance;
+    bool flagged, overlap;
+    int batch;
+} dp_facts;
+
+static dp_facts dp_read(const rpt_profile *p, const mst_rule_env *env) {
+    dp_facts d = {0};
+    const cJSON *sum = env->summary;
+    d.ranks = mst_f64_to_int_or(mst_cfg_num(sum, "distributed.ranks", 1), 1, 1 << 20, 1);
+    d.buckets = mst_f64_to_int_or(mst_cfg_num(sum, "distributed.buckets", 0), 0, 1 << 20, 0);
+    d.slowest = mst_f64_to_int_or(mst_cfg_num(sum, "distributed.slowest_rank", 0), 0, 1 << 20, 0);
+    d.step_ms = mst_cfg_num(sum, "step_time_ms_median", 0);
+    d.exposed_ms = mst_cfg_num(sum, "distributed.comm_exposed_ms_median", 0);
+    d.share = d.step_ms > 0 ? d.exposed_ms / d.step_ms : 0;
+    d.grad_mb = mst_cfg_num(sum, "distributed.grad_bytes_per_step", 0) / 1048576.0;
+    d.imbalance = mst_cfg_num(sum, "distributed.imbalance", 0);
+    d.flagged = mst_cfg_num(sum, "distributed.imbalance_flagged", 0) != 0;
+    d.overlap = mst_cfg_num(p->config, "runtime.comm.overlap", 1) != 0;
+    d.batch = mst_f64_to_int_or(mst_cfg_num(p->config, "data.batch_size", 0), 0, 1 << 30, 0);
+    return d;
+}
+
+/* Exposed all-reduce with overlap off: start the buckets during backward. At best the exposed
+ * time hides behind backward entirely; predicted as half of it hidden. */
+static void rule_comm_overlap(const rpt_profile *p, const mst_rule_env *env, sink *s) {
+    dp_facts d = dp_read(p, env);
+    if (d.ranks < 2 || d.overlap || d.share < 0.10) return;
+    mst_finding *f = add(s, "comm_overlap", MST_GOAL_SPEED);
+    if (!f) return;
+    snprintf(f->title, sizeof(f->title), "the step waits %.0f%% of its time on the gradient all-reduce", 100 * d.share);
+    snprintf(f->evidence, sizeof(f->evidence),
+             "%d ranks; exposed comm %.3f ms of a %.3f ms median step; %d bucket(s) of %.2f MiB of gradients in all; "
+             "runtime.comm.overlap false", d.ranks, d.exposed_ms, d.step_ms, d.buckets, d.grad_mb);
+    add_set(f, "runtime.comm.overlap=%s", "true");
+    snprintf(f->change, sizeof(f->change), "runtime.comm.overlap false -> true");
+    f->predicted = 1.0 / (1.0 - d.share / 2);
+    f->confidence = 0.4;
+    f->score = f->predicted;
+}
+
+/* Overlap on, but one bucket: nothing can start before backward ends. Quarter buckets. */
+static void rule_comm_bucket(const rpt_profile *p, const mst_rule_env *env, sink *s) {
+    dp_facts d = dp_read(p, env);
+    if (d.ranks < 2 || !d.overlap || d.share < 0.10 || d.buckets > 1 || !(d.grad_mb > 0)) return;
+    mst_finding *f = add(s, "comm_bucket", MST_GOAL_SPEED);
+    if (!f) return;
+    double want = d.grad_mb / 4 > 0.01 ? d.grad_mb / 4 : 0.01;
+    double cur = mst_cfg_num(p->config, "runtime.comm.bucket_mb", 25);
+    snprintf(f->title, sizeof(f->title), "one gradient bucket: its all-reduce cannot start before backward ends");
+    snprintf(f->evidence, sizeof(f->evidence),
+             "%d ranks; exposed comm %.3f ms of a %.3f ms median step (%.0f%%); %.2f MiB of gradients in 1 bucket "
+             "(runtime.comm.bucket_mb %g)", d.ranks, d.exposed_ms, d.step_ms, 100 * d.share, d.grad_mb, cur);
+    char v[32];
+    snprintf(v, sizeof(v), "%.3g", want);
+    add_set(f, "runtime.comm.bucket_mb=%s", v);
+    snprintf(f->change, sizeof(f->change), "runtime.comm.bucket_mb %g -> %s (4 buckets)", cur, v);
+    f->predicted = 1.0 / (1.0 - d.share / 4);
+    f->confidence = 0.3;
+    f->score = f->predicted;
+}
+
+/* Processes vs threads on this machine, with the same global batch either way (the same
+ * training): many ranks whose step is mostly all-reduce -> one process with the whole thread
+ * budget; one process whose step is mostly eager dispatch (one thread's work) -> two ranks, each
+ * dispatching half the batch. */
+static void rule_procs_threads(const rpt_profile *p, const mst_rule_env *env, sink *s) {
+    dp_facts d = dp_read(p, env);
+    char v[32];
+    if (d.ranks >= 2 && d.share >= 0.25 && d.batch > 0) {
+        mst_finding *f = add(s, "procs_threads", MST_GOAL_SPEED);
+        if (!f) return;
+        snprintf(f->title, sizeof(f->title), "%d ranks spend %.0f%% of the step in all-reduce: try one process", d.ranks,
+                 100 * d.share);
+        snprintf(f->evidence, sizeof(f->evidence),
+                 "exposed comm %.3f ms of a %.3f ms median step; %d ranks x batch %d; one process with batch %d and the "
+                 "same thread budget trains the same global batch without the all-reduce", d.exposed_ms, d.step_ms, d.ranks,
+                 d.batch, d.batch * d.ranks);
+        add_set(f, "--nproc=%s", "1");
+        snprintf(v, sizeof(v), "%d", d.batch * d.ranks);
+        add_set(f, "data.batch_size=%s", v);
+        snprintf(f->change, sizeof(f->change), "%d ranks x batch %d -> 1 process x batch %d", d.ranks, d.batch, d.batch * d.ranks);
+        f->predicted = 1.0 / (1.0 - d.share);
+        f->confidence = 0.5;
+        f->score = f->predicted;
+        return;
+    }
+    double disp = step_share(p, MST_CAT_DISPATCH);
+    const char *mode = mst_cfg_str(p->config, "runtime.mode", "eager");
+    if (d.ranks == 1 && env->mpi_available && env->n_cores >= 2 && strcmp(mode, "eager") == 0 && disp >= 0.30 && d.batch >= 4 &&
+        d.batch % 2 == 0) {
+        mst_finding *f = add(s, "procs_threads", MST_GOAL_SPEED);
+        if (!f) return;
+        snprintf(f->title, sizeof(f->title), "eager dispatch (one thread's work) is %.0f%% of the step: try 2 ranks", 100 * disp);
+        snprintf(f->evidence, sizeof(f->evidence),
+                 "dispatch %.1f%% of the step; %d cores; 1 process x batch %d -> 2 ranks x batch %d (the same global batch), "
+                 "each dispatching half the ops' work on its own core", 100 * disp, env->n_cores, d.batch, d.batch / 2);
+        add_set(f, "--nproc=%s", "2");
+        snprintf(v, sizeof(v), "%d", d.batch / 2);
+        add_set(f, "data.batch_size=%s", v);
+        snprintf(f->change, sizeof(f->change), "1 process x batch %d -> 2 ranks x batch %d", d.batch, d.batch / 2);
+        f->predicted = 1.0 / (1.0 - disp / 2);
+        f->confidence = 0.3;
+        f->score = f->predicted;
+    }
+}
+
+/* A rank slower than the others beyond 5% (msprof-analyze's threshold): every rank waits for it
+ * at each all-reduce. No job key fixes a slow machine or a noisy neighbour: a finding only. */
+static void rule_slow_rank(const rpt_profile *p, const mst_rule_env *env, sink *s) {
+    dp_facts d = dp_read(p, env);
+    if (d.ranks < 2 || !d.flagged) return;
+    mst_finding *f = add(s, "slow_rank", MST_GOAL_NONE);
+    if (!f) return;
+    snprintf(f->title, sizeof(f->title), "rank %d is the slowest: step-time imbalance %.0f%% across %d ranks", d.slowest,
+             100 * d.imbalance, d.ranks);
+    snprintf(f->evidence, sizeof(f->evidence),
+             "(max - min) / mean of the ranks' median step times %.1f%% (flagged above 5%%); every all-reduce waits for "
+             "rank %d: check its cores (other load, binding) or its data", 100 * d.imbalance, d.slowest);
+    snprintf(f->change, sizeof(f->change), "none (a finding: the machine, not the job)");
+    f->score = 1.0;
+}
+
 typedef struct {
     const char *name;           /* the finding's rule name (loss_scale also reports loss_scale_underflow) */
     const char *trigger;        /* one line: what makes it fire */
@@ -462,6 +589,10 @@ static const rule_entry k_rules[] = {
     {"recompile", "graph mode, > 1 compile, no dynamic batch", rule_recompile},
     {"denormals", ">= 0.1% subnormal parameters, or step time rising every quarter to >= 1.3x", rule_denormals},
     {"memory_headroom", "peak < 25% of memory; batch_size: batch < 64 and dispatch >= 10%", rule_memory_and_batch},
+    {"comm_overlap", "ranks > 1, exposed comm >= 10% of the step, overlap off", rule_comm_overlap},
+    {"comm_bucket", "ranks > 1, exposed comm >= 10%, overlap on, one bucket", rule_comm_bucket},
+    {"procs_threads", "ranks > 1 and exposed comm >= 25%; or 1 rank, eager, dispatch >= 30%, >= 2 cores, MPI", rule_procs_threads},
+    {"slow_rank", "ranks > 1, step-time imbalance (max - min) / mean > 5%", rule_slow_rank},
 };
 
 static int by_score(const void *a, const void *b) {

@@ -143,7 +143,7 @@ int mst_trial_run(mst_trial_set *t, const char *bin, const char *job_path, const
         argv[n++] = first_profile && i == 0 ? "profile" : "train";
         argv[n++] = job_path;
         for (int k = 0; k < t->n_sets; k++) {
-            argv[n++] = "--set";
+            if (strncmp(t->sets[k], "--", 2) != 0) argv[n++] = "--set";     /* "--nproc=N" goes to the launcher as is */
             argv[n++] = t->sets[k];
         }
         if (t->seeded) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/launch.h"
 
 typedef struct {
     const char *cmd;
@@ -42,6 +43,7 @@ static int on_job_opt(void *ctx, const mst_cli_opt *o, const char *value) {
         p->out = value;
         return 0;
     case MST_CLI_OPT_RESUME: p->a->resume = true; return 0;
+    case MST_CLI_OPT_NPROC: return mst_cli_nproc_parse(p->cmd, value, &p->a->nproc);
     default: break;
     }
     return p->own ? p->own(p->own_ctx, o, value) : 0;
@@ -83,6 +85,9 @@ int mst_job_args_parse_with(const char *cmd, int argc, char **argv, mst_cli_on_o
     a->out_given = p.out != NULL;
     if (p.out) snprintf(a->out_dir, sizeof(a->out_dir), "%s", p.out);
     else snprintf(a->out_dir, sizeof(a->out_dir), "out/%s", a->job.name);
+    /* --nproc N: become N ranks through mpirun (returns only on failure); as a rank, own outputs */
+    if (a->nproc > 0 && strcmp(cmd, "advise") != 0 && (rc = mst_cli_launch(cmd, argc, argv, a->nproc)) >= 0) goto out;
+    mst_cli_rank_out_dir(a->out_dir, sizeof(a->out_dir));
     rc = MST_EXIT_OK;
 out:
     free(p.sets);

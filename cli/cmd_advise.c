@@ -12,6 +12,7 @@
 
 #include "advisor/advisor.h"
 #include "cli/commands.h"
+#include "runtime/comm/comm.h"
 #include "cli/signals.h"
 #include "report/report.h"
 
@@ -32,7 +33,7 @@ static int parse_double(const char *opt, const char *text, double lo, double *ou
 static int check_sets(void *arg, const char (*sets)[96], int n, char *err, size_t errn) {
     mst_job job = *(const mst_job *)arg;
     for (int i = 0; i < n; i++)
-        if (mst_job_set(&job, sets[i], err, errn) != 0) return -1;
+        if (strncmp(sets[i], "--", 2) != 0 && mst_job_set(&job, sets[i], err, errn) != 0) return -1;     /* "--nproc=N": the launcher's */
     return mst_job_validate(&job, err, errn);
 }
 
@@ -96,6 +97,8 @@ int mst_cmd_advise(int argc, char **argv) {
     cfg.out_dir = a.out_dir;
     cfg.repeats = (int)repeats;
     cfg.check_sets = check_sets;
+    cfg.nproc = a.nproc;        /* --nproc N: every trial runs under the launcher with N ranks */
+    cfg.mpi_available = mst_comm_mpi_available();
     cfg.check_arg = &a.job;
     cfg.log = stderr;
     /* Ctrl-C reaches the trial's process too (one process group): it stops after its current step,
@@ -124,7 +127,10 @@ int mst_cmd_advise(int argc, char **argv) {
     if (mst_advice_write_json(adv, &cfg, path, err, sizeof(err)) != 0) { fprintf(stderr, "mstune advise: %s\n", err); rc = MST_EXIT_FAIL; }
     mst_job tuned = a.job;
     for (int i = 0; i < adv->n_accepted_sets; i++)
-        if (mst_job_set(&tuned, adv->accepted_sets[i], err, sizeof(err)) != 0) {
+        if (strncmp(adv->accepted_sets[i], "--", 2) == 0)      /* the launcher's: not a job key */
+            printf("mstune advise: accepted %s: run the tuned job with it (mstune train tuned.yaml %s)\n", adv->accepted_sets[i],
+                   adv->accepted_sets[i]);
+        else if (mst_job_set(&tuned, adv->accepted_sets[i], err, sizeof(err)) != 0) {
             fprintf(stderr, "mstune advise: applying %s: %s\n", adv->accepted_sets[i], err);
             rc = MST_EXIT_FAIL;
         }

@@ -15,6 +15,8 @@
 #include "cli/run_meta.h"
 #include "cli/session.h"
 #include "cli/signals.h"
+#include "cli/ranks.h"
+#include "runtime/comm/comm.h"
 #include "cli/summary.h"
 #include "profiler/csv_export.h"
 #include "profiler/sampler.h"
@@ -236,6 +238,8 @@ int mst_cmd_profile(int argc, char **argv) {
     if (st != MST_OK) {
         fprintf(stderr, "mstune profile: %s; the outputs in %s are as they were\n", mst_ctx_error(s.ctx), a.out_dir);
         rc = mst_exit_for_status(st);
+        mst_outdir_discard(&od);
+        if (s.ranks > 1) mst_comm_abort(s.comm, rc);      /* the other ranks exit now instead of waiting on us */
     } else if (rc == MST_EXIT_OK) {
         mst_breakdown b;
         mst_op_row ops[TOP_OPS];
@@ -272,6 +276,8 @@ int mst_cmd_profile(int argc, char **argv) {
                 snprintf(trace_path, sizeof(trace_path), "%s/trace.json", a.out_dir);
                 snprintf(sum_path, sizeof(sum_path), "%s/summary.json", a.out_dir);
                 snprintf(report_dir, sizeof(report_dir), "%s/report", a.out_dir);
+                if (s.rank == 0 && r.comm_size > 1) mst_cli_print_ranks(stdout, &r);
+                if (s.rank > 0) goto done;     /* rank 0 speaks for the job; each rank has its own profile.db */
                 printf("mstune profile: %s: %lld steps in %.1f s%s", a.job.name, (long long)r.steps, r.wall_s,
                        r.interrupted ? " (interrupted)\n" : "\n");
                 if (r.val_accuracy >= 0) printf("  val accuracy %.2f%%, val loss %.4f\n", 100 * r.val_accuracy, r.val_loss);

@@ -10,6 +10,8 @@
 #include "cli/outdir.h"
 #include "cli/session.h"
 #include "cli/signals.h"
+#include "cli/ranks.h"
+#include "runtime/comm/comm.h"
 #include "cli/summary.h"
 #include "util/fsutil.h"
 
@@ -55,6 +57,7 @@ int mst_cmd_train(int argc, char **argv) {
         fprintf(stderr, "mstune train: %s; the outputs in %s are as they were\n", mst_ctx_error(s.ctx), a.out_dir);
         rc = mst_exit_for_status(st);
         mst_outdir_discard(&od);        /* a failed run leaves nothing to resume from */
+        if (s.ranks > 1) mst_comm_abort(s.comm, rc);      /* the other ranks exit now instead of waiting on us */
     } else if (r.already_finished) {        /* every output stays as it is */
         printf("mstune train: %s: already finished (%lld steps, the checkpoint's); nothing to resume, nothing written\n",
                a.job.name, (long long)r.steps);
@@ -68,7 +71,8 @@ int mst_cmd_train(int argc, char **argv) {
             fprintf(stderr, "mstune train: %s\n", err);
             rc = MST_EXIT_IO;
         } else {
-            print_summary(stdout, &a, &r, final_path, s.cfg.checkpoint_path ? ckpt : NULL);
+            if (s.rank == 0) print_summary(stdout, &a, &r, final_path, s.cfg.checkpoint_path ? ckpt : NULL);
+            if (s.rank == 0 && r.comm_size > 1) mst_cli_print_ranks(stdout, &r);
             if (r.interrupted && mst_cli_stop_signal()) rc = MST_EXIT_SIGNAL_BASE + mst_cli_stop_signal();
         }
         cJSON_Delete(sum);

@@ -22,13 +22,13 @@ const mst_cli_command_desc mst_cli_commands[] = {
      "Train the job with instrumentation off. Writes DIR/summary.json (throughput, median step time, accuracy,\n"
      "peak memory, loss curve) and DIR/checkpoint.bin, and prints a short summary. Ctrl-C stops after the\n"
      "current step and writes the outputs; --resume continues from the checkpoint.",
-     no_opts, MST_CLI_SET_OPT | MST_CLI_OUT_OPT | MST_CLI_RESUME_OPT,
+     no_opts, MST_CLI_SET_OPT | MST_CLI_OUT_OPT | MST_CLI_RESUME_OPT | MST_CLI_NPROC_OPT,
      "mstune train workloads/jobs/fashion_mlp.yaml --set train.epochs=2 --out out/mlp2", mst_cmd_train, NULL},
     {"profile", "JOB.yaml [options]", "train instrumented: profile.db, trace.json, summary.json, report/",
      "Train the job with the profiler on. Writes DIR/profile.db (SQLite, docs/profile-schema.md), DIR/trace.json\n"
      "(Chrome trace: Perfetto, chrome://tracing, HTA), DIR/summary.json with the per-step time breakdown and the\n"
      "HTML report in DIR/report/. profile.level, profile.trace_steps and the other profile.* keys tune it.",
-     no_opts, MST_CLI_SET_OPT | MST_CLI_OUT_OPT, "mstune profile workloads/jobs/quickstart.yaml\n"
+     no_opts, MST_CLI_SET_OPT | MST_CLI_OUT_OPT | MST_CLI_NPROC_OPT, "mstune profile workloads/jobs/quickstart.yaml\n"
      "mstune profile workloads/jobs/fashion_cnn.yaml --set train.steps=50 --set profile.trace_steps=5",
      mst_cmd_profile, NULL},
     {"report", "PROFILE.db [options]", "render a profile as an offline HTML report",
@@ -44,7 +44,7 @@ const mst_cli_command_desc mst_cli_commands[] = {
      "Profile the job, diagnose it, and verify each proposed change by running it as its own trial against the\n"
      "job's accuracy baseline. Writes DIR/advice.md, DIR/advice.json, DIR/tuned.yaml (the accepted changes) and\n"
      "DIR/report/index.html (docs/advisor.md).",
-     mst_cli_advise_opts, MST_CLI_SET_OPT, "mstune advise workloads/scenarios/dispatch_bound.yaml -o out/advise",
+     mst_cli_advise_opts, MST_CLI_SET_OPT | MST_CLI_NPROC_OPT, "mstune advise workloads/scenarios/dispatch_bound.yaml -o out/advise",
      mst_cmd_advise, NULL},
     {"gate", "--baseline DIR... --current DIR... [options] | run | record | calibrate",
      "CI performance regression gate over repeated runs",

@@ -30,6 +30,7 @@ typedef struct {
     char out_dir[1024];         /* --out, or out/<job name> */
     bool out_given;             /* --out was on the command line */
     bool resume;
+    int nproc;                  /* --nproc N (0: not given) */
 } mst_job_args;
 
 /* Longest --out accepted: room is left for the file names joined to it (longer is refused, exit 2). */

@@ -113,6 +113,11 @@ typedef struct mst_job {
         mst_job_kernels kernels;            /* which CPU provider runs matmul/conv (auto measures) */
         bool dynamic_batch;                 /* graph mode: one plan for every batch size (read by graph mode) */
         bool flush_denormals;               /* FTZ/DAZ on every computing thread (runtime/fpu.h) */
+        struct {                            /* data parallelism over several ranks (docs/distributed.md) */
+            double bucket_mb;               /* gradient bucket size, MiB */
+            bool overlap;                   /* all-reduce each bucket during backward */
+            double timeout_s;               /* a collective waiting longer fails the run; 0 = never */
+        } comm;
     } runtime;
     struct {
         int level;                          /* 0 steps, 1 ops, 2 detail (profiler/events.h) */

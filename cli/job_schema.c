@@ -158,6 +158,12 @@ const mst_job_key mst_job_keys[] = {
          "graph: one compiled plan for every batch size instead of one per shape"),
     BOOL("runtime.flush_denormals", runtime.flush_denormals, "false",
          "flush subnormal floats to zero (FTZ/DAZ) on every computing thread; changes the numerics"),
+    FLT("runtime.comm.bucket_mb", runtime.comm.bucket_mb, "25", 0, 4096, MST_JOB_MIN_OPEN | MST_JOB_HAS_MAX,
+        "data parallel (--nproc N): gradient bucket size in MiB; each bucket is one all-reduce"),
+    BOOL("runtime.comm.overlap", runtime.comm.overlap, "true",
+         "data parallel: start each bucket's all-reduce during backward as soon as its gradients are complete"),
+    FLT("runtime.comm.timeout_s", runtime.comm.timeout_s, "120", 0, 86400, MST_JOB_HAS_MAX,
+        "data parallel: a collective that waits longer for the other ranks fails the run (0 = wait forever)"),
 
     INTMAX("profile.level", profile.level, "1", 0, 2,
            "mstune profile: 0 per-step totals, 1 plus per-op ranges, 2 plus memory events"),

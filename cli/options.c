@@ -21,6 +21,9 @@ static const mst_cli_opt opt_set = {"set", 0, "KEY=VALUE",
 static const mst_cli_opt opt_out = {"out", 'o', "DIR", "output folder (default: out/<job name>)", MST_CLI_OPT_OUT};
 static const mst_cli_opt opt_resume = {"resume", 0, NULL, "continue from DIR/checkpoint.bin where the run stopped",
                                        MST_CLI_OPT_RESUME};
+static const mst_cli_opt opt_nproc = {"nproc", 0, "N",
+                                      "data parallel: run N ranks on this machine through mpirun (docs/distributed.md)",
+                                      MST_CLI_OPT_NPROC};
 static const mst_cli_opt opt_help = {"help", 'h', NULL, "print this help and exit", 0};
 
 #define MAX_OPTS 48
@@ -31,10 +34,11 @@ static int collect(const mst_cli_command_desc *c, const mst_cli_opt **out) {
     int n = 0;
     for (const mst_cli_opt *o = c->opts; o && o->name; o++)
         if (n < MAX_OPTS - 4) out[n++] = o;
-    const mst_cli_opt *shared[3] = {(c->shared & MST_CLI_SET_OPT) ? &opt_set : NULL,
+    const mst_cli_opt *shared[4] = {(c->shared & MST_CLI_SET_OPT) ? &opt_set : NULL,
                                     (c->shared & MST_CLI_OUT_OPT) ? &opt_out : NULL,
-                                    (c->shared & MST_CLI_RESUME_OPT) ? &opt_resume : NULL};
-    for (int s = 0; s < 3; s++) {
+                                    (c->shared & MST_CLI_RESUME_OPT) ? &opt_resume : NULL,
+                                    (c->shared & MST_CLI_NPROC_OPT) ? &opt_nproc : NULL};
+    for (int s = 0; s < 4; s++) {
         if (!shared[s]) continue;
         bool own = false;
         for (int i = 0; i < n; i++) own |= strcmp(out[i]->name, shared[s]->name) == 0;

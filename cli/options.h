@@ -24,10 +24,10 @@ typedef struct {
 } mst_cli_opt;
 
 /* A command's option sets: its own, and the job options every job-taking command shares. */
-enum { MST_CLI_SET_OPT = 1 << 0, MST_CLI_OUT_OPT = 1 << 1, MST_CLI_RESUME_OPT = 1 << 2 };
+enum { MST_CLI_SET_OPT = 1 << 0, MST_CLI_OUT_OPT = 1 << 1, MST_CLI_RESUME_OPT = 1 << 2, MST_CLI_NPROC_OPT = 1 << 3 };
 
 /* the ids of the shared job options (a command's own ids start at 1) */
-enum { MST_CLI_OPT_SET = 1000, MST_CLI_OPT_OUT, MST_CLI_OPT_RESUME };
+enum { MST_CLI_OPT_SET = 1000, MST_CLI_OPT_OUT, MST_CLI_OPT_RESUME, MST_CLI_OPT_NPROC };
 
 typedef struct {
     const char *name;           /* "train" */

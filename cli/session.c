@@ -2,10 +2,12 @@
 #include "cli/session.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runtime/comm/comm.h"
 #include "runtime/fpu.h"
 #include "runtime/backend/kernel_choice.h"
 #include "cli/outdir.h"
@@ -98,6 +100,24 @@ static void config_text(const mst_job *job, char *buf, size_t n) {
     }
 }
 
+/* Threads per rank: the job's budget (0 = every core) shared by the ranks on this machine. */
+static int rank_threads(const mst_job *job, int ranks) {
+    if (ranks <= 1) return job->runtime.threads;
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    int here = local && atoi(local) > 0 ? atoi(local) : ranks;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int budget = job->runtime.threads > 0 ? job->runtime.threads : (int)(cores > 0 ? cores : 1);
+    return budget / here > 0 ? budget / here : 1;
+}
+
+/* Rank k > 0 writes to DIR.rank<k> (cli/args.c); rank 0's DIR holds the job's checkpoint. */
+static const char *rank0_dir(const char *out_dir, char *buf, size_t n) {
+    snprintf(buf, n, "%s", out_dir);
+    char *dot = strrchr(buf, '.');
+    if (dot && strncmp(dot, ".rank", 5) == 0) *dot = '\0';
+    return buf;
+}
+
 static bool is_dir(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
@@ -130,6 +150,16 @@ int mst_session_open(mst_session *s, const mst_job *job, const char *out_dir, bo
     /* the FTZ/DAZ mode first: the loader workers started below take this thread's mode */
     mst_fpu_set_flush(job->runtime.flush_denormals);
     if (open_sources(s, job, err, errn) != 0) goto fail;
+    s->ranks = 1;
+    if (mst_comm_launched(NULL)) {      /* one of several ranks (mstune --nproc N, or mpirun): data parallel */
+        char cerr[512];
+        if (!(s->comm = mst_comm_new_auto(job->runtime.comm.timeout_s, cerr, sizeof(cerr)))) {
+            snprintf(err, errn, "data parallel: %s", cerr);
+            goto fail;
+        }
+        s->rank = mst_comm_rank(s->comm);
+        s->ranks = mst_comm_size(s->comm);
+    }
 
     bool fashion = job->data.dataset == MST_JOB_DATASET_FASHION_MNIST;
     mst_loader_config lc = {
@@ -137,6 +167,7 @@ int mst_session_open(mst_session *s, const mst_job *job, const char *out_dir, bo
         .seed = (uint64_t)job->train.seed, .num_workers = job->data.num_workers, .prefetch = job->data.prefetch,
         .augment = k_augment[job->data.augment], .normalize = job->data.normalize && fashion,
         .mean = FASHION_MEAN, .std = FASHION_STD, .limit = job->data.limit,
+        .shard_rank = s->rank, .shard_count = s->ranks,     /* data.batch_size is per rank */
     };
     char lerr[512];
     if (!(s->train = mst_loader_new(s->train_src, &lc, lerr, sizeof(lerr)))) {
@@ -154,7 +185,7 @@ int mst_session_open(mst_session *s, const mst_job *job, const char *out_dir, bo
         goto fail;
     }
 
-    s->ctx = mst_ctx_new(&(mst_ctx_config){.seed = (uint64_t)job->train.seed, .n_threads = job->runtime.threads,
+    s->ctx = mst_ctx_new(&(mst_ctx_config){.seed = (uint64_t)job->train.seed, .n_threads = rank_threads(job, s->ranks),
                                                .flush_denormals = job->runtime.flush_denormals});
     if (!s->ctx) {
         snprintf(err, errn, "out of memory creating the runtime context");
@@ -218,6 +249,14 @@ int mst_session_open(mst_session *s, const mst_job *job, const char *out_dir, bo
     c->graph = job->runtime.mode == MST_JOB_MODE_GRAPH;
     c->dynamic_batch = job->runtime.dynamic_batch;
     config_text(job, s->config_text, sizeof(s->config_text));
+    if (s->ranks > 1) {     /* a resume must keep the number of ranks: the global batch depends on it */
+        size_t used = strlen(s->config_text);
+        snprintf(s->config_text + used, sizeof(s->config_text) - used, "ranks=%d\n", s->ranks);
+        c->comm = s->comm;
+        c->comm_bucket_mb = job->runtime.comm.bucket_mb;
+        c->comm_overlap = job->runtime.comm.overlap;
+        if (s->rank > 0) c->progress = NULL;       /* rank 0 speaks for the job */
+    }
     c->config_text = s->config_text;
     c->allow_config_change = job->train.allow_config_change;
     if (job->train.checkpoint || resume) {
@@ -225,13 +264,13 @@ int mst_session_open(mst_session *s, const mst_job *job, const char *out_dir, bo
         c->checkpoint_path = s->checkpoint_path;
     }
     c->resume = resume;
-    char final_ckpt[1200];
+    char final_ckpt[1200], rank0[1100];
     snprintf(final_ckpt, sizeof(final_ckpt), "%s/checkpoint.bin", out_dir);
     if (c->checkpoint_path && is_dir(final_ckpt)) {
         snprintf(err, errn, "%s is a directory, not a checkpoint file: remove it or choose another --out", final_ckpt);
         goto fail;
     }
-    if (resume && pick_resume(s, out_dir, err, errn) != 0) goto fail;
+    if (resume && pick_resume(s, s->rank > 0 ? rank0_dir(out_dir, rank0, sizeof(rank0)) : out_dir, err, errn) != 0) goto fail;
     c->resume_path = resume ? s->resume_path : NULL;
     /* a staged checkpoint is a killed run's: even when its training was over, its summary and
      * promotion were not, so the resume finishes them */
@@ -243,6 +282,7 @@ fail:
 }
 
 void mst_session_close(mst_session *s) {
+    mst_comm_free(s->comm);
     mst_model_free(s->model);
     mst_ctx_free(s->ctx);
     mst_loader_free(s->train);

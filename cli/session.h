@@ -25,6 +25,8 @@ typedef struct {
     char resume_path[1200];         /* --resume: the staged checkpoint of a killed run, else the folder's */
     bool resume_from_stage;
     char config_text[MST_CKPT_CONFIG_MAX];  /* the settings a resume must match (checkpoint.h) */
+    struct mst_comm *comm;          /* started by mpirun with several ranks: MPI (runtime/comm/); else NULL */
+    int rank, ranks;                /* 0 and 1 in one process */
 } mst_session;
 
 /* 0, or -1 with a message naming the key or file and what was expected. */

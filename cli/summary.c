@@ -1,5 +1,6 @@
 /* summary.c — builds summary.json with cJSON. */
 #include "cli/summary.h"
+#include "cli/ranks.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -102,6 +103,7 @@ cJSON *mst_summary_build(const mst_job *job, const mst_session *s, const mst_tra
     cJSON *feats = cJSON_AddArrayToObject(cpu, "features");
     for (int f = 0; f < MST_CPU_FEATURE_COUNT; f++)
         if (mst_cpu_has((mst_cpu_feature)f)) cJSON_AddItemToArray(feats, cJSON_CreateString(mst_cpu_feature_name((mst_cpu_feature)f)));
+    mst_summary_add_ranks(root, r);     /* data parallel: the per-rank view (cli/ranks.h) */
     return root;
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "runtime/amp/autocast.h"
+#include "runtime/comm/dp.h"
 #include "runtime/context.h"
 #include "runtime/ops.h"
 
@@ -78,6 +79,7 @@ static mst_status accumulate(mst_ctx *ctx, mst_tensor *t, mst_tensor *g, bool le
 }
 
 static mst_status run_backward(mst_ctx *ctx) {
+    mst_dp_backward_begin(ctx);     /* data parallel: which entry completes each parameter's gradient */
     for (size_t n = ctx->tape_len; n-- > 0;) {
         mst_op_call *e = &ctx->tape[n];
         const mst_op_desc *d = mst_op_table[e->op];
@@ -87,7 +89,11 @@ static mst_status run_backward(mst_ctx *ctx) {
             gy[k] = e->out[k]->grad;
             any |= gy[k] != NULL;
         }
-        if (!any) continue;
+        if (!any) {
+            mst_status s0 = ctx->dp ? mst_dp_entry_done(ctx, n) : MST_OK;
+            if (s0 != MST_OK) return s0;
+            continue;
+        }
         mst_tensor *gx[MST_MAX_OP_INPUTS] = {0};
         mst_status s = d->backward(ctx, e, gy, gx);
         if (s != MST_OK) return s;
@@ -106,6 +112,7 @@ static mst_status run_backward(mst_ctx *ctx) {
             mst_tensor_release(e->out[k]->grad);
             e->out[k]->grad = NULL;
         }
+        if (ctx->dp && (s = mst_dp_entry_done(ctx, n)) != MST_OK) return s;    /* a bucket may start now */
     }
     return MST_OK;
 }

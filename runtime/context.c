@@ -1,5 +1,6 @@
 /* context.c — context lifetime, errors, thread budget (the kernel pool) and workspace. */
 #include "runtime/context.h"
+#include "runtime/comm/dp.h"
 
 #include <cblas.h>
 #include <stdio.h>
@@ -45,6 +46,7 @@ void mst_ctx_free(mst_ctx *ctx) {
     if (!ctx) return;
     while (ctx->pool_depth > 0) mst_pool_pop(ctx);
     mst_amp_cache_free(ctx);        /* cached half parameters and the half kernel's scratch */
+    mst_dp_free(ctx->dp);           /* bucket buffers (the communicator belongs to the caller) */
     MST_ASSERT(ctx->tape_len == 0);
     mst_threadpool_free(ctx->threadpool);
     mst_onednn_ctx_free(ctx);

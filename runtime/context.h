@@ -80,6 +80,9 @@ struct mst_ctx {
     mst_dtype amp_dtype;
     bool autocast;
     struct mst_amp_cache *amp_cache;
+
+    /* data parallelism (runtime/comm/dp.h): the communicator and gradient buckets; NULL in one process */
+    struct mst_dp *dp;
 };
 
 mst_ctx   *mst_ctx_new(const mst_ctx_config *cfg);      /* NULL cfg: seed 0, all cores */

@@ -53,6 +53,8 @@ typedef enum {
     MST_OP_MASKED_SOFTMAX,
     /* ops/loss.c — regression losses (super-resolution) and their gradient ops */
     MST_OP_L1_LOSS, MST_OP_L1_LOSS_GRAD, MST_OP_MSE_LOSS, MST_OP_MSE_LOSS_GRAD,
+    /* ops/collective.c — the gradient all-reduce of data parallelism (runtime/comm/dp.h) */
+    MST_OP_ALLREDUCE_START, MST_OP_ALLREDUCE_WAIT,
     MST_OP_COUNT
 } mst_op;
 

@@ -131,6 +131,12 @@ mst_status mst_amp_update_scale(mst_ctx *ctx, mst_tensor *scale, mst_tensor *goo
 /* From the sum of squares of all gradients (): norm = sqrt(sum), coef = min(1, max_norm / (norm + 1e-6)). */
 mst_status mst_clip_coef(mst_ctx *ctx, mst_tensor *sum_sq, double max_norm, mst_tensor **coef, mst_tensor **norm);
 
+/* ---- gradient all-reduce (ops/collective.c); runtime/comm/dp.h drives them ---- */
+/* Pack g[0..n) (one float dtype) into bucket `slot` and start its all-reduce over the context's
+ * communicator; then wait for it and write the sum times scale back into g, in place. */
+mst_status mst_allreduce_start(mst_ctx *ctx, int n, mst_tensor *const g[], int slot);
+mst_status mst_allreduce_wait(mst_ctx *ctx, int n, mst_tensor *const g[], int slot, double scale);
+
 /* ---- testing knob (ops/testing.c) ---- */
 /* A copy of x whose kernel busy-waits `ns` nanoseconds first: an op of known kernel cost, so tests
  * can check that the profiler attributes it to `kernel`. Its gradient passes through. */

@@ -14,6 +14,7 @@
 
 #include "runtime/amp/autocast.h"
 #include "runtime/autograd.h"
+#include "runtime/comm/dp.h"
 #include "runtime/ops.h"
 
 static mst_status check_spec(mst_ctx *ctx, const mst_step_spec *spec, mst_tensor *const x[], mst_tensor *const y[]) {
@@ -115,7 +116,9 @@ mst_status mst_step_run(mst_ctx *ctx, const mst_step_spec *spec, mst_tensor *con
     mst_tensor *loss = NULL;
     for (int k = 0; k < spec->accumulate && s == MST_OK; k++) {
         mst_tensor *part = NULL;
-        s = micro_step(ctx, spec, x[k], y[k], &part);
+        /* data parallel: the last micro-batch's backward starts the gradient buckets' all-reduces */
+        if (k == spec->accumulate - 1 && mst_dp_active(ctx)) s = mst_dp_arm(ctx, m->params, m->n_params);
+        if (s == MST_OK) s = micro_step(ctx, spec, x[k], y[k], &part);
         if (s == MST_OK) {
             bool grad_was = mst_grad_is_enabled(ctx);
             mst_grad_set_enabled(ctx, false);
@@ -129,7 +132,8 @@ mst_status mst_step_run(mst_ctx *ctx, const mst_step_spec *spec, mst_tensor *con
         mst_mem_cat cat_was = ctx->out_cat;
         mst_grad_set_enabled(ctx, false);
         ctx->out_cat = MST_MEM_GRAD;
-        s = update(ctx, spec, out);
+        if (mst_dp_active(ctx)) s = mst_dp_sync(ctx);      /* the mean over ranks, before unscale and clipping */
+        if (s == MST_OK) s = update(ctx, spec, out);
         ctx->out_cat = cat_was;
         mst_grad_set_enabled(ctx, grad_was);
     }

@@ -15,6 +15,8 @@
 #include "runtime/step_runner.h"
 #include "runtime/step.h"
 #include "runtime/train_guard.h"
+#include "runtime/trainer_dp.h"
+#include "runtime/comm/dp.h"
 
 mst_train_config mst_train_defaults(void) {
     mst_train_config c;
@@ -38,6 +40,9 @@ mst_train_config mst_train_defaults(void) {
 void mst_train_result_free(mst_train_result *res) {
     free(res->losses);
     free(res->epoch);
+    free(res->rank_step_ms);
+    free(res->rank_exposed_ms);
+    free(res->rank_hidden_ms);
     memset(res, 0, sizeof(*res));
 }
 
@@ -87,9 +92,10 @@ static double metric_sum(mst_metric metric, const mst_tensor *out, const mst_ten
 /* One pass over the loader; runner NULL: eager mst_step_eval. *metric: the model's metric. */
 static mst_status evaluate(mst_ctx *ctx, mst_model *model, mst_step_runner *runner, mst_loader *loader,
                            const mst_train_config *cfg, double *metric, double *loss) {
+    mst_status s = mst_train_dp_sync_buffers(ctx, model);     /* data parallel: rank 0's running statistics */
+    if (s != MST_OK) return s;
     bool grad_was = mst_grad_is_enabled(ctx);
     mst_grad_set_enabled(ctx, false);
-    mst_status s = MST_OK;
     int64_t seen = 0;
     double loss_sum = 0, metric_total = 0;
     if (mst_loader_start_epoch(loader, 0, 0) != 0) {
@@ -115,6 +121,11 @@ static mst_status evaluate(mst_ctx *ctx, mst_model *model, mst_step_runner *runn
     if (s == MST_OK && r < 0) s = mst_ctx_fail(ctx, MST_ERR_IO, "evaluation: the test loader failed");
     mst_grad_set_enabled(ctx, grad_was);
     if (s != MST_OK) return s;
+    double sums[3] = {loss_sum, metric_total, (double)seen};     /* data parallel: over every rank's shard */
+    if ((s = mst_train_dp_sum(ctx, sums, 3)) != MST_OK) return s;
+    loss_sum = sums[0];
+    metric_total = sums[1];
+    seen = (int64_t)sums[2];
     *metric = seen ? metric_total / (double)seen : 0;
     *loss = seen ? loss_sum / (double)seen : 0;
     return MST_OK;
@@ -271,6 +282,7 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
     entries ck = {0};
     mst_status s = MST_OK;
     double *step_ms = NULL;
+    double *comm_exp = NULL, *comm_hid = NULL, *comm_busy = NULL;     /* data parallel: per timed step */
     if (collect_entries(model, opt, scaler, &ck) != 0) { s = mst_ctx_fail(ctx, MST_ERR_OOM, "train: out of memory"); goto out; }
 
     int64_t start_epoch = 0, start_batch = 0, step = 0;
@@ -310,11 +322,20 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
         res->resumed_at_step = step;
     }
 
+    /* data parallel: every rank starts from rank 0's parameters and state (fresh or resumed) */
+    if ((s = mst_train_dp_begin(ctx, cfg, ck.e, ck.n)) != MST_OK) goto out;
+    res->comm_size = mst_train_dp_size(ctx);
     int64_t run_steps = total > step ? total - step : 0;
     res->losses = malloc(sizeof(double) * (size_t)(run_steps > 0 ? run_steps : 1));
     step_ms = malloc(sizeof(double) * (size_t)(run_steps > 0 ? run_steps : 1));
     int64_t epochs_touched = cfg->epochs - start_epoch + 1;
     res->epoch = calloc((size_t)(epochs_touched > 0 ? epochs_touched : 1), sizeof(*res->epoch));
+    if (res->comm_size > 1) {
+        comm_exp = malloc(sizeof(double) * (size_t)(run_steps > 0 ? run_steps : 1));
+        comm_hid = malloc(sizeof(double) * (size_t)(run_steps > 0 ? run_steps : 1));
+        comm_busy = malloc(sizeof(double) * (size_t)(run_steps > 0 ? run_steps : 1));
+        if (!comm_exp || !comm_hid || !comm_busy) { s = mst_ctx_fail(ctx, MST_ERR_OOM, "train: out of memory"); goto out; }
+    }
     if (!res->losses || !step_ms || !res->epoch) { s = mst_ctx_fail(ctx, MST_ERR_OOM, "train: out of memory"); goto out; }
 
     progress pr = {cfg->progress, false, cfg->log_every > 0 ? cfg->log_every : 50, 0};
@@ -373,6 +394,10 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
                 goto out;
             }
             mst_pool_pop(ctx);
+            if ((s = mst_train_dp_loss(ctx, &rec.loss)) != MST_OK) {      /* data parallel: the mean over ranks */
+                mst_prof_step_end(step);
+                goto out;
+            }
             double lv = rec.loss;
             if (!scaler && !isfinite(lv)) {     /* with a scaler, an inf/NaN step is skipped and counted instead */
                 mst_prof_step_end(step);
@@ -392,6 +417,13 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
             mst_prof_step_end(step);
             if (cfg->profiler) mst_prof_thread_flush();     /* every finished step reaches the store */
             double ms = (double)(mst_prof_now_ns() - t0) / 1e6;
+            double cx, ch, cb;
+            mst_train_dp_step_stats(ctx, &cx, &ch, &cb);
+            if (b > b0 && comm_exp) {
+                comm_exp[n_timed] = cx;
+                comm_hid[n_timed] = ch;
+                comm_busy[n_timed] = cb;
+            }
             if (b > b0) step_ms[n_timed++] = ms;        /* the first step of an epoch is warm-up */
             res->train_loop_s += ms / 1e3;
             res->losses[res->n_losses++] = lv;
@@ -429,7 +461,7 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
         else if (pr.f && !isnan(er->val_metric))
             fprintf(pr.f, ", val %s %.3f, val loss %.4f\n", mst_metric_name(model->metric), er->val_metric, er->val_loss);
         if (complete) res->epochs = epoch + 1;
-        if (cfg->checkpoint_path) {     /* an interrupted epoch saves its batch position: resumable */
+        if (cfg->checkpoint_path && mst_train_dp_writes(ctx)) {     /* an interrupted epoch saves its batch position: resumable; rank 0 only */
             int bad = 0;
             if (!mst_guard_entries_finite(ck.e, ck.n, &bad)) {     /* never a NaN checkpoint over a good one */
                 s = mst_ctx_fail(ctx, MST_ERR_NONFINITE,
@@ -455,7 +487,15 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
     res->step_time_ms_median = median(step_ms, n_timed);
     res->step_time_ms_p90 = p90_sorted(step_ms, n_timed);
     res->steps_per_s = res->step_time_ms_median > 0 ? 1000.0 / res->step_time_ms_median : 0;
-    res->samples_per_s = res->steps_per_s * (double)batch_size;
+    res->samples_per_s = res->steps_per_s * (double)batch_size * (double)res->comm_size;     /* global batch */
+    if (comm_exp) {
+        res->comm_buckets = mst_dp_bucket_count(ctx);
+        res->comm_grad_bytes = mst_dp_grad_bytes(ctx);
+        res->comm_exposed_ms_median = median(comm_exp, n_timed);
+        res->comm_hidden_ms_median = median(comm_hid, n_timed);
+        res->comm_allreduce_ms_median = median(comm_busy, n_timed);
+        if ((s = mst_train_dp_gather(ctx, res)) != MST_OK) goto out;
+    }
     res->peak_memory_bytes = mst_ctx_mem(ctx)->peak_total;
 out:
     res->loss_scale_final = scaler ? mst_loss_scaler_value(scaler) : 1.0;
@@ -469,6 +509,10 @@ out:
     res->arena_bytes = gs.arena_bytes;
     res->intermediate_bytes = gs.intermediate_bytes;
     free(step_ms);
+    free(comm_exp);
+    free(comm_hid);
+    free(comm_busy);
+    mst_train_dp_end(ctx);
     free(ck.e);
     mst_step_runner_free(runner);       /* before the optimizer and scaler whose tensors it holds */
     mst_loss_scaler_free(scaler);

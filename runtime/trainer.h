@@ -63,6 +63,13 @@ typedef struct {
     bool dynamic_batch;             /* graph mode: one plan for every batch size up to the configured one */
     int accumulate_steps;           /* loader batches per optimizer step, 1..64; a step of an epoch's
                                        remainder batches is dropped */
+    /* data parallelism (runtime/comm/): NULL or one rank = a single process. With N ranks the
+     * loaders are the ranks' shards (mst_loader_config.shard_*), parameters and state are
+     * broadcast from rank 0 at start, gradients averaged in buckets, the loss and evaluation
+     * reduced over ranks, and only rank 0 writes checkpoints. */
+    struct mst_comm *comm;
+    double comm_bucket_mb;          /* gradient bucket size in MiB (> 0; 0 = 25, PyTorch DDP's default) */
+    bool comm_overlap;              /* start each bucket's all-reduce during backward */
 } mst_train_config;
 
 typedef struct {
@@ -104,6 +111,16 @@ typedef struct {
     double compile_ms;              /* graph mode: time spent tracing, optimizing and planning them */
     int64_t arena_bytes;            /* graph mode: the largest plan's planned arena */
     int64_t intermediate_bytes;     /* graph mode: that plan's intermediates, summed without reuse */
+    /* data parallel (zeros in one process): ranks, gradient buckets and bytes per step, and the
+     * gradient all-reduces' time over the timed steps: exposed (waited for) and hidden (overlapped) */
+    int comm_size;
+    int comm_buckets;
+    int64_t comm_grad_bytes;
+    double comm_exposed_ms_median, comm_hidden_ms_median;
+    double comm_allreduce_ms_median; /* start to completion of all buckets, summed per step */
+    double *rank_step_ms;           /* (comm_size) each rank's median step time, gathered on every rank */
+    double *rank_exposed_ms;        /* (comm_size) each rank's median exposed comm per step */
+    double *rank_hidden_ms;         /* (comm_size) each rank's median hidden (overlapped) comm per step */
 } mst_train_result;
 
 mst_train_config mst_train_defaults(void);

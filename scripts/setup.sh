@@ -22,6 +22,7 @@ packages=(
   clang-14          # make fuzz (libFuzzer) and the clang build CI checks
   libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes for clang
   python3-dev       # Python frontend (python/): embedded CPython and the mstune extension module
+  libopenmpi-dev openmpi-bin  # data-parallel training over MPI (runtime/comm/comm_mpi.c, --nproc through mpirun)
 )
 
 missing=()

@@ -81,8 +81,11 @@ struct mst_loader {
 /* Fills `s` with batch b of the current epoch. Runs without the lock: it reads only what
  * start_epoch never changes while a batch is being produced (perm, epoch), and writes only `s`. */
 static void produce_batch(const mst_loader *ld, int64_t epoch, int64_t b, slot *s, float *scratch) {
-    const int64_t bs = ld->cfg.batch_size, start = b * bs;
-    const int64_t size = ld->n - start < bs ? ld->n - start : bs;
+    const int64_t bs = ld->cfg.batch_size, ranks = ld->cfg.shard_count > 1 ? ld->cfg.shard_count : 1;
+    const int64_t global = bs * ranks, gstart = b * global;
+    const int64_t gsize = ld->n - gstart < global ? ld->n - gstart : global;
+    const int64_t r = ranks > 1 ? ld->cfg.shard_rank : 0;
+    const int64_t start = gstart + r * gsize / ranks, size = gstart + (r + 1) * gsize / ranks - start;
     for (int64_t i = 0; i < size; i++) {
         const int64_t idx = ld->perm ? ld->perm[start + i] : start + i;
         float *x = s->x + i * ld->numel;
@@ -136,6 +139,11 @@ static void *worker_main(void *arg) {
 static int validate(const mst_source *src, const mst_loader_config *cfg, char *err, size_t errn) {
     if (!src) { mst_errf(err, errn, "loader: source is NULL"); return -1; }
     if (!cfg) { mst_errf(err, errn, "loader: config is NULL"); return -1; }
+    if (cfg->shard_count < 0 || (cfg->shard_count > 1 && (cfg->shard_rank < 0 || cfg->shard_rank >= cfg->shard_count))) {
+        mst_errf(err, errn, "loader config: shard_rank = %d of shard_count = %d, expected 0 <= shard_rank < shard_count",
+                 cfg->shard_rank, cfg->shard_count);
+        return -1;
+    }
     if (cfg->batch_size < 1) {
         mst_errf(err, errn, "loader config: batch_size = %d, expected >= 1", cfg->batch_size);
         return -1;
@@ -197,7 +205,8 @@ mst_loader *mst_loader_new(const mst_source *src, const mst_loader_config *cfg, 
     const int64_t len = mst_source_len(src);
     ld->n = cfg->limit > 0 && cfg->limit < len ? cfg->limit : len;
     const int64_t bs = cfg->batch_size;
-    ld->n_batches = cfg->drop_remainder ? ld->n / bs : (ld->n + bs - 1) / bs;
+    const int64_t ranks = cfg->shard_count > 1 ? cfg->shard_count : 1, global = bs * ranks;
+    ld->n_batches = cfg->drop_remainder || ld->n % global < ranks ? ld->n / global : ld->n / global + 1;
     ld->n_slots = cfg->num_workers > 0 ? cfg->prefetch + 1 : 1;
     ld->epoch = -1;
     ld->name_wait = mst_prof_intern("loader.wait");

@@ -45,6 +45,13 @@ typedef struct {
     bool normalize;
     float mean, std;        /* used when normalize; std > 0 */
     int64_t limit;          /* use only the first `limit` samples of the source; 0 = all (larger = all) */
+    /* Data parallelism: this loader is rank shard_rank of shard_count (0 or 1 = unsharded).
+     * batch_size is then the per-rank batch: global batch k is samples [k*G, (k+1)*G) of the epoch's
+     * order, G = batch_size * shard_count, and rank r takes its r-th contiguous share of it
+     * (exactly [r*batch_size, (r+1)*batch_size) of a full one; a partial last one is split as
+     * evenly as the integers allow, and dropped when it has fewer samples than ranks). Every
+     * sample of an epoch goes to exactly one rank, the same whatever num_workers is. */
+    int shard_rank, shard_count;
 } mst_loader_config;
 
 typedef struct {
@@ -63,7 +70,8 @@ typedef struct mst_loader mst_loader;
  * here and wait on a condition variable until the first mst_loader_start_epoch. */
 mst_loader *mst_loader_new(const mst_source *src, const mst_loader_config *cfg, char *err, size_t errn);
 
-/* drop_remainder ? n / batch_size : ceil(n / batch_size), n = samples in use (after limit). */
+/* drop_remainder ? n / batch_size : ceil(n / batch_size), n = samples in use (after limit);
+ * sharded: the same over the global batch (every rank gets the same count). */
 int64_t mst_loader_batches_per_epoch(const mst_loader *ld);
 /* The configured batch size: every batch but a last partial one has it. */
 int64_t mst_loader_batch_size(const mst_loader *ld);

@@ -101,6 +101,10 @@ MST_DESC mst_desc_l1_loss_grad;
 MST_DESC mst_desc_mse_loss;
 MST_DESC mst_desc_mse_loss_grad;
 
+/* ops/collective.c */
+MST_DESC mst_desc_allreduce_start;
+MST_DESC mst_desc_allreduce_wait;
+
 #undef MST_DESC
 
 #endif

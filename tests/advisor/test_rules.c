@@ -209,6 +209,68 @@ static void test_memory_headroom_is_a_finding_only(void **state) {
     teardown_fixture(&x);
 }
 
+/* Data parallel: summary.json's "distributed" object drives the communication rules. */
+static void dp_summary(fixture *x, const char *distributed, double step_ms) {
+    cJSON_Delete(x->summary);
+    char buf[1024];
+    snprintf(buf, sizeof(buf), "{\"steps\": 100, \"step_time_ms_median\": %g, \"distributed\": %s}", step_ms, distributed);
+    x->summary = cJSON_Parse(buf);
+    assert_non_null(x->summary);
+}
+
+static void test_comm_rules(void **state) {
+    (void)state;
+    fixture x;
+    /* 2 ranks, overlap off, 40% of the step exposed: overlap; also processes vs threads (>= 25%) */
+    setup_profile(&x, "{\"runtime\": {\"mode\": \"graph\", \"comm\": {\"overlap\": false, \"bucket_mb\": 25}}, \"data\": {\"batch_size\": 32}}",
+                  0.0, 0.6, 0.0);
+    dp_summary(&x, "{\"ranks\": 2, \"buckets\": 1, \"comm_exposed_ms_median\": 2.0, \"grad_bytes_per_step\": 1048576, "
+                   "\"imbalance\": 0.12, \"imbalance_flagged\": true, \"slowest_rank\": 1}", 5.0);
+    diagnose(&x);
+    const mst_finding *f = find(&x, "comm_overlap");
+    assert_non_null(f);
+    assert_string_equal(f->sets[0], "runtime.comm.overlap=true");
+    assert_true(fabs(f->predicted - 1.0 / 0.8) < 1e-9);
+    assert_null(find(&x, "comm_bucket"));           /* overlap is off: buckets are not the problem yet */
+    f = find(&x, "procs_threads");
+    assert_non_null(f);
+    assert_string_equal(f->sets[0], "--nproc=1");
+    assert_string_equal(f->sets[1], "data.batch_size=64");      /* the same global batch */
+    f = find(&x, "slow_rank");
+    assert_non_null(f);
+    assert_int_equal(f->goal, MST_GOAL_NONE);
+    assert_non_null(strstr(f->title, "rank 1"));
+    teardown_fixture(&x);
+
+    /* overlap on, one bucket, 15% exposed: smaller buckets; balanced ranks: no slow rank */
+    setup_profile(&x, "{\"runtime\": {\"mode\": \"graph\", \"comm\": {\"overlap\": true, \"bucket_mb\": 25}}, \"data\": {\"batch_size\": 32}}",
+                  0.0, 0.6, 0.0);
+    dp_summary(&x, "{\"ranks\": 2, \"buckets\": 1, \"comm_exposed_ms_median\": 0.75, \"grad_bytes_per_step\": 4194304, "
+                   "\"imbalance\": 0.02, \"imbalance_flagged\": false}", 5.0);
+    diagnose(&x);
+    f = find(&x, "comm_bucket");
+    assert_non_null(f);
+    assert_string_equal(f->sets[0], "runtime.comm.bucket_mb=1");
+    assert_null(find(&x, "comm_overlap"));
+    assert_null(find(&x, "procs_threads"));         /* 15% < 25% */
+    assert_null(find(&x, "slow_rank"));
+    teardown_fixture(&x);
+
+    /* one process, eager, dispatch-bound, MPI available: try 2 ranks of half the batch */
+    setup_profile(&x, "{\"runtime\": {\"mode\": \"eager\"}, \"data\": {\"batch_size\": 32}}", 0.5, 0.4, 0.0);
+    mst_rule_env env = {2, 0, x.summary, 0, true};
+    x.n = mst_advisor_diagnose(&x.p, &env, x.f, MST_MAX_FINDINGS);
+    f = find(&x, "procs_threads");
+    assert_non_null(f);
+    assert_string_equal(f->sets[0], "--nproc=2");
+    assert_string_equal(f->sets[1], "data.batch_size=16");
+    env.mpi_available = false;                      /* no MPI in this build: nothing to try */
+    x.n = mst_advisor_diagnose(&x.p, &env, x.f, MST_MAX_FINDINGS);
+    assert_null(find(&x, "procs_threads"));
+    assert_null(find(&x, "comm_overlap"));          /* one process: no communication rules */
+    teardown_fixture(&x);
+}
+
 /* One preempted step (38 ms of kernel time in a run of 1 ms steps) drags the run-wide dispatch
  * share to 5%; the rules read the median of the per-step shares and still see 26%. */
 static void test_one_slow_step_does_not_flip(void **state) {
@@ -324,6 +386,7 @@ int main(void) {
         cmocka_unit_test(test_underflow),
         cmocka_unit_test(test_recompile),
         cmocka_unit_test(test_memory_headroom_is_a_finding_only),
+        cmocka_unit_test(test_comm_rules),
         cmocka_unit_test(test_one_slow_step_does_not_flip),
         cmocka_unit_test(test_graph_mode_by_resolvable_gain),
         cmocka_unit_test(test_denormals),

@@ -296,6 +296,61 @@ static void test_bit_identical_across_workers(void **state) {
     mst_source_free(src);
 }
 
+/* Data-parallel shards: for N ranks of per-rank batch b, rank 0's batch k, then rank 1's, ...
+ * is exactly the unsharded batch k of size N*b (same samples, same augmentation bits), for any
+ * worker count; a partial last batch is split evenly, and one smaller than N is dropped. */
+static void test_shards(void **state) {
+    mst_source *src = mst_source_synthetic_new(300, 1, 28, 28, 10, 5, 0);
+    const int64_t numel = mst_source_sample_numel(src);
+    for (int ranks = 2; ranks <= 3; ranks++) {
+        mst_loader_config gc = base_config(16 * ranks, 0, 1);
+        mst_loader *whole = loader_or_fail(src, &gc);
+        epoch_rec want;
+        record_epoch(whole, src, 1, 0, &want);
+        epoch_rec got[3];
+        for (int r = 0; r < ranks; r++) {
+            mst_loader_config c = base_config(16, r == 1 ? 2 : 0, 2);
+            c.shard_rank = r;
+            c.shard_count = ranks;
+            mst_loader *ld = loader_or_fail(src, &c);
+            assert_int_equal(mst_loader_batches_per_epoch(ld), mst_loader_batches_per_epoch(whole));
+            record_epoch(ld, src, 1, 0, &got[r]);
+            mst_loader_free(ld);
+        }
+        int64_t off[3] = {0, 0, 0}, wo = 0;
+        for (int64_t k = 0; k < want.n; k++) {
+            int64_t sum = 0;
+            for (int r = 0; r < ranks; r++) {
+                const int64_t n = got[r].size[k];
+                assert_true(n >= want.size[k] / ranks && n <= want.size[k] / ranks + 1);
+                if (memcmp(got[r].y + off[r], want.y + wo + sum, (size_t)n * sizeof(int32_t)) != 0 ||
+                    memcmp(got[r].x + off[r] * numel, want.x + (wo + sum) * numel, (size_t)(n * numel) * sizeof(float)) != 0)
+                    fail_msg("%d ranks: rank %d batch %lld is not its share of the global batch (seed %llu)", ranks, r,
+                             (long long)k, (unsigned long long)g_seed);
+                off[r] += n;
+                sum += n;
+            }
+            assert_int_equal(sum, want.size[k]);
+            wo += sum;
+        }
+        assert_int_equal(wo, 300);      /* every sample exactly once */
+        for (int r = 0; r < ranks; r++) epoch_free(&got[r]);
+        epoch_free(&want);
+        mst_loader_free(whole);
+    }
+    /* a last global batch of one sample cannot feed two ranks: dropped */
+    mst_loader_config c = base_config(16, 0, 1);
+    c.shard_count = 2;
+    c.shard_rank = 1;
+    c.limit = 289;
+    mst_loader *ld = loader_or_fail(src, &c);
+    assert_int_equal(mst_loader_batches_per_epoch(ld), 9);
+    mst_loader_free(ld);
+    c.shard_rank = 2;
+    expect_config_error(src, &c, "shard_rank");
+    mst_source_free(src);
+}
+
 /* Resuming at first_batch gives exactly the tail of the uninterrupted epoch. */
 static void test_first_batch_resume(void **state) {
     mst_source *src = mst_source_synthetic_new(130, 1, 12, 12, 10, 6, 0);
@@ -494,6 +549,7 @@ int main(void) {
         cmocka_unit_test(test_in_order_and_misuse),
         cmocka_unit_test(test_shuffle_permutations),
         cmocka_unit_test(test_bit_identical_across_workers),
+        cmocka_unit_test(test_shards),
         cmocka_unit_test(test_first_batch_resume),
         cmocka_unit_test(test_restart_mid_epoch),
         cmocka_unit_test(test_free_mid_epoch),

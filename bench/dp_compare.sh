@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# dp_compare.sh — data parallel on this machine, global batch 64: 2 ranks x 1 thread (batch 32
+# each) against 1 process x 2 threads (batch 64), mstune (`mstune train --nproc`, synthetic
+# 28x28 data, the zoo's mlp and cnn) side by side with PyTorch DDP over gloo on the same models
+# (bench/torch_ddp.py). Prints a Markdown table (docs/benchmarks.md): median step ms, mstune's
+# exposed comm per step, and a bare all-reduce of the gradients in gloo.
+#
+#     bench/dp_compare.sh [BUILD_DIR] [MODE]     # defaults: build, graph (or eager)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+mode=${2:-graph}
+py3=/usr/bin/python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cat > "$tmp/job.yaml" <<YAML
+name: dpbench
+data:
+  dataset: synthetic
+  synthetic:
+    samples: 8192
+    test_samples: 64
+train:
+  epochs: 1
+  steps: 80
+  eval: false
+runtime:
+  mode: $mode
+  threads: 2
+YAML
+field() { $py3 -c "import json,sys; v=json.load(open(sys.argv[1])); [v:=v.get(k, {}) for k in sys.argv[2].split('.')]; print(f'{v:.3f}' if isinstance(v, (int, float)) else '-')" "$1" "$2"; }
+py=$($py3 bench/torch_ddp.py mlp cnn)
+echo "| model | layout | mstune $mode step ms | mstune exposed comm ms | PyTorch step ms | gloo all-reduce of the gradients ms |"
+echo "|---|---|---|---|---|---|"
+for m in mlp cnn; do
+    "$build/mstune" train "$tmp/job.yaml" --set model.name=$m --set data.batch_size=32 --nproc 2 --out "$tmp/$m-2" > /dev/null
+    "$build/mstune" train "$tmp/job.yaml" --set model.name=$m --set data.batch_size=64 --out "$tmp/$m-1" > /dev/null
+    t2=$(echo "$py" | awk -v m=$m '$1==m && $2=="ddp2x1" {print $3}'); a2=$(echo "$py" | awk -v m=$m '$1==m && $2=="ddp2x1" {print $4}')
+    t1=$(echo "$py" | awk -v m=$m '$1==m && $2=="single1x2" {print $3}')
+    echo "| $m | 2 ranks x 1 thread | $(field "$tmp/$m-2/summary.json" step_time_ms_median) | $(field "$tmp/$m-2/summary.json" distributed.comm_exposed_ms_median) | $t2 | $a2 |"
+    echo "| $m | 1 process x 2 threads | $(field "$tmp/$m-1/summary.json" step_time_ms_median) | - | $t1 | - |"
+done

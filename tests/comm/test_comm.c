@@ -1,0 +1,116 @@
+/* test_comm.c — the communicator (runtime/comm/): alone it checks the single-process one; under
+ * `mpirun -np 2` (CTest's comm.test_comm.np2) the MPI one: sums, broadcast, barrier, the
+ * non-blocking all-reduce, the flag agreement and a wait that times out on a late rank and then
+ * completes once it arrives. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/comm/comm.h"
+
+static mst_comm *comm;
+
+static void test_rank_size(void **state) {
+    int launched;
+    mst_comm_launched(&launched);
+    assert_int_equal(mst_comm_size(comm), launched);
+    assert_true(mst_comm_rank(comm) >= 0 && mst_comm_rank(comm) < mst_comm_size(comm));
+    assert_string_equal(mst_comm_name(comm), launched > 1 ? "mpi" : "single");
+}
+
+static void test_allreduce(void **state) {
+    const int r = mst_comm_rank(comm), n = mst_comm_size(comm);
+    float f[1000];
+    double d[3];
+    for (int i = 0; i < 1000; i++) f[i] = (float)(i + 1000 * r);
+    for (int i = 0; i < 3; i++) d[i] = 0.5 * (r + 1) + i;
+    assert_int_equal(mst_comm_allreduce_sum_f32(comm, f, 1000), MST_OK);
+    assert_int_equal(mst_comm_allreduce_sum_f64(comm, d, 3), MST_OK);
+    for (int i = 0; i < 1000; i++) {
+        double want = 0;
+        for (int k = 0; k < n; k++) want += i + 1000 * k;
+        assert_true(f[i] == (float)want);
+    }
+    for (int i = 0; i < 3; i++) {
+        double want = 0;
+        for (int k = 0; k < n; k++) want += 0.5 * (k + 1) + i;
+        assert_true(d[i] == want);
+    }
+}
+
+static void test_broadcast_barrier(void **state) {
+    const int r = mst_comm_rank(comm);
+    char buf[32];
+    snprintf(buf, sizeof(buf), "from rank %d", r);
+    assert_int_equal(mst_comm_broadcast(comm, buf, sizeof(buf), 0), MST_OK);
+    assert_string_equal(buf, "from rank 0");
+    assert_int_equal(mst_comm_barrier(comm), MST_OK);
+}
+
+static void test_any(void **state) {
+    bool flag = mst_comm_rank(comm) == mst_comm_size(comm) - 1;     /* only the last rank says yes */
+    assert_int_equal(mst_comm_any(comm, &flag), MST_OK);
+    assert_true(flag);
+    flag = false;
+    assert_int_equal(mst_comm_any(comm, &flag), MST_OK);
+    assert_false(flag);
+}
+
+static void test_iallreduce(void **state) {
+    const int r = mst_comm_rank(comm), n = mst_comm_size(comm);
+    enum { N = 1 << 18 };
+    float *send = malloc(N * sizeof(float)), *recv = malloc(N * sizeof(float));
+    for (int i = 0; i < N; i++) send[i] = (float)((i % 7) * (r + 1));
+    mst_comm_stats_reset(comm);
+    mst_comm_req req = {0};
+    assert_int_equal(mst_comm_iallreduce_sum_f32(comm, send, recv, N, &req), MST_OK);
+    while (mst_comm_poll(comm, &req) == 0) {}
+    assert_int_equal(mst_comm_wait(comm, &req, "test all-reduce"), MST_OK);
+    for (int i = 0; i < N; i++) assert_true(recv[i] == (float)((i % 7) * n * (n + 1) / 2));
+    assert_int_equal(comm->stats.allreduce_calls, 1);
+    assert_int_equal(comm->stats.allreduce_bytes, (int64_t)N * 4);
+    free(send);
+    free(recv);
+}
+
+/* Rank 0 waits with a short timeout for an all-reduce rank 1 joins a second later: the wait fails
+ * with the message, and a second wait without a limit completes it (no state was lost). */
+static void test_timeout(void **state) {
+    if (mst_comm_size(comm) < 2) skip();
+    const int r = mst_comm_rank(comm);
+    float send = 1, recv = 0;
+    mst_comm_req req = {0};
+    if (r == 1) nanosleep(&(struct timespec){1, 0}, NULL);     /* the late rank */
+    assert_int_equal(mst_comm_iallreduce_sum_f32(comm, &send, &recv, 1, &req), MST_OK);
+    if (r == 0) {
+        comm->timeout_s = 0.2;
+        assert_int_equal(mst_comm_wait(comm, &req, "test all-reduce"), MST_ERR_IO);
+        assert_non_null(strstr(mst_comm_error(comm), "waited more than 0.2 s"));
+    }
+    comm->timeout_s = 0;
+    assert_int_equal(mst_comm_wait(comm, &req, "test all-reduce"), MST_OK);
+    assert_true(recv == (float)mst_comm_size(comm));
+    comm->timeout_s = 60;
+}
+
+int main(void) {
+    char err[256] = "";
+    comm = mst_comm_new_auto(60, err, sizeof(err));
+    if (!comm) {
+        fprintf(stderr, "communicator: %s\n", err);
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rank_size),  cmocka_unit_test(test_allreduce), cmocka_unit_test(test_broadcast_barrier),
+        cmocka_unit_test(test_any),        cmocka_unit_test(test_iallreduce), cmocka_unit_test(test_timeout),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    mst_comm_free(comm);
+    return rc;
+}
