@@ -55,8 +55,10 @@ cJSON *mst_summary_build(const mst_job *job, const mst_session *s, const mst_tra
     cJSON_AddNumberToObject(root, "epochs", (double)r->epochs);
     cJSON_AddNumberToObject(root, "step_time_ms_median", r->step_time_ms_median);
     cJSON_AddNumberToObject(root, "step_time_ms_p90", r->step_time_ms_p90);
+    /* throughput: samples (steps) this run processed / the training loop's wall time (docs/report.md) */
     cJSON_AddNumberToObject(root, "steps_per_s", r->steps_per_s);
     cJSON_AddNumberToObject(root, "samples_per_s", r->samples_per_s);
+    cJSON_AddNumberToObject(root, "samples_processed", (double)r->samples);
     cJSON_AddNumberToObject(root, "peak_memory_bytes", (double)r->peak_memory_bytes);
     cJSON_AddNumberToObject(root, "wall_s", r->wall_s);
     /* the training work, for the advisor's speed metric: loop time per applied optimizer update */

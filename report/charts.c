@@ -128,7 +128,7 @@ static void read_breakdown(const rpt_headline *h, const rpt_profile *p, char *ou
     if (len < n) snprintf(out + len, n - len, "%s", shown < MST_CAT_COUNT ? "; the rest under 0.1%." : ".");
 }
 
-static void read_throughput(const rpt_profile *p, char *out, size_t n) {
+static void read_throughput(const rpt_profile *p, const rpt_headline *h, char *out, size_t n) {
     int64_t k;
     double *v = used_values(p, f_rate, &k);
     if (!v || k == 0) {
@@ -142,7 +142,11 @@ static void read_throughput(const rpt_profile *p, char *out, size_t n) {
     rpt_fmt_rate(q_sorted(v, k, 0.05), lo, sizeof(lo));
     rpt_fmt_rate(q_sorted(v, k, 0.95), hi, sizeof(hi));
     const char *unit = p->batch_size > 0 ? "samples/s" : "steps/s";
-    snprintf(out, n, "Median %s %s per step; 90%% of steps between %s and %s %s%s.", m, unit, lo, hi, unit,
+    double run = p->batch_size > 0 ? h->samples_per_s : h->steps_per_s;
+    char r[32] = "n/a";
+    if (run >= 0) rpt_fmt_rate(run, r, sizeof(r));
+    snprintf(out, n, "The run's throughput (processed / training-loop wall time) %s %s; per step: median %s %s, 90%% of steps "
+                     "between %s and %s%s.", r, unit, m, unit, lo, hi,
              p->batch_size > 0 ? "" : " (the batch size is not in the profile's config)");
     free(v);
 }
@@ -260,7 +264,7 @@ void rpt_charts_plan(const rpt_profile *p, const rpt_headline *h, rpt_chart char
     } else {
         read_steps(p, c[RPT_CH_STEPS].reading, sizeof(c[RPT_CH_STEPS].reading));
         read_breakdown(h, p, c[RPT_CH_BREAKDOWN].reading, sizeof(c[RPT_CH_BREAKDOWN].reading));
-        read_throughput(p, c[RPT_CH_THROUGHPUT].reading, sizeof(c[RPT_CH_THROUGHPUT].reading));
+        read_throughput(p, h, c[RPT_CH_THROUGHPUT].reading, sizeof(c[RPT_CH_THROUGHPUT].reading));
     }
     if (p->n_loss == 0 && !epoch_records(h)) {
         c[RPT_CH_LOSS].state = RPT_CHART_NO_DATA;
@@ -367,7 +371,7 @@ static void draw_breakdown(FILE *f, const rpt_profile *p, const rpt_headline *h)
           f);
 }
 
-static void draw_throughput(FILE *f, const rpt_profile *p) {
+static void draw_throughput(FILE *f, const rpt_profile *p, const rpt_headline *h) {
     int64_t per = bucket_size(p->n_used), in = 0, k = 0;
     double acc = 0, x0 = 0;
     double *all = used_values(p, f_rate, &k);
@@ -388,11 +392,13 @@ static void draw_throughput(FILE *f, const rpt_profile *p) {
     if (in > 0) fprintf(f, "%.0f\t%.6g\n", x0, acc / (double)in);
     fputs("EOD\n", f);
     const char *unit = p->batch_size > 0 ? "samples/s" : "steps/s";
-    fprintf(f, "set title '%s'\nset xlabel 'step%s'\nset ylabel 'throughput (%s)'\nset yrange [0:*]\nset key inside right bottom opaque\nMED = %.9g\n",
-            chart_title[RPT_CH_THROUGHPUT], per > 1 ? " (bucket means)" : "", unit, med);
+    double run = p->batch_size > 0 ? h->samples_per_s : h->steps_per_s;
+    fprintf(f, "set title '%s'\nset xlabel 'step%s'\nset ylabel 'throughput (%s)'\nset yrange [0:*]\nset key inside right bottom opaque\nMED = %.9g\nRUN = %.9g\n",
+            chart_title[RPT_CH_THROUGHPUT], per > 1 ? " (bucket means)" : "", unit, med, run);
     fprintf(f, "plot $d using 1:2 with points pt 7 ps 0.35 lc rgb '%s' title 'per step', MED with lines dt 2 lw 2 lc rgb '#333333' "
-               "title sprintf('median of the per-step rates %%.0f', MED)\n",
-            rpt_cat_colors[MST_CAT_KERNEL]);
+               "title sprintf('median of the per-step rates %%.0f', MED)%s\n",
+            rpt_cat_colors[MST_CAT_KERNEL],
+            run > 0 ? ", RUN with lines lw 2 lc rgb '#c0392b' title sprintf('the run: processed / loop time %.0f', RUN)" : "");
 }
 
 static void draw_loss(FILE *f, const rpt_profile *p, const rpt_headline *h) {
@@ -558,7 +564,7 @@ int rpt_charts_draw(const rpt_profile *p, const rpt_headline *h, rpt_chart chart
             switch ((rpt_chart_id)i) {
             case RPT_CH_STEPS: draw_steps(pl.f, p); break;
             case RPT_CH_BREAKDOWN: draw_breakdown(pl.f, p, h); break;
-            case RPT_CH_THROUGHPUT: draw_throughput(pl.f, p); break;
+            case RPT_CH_THROUGHPUT: draw_throughput(pl.f, p, h); break;
             case RPT_CH_LOSS: draw_loss(pl.f, p, h); break;
             case RPT_CH_SCALE: draw_scale(pl.f, p); break;
             case RPT_CH_MEMORY: draw_memory(pl.f, p); break;

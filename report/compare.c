@@ -96,10 +96,11 @@ static double peak_bytes(const rpt_profile *p, const sibling *s) {
     return -1;
 }
 
+/* The run's throughput as its report card shows it (docs/report.md): summary.json's samples_per_s,
+ * else the same definition from the profile's run table; steps/s when the batch size is unknown. */
 static double throughput(const rpt_profile *p, const sibling *s) {
     if (s->samples_per_s > 0 && p->batch_size > 0) return s->samples_per_s;
-    double ms = p->bd.wall_median_ns / 1e6;
-    return ms > 0 ? (p->batch_size > 0 ? (double)p->batch_size : 1.0) * 1000.0 / ms : -1;
+    return rpt_profile_throughput(p, p->batch_size > 0);
 }
 
 /* ---- job keys that differ (the flattened run.config of each profile) ---- */

@@ -149,7 +149,8 @@ static void answer(rpt_buf *b, const rpt_page *pg) {
     }
     rpt_fmt_rate(h->steps_per_s, t2, sizeof(t2));
     num_span(b, "steps-per-s", "steps_per_s", h->steps_per_s, t2);
-    rpt_puts(b, h->samples_per_s >= 0 ? " steps/s</div></div>\n" : " steps/s</div><div class=\"s\">batch size unknown</div></div>\n");
+    rpt_puts(b, h->samples_per_s >= 0 ? " steps/s, samples processed / training-loop wall time</div></div>\n"
+                                      : " steps/s</div><div class=\"s\">batch size unknown</div></div>\n");
 
     int top = MST_CAT_KERNEL;
     for (int c = 0; c < MST_CAT_COUNT; c++)
@@ -313,10 +314,14 @@ static void throughput_section(rpt_buf *b, const rpt_page *pg) {
     rpt_fmt_rate(h->steps_per_s, t, sizeof(t));
     rpt_printf(b, "<tr><td>steps/s</td><td class=\"n\">%s</td></tr>\n", t);
     if (p->batch_size > 0) rpt_printf(b, "<tr><td>batch size</td><td class=\"n\">%lld</td></tr>\n", (long long)p->batch_size);
+    if (h->samples_processed >= 0) rpt_printf(b, "<tr><td>samples processed</td><td class=\"n\">%.0f</td></tr>\n", h->samples_processed);
+    if (h->train_loop_s > 0) rpt_printf(b, "<tr><td>training loop (s)</td><td class=\"n\">%.3f</td></tr>\n", h->train_loop_s);
     rpt_fmt_ms(h->step_ms, t, sizeof(t));
     rpt_printf(b, "<tr><td>median step (ms)</td><td class=\"n\">%s</td></tr>\n", t);
-    rpt_puts(b, "</table><p class=\"meta\">Throughput is the batch size over the median step time; the chart shows it step by "
-                "step.</p></div></div>\n</section>\n");
+    rpt_puts(b, "</table><p class=\"meta\">Throughput is the samples the run actually processed over the wall time of its "
+                "training loop (warm-up, compiles and data waits included; evaluation and checkpoints not): the figure "
+                "<code>mstune train</code> prints and summary.json holds. The chart shows each step's own rate (batch size over "
+                "the step's time) beside it.</p></div></div>\n</section>\n");
 }
 
 static void ops_section(rpt_buf *b, const rpt_page *pg) {

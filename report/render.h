@@ -22,12 +22,17 @@ typedef struct {
     double profiled_ms;         /* profiled_step_ms_median (the breakdown's steps) */
     double samples_per_s;       /* < 0 when unknown */
     double steps_per_s;         /* < 0 when unknown */
+    double samples_processed;   /* summary.json's; < 0 when unknown */
+    double train_loop_s;        /* summary.json's; < 0 when unknown */
     double share[7];            /* breakdown_share, by mst_prof_cat */
     double val_accuracy;        /* 0..1; < 0 when none ran or unknown */
     double peak_memory_bytes;   /* < 0 when unknown */
     char mismatch[512];         /* non-empty: summary.json does not describe this profile */
 } rpt_headline;
 
+/* The run's throughput (samples when `samples`, else steps) from the profile alone: processed / the
+ * training loop's wall time, as summary.json's samples_per_s; -1 when unknown. */
+double rpt_profile_throughput(const rpt_profile *p, bool samples);
 /* Headline from the summary (when it has the keys) and the profile otherwise. */
 void rpt_headline_fill(rpt_headline *h, const rpt_profile *p, const cJSON *summary, bool summary_given);
 /* The answer in one sentence: the biggest bucket of the step, its share, what it means and what
