@@ -47,6 +47,10 @@ cJSON *mst_summary_build(const mst_job *job, const mst_session *s, const mst_tra
     if (isnan(r->val_metric)) cJSON_AddNullToObject(metric, "value");
     else cJSON_AddNumberToObject(metric, "value", r->val_metric);
     cJSON_AddBoolToObject(metric, "higher_is_better", mst_metric_higher_is_better(s->model->metric));
+    cJSON_AddStringToObject(metric, "direction", mst_metric_higher_is_better(s->model->metric) ? "higher" : "lower");
+    cJSON_AddStringToObject(metric, "label", mst_metric_label(s->model->metric));
+    cJSON_AddStringToObject(metric, "unit", mst_metric_unit(s->model->metric));
+    cJSON_AddNumberToObject(metric, "display_scale", mst_metric_display_scale(s->model->metric));
     cJSON *curve = cJSON_AddArrayToObject(metric, "curve");     /* one value per evaluation */
     for (int64_t i = 0; i < r->n_epoch; i++)
         if (!isnan(r->epoch[i].val_metric)) cJSON_AddItemToArray(curve, cJSON_CreateNumber(r->epoch[i].val_metric));
@@ -87,6 +91,8 @@ cJSON *mst_summary_build(const mst_job *job, const mst_session *s, const mst_tra
         cJSON_AddNumberToObject(e, "train_loss", r->epoch[i].train_loss);
         cJSON_AddNumberToObject(e, "val_accuracy", r->epoch[i].val_accuracy);
         cJSON_AddNumberToObject(e, "val_loss", r->epoch[i].val_loss);
+        if (isnan(r->epoch[i].val_metric)) cJSON_AddNullToObject(e, "val_metric");
+        else cJSON_AddNumberToObject(e, "val_metric", r->epoch[i].val_metric);
         cJSON_AddItemToArray(epochs, e);
     }
     /* cJSON prints doubles with enough digits to round-trip: the loss curve compares bitwise */

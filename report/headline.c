@@ -46,6 +46,49 @@ double rpt_profile_throughput(const rpt_profile *p, bool samples) {
     return (double)p->n_steps * (samples ? (double)p->batch_size : 1.0) * 1000.0 / ms;
 }
 
+void rpt_metric_from_summary(const cJSON *summary, rpt_metric *m) {
+    memset(m, 0, sizeof(*m));
+    m->value = NAN;
+    m->scale = 1;
+    m->higher_is_better = true;
+    const cJSON *o = cJSON_GetObjectItem(summary, "metric");
+    const cJSON *name = cJSON_GetObjectItem(o, "name");
+    if (cJSON_IsObject(o) && cJSON_IsString(name) && name->valuestring[0]) {
+        const cJSON *label = cJSON_GetObjectItem(o, "label"), *unit = cJSON_GetObjectItem(o, "unit");
+        const cJSON *scale = cJSON_GetObjectItem(o, "display_scale"), *v = cJSON_GetObjectItem(o, "value");
+        bool acc = strcmp(name->valuestring, "accuracy") == 0;      /* summaries before label/unit were written */
+        m->known = true;
+        snprintf(m->name, sizeof(m->name), "%s", name->valuestring);
+        snprintf(m->label, sizeof(m->label), "%s", cJSON_IsString(label) ? label->valuestring : name->valuestring);
+        snprintf(m->unit, sizeof(m->unit), "%s", cJSON_IsString(unit) ? unit->valuestring : acc ? "%" : "");
+        m->scale = cJSON_IsNumber(scale) && isfinite(scale->valuedouble) && scale->valuedouble > 0 ? scale->valuedouble : acc ? 100 : 1;
+        m->higher_is_better = !cJSON_IsFalse(cJSON_GetObjectItem(o, "higher_is_better"));
+        if (cJSON_IsNumber(v) && isfinite(v->valuedouble)) m->value = v->valuedouble;
+    } else {        /* an older summary: accuracy only */
+        snprintf(m->name, sizeof(m->name), "accuracy");
+        snprintf(m->label, sizeof(m->label), "accuracy");
+        snprintf(m->unit, sizeof(m->unit), "%%");
+        m->scale = 100;
+        double acc = num(summary, "val_accuracy", -1);
+        if (acc >= 0) m->value = acc;
+        m->known = acc >= 0;
+    }
+    snprintf(m->diff_unit, sizeof(m->diff_unit), "%s", strcmp(m->unit, "%") == 0 ? "pp" : m->unit);
+}
+
+void rpt_metric_fmt(const rpt_metric *m, double v, char *out, size_t n) {
+    if (isnan(v)) snprintf(out, n, "n/a");
+    else snprintf(out, n, "%.2f%s%s", v * m->scale, strcmp(m->unit, "%") == 0 || !m->unit[0] ? "" : " ", m->unit);
+}
+
+double rpt_metric_epoch(const rpt_metric *m, const cJSON *e) {
+    const cJSON *v = cJSON_GetObjectItem(e, "val_metric");
+    if (cJSON_IsNumber(v)) return isfinite(v->valuedouble) ? v->valuedouble : NAN;
+    if (cJSON_IsNull(v)) return NAN;
+    v = cJSON_GetObjectItem(e, "val_accuracy");         /* older summaries */
+    return strcmp(m->name, "accuracy") == 0 && cJSON_IsNumber(v) && v->valuedouble >= 0 ? v->valuedouble : NAN;
+}
+
 void rpt_headline_fill(rpt_headline *h, const rpt_profile *p, const cJSON *summary, bool summary_given) {
     memset(h, 0, sizeof(*h));
     h->summary = summary;
@@ -64,6 +107,7 @@ void rpt_headline_fill(rpt_headline *h, const rpt_profile *p, const cJSON *summa
     const cJSON *share = cJSON_GetObjectItem(summary, "breakdown_share");
     for (int c = 0; c < MST_CAT_COUNT; c++) h->share[c] = num(share, mst_prof_cat_name((mst_prof_cat)c), p->bd.share[c]);
     h->val_accuracy = num(summary, "val_accuracy", -1);
+    rpt_metric_from_summary(summary, &h->metric);
     h->peak_memory_bytes = num(summary, "peak_memory_bytes", (double)p->mem_peak_step_total);
     if (!summary_given) return;
     /* a summary.json from another run would make the headline lie: say so on the page */

@@ -161,11 +161,19 @@ static void answer(rpt_buf *b, const rpt_page *pg) {
     num_span(b, "top-share", NULL, h->share[top], t);
     rpt_puts(b, "%</div><div class=\"s\">of all profiled step time</div></div>\n");
 
-    if (h->val_accuracy >= 0) {
-        rpt_puts(b, "<div class=\"card\"><div class=\"k\">Validation accuracy</div><div class=\"v\">");
-        snprintf(t, sizeof(t), "%.2f", 100 * h->val_accuracy);
-        num_span(b, "val-accuracy", "val_accuracy", h->val_accuracy, t);
-        rpt_puts(b, "%</div><div class=\"s\">last evaluation</div></div>\n");
+    const rpt_metric *m = &h->metric;
+    if (!isnan(m->value)) {     /* the job's metric: id val-<name> (val-accuracy, val-psnr) */
+        char id[48];
+        bool acc = strcmp(m->name, "accuracy") == 0;
+        snprintf(id, sizeof(id), "val-%s", m->name);
+        rpt_puts(b, "<div class=\"card\"><div class=\"k\">Validation ");
+        rpt_html(b, m->label);
+        rpt_puts(b, "</div><div class=\"v\">");
+        snprintf(t, sizeof(t), "%.2f", m->value * m->scale);
+        num_span(b, id, acc ? "val_accuracy" : "metric.value", m->value, t);
+        if (strcmp(m->unit, "%") != 0 && m->unit[0]) rpt_puts(b, " ");
+        rpt_html(b, m->unit);
+        rpt_printf(b, "</div><div class=\"s\">last evaluation, %s is better</div></div>\n", m->higher_is_better ? "higher" : "lower");
     }
     if (h->peak_memory_bytes >= 0) {
         rpt_puts(b, "<div class=\"card\"><div class=\"k\">Peak memory</div><div class=\"v\">");
@@ -363,19 +371,26 @@ static void training_section(rpt_buf *b, const rpt_page *pg) {
     rpt_puts(b, "<div class=\"tables\">");
     const cJSON *ep = cJSON_GetObjectItem(pg->h->summary, "epoch_records");
     if (cJSON_IsArray(ep) && cJSON_GetArraySize(ep) > 0) {
-        rpt_puts(b, "<table id=\"epochs\"><tr><th>epoch</th><th>steps</th><th>wall s</th><th>train loss</th><th>val accuracy</th>"
-                    "<th>val loss</th></tr>\n");
+        rpt_puts(b, "<table id=\"epochs\"><tr><th>epoch</th><th>steps</th><th>wall s</th><th>train loss</th><th>val ");
+        rpt_html(b, pg->h->metric.label);
+        if (pg->h->metric.unit[0]) {
+            rpt_puts(b, " (");
+            rpt_html(b, pg->h->metric.unit);
+            rpt_puts(b, ")");
+        }
+        rpt_puts(b, "</th><th>val loss</th></tr>\n");
         int i = 0;
         const cJSON *e;
         cJSON_ArrayForEach(e, ep) {
-            const char *keys[] = {"steps", "wall_s", "train_loss", "val_accuracy", "val_loss"};
+            const char *keys[] = {"steps", "wall_s", "train_loss", NULL, "val_loss"};
             rpt_printf(b, "<tr><td class=\"n\">%d</td>", ++i);
             for (int k = 0; k < 5; k++) {
-                const cJSON *v = cJSON_GetObjectItem(e, keys[k]);
-                if (!cJSON_IsNumber(v)) rpt_puts(b, "<td class=\"n\">n/a</td>");
+                double mv = k == 3 ? rpt_metric_epoch(&pg->h->metric, e) : NAN;
+                const cJSON *v = keys[k] ? cJSON_GetObjectItem(e, keys[k]) : NULL;
+                if (k == 3 && isnan(mv)) rpt_puts(b, "<td class=\"n\">none</td>");
+                else if (k == 3) td_num(b, "%.2f", mv * pg->h->metric.scale);
+                else if (!cJSON_IsNumber(v)) rpt_puts(b, "<td class=\"n\">n/a</td>");
                 else if (k == 0) td_num(b, "%.0f", v->valuedouble);
-                else if (k == 3 && v->valuedouble < 0) rpt_puts(b, "<td class=\"n\">none</td>");
-                else if (k == 3) td_num(b, "%.2f%%", 100 * v->valuedouble);
                 else td_num(b, "%.4f", v->valuedouble);
             }
             rpt_puts(b, "</tr>\n");

@@ -1,7 +1,9 @@
 /* test_numbers.c — one definition per headline figure, through the real binary: throughput is the
  * samples the run actually processed over the wall time of its training loop, and `train`'s output,
  * `profile`'s output, summary.json, the report card (with and without summary.json beside the
- * profile) and compare all show that same number (docs/report.md). */
+ * profile) and compare all show that same number (docs/report.md). And the job's metric
+ * everywhere: a PSNR job's card, summary.md, charts' readings, compare and the gate speak of PSNR
+ * in dB, never of accuracy. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -144,10 +146,107 @@ static void test_card_summary_cli_and_compare_agree(void **state) {
     e2e_rmtree(dir);
 }
 
+static char *read_text(const char *dir, const char *name) {
+    char p[1024];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    char *t = e2e_read_file(p, NULL);
+    if (!t) fail_msg("no %s", p);
+    return t;
+}
+
+static void no_accuracy(const char *what, const char *text) {
+    const char *bad[] = {"accuracy", "Accuracy"};
+    for (int i = 0; i < 2; i++) {
+        const char *p = strstr(text, bad[i]);
+        if (p) fail_msg("%s of a PSNR job says '%.60s'", what, p > text + 40 ? p - 40 : text);
+    }
+}
+
+static void test_psnr_job_speaks_its_metric(void **state) {
+    char dir[512], args[2048];
+    e2e_tmpdir(dir, sizeof(dir));
+    snprintf(args, sizeof(args), "profile workloads/jobs/fashion_sr_short.yaml --set train.steps=12 --out %s", dir);
+    run_ok(args);
+    cJSON *s = read_json(dir, "summary.json");
+    const cJSON *m = cJSON_GetObjectItem(s, "metric");
+    assert_string_equal(cJSON_GetObjectItem(m, "name")->valuestring, "psnr");
+    assert_string_equal(cJSON_GetObjectItem(m, "unit")->valuestring, "dB");
+    assert_string_equal(cJSON_GetObjectItem(m, "direction")->valuestring, "higher");
+    double psnr = e2e_num(m, "value");
+    assert_true(psnr > 5 && psnr < 60);
+    /* the epoch records carry the metric too (the loss chart and the epochs table read it) */
+    const cJSON *ep = cJSON_GetArrayItem(cJSON_GetObjectItem(s, "epoch_records"), 0);
+    assert_true(ep && e2e_num(ep, "val_metric") == psnr);
+
+    char *html = read_text(dir, "report/index.html");
+    assert_true(html_value(html, "val-psnr") == psnr);
+    assert_non_null(strstr(html, "Validation PSNR"));
+    assert_non_null(strstr(html, " dB</div>"));
+    assert_non_null(strstr(html, "val PSNR (dB)"));      /* the epochs table's column */
+    no_accuracy("report/index.html", html);
+    free(html);
+    char *md = read_text(dir, "report/summary.md");
+    assert_non_null(strstr(md, "validation PSNR"));
+    char want[64];
+    snprintf(want, sizeof(want), "%.2f dB", psnr);
+    if (!strstr(md, want)) fail_msg("summary.md lacks '%s':\n%s", want, md);
+    no_accuracy("summary.md", md);
+    free(md);
+
+    /* compare: the metric's row, named and in dB */
+    char cmp[600];
+    snprintf(cmp, sizeof(cmp), "%s/cmp", dir);
+    snprintf(args, sizeof(args), "compare %s/profile.db %s/profile.db --out %s", dir, dir, cmp);
+    run_ok(args);
+    no_accuracy("compare's table", g_out);
+    assert_non_null(strstr(g_out, "validation PSNR (dB)"));
+    cJSON *c = read_json(cmp, "compare.json");
+    const cJSON *it;
+    bool found = false;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(c, "rows")) {
+        const cJSON *id = cJSON_GetObjectItem(it, "id");
+        if (!cJSON_IsString(id) || strcmp(id->valuestring, "val-psnr") != 0) continue;
+        found = true;
+        assert_true(e2e_num(it, "a") == psnr);
+        assert_string_equal(cJSON_GetObjectItem(it, "unit")->valuestring, "dB");
+    }
+    if (!found) fail_msg("compare.json has no val-psnr row");
+    cJSON_Delete(c);
+    char *page = read_text(cmp, "index.html");
+    no_accuracy("compare's page", page);
+    free(page);
+
+    /* the gate's quality row is the job's metric, in dB */
+    char gj[700];
+    snprintf(gj, sizeof(gj), "%s/gate.json", dir);
+    snprintf(args, sizeof(args), "gate --baseline %s --current %s --json %s", dir, dir, gj);
+    int rc = e2e_run(args, g_out, sizeof(g_out));
+    if (rc != 0 && rc != 3) fail_msg("mstune %s exited %d:\n%s", args, rc, g_out);
+    assert_non_null(strstr(g_out, "val PSNR"));
+    assert_non_null(strstr(g_out, " dB"));
+    no_accuracy("the gate's table", g_out);
+    cJSON *g = e2e_read_json(gj);
+    assert_non_null(g);
+    found = false;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(g, "metrics")) {
+        if (strcmp(cJSON_GetObjectItem(it, "metric")->valuestring, "metric") != 0) continue;
+        found = true;
+        assert_string_equal(cJSON_GetObjectItem(it, "metric_name")->valuestring, "psnr");
+        assert_string_equal(cJSON_GetObjectItem(it, "unit")->valuestring, "dB");
+        assert_string_equal(cJSON_GetObjectItem(it, "change_unit")->valuestring, "dB");
+        assert_true(e2e_num(it, "baseline") == psnr);
+    }
+    if (!found) fail_msg("gate.json has no quality row");
+    cJSON_Delete(g);
+    cJSON_Delete(s);
+    e2e_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_train_prints_what_summary_holds),
         cmocka_unit_test(test_card_summary_cli_and_compare_agree),
+        cmocka_unit_test(test_psnr_job_speaks_its_metric),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
