@@ -177,7 +177,7 @@ int mst_cmd_advise(int argc, char **argv) {
     mst_outdir_stage(&od, "report", report_dir, sizeof(report_dir));
     char advice_path[1200];     /* the advice first on the page, read back from advice.json */
     mst_outdir_stage(&od, "advice.json", advice_path, sizeof(advice_path));
-    mst_report_extras extras = {access(advice_path, R_OK) == 0 ? advice_path : NULL, NULL};
+    mst_report_extras extras = {access(advice_path, R_OK) == 0 ? advice_path : NULL, NULL, adv->db_path};
     if (mst_report_render_with(staged_db, sum_path, report_dir, &extras, err, sizeof(err)) != 0)
         fprintf(stderr, "mstune advise: warning: report: %s\n", err);
     if (rc != MST_EXIT_OK) {

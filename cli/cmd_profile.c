@@ -270,7 +270,9 @@ int mst_cmd_profile(int argc, char **argv) {
                 /* a chart gnuplot could not draw is named on the page: a warning, not a failed run */
                 char rerr[2048], hint[512];
                 next_hint(db_path, sum, a.job_path, hint, sizeof(hint));
-                mst_report_extras extras = {NULL, hint[0] ? hint : NULL};
+                char shown[1200];
+                snprintf(shown, sizeof(shown), "%s/profile.db", a.out_dir);
+                mst_report_extras extras = {NULL, hint[0] ? hint : NULL, shown};
                 int report_rc = mst_report_render_with(db_path, sum_path, report_dir, &extras, rerr, sizeof(rerr));
                 if (mst_outdir_promote(&od, err, sizeof(err)) != 0) {
                     fprintf(stderr, "mstune profile: %s\n", err);
