@@ -7,7 +7,9 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -94,9 +96,14 @@ void mst_run_read_summary(mst_run_result *r, const char *summary_path) {
 /* fork + exec with stdout and stderr into log_path; the exit code, -signal, or -1000 when it
  * could not start. */
 static int spawn(char *const argv[], const char *log_path) {
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) return -1000;
     if (pid == 0) {
+        /* a killed advise takes its trial with it: no orphan keeps writing into a folder the
+         * next run clears (Linux; the check covers a parent that died before the call) */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127);
         int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0) {
             dup2(fd, STDOUT_FILENO);

@@ -1,8 +1,11 @@
 /* cmd_advise.c — `mstune advise JOB [--set k=v]... [--budget-minutes M] [--tolerance T]
  * [--repeats N] [-o DIR]`: profile the job, diagnose it, verify each proposed change as its own
  * trial against the job's accuracy baseline, then write DIR/advice.md, DIR/advice.json,
- * DIR/tuned.yaml (the job with the accepted changes) and DIR/report/ (with the advisor section).
- * The protocol is advisor/advisor.h's; docs/advisor.md explains it. */
+ * DIR/tuned.yaml (the job with the accepted changes), DIR/report/ (with the advisor section) and
+ * DIR/trials/ (every run's folder). Like profile's, the outputs are staged in DIR/.run-new/ under
+ * DIR's lock and promoted together at the end (cli/outdir.h): a kill or a failure at any moment
+ * leaves the previous advice, whole. The protocol is advisor/advisor.h's; docs/advisor.md
+ * explains it; docs/guarantees.md what is guaranteed. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +16,7 @@
 #include "advisor/advisor.h"
 #include "cli/commands.h"
 #include "runtime/comm/comm.h"
+#include "cli/outdir.h"
 #include "cli/signals.h"
 #include "report/report.h"
 
@@ -67,6 +71,28 @@ static int on_advise_opt(void *ctx, const mst_cli_opt *o, const char *v) {
     }
 }
 
+/* The runs ran in the staging folder; after promotion they are under DIR: the paths the outputs
+ * record are the promoted ones. */
+static void relocate(char *path, size_t n, const char *from, const char *to) {
+    size_t k = strlen(from);
+    if (strncmp(path, from, k) != 0 || (path[k] != '/' && path[k] != '\0')) return;
+    char tmp[4096];
+    int len = snprintf(tmp, sizeof(tmp), "%s%s", to, path + k);
+    if (len > 0 && (size_t)len < n) memcpy(path, tmp, (size_t)len + 1);     /* else left as it was: too long */
+}
+
+static void relocate_set(mst_trial_set *t, const char *from, const char *to) {
+    for (int i = 0; i < t->n_runs; i++) relocate(t->runs[i].dir, sizeof(t->runs[i].dir), from, to);
+}
+
+static void relocate_advice(mst_advice *adv, const char *from, const char *to) {
+    relocate(adv->db_path, sizeof(adv->db_path), from, to);
+    relocate_set(&adv->profile, from, to);
+    relocate_set(&adv->baseline, from, to);
+    for (int i = 0; i < MST_MAX_FINDINGS; i++) relocate_set(&adv->trials[i], from, to);
+    relocate_set(&adv->combined, from, to);
+}
+
 int mst_cmd_advise(int argc, char **argv) {
     mst_advise_config cfg;
     mst_advise_config_default(&cfg);
@@ -94,7 +120,17 @@ int mst_cmd_advise(int argc, char **argv) {
     cfg.job_path = a.job_path;
     cfg.job_sets = sets;
     cfg.n_job_sets = n_sets;
-    cfg.out_dir = a.out_dir;
+    /* one advise per folder (a lock), and the folder's previous advice stays whole until this one
+     * has written everything: the runs and outputs go to DIR/.run-new/ and are promoted together */
+    mst_outdir od;
+    char err[2048], stage_trials[1200], final_trials[1200];
+    if ((rc = mst_outdir_open_for(&od, a.out_dir, mst_outdir_advise_outputs, false, err, sizeof(err))) != 0) {
+        fprintf(stderr, "mstune advise: %s\n", err);
+        goto out;
+    }
+    mst_outdir_stage(&od, "trials", stage_trials, sizeof(stage_trials));
+    snprintf(final_trials, sizeof(final_trials), "%s/trials", a.out_dir);
+    cfg.out_dir = stage_trials;
     cfg.repeats = (int)repeats;
     cfg.check_sets = check_sets;
     cfg.nproc = a.nproc;        /* --nproc N: every trial runs under the launcher with N ranks */
@@ -106,25 +142,31 @@ int mst_cmd_advise(int argc, char **argv) {
     cfg.stop = mst_cli_stop_flag_install();
 
     mst_advice *adv = calloc(1, sizeof(*adv));
-    char err[2048];
-    if (!adv) { fprintf(stderr, "mstune advise: out of memory\n"); rc = MST_EXIT_FAIL; goto out; }
+    if (!adv) { fprintf(stderr, "mstune advise: out of memory\n"); rc = MST_EXIT_FAIL; goto close; }
     int arc = mst_advise_run(&cfg, adv, err, sizeof(err));
     mst_cli_stop_flag_restore();
     if (arc != 0) {
-        fprintf(stderr, "mstune advise: %s\n", err);
+        fprintf(stderr, "mstune advise: %s; the outputs in %s are as they were\n", err, a.out_dir);
         free(adv);
         rc = MST_EXIT_FAIL;
-        goto out;
+        mst_outdir_discard(&od);
+        goto close;
     }
+    /* what the outputs say and the report reads: staged now, promoted below */
+    char staged_db[1100], sum_path[1200];
+    snprintf(staged_db, sizeof(staged_db), "%s", adv->db_path);
+    snprintf(sum_path, sizeof(sum_path), "%s/summary.json", adv->profile.runs[0].dir);
+    relocate_advice(adv, stage_trials, final_trials);
+    cfg.out_dir = a.out_dir;
     mst_advice_print(stdout, adv, &cfg);
 
-    /* the outputs: any that fails is reported, the rest still written */
+    /* the outputs: any that fails is reported and nothing is promoted */
     char path[1200];
     rc = MST_EXIT_OK;
-    snprintf(path, sizeof(path), "%s/advice.md", a.out_dir);
-    if (mst_advice_write_markdown(adv, &cfg, path, err, sizeof(err)) != 0) { fprintf(stderr, "mstune advise: %s\n", err); rc = MST_EXIT_FAIL; }
-    snprintf(path, sizeof(path), "%s/advice.json", a.out_dir);
-    if (mst_advice_write_json(adv, &cfg, path, err, sizeof(err)) != 0) { fprintf(stderr, "mstune advise: %s\n", err); rc = MST_EXIT_FAIL; }
+    mst_outdir_stage(&od, "advice.md", path, sizeof(path));
+    if (mst_advice_write_markdown(adv, &cfg, path, err, sizeof(err)) != 0) { fprintf(stderr, "mstune advise: %s\n", err); rc = MST_EXIT_IO; }
+    mst_outdir_stage(&od, "advice.json", path, sizeof(path));
+    if (mst_advice_write_json(adv, &cfg, path, err, sizeof(err)) != 0) { fprintf(stderr, "mstune advise: %s\n", err); rc = MST_EXIT_IO; }
     mst_job tuned = a.job;
     for (int i = 0; i < adv->n_accepted_sets; i++)
         if (strncmp(adv->accepted_sets[i], "--", 2) == 0)      /* the launcher's: not a job key */
@@ -134,20 +176,29 @@ int mst_cmd_advise(int argc, char **argv) {
             fprintf(stderr, "mstune advise: applying %s: %s\n", adv->accepted_sets[i], err);
             rc = MST_EXIT_FAIL;
         }
-    snprintf(path, sizeof(path), "%s/tuned.yaml", a.out_dir);
-    if (mst_job_write_yaml(&tuned, path, err, sizeof(err)) != 0) { fprintf(stderr, "mstune advise: %s\n", err); rc = MST_EXIT_FAIL; }
-    if (mst_advice_store(adv, adv->db_path, err, sizeof(err)) != 0) { fprintf(stderr, "mstune advise: %s\n", err); rc = MST_EXIT_FAIL; }
-    char report_dir[1200], sum_path[1200];
-    snprintf(report_dir, sizeof(report_dir), "%s/report", a.out_dir);
-    snprintf(sum_path, sizeof(sum_path), "%s/summary.json", adv->profile.runs[0].dir);
+    mst_outdir_stage(&od, "tuned.yaml", path, sizeof(path));
+    if (mst_job_write_yaml(&tuned, path, err, sizeof(err)) != 0) { fprintf(stderr, "mstune advise: %s\n", err); rc = MST_EXIT_IO; }
+    if (mst_advice_store(adv, staged_db, err, sizeof(err)) != 0) { fprintf(stderr, "mstune advise: %s\n", err); rc = MST_EXIT_IO; }
+    char report_dir[1200];
+    mst_outdir_stage(&od, "report", report_dir, sizeof(report_dir));
     char advice_path[1200];     /* the advice first on the page, read back from advice.json */
-    snprintf(advice_path, sizeof(advice_path), "%s/advice.json", a.out_dir);
-    mst_report_extras extras = {access(advice_path, R_OK) == 0 ? advice_path : NULL, NULL};
-    if (mst_report_render_with(adv->db_path, sum_path, report_dir, &extras, err, sizeof(err)) != 0)
+    mst_outdir_stage(&od, "advice.json", advice_path, sizeof(advice_path));
+    mst_report_extras extras = {access(advice_path, R_OK) == 0 ? advice_path : NULL, NULL, adv->db_path};
+    if (mst_report_render_with(staged_db, sum_path, report_dir, &extras, err, sizeof(err)) != 0)
         fprintf(stderr, "mstune advise: warning: report: %s\n", err);
-    printf("\n  advice:  %s/advice.md (and advice.json)\n  tuned:   %s/tuned.yaml\n  report:  %s/index.html\n", a.out_dir,
-           a.out_dir, report_dir);
+    if (rc != MST_EXIT_OK) {
+        fprintf(stderr, "mstune advise: not every output could be written; the outputs in %s are as they were\n", a.out_dir);
+        mst_outdir_discard(&od);
+    } else if (mst_outdir_promote(&od, err, sizeof(err)) != 0) {
+        fprintf(stderr, "mstune advise: %s\n", err);
+        rc = MST_EXIT_IO;
+    } else {
+        printf("\n  advice:  %s/advice.md (and advice.json)\n  tuned:   %s/tuned.yaml\n  report:  %s/report/index.html\n  runs:    %s\n",
+               a.out_dir, a.out_dir, a.out_dir, final_trials);
+    }
     free(adv);
+close:
+    mst_outdir_close(&od);
 out:
     free(sets);
     return rc;

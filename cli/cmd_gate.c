@@ -548,9 +548,13 @@ static int cmd_calibrate(const gate_args *a) {
     printf("%-14s %-10s %12s %14s\n", "metric", "unit", "median", "run-to-run CV");
     for (int m = 0; m < MST_GATE_METRIC_COUNT; m++) {
         if (isnan(c.median[m])) continue;
-        const mst_gate_metric_desc *d = &mst_gate_metrics[m];
-        if (d->rule == MST_GATE_RULE_ACCURACY)
-            printf("%-14s %-10s %12.2f %11.2f pt\n", d->label, d->unit, c.median[m] * d->display_scale, c.cv[m]);
+        mst_gate_result named = {0};        /* the quality row named after the runs' metric */
+        for (int i = 0; i < done && !named.quality.name[0]; i++)
+            if (runs[i].ok) named.quality = runs[i].quality;
+        mst_gate_metric_desc dd = mst_gate_desc(&named, m), *d = &dd;
+        if (d->rule == MST_GATE_RULE_QUALITY)
+            printf("%-14s %-10s %12.2f %11.2f %s\n", d->label, d->unit, c.median[m] * d->display_scale, c.cv[m],
+                   named.quality.diff_unit[0] ? named.quality.diff_unit : "pt");
         else printf("%-14s %-10s %12.4g %13.2f%%\n", d->label, d->unit, c.median[m] * d->display_scale, 100 * c.cv[m]);
     }
     double cv = c.cv[MST_GATE_METRIC_STEP_TIME];

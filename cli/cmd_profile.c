@@ -227,6 +227,15 @@ int mst_cmd_profile(int argc, char **argv) {
     mst_prof_overhead ov = mst_profiler_overhead(prof);
     ov.sampler_ns = (uint64_t)sampler_ns;      /* every collector's cost: the sampler's too */
     mst_store_set_overhead(store, &ov, wall_s);
+    if (st == MST_OK) {     /* the run's throughput (docs/report.md), for a report or compare without summary.json */
+        char v[64];
+        snprintf(v, sizeof(v), "%lld", (long long)r.samples);
+        mst_store_set_meta(store, "samples_processed", v);
+        snprintf(v, sizeof(v), "%lld", (long long)(r.steps - r.resumed_at_step));
+        mst_store_set_meta(store, "steps_processed", v);
+        snprintf(v, sizeof(v), "%.17g", r.train_loop_s);
+        mst_store_set_meta(store, "train_loop_s", v);
+    }
     double overhead_share =
         wall_s > 0 ? ((double)ov.records * ov.record_ns + (double)ov.flush_ns + (double)ov.sampler_ns) / (wall_s * 1e9) : 0;
     if (mst_store_close(store, err, sizeof(err)) != 0) {
@@ -265,7 +274,9 @@ int mst_cmd_profile(int argc, char **argv) {
                 /* a chart gnuplot could not draw is named on the page: a warning, not a failed run */
                 char rerr[2048], hint[512];
                 next_hint(db_path, sum, a.job_path, hint, sizeof(hint));
-                mst_report_extras extras = {NULL, hint[0] ? hint : NULL};
+                char shown[1200];
+                snprintf(shown, sizeof(shown), "%s/profile.db", a.out_dir);
+                mst_report_extras extras = {NULL, hint[0] ? hint : NULL, shown};
                 int report_rc = mst_report_render_with(db_path, sum_path, report_dir, &extras, rerr, sizeof(rerr));
                 if (mst_outdir_promote(&od, err, sizeof(err)) != 0) {
                     fprintf(stderr, "mstune profile: %s\n", err);
@@ -282,6 +293,8 @@ int mst_cmd_profile(int argc, char **argv) {
                        r.interrupted ? " (interrupted)\n" : "\n");
                 if (r.val_accuracy >= 0) printf("  val accuracy %.2f%%, val loss %.4f\n", 100 * r.val_accuracy, r.val_loss);
                 else if (!isnan(r.val_metric)) printf("  val metric %.4f, val loss %.4f\n", r.val_metric, r.val_loss);
+                printf("  throughput %.0f samples/s, %.1f steps/s (%lld samples in %.2f s of training loop)\n", r.samples_per_s,
+                       r.steps_per_s, (long long)r.samples, r.train_loop_s);
                 print_breakdown(stdout, db_path, &b, sampler_share, ops, n_ops);
                 printf("\n  profiler overhead (estimated) %.2f%% of the run\n", 100 * overhead_share);
                 printf("  wrote %s, %s, %s\n", db_path, trace_path, sum_path);

@@ -22,8 +22,10 @@ static void print_summary(FILE *f, const mst_job_args *a, const mst_train_result
             r->interrupted ? " (interrupted: resume with --resume)" : "");
     if (r->val_accuracy >= 0) fprintf(f, "  val accuracy %.2f%%, val loss %.4f\n", 100 * r->val_accuracy, r->val_loss);
     else if (!isnan(r->val_metric)) fprintf(f, "  val metric %.4f, val loss %.4f\n", r->val_metric, r->val_loss);
-    fprintf(f, "  step time %.2f ms median, %.1f steps/s, %.0f samples/s, peak memory %.1f MiB\n", r->step_time_ms_median,
-            r->steps_per_s, r->samples_per_s, (double)r->peak_memory_bytes / (1 << 20));
+    fprintf(f, "  throughput %.0f samples/s, %.1f steps/s (%lld samples in %.2f s of training loop)\n", r->samples_per_s,
+            r->steps_per_s, (long long)r->samples, r->train_loop_s);
+    fprintf(f, "  step time %.2f ms median, peak memory %.1f MiB\n", r->step_time_ms_median,
+            (double)r->peak_memory_bytes / (1 << 20));
     if (r->amp_level > 0 || r->overflow_steps > 0)
         fprintf(f, "  amp O%d: loss scale %g, %lld overflow steps (%lld skipped)\n", r->amp_level, r->loss_scale_final,
                 (long long)r->overflow_steps, (long long)r->skipped_steps);

@@ -19,6 +19,7 @@
 #include "util/fsutil.h"
 
 const char *const mst_outdir_outputs[] = {"profile.db", "trace.json", "summary.json", "report", "checkpoint.bin", NULL};
+const char *const mst_outdir_advise_outputs[] = {"advice.md", "advice.json", "tuned.yaml", "report", "trials", NULL};
 
 #define MARKER "COMPLETE"
 #define OLD ".run-old"
@@ -65,8 +66,8 @@ static int roll_forward(mst_outdir *d, char *err, size_t errn) {
     if (!manifest) goto io;
     snprintf(old, sizeof(old), "%s/" OLD, d->dir);
     if (mkdir(old, 0755) != 0 && errno != EEXIST) goto io;
-    for (int i = 0; mst_outdir_outputs[i]; i++) {
-        const char *name = mst_outdir_outputs[i];
+    for (int i = 0; d->outputs[i]; i++) {
+        const char *name = d->outputs[i];
         snprintf(from, sizeof(from), "%s/%s", d->stage, name);
         snprintf(to, sizeof(to), "%s/%s", d->dir, name);
         bool mine = listed(manifest, name), staged = exists(from);
@@ -127,8 +128,13 @@ static int take_lock(mst_outdir *d, char *err, size_t errn) {
 }
 
 int mst_outdir_open(mst_outdir *d, const char *dir, bool keep_stage, char *err, size_t errn) {
+    return mst_outdir_open_for(d, dir, mst_outdir_outputs, keep_stage, err, errn);
+}
+
+int mst_outdir_open_for(mst_outdir *d, const char *dir, const char *const *outputs, bool keep_stage, char *err, size_t errn) {
     memset(d, 0, sizeof(*d));
     d->lock_fd = -1;
+    d->outputs = outputs;
     if (snprintf(d->dir, sizeof(d->dir), "%s", dir) >= (int)sizeof(d->dir)) {
         mst_errf(err, errn, "--out %.64s...: path too long", dir);
         return MST_EXIT_INPUT;
@@ -141,10 +147,10 @@ int mst_outdir_open(mst_outdir *d, const char *dir, bool keep_stage, char *err, 
     snprintf(marker, sizeof(marker), "%s/" MARKER, d->stage);
     if (exists(marker) && roll_forward(d, err, errn) != 0) goto io;     /* a kill during the last promotion */
     if (keep_stage)     /* only the checkpoint carries over; a killed run's other files were never finished */
-        for (int i = 0; mst_outdir_outputs[i]; i++) {
+        for (int i = 0; d->outputs[i]; i++) {
             char p[1300];
-            snprintf(p, sizeof(p), "%s/%s", d->stage, mst_outdir_outputs[i]);
-            if (strcmp(mst_outdir_outputs[i], "checkpoint.bin") != 0 && rmtree(p) != 0) {
+            snprintf(p, sizeof(p), "%s/%s", d->stage, d->outputs[i]);
+            if (strcmp(d->outputs[i], "checkpoint.bin") != 0 && rmtree(p) != 0) {
                 mst_errf(err, errn, "%s: cannot remove: %s", p, strerror(errno));
                 goto io;
             }
@@ -173,9 +179,9 @@ int mst_outdir_promote(mst_outdir *d, char *err, size_t errn) {
     snprintf(marker, sizeof(marker), "%s/" MARKER, d->stage);
     char manifest[256] = "", from[1200];
     size_t len = 0;
-    for (int i = 0; mst_outdir_outputs[i]; i++) {
-        snprintf(from, sizeof(from), "%s/%s", d->stage, mst_outdir_outputs[i]);
-        if (exists(from)) len += (size_t)snprintf(manifest + len, sizeof(manifest) - len, "%s\n", mst_outdir_outputs[i]);
+    for (int i = 0; d->outputs[i]; i++) {
+        snprintf(from, sizeof(from), "%s/%s", d->stage, d->outputs[i]);
+        if (exists(from)) len += (size_t)snprintf(manifest + len, sizeof(manifest) - len, "%s\n", d->outputs[i]);
     }
     if (mst_write_atomic(marker, manifest, len, err, errn) != 0) return -1;    /* from here on the new run is the folder's */
     if (roll_forward(d, err, errn) != 0) return -1;

@@ -25,16 +25,21 @@
 typedef struct {
     char dir[1024];
     char stage[1100];
-    int lock_fd;        /* -1 when not held */
+    int lock_fd;                    /* -1 when not held */
+    const char *const *outputs;     /* the names promotion replaces as a set */
 } mst_outdir;
 
-/* The files and folders that make one run's output; promotion replaces them as a set. */
+/* The files and folders that make one run's output (train, profile); promotion replaces them as
+ * a set. `advise` has its own set (mst_outdir_advise_outputs: advice, tuned job, report, trials). */
 extern const char *const mst_outdir_outputs[];
+extern const char *const mst_outdir_advise_outputs[];
 
 /* mkdir -p DIR, take the lock, finish an interrupted promotion, then prepare DIR/.run-new: kept
  * (its checkpoint only) when keep_stage (a --resume continuing the staged checkpoint of a killed run), else emptied.
  * 0, or an exit code (MST_EXIT_BUSY, MST_EXIT_IO) with a message. */
 int mst_outdir_open(mst_outdir *d, const char *dir, bool keep_stage, char *err, size_t errn);
+/* The same for another set of outputs (NULL-terminated names). */
+int mst_outdir_open_for(mst_outdir *d, const char *dir, const char *const *outputs, bool keep_stage, char *err, size_t errn);
 /* The staged path of output `name`. */
 const char *mst_outdir_stage(const mst_outdir *d, const char *name, char *buf, size_t n);
 /* Promote the staged outputs into DIR; 0, or -1 with a message (the old outputs stay). */

@@ -48,6 +48,10 @@ cJSON *mst_summary_build(const mst_job *job, const mst_session *s, const mst_tra
     if (isnan(r->val_metric)) cJSON_AddNullToObject(metric, "value");
     else cJSON_AddNumberToObject(metric, "value", r->val_metric);
     cJSON_AddBoolToObject(metric, "higher_is_better", mst_metric_higher_is_better(s->model->metric));
+    cJSON_AddStringToObject(metric, "direction", mst_metric_higher_is_better(s->model->metric) ? "higher" : "lower");
+    cJSON_AddStringToObject(metric, "label", mst_metric_label(s->model->metric));
+    cJSON_AddStringToObject(metric, "unit", mst_metric_unit(s->model->metric));
+    cJSON_AddNumberToObject(metric, "display_scale", mst_metric_display_scale(s->model->metric));
     cJSON *curve = cJSON_AddArrayToObject(metric, "curve");     /* one value per evaluation */
     for (int64_t i = 0; i < r->n_epoch; i++)
         if (!isnan(r->epoch[i].val_metric)) cJSON_AddItemToArray(curve, cJSON_CreateNumber(r->epoch[i].val_metric));
@@ -56,8 +60,10 @@ cJSON *mst_summary_build(const mst_job *job, const mst_session *s, const mst_tra
     cJSON_AddNumberToObject(root, "epochs", (double)r->epochs);
     cJSON_AddNumberToObject(root, "step_time_ms_median", r->step_time_ms_median);
     cJSON_AddNumberToObject(root, "step_time_ms_p90", r->step_time_ms_p90);
+    /* throughput: samples (steps) this run processed / the training loop's wall time (docs/report.md) */
     cJSON_AddNumberToObject(root, "steps_per_s", r->steps_per_s);
     cJSON_AddNumberToObject(root, "samples_per_s", r->samples_per_s);
+    cJSON_AddNumberToObject(root, "samples_processed", (double)r->samples);
     cJSON_AddNumberToObject(root, "peak_memory_bytes", (double)r->peak_memory_bytes);
     cJSON_AddNumberToObject(root, "wall_s", r->wall_s);
     /* the training work, for the advisor's speed metric: loop time per applied optimizer update */
@@ -86,6 +92,8 @@ cJSON *mst_summary_build(const mst_job *job, const mst_session *s, const mst_tra
         cJSON_AddNumberToObject(e, "train_loss", r->epoch[i].train_loss);
         cJSON_AddNumberToObject(e, "val_accuracy", r->epoch[i].val_accuracy);
         cJSON_AddNumberToObject(e, "val_loss", r->epoch[i].val_loss);
+        if (isnan(r->epoch[i].val_metric)) cJSON_AddNullToObject(e, "val_metric");
+        else cJSON_AddNumberToObject(e, "val_metric", r->epoch[i].val_metric);
         cJSON_AddItemToArray(epochs, e);
     }
     /* cJSON prints doubles with enough digits to round-trip: the loss curve compares bitwise */

@@ -32,6 +32,8 @@ int mst_attr_track(mst_attr_tracker *tr, const mst_prof_event *ev, mst_attr_rang
         }
         mst_attr_frame *f = &tr->stack[tr->depth++];
         f->t_begin = t;
+        f->a = ev->a;
+        f->b = ev->b;
         f->name = ev->name;
         f->op = ev->op;
         f->cat = (uint8_t)clamp_cat(ev->cat);
@@ -56,6 +58,8 @@ int mst_attr_track(mst_attr_tracker *tr, const mst_prof_event *ev, mst_attr_rang
         closed->name = f.name;
         closed->op = f.op;
         closed->cat = f.cat;
+        closed->begin_a = f.a;
+        closed->begin_b = f.b;
     }
     return 1;
 }

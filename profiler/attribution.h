@@ -39,6 +39,7 @@
 
 typedef struct {
     uint64_t t_begin;
+    int64_t a, b;               /* the BEGIN record's payload (kernel ranges: signature, fwd/bwd link) */
     uint32_t name;
     int16_t op;
     uint8_t cat;
@@ -51,6 +52,7 @@ typedef struct {
     uint32_t name;
     int16_t op;
     uint8_t cat;
+    int64_t begin_a, begin_b;   /* the BEGIN record's payload (events.h: mst_prof_kernel_begin) */
 } mst_attr_range;
 
 /* The open ranges of one thread. Zero-initialise. */

@@ -367,3 +367,37 @@ _Static_assert(MST_CAT_COUNT == 7, "a new category needs a name in k_cat_names")
 const char *mst_prof_cat_name(mst_prof_cat cat) {
     return (unsigned)cat < MST_CAT_COUNT ? k_cat_names[cat] : "?";
 }
+
+/* ---- trace payload: input signatures and forward-backward links ---- */
+
+#define SIG_CACHE 512       /* per thread; a power of two */
+
+typedef struct {
+    uint64_t key;
+    uint32_t id;
+} sig_slot;
+
+static __thread sig_slot t_sig[SIG_CACHE];
+static __thread int64_t t_flow_seq, t_flow_bwd;
+
+uint32_t mst_prof_intern_sig(uint64_t key, void (*build)(const void *arg, char *buf, size_t n), const void *arg) {
+    if (key == 0) key = 1;      /* 0 marks an empty slot */
+    sig_slot *s = &t_sig[(key ^ (key >> 29)) & (SIG_CACHE - 1)];
+    if (s->key == key) return s->id;
+    char text[512];
+    build(arg, text, sizeof(text));
+    uint32_t id = mst_prof_intern(text);
+    if (id) {
+        s->key = key;
+        s->id = id;
+    }
+    return id;
+}
+
+int64_t mst_prof_flow_next(void) { return ++t_flow_seq; }
+int64_t mst_prof_flow_backward_of(void) { return t_flow_bwd; }
+int64_t mst_prof_flow_enter_backward(int64_t seq) {
+    int64_t prev = t_flow_bwd;
+    t_flow_bwd = seq;
+    return prev;
+}

@@ -144,6 +144,16 @@ const char   *mst_prof_cat_name(mst_prof_cat cat);
 
 uint64_t      mst_prof_now_ns(void);
 
+/* The interned signature of an op call's inputs, e.g. "[[64,784],[128,784]]|f32,f32" (the trace's
+ * "Input Dims" | "Input type"). key is a hash of what the signature says; build writes the text
+ * on a miss. A per-thread cache keyed by it makes the repeat calls of a training loop a lookup. */
+uint32_t      mst_prof_intern_sig(uint64_t key, void (*build)(const void *arg, char *buf, size_t n), const void *arg);
+/* Forward-to-backward links (per thread): the next forward op's sequence number (1, 2, ...), and
+ * the forward op whose backward the thread is running (0: none; returns the previous one). */
+int64_t       mst_prof_flow_next(void);
+int64_t       mst_prof_flow_backward_of(void);
+int64_t       mst_prof_flow_enter_backward(int64_t seq);
+
 void mst_prof_record_(mst_prof_kind kind, mst_prof_cat cat, uint32_t name, int op, int64_t a, int64_t b);
 
 /* Coarse ranges (data waits, compile, comm): level STEPS. */
@@ -152,6 +162,13 @@ static inline void mst_prof_begin(mst_prof_cat cat, uint32_t name, int op) {
 }
 static inline void mst_prof_end(mst_prof_cat cat, uint32_t name, int op) {
     if (mst_prof_on(MST_PROF_LEVEL_STEPS)) mst_prof_record_(MST_EV_END, cat, name, op, 0, 0);
+}
+/* A kernel range's begin with what the trace shows of it (level OPS): sig, the interned
+ * signature of the inputs' shapes and dtypes (mst_prof_intern_sig; 0 = none); link ties forward
+ * to backward: > 0 the forward op's sequence number (mst_prof_flow_next), < 0 run by the backward
+ * of forward op -link, 0 none. trace.json draws them as args and flow arrows. */
+static inline void mst_prof_kernel_begin(uint32_t name, int op, uint32_t sig, int64_t link) {
+    if (mst_prof_on(MST_PROF_LEVEL_OPS)) mst_prof_record_(MST_EV_BEGIN, MST_CAT_KERNEL, name, op, (int64_t)sig, link);
 }
 /* Per-op ranges (the dispatcher): level OPS. The kernel's end carries its FLOPs and bytes. */
 static inline void mst_prof_op_begin(mst_prof_cat cat, uint32_t name, int op) {

@@ -313,6 +313,10 @@ static int store_name(mst_store *s, uint32_t id) {
 
 static int store_event(mst_store *s, uint32_t tid, const mst_prof_event *e) {
     if (store_name(s, e->name) != 0) return -1;
+    /* a kernel range's begin names its input signature in a (events.h: mst_prof_kernel_begin) */
+    if (e->kind == MST_EV_BEGIN && e->cat == MST_CAT_KERNEL && e->a > 0 && e->a <= UINT32_MAX &&
+        store_name(s, (uint32_t)e->a) != 0)
+        return -1;
     sqlite3_stmt *st = s->st[ST_EVENT];
     SQL_OK(s, sqlite3_bind_int64(st, 1, tid));
     SQL_OK(s, sqlite3_bind_int64(st, 2, (int64_t)e->t_ns));

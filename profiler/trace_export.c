@@ -34,6 +34,13 @@ typedef struct {
     char *name;
 } name_entry;
 
+/* A forward kernel slice whose backward may follow: where its flow arrow starts. */
+typedef struct {
+    int64_t id, tid;
+    double ts;
+    bool linked;        /* its flow is drawn (once, to the first backward kernel) */
+} flow_start;
+
 typedef struct {
     const char *db_path;
     sqlite3 *db;
@@ -41,6 +48,8 @@ typedef struct {
     name_entry *names;
     size_t n_names;
     uint64_t origin;
+    flow_start *flows;      /* sorted by id: ids grow within a thread, threads come in order */
+    size_t n_flows, cap_flows;
     char *err;
     size_t errn;
 } exporter;
@@ -254,15 +263,97 @@ static int export_memory(exporter *x) {
     return rc;
 }
 
+/* "Input Dims" and "Input type" (PyTorch's arg names, which HTA and the TensorBoard plugin read)
+ * from a signature "[[64,784],[128,784]]|f32,f32". */
+static int add_signature(exporter *x, cJSON *args, int64_t sig) {
+    const char *text = sig > 0 ? name_of(x, sig) : "";
+    const char *bar = strchr(text, '|');
+    if (!bar) return 0;
+    cJSON *dims = cJSON_ParseWithLength(text, (size_t)(bar - text));
+    if (!cJSON_IsArray(dims)) {
+        cJSON_Delete(dims);
+        return 0;
+    }
+    cJSON *types = cJSON_CreateArray();
+    for (const char *p = bar + 1; types && *p;) {
+        size_t len = strcspn(p, ",");
+        char t[32];
+        snprintf(t, sizeof(t), "%.*s", (int)(len < sizeof(t) ? len : sizeof(t) - 1), p);
+        cJSON_AddItemToArray(types, cJSON_CreateString(t));
+        p += len + (p[len] == ',');
+    }
+    if (!types || !cJSON_AddItemToObject(args, "Input Dims", dims)) {
+        cJSON_Delete(dims);
+        cJSON_Delete(types);
+        return oom(x);
+    }
+    if (!cJSON_AddItemToObject(args, "Input type", types)) {
+        cJSON_Delete(types);
+        return oom(x);
+    }
+    return 0;
+}
+
+static flow_start *find_flow(exporter *x, int64_t id, int64_t tid) {
+    size_t lo = 0, hi = x->n_flows;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        const flow_start *f = &x->flows[mid];
+        if (f->tid < tid || (f->tid == tid && f->id < id)) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < x->n_flows && x->flows[lo].id == id && x->flows[lo].tid == tid ? &x->flows[lo] : NULL;
+}
+
+static int add_flow_event(exporter *x, const char *ph, int64_t id, int64_t tid, double ts) {
+    cJSON *e = add_event(x, ph, "fwdbwd", tid, ts);
+    if (!e || !cJSON_AddStringToObject(e, "cat", "fwdbwd") || !cJSON_AddNumberToObject(e, "id", (double)id) ||
+        (ph[0] == 'f' && !cJSON_AddStringToObject(e, "bp", "e")))
+        return oom(x);
+    return 0;
+}
+
+/* Forward-to-backward flow (as PyTorch's profiler draws it): an arrow from a forward kernel
+ * slice to the first kernel its backward ran; both ends inside the traced steps. */
+static int link_flow(exporter *x, int64_t tid, const mst_attr_range *rg) {
+    if (rg->cat != MST_CAT_KERNEL || rg->begin_b == 0) return 0;
+    if (rg->begin_b > 0) {      /* ids of one thread arrive in increasing order */
+        if (x->n_flows == x->cap_flows) {
+            size_t cap = x->cap_flows ? 2 * x->cap_flows : 1024;
+            flow_start *f = realloc(x->flows, cap * sizeof(*f));
+            if (!f) return oom(x);
+            x->flows = f;
+            x->cap_flows = cap;
+        }
+        if (x->n_flows && (x->flows[x->n_flows - 1].tid > tid ||
+                           (x->flows[x->n_flows - 1].tid == tid && x->flows[x->n_flows - 1].id >= rg->begin_b)))
+            return 0;       /* out of order: not linked */
+        x->flows[x->n_flows++] = (flow_start){rg->begin_b, tid, ts_us(x, rg->t0), false};
+        return 0;
+    }
+    flow_start *f = find_flow(x, -rg->begin_b, tid);
+    if (!f || f->linked) return 0;
+    f->linked = true;
+    double ts = ts_us(x, rg->t0);
+    if (ts < f->ts) return 0;
+    return add_flow_event(x, "s", f->id, tid, f->ts) != 0 || add_flow_event(x, "f", f->id, tid, ts) != 0 ? -1 : 0;
+}
+
 static int emit_range(exporter *x, int64_t tid, const mst_attr_range *rg, int unclosed) {
     cJSON *e = add_event(x, "X", name_of(x, rg->name), tid, ts_us(x, rg->t0));
     if (!e || !cJSON_AddStringToObject(e, "cat", mst_prof_cat_name((mst_prof_cat)rg->cat)) ||
         !cJSON_AddNumberToObject(e, "dur", (double)(rg->t1 - rg->t0) / 1000.0))
         return oom(x);
+    if (link_flow(x, tid, rg) != 0) return -1;
     if (rg->op < 0 && !rg->flops && !rg->bytes && !unclosed) return 0;
     cJSON *args = cJSON_AddObjectToObject(e, "args");
     if (!args) return oom(x);
     if (rg->op >= 0 && !cJSON_AddNumberToObject(args, "op", rg->op)) return oom(x);
+    if (rg->cat == MST_CAT_KERNEL && rg->begin_a > 0 && add_signature(x, args, rg->begin_a) != 0) return -1;
+    if (rg->cat == MST_CAT_KERNEL && rg->begin_b > 0 && !cJSON_AddNumberToObject(args, "Sequence number", (double)rg->begin_b))
+        return oom(x);
+    if (rg->cat == MST_CAT_KERNEL && rg->begin_b < 0 && !cJSON_AddNumberToObject(args, "Fwd sequence number", (double)-rg->begin_b))
+        return oom(x);
     if (rg->flops && !cJSON_AddNumberToObject(args, "flops", (double)rg->flops)) return oom(x);
     if (rg->bytes && !cJSON_AddNumberToObject(args, "bytes", (double)rg->bytes)) return oom(x);
     if (unclosed && !cJSON_AddBoolToObject(args, "unclosed", 1)) return oom(x);
@@ -272,7 +363,7 @@ static int emit_range(exporter *x, int64_t tid, const mst_attr_range *rg, int un
 static int flush_open(exporter *x, int64_t tid, mst_attr_tracker *tr) {
     for (int k = 0; k < tr->depth; k++) {
         const mst_attr_frame *f = &tr->stack[k];
-        mst_attr_range rg = {f->t_begin, tr->last_t, 0, 0, f->name, f->op, f->cat};
+        mst_attr_range rg = {f->t_begin, tr->last_t, 0, 0, f->name, f->op, f->cat, f->a, f->b};
         if (emit_range(x, tid, &rg, 1) != 0) return -1;
     }
     memset(tr, 0, sizeof(*tr));
@@ -374,6 +465,7 @@ out:
     cJSON_Delete(root);
     for (size_t i = 0; i < x.n_names; i++) free(x.names[i].name);
     free(x.names);
+    free(x.flows);
     sqlite3_close(x.db);
     return rc;
 }

@@ -22,7 +22,7 @@ static const char *const chart_title[RPT_CH_COUNT] = {
     "Step time by category over the run",
     "Where the step time goes",
     "Throughput per step",
-    "Training loss and validation accuracy",
+    "Training loss and the validation metric",
     "Loss scale and overflow steps",
     "Memory in use by category",
     "Top ops by kernel time, with achieved GFLOP/s",
@@ -128,7 +128,7 @@ static void read_breakdown(const rpt_headline *h, const rpt_profile *p, char *ou
     if (len < n) snprintf(out + len, n - len, "%s", shown < MST_CAT_COUNT ? "; the rest under 0.1%." : ".");
 }
 
-static void read_throughput(const rpt_profile *p, char *out, size_t n) {
+static void read_throughput(const rpt_profile *p, const rpt_headline *h, char *out, size_t n) {
     int64_t k;
     double *v = used_values(p, f_rate, &k);
     if (!v || k == 0) {
@@ -142,7 +142,11 @@ static void read_throughput(const rpt_profile *p, char *out, size_t n) {
     rpt_fmt_rate(q_sorted(v, k, 0.05), lo, sizeof(lo));
     rpt_fmt_rate(q_sorted(v, k, 0.95), hi, sizeof(hi));
     const char *unit = p->batch_size > 0 ? "samples/s" : "steps/s";
-    snprintf(out, n, "Median %s %s per step; 90%% of steps between %s and %s %s%s.", m, unit, lo, hi, unit,
+    double run = p->batch_size > 0 ? h->samples_per_s : h->steps_per_s;
+    char r[32] = "n/a";
+    if (run >= 0) rpt_fmt_rate(run, r, sizeof(r));
+    snprintf(out, n, "The run's throughput (processed / training-loop wall time) %s %s; per step: median %s %s, 90%% of steps "
+                     "between %s and %s%s.", r, unit, m, unit, lo, hi,
              p->batch_size > 0 ? "" : " (the batch size is not in the profile's config)");
     free(v);
 }
@@ -170,9 +174,11 @@ static void read_loss(const rpt_profile *p, const rpt_headline *h, char *out, si
     const cJSON *ep = epoch_records(h);
     if (ep && len < n) {
         const cJSON *lastep = cJSON_GetArrayItem(ep, cJSON_GetArraySize(ep) - 1);
-        const cJSON *acc = cJSON_GetObjectItem(lastep, "val_accuracy");
-        if (cJSON_IsNumber(acc) && acc->valuedouble >= 0)
-            snprintf(out + len, n - len, "%sValidation accuracy %.2f%% after epoch %d.", len ? " " : "", 100 * acc->valuedouble,
+        double mv = rpt_metric_epoch(&h->metric, lastep);
+        char t[48];
+        rpt_metric_fmt(&h->metric, mv, t, sizeof(t));
+        if (!isnan(mv))
+            snprintf(out + len, n - len, "%sValidation %s %s after epoch %d.", len ? " " : "", h->metric.label, t,
                      cJSON_GetArraySize(ep));
     }
 }
@@ -260,7 +266,7 @@ void rpt_charts_plan(const rpt_profile *p, const rpt_headline *h, rpt_chart char
     } else {
         read_steps(p, c[RPT_CH_STEPS].reading, sizeof(c[RPT_CH_STEPS].reading));
         read_breakdown(h, p, c[RPT_CH_BREAKDOWN].reading, sizeof(c[RPT_CH_BREAKDOWN].reading));
-        read_throughput(p, c[RPT_CH_THROUGHPUT].reading, sizeof(c[RPT_CH_THROUGHPUT].reading));
+        read_throughput(p, h, c[RPT_CH_THROUGHPUT].reading, sizeof(c[RPT_CH_THROUGHPUT].reading));
     }
     if (p->n_loss == 0 && !epoch_records(h)) {
         c[RPT_CH_LOSS].state = RPT_CHART_NO_DATA;
@@ -367,7 +373,7 @@ static void draw_breakdown(FILE *f, const rpt_profile *p, const rpt_headline *h)
           f);
 }
 
-static void draw_throughput(FILE *f, const rpt_profile *p) {
+static void draw_throughput(FILE *f, const rpt_profile *p, const rpt_headline *h) {
     int64_t per = bucket_size(p->n_used), in = 0, k = 0;
     double acc = 0, x0 = 0;
     double *all = used_values(p, f_rate, &k);
@@ -388,11 +394,13 @@ static void draw_throughput(FILE *f, const rpt_profile *p) {
     if (in > 0) fprintf(f, "%.0f\t%.6g\n", x0, acc / (double)in);
     fputs("EOD\n", f);
     const char *unit = p->batch_size > 0 ? "samples/s" : "steps/s";
-    fprintf(f, "set title '%s'\nset xlabel 'step%s'\nset ylabel 'throughput (%s)'\nset yrange [0:*]\nset key inside right bottom opaque\nMED = %.9g\n",
-            chart_title[RPT_CH_THROUGHPUT], per > 1 ? " (bucket means)" : "", unit, med);
+    double run = p->batch_size > 0 ? h->samples_per_s : h->steps_per_s;
+    fprintf(f, "set title '%s'\nset xlabel 'step%s'\nset ylabel 'throughput (%s)'\nset yrange [0:*]\nset key inside right bottom opaque\nMED = %.9g\nRUN = %.9g\n",
+            chart_title[RPT_CH_THROUGHPUT], per > 1 ? " (bucket means)" : "", unit, med, run);
     fprintf(f, "plot $d using 1:2 with points pt 7 ps 0.35 lc rgb '%s' title 'per step', MED with lines dt 2 lw 2 lc rgb '#333333' "
-               "title sprintf('median of the per-step rates %%.0f', MED)\n",
-            rpt_cat_colors[MST_CAT_KERNEL]);
+               "title sprintf('median of the per-step rates %%.0f', MED)%s\n",
+            rpt_cat_colors[MST_CAT_KERNEL],
+            run > 0 ? ", RUN with lines lw 2 lc rgb '#c0392b' title sprintf('the run: processed / loop time %.0f', RUN)" : "");
 }
 
 static void draw_loss(FILE *f, const rpt_profile *p, const rpt_headline *h) {
@@ -414,39 +422,49 @@ static void draw_loss(FILE *f, const rpt_profile *p, const rpt_headline *h) {
         if (in > 0) fprintf(f, "%.0f\t%.9g\n", x0, acc / (double)in);
         fputs("EOD\n", f);
     }
-    /* validation accuracy at the step each epoch ended */
+    /* the job's metric (validation accuracy, PSNR, ...) at the step each epoch ended */
     const cJSON *ep = epoch_records(h);
+    const rpt_metric *m = &h->metric;
+    char mlabel[96];        /* label and unit come from summary.json: keep gnuplot's quoting safe */
+    snprintf(mlabel, sizeof(mlabel), "validation %s%s%s%s", m->label, m->unit[0] ? " (" : "", m->unit, m->unit[0] ? ")" : "");
+    for (char *q = mlabel; *q; q++)
+        if (*q == '\'' || *q == '\\' || (unsigned char)*q < 0x20) *q = ' ';
     int n_acc = 0;
-    double acc_min = 100;
+    double acc_min = INFINITY, acc_max = -INFINITY;
     if (ep) {
         fputs("$acc << EOD\n", f);
         double steps = 0;
         const cJSON *e;
         int64_t base = p->n_steps > 0 ? p->steps[0].step : 0;
         cJSON_ArrayForEach(e, ep) {
-            const cJSON *st = cJSON_GetObjectItem(e, "steps"), *acc_v = cJSON_GetObjectItem(e, "val_accuracy");
+            const cJSON *st = cJSON_GetObjectItem(e, "steps");
+            double mv = rpt_metric_epoch(m, e);
             steps += cJSON_IsNumber(st) ? st->valuedouble : 0;
-            if (cJSON_IsNumber(acc_v) && acc_v->valuedouble >= 0) {
-                fprintf(f, "%.0f\t%.6g\n", (double)base + steps - 1, 100 * acc_v->valuedouble);
-                acc_min = fmin(acc_min, 100 * acc_v->valuedouble);
+            if (!isnan(mv)) {
+                fprintf(f, "%.0f\t%.6g\n", (double)base + steps - 1, m->scale * mv);
+                acc_min = fmin(acc_min, m->scale * mv);
+                acc_max = fmax(acc_max, m->scale * mv);
                 n_acc++;
             }
         }
         fputs("EOD\n", f);
     }
-    fprintf(f, "set title '%s'\nset xlabel 'step'\nset ylabel 'training loss'\nset key inside right top opaque\n",
-            chart_title[RPT_CH_LOSS]);
+    fprintf(f, "set title 'Training loss and %s'\nset xlabel 'step'\nset ylabel 'training loss'\nset key inside right top opaque\n",
+            mlabel);
     if (p->n_loss > 0) fputs("set yrange [0:*]\n", f);
-    if (n_acc > 0)
-        fprintf(f, "set y2label 'validation accuracy (%%)'\nset y2tics\nset ytics nomirror\nset y2range [%.0f:100]\n",
+    if (n_acc > 0 && strcmp(m->unit, "%") == 0)
+        fprintf(f, "set y2label '%s'\nset y2tics\nset ytics nomirror\nset y2range [%.0f:100]\n", mlabel,
                 fmax(0, floor(acc_min / 10) * 10 - 10));
+    else if (n_acc > 0)
+        fprintf(f, "set y2label '%s'\nset y2tics\nset ytics nomirror\nset y2range [%.6g:%.6g]\n", mlabel,
+                floor(acc_min) - 1, ceil(acc_max) + 1);
     fputs("plot ", f);
     if (p->n_loss > 0)
         fprintf(f, "$loss using 1:2 with lines lw 1.5 lc rgb '%s' title 'training loss%s'", rpt_cat_colors[MST_CAT_DISPATCH],
                 per > 1 ? " (bucket means)" : "");
     if (n_acc > 0)
-        fprintf(f, "%s$acc using 1:2 axes x1y2 with linespoints pt 7 ps 1.2 lw 2 lc rgb '%s' title 'validation accuracy'",
-                p->n_loss > 0 ? ", " : "", rpt_cat_colors[MST_CAT_COMM]);
+        fprintf(f, "%s$acc using 1:2 axes x1y2 with linespoints pt 7 ps 1.2 lw 2 lc rgb '%s' title '%s'",
+                p->n_loss > 0 ? ", " : "", rpt_cat_colors[MST_CAT_COMM], mlabel);
     if (p->n_loss == 0 && n_acc == 0) fputs("NaN notitle", f);
     fputc('\n', f);
 }
@@ -558,7 +576,7 @@ int rpt_charts_draw(const rpt_profile *p, const rpt_headline *h, rpt_chart chart
             switch ((rpt_chart_id)i) {
             case RPT_CH_STEPS: draw_steps(pl.f, p); break;
             case RPT_CH_BREAKDOWN: draw_breakdown(pl.f, p, h); break;
-            case RPT_CH_THROUGHPUT: draw_throughput(pl.f, p); break;
+            case RPT_CH_THROUGHPUT: draw_throughput(pl.f, p, h); break;
             case RPT_CH_LOSS: draw_loss(pl.f, p, h); break;
             case RPT_CH_SCALE: draw_scale(pl.f, p); break;
             case RPT_CH_MEMORY: draw_memory(pl.f, p); break;

@@ -18,11 +18,13 @@
 #define TOP_OPS_COMPARE 15
 #define TOP_OPS_COMPARE_CHART 10
 
-typedef enum { ROW_RATIO, ROW_POINTS } row_kind;    /* delta and B/A; or delta in percentage points */
+typedef enum { ROW_RATIO, ROW_POINTS } row_kind;    /* delta and B/A; or a difference in the metric's unit (pp, dB) */
 
 typedef struct {
     char label[64];
     const char *id;         /* HTML id stem, NULL for none */
+    char id_text[48];       /* storage for an id made at run time */
+    char unit[16];          /* ROW_POINTS: the difference's unit ("pp", "dB") */
     double a, b;
     bool has_a, has_b;
     row_kind kind;
@@ -46,11 +48,11 @@ typedef struct {
 /* What the summary.json beside a profile adds (< 0: not there, or of another job). */
 typedef struct {
     double val_accuracy, peak_memory_bytes, samples_per_s;
+    rpt_metric metric;      /* the job's metric (known = false without a summary) */
 } sibling;
 
 typedef struct {
     rpt_profile a, b;
-    double acc_a, acc_b;    /* validation accuracy 0..1, < 0 unknown */
     sibling sa, sb;
     key_diff diffs[MAX_KEY_DIFFS];
     int n_diffs, n_diffs_total;
@@ -64,7 +66,8 @@ typedef struct {
 /* The summary.json beside a profile, when that summary is of the same job: the numbers the
  * report card shows come from it, so compare shows the same ones. */
 static sibling sibling_summary(const rpt_profile *p) {
-    sibling s = {-1, -1, -1};
+    sibling s = {-1, -1, -1, {0}};
+    s.metric.value = NAN;
     char path[4096];
     const char *slash = strrchr(p->path, '/');
     int dir_len = slash ? (int)(slash - p->path) : 0;
@@ -83,6 +86,7 @@ static sibling sibling_summary(const rpt_profile *p) {
         if (cJSON_IsNumber(acc)) s.val_accuracy = acc->valuedouble;
         if (cJSON_IsNumber(peak) && peak->valuedouble > 0) s.peak_memory_bytes = peak->valuedouble;
         if (cJSON_IsNumber(sps) && sps->valuedouble > 0) s.samples_per_s = sps->valuedouble;
+        rpt_metric_from_summary(j, &s.metric);
     }
     cJSON_Delete(j);
     return s;
@@ -96,10 +100,11 @@ static double peak_bytes(const rpt_profile *p, const sibling *s) {
     return -1;
 }
 
+/* The run's throughput as its report card shows it (docs/report.md): summary.json's samples_per_s,
+ * else the same definition from the profile's run table; steps/s when the batch size is unknown. */
 static double throughput(const rpt_profile *p, const sibling *s) {
     if (s->samples_per_s > 0 && p->batch_size > 0) return s->samples_per_s;
-    double ms = p->bd.wall_median_ns / 1e6;
-    return ms > 0 ? (p->batch_size > 0 ? (double)p->batch_size : 1.0) * 1000.0 / ms : -1;
+    return rpt_profile_throughput(p, p->batch_size > 0);
 }
 
 /* ---- job keys that differ (the flattened run.config of each profile) ---- */
@@ -172,7 +177,18 @@ static int build(comparison *c, char *err, size_t errn) {
     const double mib = 1024.0 * 1024.0;
     double pa = peak_bytes(A, &c->sa), pb = peak_bytes(B, &c->sb);
     add_row(c, "peak memory (MiB)", "peak-memory-mib", pa / mib, pb / mib, pa >= 0, pb >= 0, ROW_RATIO, 0);
-    add_row(c, "validation accuracy (%)", "val-accuracy", 100 * c->acc_a, 100 * c->acc_b, c->acc_a >= 0, c->acc_b >= 0, ROW_POINTS, 0);
+    /* the job's metric (accuracy, PSNR, ...) as each run's card shows it; two different metrics do not compare */
+    const rpt_metric *ma = &c->sa.metric, *mb = &c->sb.metric, *m = ma->known ? ma : mb;
+    bool same = !ma->known || !mb->known || strcmp(ma->name, mb->name) == 0;
+    char label[64];
+    if (m->known) snprintf(label, sizeof(label), "validation %s%s%s%s", m->label, m->unit[0] ? " (" : "", m->unit, m->unit[0] ? ")" : "");
+    else snprintf(label, sizeof(label), "validation metric");
+    bool ha = ma->known && same && !isnan(ma->value), hb = mb->known && same && !isnan(mb->value);
+    add_row(c, label, NULL, m->scale * ma->value, m->scale * mb->value, ha, hb, ROW_POINTS, 0);
+    row *mr = &c->rows[c->n_rows - 1];
+    snprintf(mr->id_text, sizeof(mr->id_text), "val-%s", m->known ? m->name : "metric");
+    mr->id = mr->id_text;
+    snprintf(mr->unit, sizeof(mr->unit), "%s", m->known ? m->diff_unit : "");
 
     /* ops matched by name */
     c->ops = calloc((size_t)(A->n_ops + B->n_ops + 1), sizeof(op_row));
@@ -219,7 +235,8 @@ static void fmt_delta(const row *r, char *d, size_t dn, char *q, size_t qn) {
     double delta = r->b - r->a;
     char v[32];
     fmt_val(fabs(delta), true, v, sizeof(v));
-    snprintf(d, dn, "%s%s%s", delta > 0 ? "+" : delta < 0 ? "-" : "", v, r->kind == ROW_POINTS ? " pp" : "");
+    snprintf(d, dn, "%s%s%s%s", delta > 0 ? "+" : delta < 0 ? "-" : "", v, r->kind == ROW_POINTS && r->unit[0] ? " " : "",
+             r->kind == ROW_POINTS ? r->unit : "");
     if (r->kind == ROW_POINTS) snprintf(q, qn, "%s", "");
     else if (r->a != 0) snprintf(q, qn, "%.3fx", r->b / r->a);
     else snprintf(q, qn, "%s", r->b == 0 ? "=" : "n/a");
@@ -259,7 +276,7 @@ static void print_terminal(const comparison *c, FILE *f) {
     fprintf(f, "%-28s %12s %12s %12s %9s\n", "", "A", "B", "B - A", "B / A");
     for (int i = 0; i < c->n_rows; i++) {
         const row *r = &c->rows[i];
-        char a[32], b[32], d[48], q[32], label[80];
+        char a[32], b[32], d[64], q[32], label[80];
         fmt_val(r->a, r->has_a, a, sizeof(a));
         fmt_val(r->b, r->has_b, b, sizeof(b));
         fmt_delta(r, d, sizeof(d), q, sizeof(q));
@@ -316,7 +333,7 @@ static int write_json(const comparison *c, const char *out_dir, char *err, size_
         json_number(o, "b", r->b, r->has_b);
         json_number(o, "delta", r->b - r->a, r->has_a && r->has_b);
         if (r->kind == ROW_RATIO) json_number(o, "ratio", r->b / r->a, r->has_a && r->has_b && r->a != 0);
-        cJSON_AddStringToObject(o, "unit", r->kind == ROW_POINTS ? "points" : "");
+        cJSON_AddStringToObject(o, "unit", r->kind != ROW_POINTS ? "" : strcmp(r->unit, "pp") == 0 ? "points" : r->unit);
         cJSON_AddItemToArray(rows, o);
     }
     cJSON *ops = cJSON_AddArrayToObject(root, "ops");
@@ -463,7 +480,7 @@ static int write_html(const comparison *c, const char *out_dir, char *err, size_
                  "<tr><th></th><th>A</th><th>B</th><th>B − A</th><th>B / A</th></tr>\n");
     for (int i = 0; i < c->n_rows; i++) {
         const row *r = &c->rows[i];
-        char d[48], q[32];
+        char d[64], q[32];
         fmt_delta(r, d, sizeof(d), q, sizeof(q));
         rpt_puts(&b, r->indent ? "<tr><td style=\"padding-left:22px\">" : "<tr><td>");
         rpt_html(&b, r->label);
@@ -473,7 +490,7 @@ static int write_html(const comparison *c, const char *out_dir, char *err, size_
         rpt_printf(&b, "<td class=\"n\">%s</td><td class=\"n\">%s</td></tr>\n", d, q);
     }
     rpt_puts(&b, "</table><p class=\"meta\">Medians over each profile's non-warm-up steps; category medians need not add up to the "
-                 "median step. Throughput, peak memory and validation accuracy come from the summary.json beside each profile when it is there (the numbers its report card shows), else from the profile.</p>\n<div class=\"row\">");
+                 "median step. Throughput, peak memory and the job's metric come from the summary.json beside each profile when it is there (the numbers its report card shows), else from the profile.</p>\n<div class=\"row\">");
     for (int i = 0; i < 2; i++) {
         if (i == 1) rpt_puts(&b, "</div>\n</section>\n<section id=\"ops\"><h2>Top ops</h2>\n<div class=\"row\">");
         rpt_puts(&b, "<figure style=\"width:900px\">");
@@ -539,8 +556,6 @@ int mst_compare_render(const char *db_a, const char *db_b, const char *out_dir, 
     int rc = -1;
     c.sa = sibling_summary(&c.a);
     c.sb = sibling_summary(&c.b);
-    c.acc_a = c.sa.val_accuracy;
-    c.acc_b = c.sb.val_accuracy;
     c.configs_known = c.a.config && c.b.config;
     if (c.configs_known) diff_config(&c, "", c.a.config, c.b.config);
     if (build(&c, err, errn) != 0) goto out;

@@ -26,7 +26,7 @@ const mst_gate_metric_desc mst_gate_metrics[MST_GATE_METRIC_COUNT] = {
     [MST_GATE_METRIC_STEP_TIME_P90] = {"step_time_ms_p90", "step time p90", "ms", 1, MST_GATE_RULE_TIMING, false},
     [MST_GATE_METRIC_THROUGHPUT] = {"samples_per_s", "throughput", "samples/s", 1, MST_GATE_RULE_TIMING, true},
     [MST_GATE_METRIC_PEAK_MEMORY] = {"peak_memory_bytes", "peak memory", "MiB", 1 / MIB, MST_GATE_RULE_MEMORY, false},
-    [MST_GATE_METRIC_VAL_ACCURACY] = {"val_accuracy", "val accuracy", "%", 100, MST_GATE_RULE_ACCURACY, true},
+    [MST_GATE_METRIC_QUALITY] = {"metric", "val metric", "", 1, MST_GATE_RULE_QUALITY, true},
 };
 
 static const char *const verdict_names[MST_GATE_VERDICT_COUNT] = {
@@ -81,7 +81,7 @@ static const config_field config_fields[] = {
     {"memory_pct", offsetof(mst_gate_config, memory_pct), false, false, 0, 10000, "peak memory growth in percent"},
     {"memory_mib", offsetof(mst_gate_config, memory_mib), false, false, 0, 1e9, "peak memory growth in MiB"},
     {"accuracy_margin_points", offsetof(mst_gate_config, accuracy_margin_points), false, false, 0, 100,
-     "accuracy margin in percentage points"},
+     "margin for the job's metric, in its points (percentage points for accuracy, dB for PSNR)"},
     {"runs", offsetof(mst_gate_config, runs), true, false, 1, MST_GATE_MAX_RUNS, "runs per side"},
     {"allow_config_change", offsetof(mst_gate_config, allow_config_change), false, true, 0, 1,
      "compare runs of different job configs"},
@@ -175,6 +175,62 @@ void mst_gate_run_free(mst_gate_run *r) {
 
 static bool finite_number(const cJSON *v) { return cJSON_IsNumber(v) && isfinite(v->valuedouble); }
 
+static void quality_set(mst_gate_quality *q, const char *name, const char *label, const char *unit, double scale, bool higher) {
+    snprintf(q->name, sizeof(q->name), "%s", name);
+    snprintf(q->label, sizeof(q->label), "val %s", label);
+    snprintf(q->unit, sizeof(q->unit), "%s", unit);
+    snprintf(q->diff_unit, sizeof(q->diff_unit), "%s", strcmp(unit, "%") == 0 ? "pt" : unit);
+    q->scale = scale;
+    q->higher_is_better = higher;
+}
+
+/* The job's metric from summary.json's "metric" {name, value, higher_is_better, label, unit,
+ * display_scale}; an older summary has val_accuracy only (-1: no evaluation ran). */
+static void read_quality(const cJSON *j, mst_gate_run *r) {
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "metric"), *name = cJSON_GetObjectItemCaseSensitive(m, "name");
+    if (cJSON_IsObject(m) && cJSON_IsString(name) && name->valuestring[0]) {
+        const cJSON *label = cJSON_GetObjectItemCaseSensitive(m, "label"), *unit = cJSON_GetObjectItemCaseSensitive(m, "unit");
+        const cJSON *scale = cJSON_GetObjectItemCaseSensitive(m, "display_scale"), *v = cJSON_GetObjectItemCaseSensitive(m, "value");
+        bool acc = strcmp(name->valuestring, "accuracy") == 0;
+        double sc = finite_number(scale) && scale->valuedouble > 0 && scale->valuedouble <= 1e6 ? scale->valuedouble : acc ? 100 : 1;
+        quality_set(&r->quality, name->valuestring, cJSON_IsString(label) ? label->valuestring : name->valuestring,
+                    cJSON_IsString(unit) ? unit->valuestring : acc ? "%" : "", sc,
+                    !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(m, "higher_is_better")));
+        if (finite_number(v) && (!acc || (v->valuedouble >= 0 && v->valuedouble <= 1))) r->value[MST_GATE_METRIC_QUALITY] = v->valuedouble;
+        return;
+    }
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "val_accuracy");
+    quality_set(&r->quality, "accuracy", "accuracy", "%", 100, true);
+    if (finite_number(v) && v->valuedouble >= 0 && v->valuedouble <= 1) r->value[MST_GATE_METRIC_QUALITY] = v->valuedouble;
+}
+
+mst_gate_metric_desc mst_gate_desc(const mst_gate_result *r, int metric) {
+    mst_gate_metric_desc d = mst_gate_metrics[metric];
+    if (metric == MST_GATE_METRIC_QUALITY && r->quality.name[0]) {
+        d.label = r->quality.label;
+        d.unit = r->quality.unit;
+        d.display_scale = r->quality.scale;
+        d.higher_is_better = r->quality.higher_is_better;
+    }
+    return d;
+}
+
+/* The quality row's metric: the first usable run's (baseline first); "" when the sides judge
+ * different metrics, which then do not compare. */
+static void result_quality(mst_gate_result *r, const mst_gate_run *base, int nb, const mst_gate_run *cand, int nc) {
+    const mst_gate_quality *qb = NULL, *qc = NULL;
+    for (int i = 0; i < nb && !qb; i++)
+        if (base[i].ok && base[i].quality.name[0]) qb = &base[i].quality;
+    for (int i = 0; i < nc && !qc; i++)
+        if (cand[i].ok && cand[i].quality.name[0]) qc = &cand[i].quality;
+    if (qb && qc && strcmp(qb->name, qc->name) != 0) {
+        memset(&r->quality, 0, sizeof(r->quality));
+        return;
+    }
+    if (qb || qc) r->quality = qb ? *qb : *qc;
+    else quality_set(&r->quality, "accuracy", "accuracy", "%", 100, true);
+}
+
 int mst_gate_run_load(mst_gate_run *r, const char *dir) {
     run_init(r, dir);
     char path[1100];
@@ -211,12 +267,11 @@ int mst_gate_run_load(mst_gate_run *r, const char *dir) {
         step++;
     }
     for (int m = 0; m < MST_GATE_METRIC_COUNT; m++) {
+        if (m == MST_GATE_METRIC_QUALITY) continue;
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, mst_gate_metrics[m].key);
-        if (!finite_number(v)) continue;
-        double x = v->valuedouble;
-        bool usable = mst_gate_metrics[m].rule == MST_GATE_RULE_ACCURACY ? x >= 0 && x <= 1 : x > 0;
-        if (usable) r->value[m] = x;
+        if (finite_number(v) && v->valuedouble > 0) r->value[m] = v->valuedouble;
     }
+    read_quality(j, r);
     if (isnan(r->value[MST_GATE_METRIC_STEP_TIME])) {
         snprintf(r->error, sizeof(r->error), "%s: no positive step_time_ms_median", path);
         goto fail;
@@ -511,11 +566,14 @@ static void memory_rule(const mst_gate_config *cfg, double base, double cand, ms
                  100 * m->change, cfg->memory_pct, cfg->memory_mib);
 }
 
-static void accuracy_paired(const mst_gate_config *cfg, const double *b, int nb, const double *c, int nc,
-                            mst_gate_metric_result *m) {
+/* The job's metric in its points, signed so that higher is better (accuracy x 100, PSNR in dB). */
+static double points(const mst_gate_quality *q, double v) { return (q->higher_is_better ? 1 : -1) * q->scale * v; }
+
+static void accuracy_paired(const mst_gate_config *cfg, const mst_gate_quality *q, const double *b, int nb, const double *c,
+                            int nc, mst_gate_metric_result *m) {
     double pb[MST_GATE_MAX_RUNS * 4], pc[MST_GATE_MAX_RUNS * 4];
-    for (int i = 0; i < nb; i++) pb[i] = 100 * b[i];
-    for (int i = 0; i < nc; i++) pc[i] = 100 * c[i];
+    for (int i = 0; i < nb; i++) pb[i] = points(q, b[i]);
+    for (int i = 0; i < nc; i++) pc[i] = points(q, c[i]);
     mst_mwu t;
     mst_shift s;
     mst_stats_mann_whitney(pb, nb, pc, nc, &t);
@@ -539,11 +597,11 @@ static void accuracy_paired(const mst_gate_config *cfg, const double *b, int nb,
     bool sig = t.p_less <= cfg->alpha, large = drop > cfg->accuracy_margin_points;
     m->verdict = combine(sig, large);
     if (m->verdict != MST_GATE_PASS)
-        snprintf(m->note, sizeof(m->note), "%.2f points lower (p %.2g, margin %g points)", drop, t.p_less,
-                 cfg->accuracy_margin_points);
+        snprintf(m->note, sizeof(m->note), "%.2f %s worse (p %.2g, margin %g %s)", drop, q->diff_unit, t.p_less,
+                 cfg->accuracy_margin_points, q->diff_unit);
 }
 
-static void metric_paired(const mst_gate_config *cfg, int metric, const mst_gate_run *base, int nb,
+static void metric_paired(const mst_gate_config *cfg, const mst_gate_quality *q, int metric, const mst_gate_run *base, int nb,
                           const mst_gate_run *cand, int nc, mst_gate_metric_result *m) {
     const mst_gate_metric_desc *d = &mst_gate_metrics[metric];
     memset(m, 0, sizeof(*m));
@@ -557,6 +615,11 @@ static void metric_paired(const mst_gate_config *cfg, int metric, const mst_gate
     int kb = collect(base, nb, metric, b), kc = collect(cand, nc, metric, c);
     if (kb == 0 || kc == 0) {
         set_absent(m, kb, kc);
+        goto done;
+    }
+    if (d->rule == MST_GATE_RULE_QUALITY && !q->name[0]) {
+        m->verdict = MST_GATE_INCONCLUSIVE;
+        snprintf(m->note, sizeof(m->note), "the baseline and the candidate judge different metrics");
         goto done;
     }
     m->n_base = kb;
@@ -577,7 +640,7 @@ static void metric_paired(const mst_gate_config *cfg, int metric, const mst_gate
         m->cv = mst_stats_shamos_pooled(lb, kb, lc, kc);
         memory_rule(cfg, m->base_value, m->cand_value, m);
     } else {
-        accuracy_paired(cfg, b, kb, c, kc, m);
+        accuracy_paired(cfg, q, b, kb, c, kc, m);
     }
 done:
     free(b);
@@ -610,7 +673,7 @@ static void overall(mst_gate_result *r) {
         bool first = true;
         for (int m = 0; m < MST_GATE_METRIC_COUNT; m++) {
             if (r->metric[m].verdict != order[k]) continue;
-            appendf(why, wn, "%s%s %s", first ? "" : "; ", mst_gate_metrics[m].label, r->metric[m].note);
+            appendf(why, wn, "%s%s %s", first ? "" : "; ", mst_gate_desc(r, m).label, r->metric[m].note);
             first = false;
         }
         return;
@@ -670,7 +733,8 @@ int mst_gate_compare(const mst_gate_config *cfg, const mst_gate_run *base, int n
         rc = -1;
     } else {
         fingerprint(&pb, &pc, r);
-        for (int m = 0; m < MST_GATE_METRIC_COUNT; m++) metric_paired(cfg, m, base, nb, cand, nc, &r->metric[m]);
+        result_quality(r, base, nb, cand, nc);
+        for (int m = 0; m < MST_GATE_METRIC_COUNT; m++) metric_paired(cfg, &r->quality, m, base, nb, cand, nc, &r->metric[m]);
         overall(r);
     }
     prints_free(&pb);
@@ -722,14 +786,14 @@ static void timing_history(const mst_gate_config *cfg, const mst_gate_metric_des
     free(wc);
 }
 
-static void accuracy_history(const mst_gate_config *cfg, const double *h, int n, const double *c, int k,
-                             mst_gate_metric_result *m) {
+static void accuracy_history(const mst_gate_config *cfg, const mst_gate_quality *q, const double *h, int n, const double *c,
+                             int k, mst_gate_metric_result *m) {
     double ph[MST_GATE_MAX_RUNS * 4], pc[MST_GATE_MAX_RUNS * 4];
-    for (int i = 0; i < n; i++) ph[i] = 100 * h[i];
-    for (int i = 0; i < k; i++) pc[i] = 100 * c[i];
+    for (int i = 0; i < n; i++) ph[i] = points(q, h[i]);
+    for (int i = 0; i < k; i++) pc[i] = points(q, c[i]);
     double mh = mst_stats_mean(ph, n), sh = mst_stats_sd(ph, n), mc = mst_stats_mean(pc, k);
-    m->base_value = mh / 100;
-    m->cand_value = mc / 100;
+    m->base_value = points(q, 1) != 0 ? mh / points(q, 1) : NAN;
+    m->cand_value = points(q, 1) != 0 ? mc / points(q, 1) : NAN;
     m->cv = NAN;
     m->threshold = cfg->accuracy_margin_points;
     double se = sh * sqrt(1.0 / n + 1.0 / k), diff = mc - mh;
@@ -741,8 +805,8 @@ static void accuracy_history(const mst_gate_config *cfg, const double *h, int n,
     bool sig = -diff > half, large = -diff > cfg->accuracy_margin_points;
     m->verdict = combine(sig, large);
     if (m->verdict != MST_GATE_PASS)
-        snprintf(m->note, sizeof(m->note), "%.2f points lower than the history's mean (p %.2g, margin %g points)", -diff,
-                 m->p_value, cfg->accuracy_margin_points);
+        snprintf(m->note, sizeof(m->note), "%.2f %s worse than the history's mean (p %.2g, margin %g %s)", -diff, q->diff_unit,
+                 m->p_value, cfg->accuracy_margin_points, q->diff_unit);
 }
 
 int mst_gate_compare_history(const mst_gate_config *cfg, const mst_gate_history *h, const mst_gate_run *cand, int nc,
@@ -759,6 +823,7 @@ int mst_gate_compare_history(const mst_gate_config *cfg, const mst_gate_history 
     }
     fingerprint(&pb, &pc, r);
     prints_free(&pc);
+    result_quality(r, NULL, 0, cand, nc);       /* the history keeps values in the candidates' metric */
     for (int metric = 0; metric < MST_GATE_METRIC_COUNT; metric++) {
         const mst_gate_metric_desc *d = &mst_gate_metrics[metric];
         mst_gate_metric_result *m = &r->metric[metric];
@@ -792,7 +857,7 @@ int mst_gate_compare_history(const mst_gate_config *cfg, const mst_gate_history 
             continue;
         }
         if (d->rule == MST_GATE_RULE_TIMING) timing_history(cfg, d, hv, kh, cv, kc, m);
-        else accuracy_history(cfg, hv, kh, cv, kc, m);
+        else accuracy_history(cfg, &r->quality, hv, kh, cv, kc, m);
     }
     overall(r);
     return 0;
@@ -871,6 +936,7 @@ int mst_gate_history_load(mst_gate_history *h, const char *path, char *err, size
         }
         for (int m = 0; m < MST_GATE_METRIC_COUNT; m++) {
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(run, mst_gate_metrics[m].key);
+            if (!v && m == MST_GATE_METRIC_QUALITY) v = cJSON_GetObjectItemCaseSensitive(run, "val_accuracy");    /* older files */
             h->value[m][h->n] = finite_number(v) ? v->valuedouble : NAN;
         }
         const cJSON *rev = cJSON_GetObjectItemCaseSensitive(run, "git_revision");
@@ -1043,8 +1109,11 @@ int mst_gate_calibrate(const mst_gate_config *cfg, const mst_gate_run *runs, int
         if (m == MST_GATE_METRIC_STEP_TIME) out->n = k;
         if (k == 0) continue;
         out->median[m] = mst_stats_median(v, k);
-        if (mst_gate_metrics[m].rule == MST_GATE_RULE_ACCURACY) {
-            for (int i = 0; i < k; i++) v[i] *= 100;
+        if (mst_gate_metrics[m].rule == MST_GATE_RULE_QUALITY) {
+            const mst_gate_quality *q = NULL;
+            for (int i = 0; i < n && !q; i++)
+                if (runs[i].ok && runs[i].quality.name[0]) q = &runs[i].quality;
+            for (int i = 0; i < k; i++) v[i] *= q ? q->scale : 100;
         } else {
             for (int i = 0; i < k; i++) v[i] = log(v[i]);
         }

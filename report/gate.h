@@ -34,14 +34,15 @@ typedef enum {
     MST_GATE_METRIC_STEP_TIME_P90,  /* step_time_ms_p90: used when summary.json carries it */
     MST_GATE_METRIC_THROUGHPUT,     /* samples_per_s */
     MST_GATE_METRIC_PEAK_MEMORY,    /* peak_memory_bytes */
-    MST_GATE_METRIC_VAL_ACCURACY,   /* val_accuracy (0..1; -1 = no evaluation ran) */
+    MST_GATE_METRIC_QUALITY,        /* the job's metric: summary.json metric.value (accuracy 0..1, PSNR dB, ...;
+                                       val_accuracy in summaries older than "metric") */
     MST_GATE_METRIC_COUNT
 } mst_gate_metric;
 
 typedef enum {
     MST_GATE_RULE_TIMING,           /* rank test on log values + effect threshold */
     MST_GATE_RULE_MEMORY,           /* median growth over both a percentage and an absolute floor */
-    MST_GATE_RULE_ACCURACY,         /* one-sided non-inferiority margin in points */
+    MST_GATE_RULE_QUALITY,          /* one-sided non-inferiority margin in the metric's points (pp, dB) */
 } mst_gate_rule;
 
 typedef struct {
@@ -54,6 +55,17 @@ typedef struct {
 } mst_gate_metric_desc;
 
 extern const mst_gate_metric_desc mst_gate_metrics[MST_GATE_METRIC_COUNT];
+
+/* The job's metric the quality row judges, from summary.json's "metric" (accuracy for older
+ * summaries without it). */
+typedef struct {
+    char name[32];                  /* "accuracy", "psnr"; "" when unknown */
+    char label[48];                 /* "val accuracy", "val PSNR" */
+    char unit[16];                  /* of the displayed values: "%", "dB" */
+    char diff_unit[16];             /* of a change and the margin: "pt" (percentage points), "dB" */
+    double scale;                   /* summary value * scale = displayed value = points */
+    bool higher_is_better;
+} mst_gate_quality;
 
 typedef enum {
     MST_GATE_PASS,
@@ -74,7 +86,8 @@ typedef struct {
     double cv_multiplier;           /* ... or this many run-to-run CVs, whichever is larger (3) */
     double memory_pct;              /* peak memory fails at this growth in percent (5) ... */
     double memory_mib;              /* ... and at least this many MiB (64) */
-    double accuracy_margin_points;  /* non-inferiority margin for val_accuracy, points (0.5) */
+    double accuracy_margin_points;  /* non-inferiority margin for the job's metric, in its points: percentage
+                                       points for accuracy, dB for PSNR (0.5) */
     int runs;                       /* runs per side in `gate run` (5) */
     bool allow_config_change;       /* compare runs whose job configs differ (false) */
 } mst_gate_config;
@@ -94,6 +107,7 @@ typedef struct {
     bool ok;
     char error[1400];
     double value[MST_GATE_METRIC_COUNT];    /* NAN when absent */
+    mst_gate_quality quality;               /* what value[MST_GATE_METRIC_QUALITY] is */
     cJSON *config;                          /* owned copy of summary.json's config, or NULL */
     cJSON *machine;                         /* owned copy of summary.json's machine, or NULL */
 } mst_gate_run;
@@ -149,6 +163,7 @@ typedef struct {
     mst_gate_verdict verdict;
     char reason[512];               /* one line: why this verdict */
     mst_gate_metric_result metric[MST_GATE_METRIC_COUNT];
+    mst_gate_quality quality;       /* the job's metric the quality row judged */
     int n_base, n_cand;             /* runs given, failed ones included */
     int n_failed;
     char failure[1024];             /* the failed runs and why */
@@ -163,6 +178,9 @@ int mst_gate_compare(const mst_gate_config *cfg, const mst_gate_run *base, int n
 /* History mode: candidate runs against the stored values (prediction interval on log values). */
 int mst_gate_compare_history(const mst_gate_config *cfg, const mst_gate_history *h, const mst_gate_run *cand, int nc,
                              mst_gate_result *r);
+/* A metric's description as this result shows it: the table's, with the quality row named after
+ * the job's metric (label, unit, scale from r->quality). */
+mst_gate_metric_desc mst_gate_desc(const mst_gate_result *r, int metric);
 /* 0 pass or warn, 1 regression, 3 inconclusive, 4 a run failed. */
 int mst_gate_exit_code(const mst_gate_result *r);
 

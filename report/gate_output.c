@@ -11,22 +11,24 @@
 
 static const char *mode_name(mst_gate_mode m) { return m == MST_GATE_MODE_HISTORY ? "history" : "paired"; }
 
-static void fmt_value(int metric, double v, char *buf, size_t n) {
-    const mst_gate_metric_desc *d = &mst_gate_metrics[metric];
+/* The unit of a change in the job's metric: "pt" (percentage points), "dB", ... */
+static const char *quality_unit(const mst_gate_result *r) { return r->quality.diff_unit[0] ? r->quality.diff_unit : "pt"; }
+
+static void fmt_value(const mst_gate_metric_desc *d, double v, char *buf, size_t n) {
     if (isnan(v)) snprintf(buf, n, "-");
     else if (d->rule == MST_GATE_RULE_MEMORY) snprintf(buf, n, "%.1f", v * d->display_scale);
-    else if (d->rule == MST_GATE_RULE_ACCURACY) snprintf(buf, n, "%.2f", v * d->display_scale);
+    else if (d->rule == MST_GATE_RULE_QUALITY) snprintf(buf, n, "%.2f", v * d->display_scale);
     else snprintf(buf, n, "%.4g", v * d->display_scale);
 }
 
-static void fmt_change(int metric, double x, char *buf, size_t n) {
+static void fmt_change(const mst_gate_result *r, int metric, double x, char *buf, size_t n) {
     if (isnan(x)) snprintf(buf, n, "-");
     else if (isinf(x)) snprintf(buf, n, "%sinf", x > 0 ? "+" : "-");
-    else if (mst_gate_metrics[metric].rule == MST_GATE_RULE_ACCURACY) snprintf(buf, n, "%+.2f pt", x);
+    else if (mst_gate_metrics[metric].rule == MST_GATE_RULE_QUALITY) snprintf(buf, n, "%+.2f %s", x, quality_unit(r));
     else snprintf(buf, n, "%+.1f%%", 100 * x);
 }
 
-static void fmt_interval(int metric, const mst_gate_metric_result *m, char *buf, size_t n) {
+static void fmt_interval(const mst_gate_result *r, int metric, const mst_gate_metric_result *m, char *buf, size_t n) {
     if (m->interval_needs_runs > 0) {
         snprintf(buf, n, "n/a (need >= %d runs per side)", m->interval_needs_runs);
         return;
@@ -40,16 +42,17 @@ static void fmt_interval(int metric, const mst_gate_metric_result *m, char *buf,
         return;
     }
     char lo[24], hi[24];
-    fmt_change(metric, m->change_lo, lo, sizeof(lo));
-    fmt_change(metric, m->change_hi, hi, sizeof(hi));
+    fmt_change(r, metric, m->change_lo, lo, sizeof(lo));
+    fmt_change(r, metric, m->change_hi, hi, sizeof(hi));
     snprintf(buf, n, "[%s, %s]", lo, hi);
 }
 
-static void fmt_threshold(const mst_gate_config *cfg, int metric, const mst_gate_metric_result *m, char *buf, size_t n) {
+static void fmt_threshold(const mst_gate_result *r, int metric, const mst_gate_metric_result *m, char *buf, size_t n) {
+    const mst_gate_config *cfg = &r->config;
     const mst_gate_metric_desc *d = &mst_gate_metrics[metric];
     if (m->verdict == MST_GATE_ABSENT) snprintf(buf, n, "-");
     else if (d->rule == MST_GATE_RULE_MEMORY) snprintf(buf, n, "+%g%% & %g MiB", cfg->memory_pct, cfg->memory_mib);
-    else if (d->rule == MST_GATE_RULE_ACCURACY) snprintf(buf, n, "-%g pt", cfg->accuracy_margin_points);
+    else if (d->rule == MST_GATE_RULE_QUALITY) snprintf(buf, n, "-%g %s", cfg->accuracy_margin_points, quality_unit(r));
     else snprintf(buf, n, "%s%.1f%%", d->higher_is_better ? "-" : "+", 100 * m->threshold);
 }
 
@@ -69,13 +72,14 @@ typedef struct {
 
 static void row(const mst_gate_result *r, int metric, row_text *t) {
     const mst_gate_metric_result *m = &r->metric[metric];
-    fmt_value(metric, m->base_value, t->value_b, sizeof(t->value_b));
-    fmt_value(metric, m->cand_value, t->value_c, sizeof(t->value_c));
-    fmt_change(metric, m->change, t->change, sizeof(t->change));
-    fmt_interval(metric, m, t->interval, sizeof(t->interval));
+    mst_gate_metric_desc d = mst_gate_desc(r, metric);
+    fmt_value(&d, m->base_value, t->value_b, sizeof(t->value_b));
+    fmt_value(&d, m->cand_value, t->value_c, sizeof(t->value_c));
+    fmt_change(r, metric, m->change, t->change, sizeof(t->change));
+    fmt_interval(r, metric, m, t->interval, sizeof(t->interval));
     fmt_p(m->p_value, t->p, sizeof(t->p));
     fmt_cv(m->cv, t->cv, sizeof(t->cv));
-    fmt_threshold(&r->config, metric, m, t->threshold, sizeof(t->threshold));
+    fmt_threshold(r, metric, m, t->threshold, sizeof(t->threshold));
 }
 
 static double interval_level(const mst_gate_result *r) {
@@ -94,7 +98,7 @@ void mst_gate_print_table(FILE *f, const mst_gate_result *r) {
     fprintf(f, "%-14s %-10s %10s %10s %9s  %-29s %8s %6s  %-15s %s\n", "metric", "unit", "baseline", "candidate", "change",
             ilabel, "p", "CV", "threshold", "verdict");
     for (int m = 0; m < MST_GATE_METRIC_COUNT; m++) {
-        const mst_gate_metric_desc *d = &mst_gate_metrics[m];
+        mst_gate_metric_desc dd = mst_gate_desc(r, m), *d = &dd;
         if (r->metric[m].verdict == MST_GATE_ABSENT && m == MST_GATE_METRIC_STEP_TIME_P90) continue;
         row_text t;
         row(r, m, &t);
@@ -106,7 +110,7 @@ void mst_gate_print_table(FILE *f, const mst_gate_result *r) {
         if (!r->metric[m].note[0] || (r->metric[m].verdict == MST_GATE_ABSENT && m == MST_GATE_METRIC_STEP_TIME_P90)) continue;
         if (!notes) fputc('\n', f);
         notes = true;
-        fprintf(f, "  %s: %s\n", mst_gate_metrics[m].label, r->metric[m].note);
+        fprintf(f, "  %s: %s\n", mst_gate_desc(r, m).label, r->metric[m].note);
     }
     fprintf(f, "\nverdict: %s (exit %d): %s\n", mst_gate_verdict_name(r->verdict), mst_gate_exit_code(r), r->reason);
 }
@@ -138,16 +142,22 @@ int mst_gate_write_json(FILE *f, const mst_gate_result *r) {
     cJSON *arr = cJSON_AddArrayToObject(root, "metrics");
     for (int m = 0; m < MST_GATE_METRIC_COUNT; m++) {
         const mst_gate_metric_result *x = &r->metric[m];
-        const mst_gate_metric_desc *d = &mst_gate_metrics[m];
+        mst_gate_metric_desc dd = mst_gate_desc(r, m), *d = &dd;
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "metric", d->key);
         cJSON_AddStringToObject(o, "label", d->label);
+        if (m == MST_GATE_METRIC_QUALITY && r->quality.name[0]) {     /* which metric, in which unit */
+            cJSON_AddStringToObject(o, "metric_name", r->quality.name);
+            cJSON_AddStringToObject(o, "unit", r->quality.unit);
+            cJSON_AddNumberToObject(o, "display_scale", r->quality.scale);
+        }
         cJSON_AddStringToObject(o, "verdict", mst_gate_verdict_name(x->verdict));
         cJSON_AddNumberToObject(o, "n_baseline", x->n_base);
         cJSON_AddNumberToObject(o, "n_candidate", x->n_cand);
         add_number(o, "baseline", x->base_value);
         add_number(o, "candidate", x->cand_value);
-        cJSON_AddStringToObject(o, "change_unit", d->rule == MST_GATE_RULE_ACCURACY ? "points" : "fraction");
+        cJSON_AddStringToObject(o, "change_unit", d->rule != MST_GATE_RULE_QUALITY ? "fraction"
+                                                  : strcmp(quality_unit(r), "pt") == 0 ? "points" : quality_unit(r));
         add_number(o, "change", x->change);
         add_number(o, "change_lo", x->change_lo);
         add_number(o, "change_hi", x->change_hi);
@@ -188,14 +198,14 @@ void mst_gate_write_markdown(FILE *f, const mst_gate_result *r) {
         row_text t;
         row(r, m, &t);
         mst_gate_verdict v = r->metric[m].verdict;
-        fprintf(f, "| %s (%s) | %s | %s | %s | %s | %s | %s | %s | %s%s%s |\n", mst_gate_metrics[m].label,
-                mst_gate_metrics[m].unit, t.value_b, t.value_c, t.change, t.interval, t.p, t.cv, t.threshold,
+        mst_gate_metric_desc d = mst_gate_desc(r, m);
+        fprintf(f, "| %s (%s) | %s | %s | %s | %s | %s | %s | %s | %s%s%s |\n", d.label, d.unit, t.value_b, t.value_c, t.change, t.interval, t.p, t.cv, t.threshold,
                 v == MST_GATE_FAIL ? "**" : "", mst_gate_verdict_name(v), v == MST_GATE_FAIL ? "**" : "");
     }
     fputc('\n', f);
     for (int m = 0; m < MST_GATE_METRIC_COUNT; m++) {
         if (!r->metric[m].note[0] || (r->metric[m].verdict == MST_GATE_ABSENT && m == MST_GATE_METRIC_STEP_TIME_P90)) continue;
-        fprintf(f, "- %s: ", mst_gate_metrics[m].label);
+        fprintf(f, "- %s: ", mst_gate_desc(r, m).label);
         md_text(f, r->metric[m].note);
         fputc('\n', f);
     }
@@ -269,16 +279,16 @@ void mst_gate_write_junit(FILE *f, const mst_gate_result *r) {
         const mst_gate_metric_result *x = &r->metric[m];
         row_text t;
         row(r, m, &t);
+        mst_gate_metric_desc d = mst_gate_desc(r, m);
         char detail[768];
         snprintf(detail, sizeof(detail), "baseline %s %s, candidate %s %s, change %s %s, p %s, CV %s, threshold %s. %s", t.value_b,
-                 mst_gate_metrics[m].unit, t.value_c, mst_gate_metrics[m].unit, t.change, t.interval, t.p, t.cv, t.threshold,
+                 d.unit, t.value_c, d.unit, t.change, t.interval, t.p, t.cv, t.threshold,
                  x->note);
         const char *kind = x->verdict == MST_GATE_FAIL ? "failure"
                            : x->verdict == MST_GATE_INCONCLUSIVE || x->verdict == MST_GATE_ABSENT ? "skipped"
                                                                                                     : NULL;
-        snprintf(msg, sizeof(msg), "%s %s: %s", mst_gate_metrics[m].label, mst_gate_verdict_name(x->verdict),
-                 x->note[0] ? x->note : t.change);
-        junit_case(f, mst_gate_metrics[m].key, kind, msg, detail);
+        snprintf(msg, sizeof(msg), "%s %s: %s", d.label, mst_gate_verdict_name(x->verdict), x->note[0] ? x->note : t.change);
+        junit_case(f, d.key, kind, msg, detail);
     }
     fprintf(f, "  </testsuite>\n</testsuites>\n");
 }
@@ -315,9 +325,10 @@ void mst_gate_write_annotations(FILE *f, const mst_gate_result *r) {
         if (x->verdict != MST_GATE_FAIL && x->verdict != MST_GATE_WARN && x->verdict != MST_GATE_INCONCLUSIVE) continue;
         row_text t;
         row(r, m, &t);
-        snprintf(title, sizeof(title), "mstune gate: %s %s", mst_gate_metrics[m].label, mst_gate_verdict_name(x->verdict));
-        snprintf(msg, sizeof(msg), "%s: %s -> %s %s (%s, interval %s). %s", mst_gate_metrics[m].label, t.value_b, t.value_c,
-                 mst_gate_metrics[m].unit, t.change, t.interval, x->note);
+        mst_gate_metric_desc d = mst_gate_desc(r, m);
+        snprintf(title, sizeof(title), "mstune gate: %s %s", d.label, mst_gate_verdict_name(x->verdict));
+        snprintf(msg, sizeof(msg), "%s: %s -> %s %s (%s, interval %s). %s", d.label, t.value_b, t.value_c, d.unit, t.change,
+                 t.interval, x->note);
         gh_line(f, x->verdict == MST_GATE_FAIL ? "error" : "warning", title, msg);
     }
 }

@@ -4,6 +4,7 @@
  * the biggest bucket of the step and the one change most likely to shrink it. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "report/render.h"
@@ -29,6 +30,65 @@ static double num(const cJSON *o, const char *key, double dflt) {
     return cJSON_IsNumber(v) ? v->valuedouble : dflt;
 }
 
+/* The run's throughput from the profile alone (the run table's samples_processed, steps_processed and
+ * train_loop_s, written by `mstune profile`): the same definition as summary.json's. A profile
+ * without them (older) falls back to its profiled steps: batch size x steps / their summed wall time. */
+double rpt_profile_throughput(const rpt_profile *p, bool samples) {
+    const char *n = rpt_profile_meta(p, samples ? "samples_processed" : "steps_processed"), *t = rpt_profile_meta(p, "train_loop_s");
+    if (n && t) {
+        double cnt = strtod(n, NULL), sec = strtod(t, NULL);
+        if (isfinite(cnt) && cnt >= 0 && isfinite(sec) && sec > 0) return cnt / sec;
+    }
+    if (samples && p->batch_size <= 0) return -1;
+    double ms = 0;
+    for (int64_t i = 0; i < p->n_steps; i++) ms += p->steps[i].wall_ms;
+    if (!(ms > 0)) return -1;
+    return (double)p->n_steps * (samples ? (double)p->batch_size : 1.0) * 1000.0 / ms;
+}
+
+void rpt_metric_from_summary(const cJSON *summary, rpt_metric *m) {
+    memset(m, 0, sizeof(*m));
+    m->value = NAN;
+    m->scale = 1;
+    m->higher_is_better = true;
+    const cJSON *o = cJSON_GetObjectItem(summary, "metric");
+    const cJSON *name = cJSON_GetObjectItem(o, "name");
+    if (cJSON_IsObject(o) && cJSON_IsString(name) && name->valuestring[0]) {
+        const cJSON *label = cJSON_GetObjectItem(o, "label"), *unit = cJSON_GetObjectItem(o, "unit");
+        const cJSON *scale = cJSON_GetObjectItem(o, "display_scale"), *v = cJSON_GetObjectItem(o, "value");
+        bool acc = strcmp(name->valuestring, "accuracy") == 0;      /* summaries before label/unit were written */
+        m->known = true;
+        snprintf(m->name, sizeof(m->name), "%s", name->valuestring);
+        snprintf(m->label, sizeof(m->label), "%s", cJSON_IsString(label) ? label->valuestring : name->valuestring);
+        snprintf(m->unit, sizeof(m->unit), "%s", cJSON_IsString(unit) ? unit->valuestring : acc ? "%" : "");
+        m->scale = cJSON_IsNumber(scale) && isfinite(scale->valuedouble) && scale->valuedouble > 0 ? scale->valuedouble : acc ? 100 : 1;
+        m->higher_is_better = !cJSON_IsFalse(cJSON_GetObjectItem(o, "higher_is_better"));
+        if (cJSON_IsNumber(v) && isfinite(v->valuedouble)) m->value = v->valuedouble;
+    } else {        /* an older summary: accuracy only */
+        snprintf(m->name, sizeof(m->name), "accuracy");
+        snprintf(m->label, sizeof(m->label), "accuracy");
+        snprintf(m->unit, sizeof(m->unit), "%%");
+        m->scale = 100;
+        double acc = num(summary, "val_accuracy", -1);
+        if (acc >= 0) m->value = acc;
+        m->known = acc >= 0;
+    }
+    snprintf(m->diff_unit, sizeof(m->diff_unit), "%s", strcmp(m->unit, "%") == 0 ? "pp" : m->unit);
+}
+
+void rpt_metric_fmt(const rpt_metric *m, double v, char *out, size_t n) {
+    if (isnan(v)) snprintf(out, n, "n/a");
+    else snprintf(out, n, "%.2f%s%s", v * m->scale, strcmp(m->unit, "%") == 0 || !m->unit[0] ? "" : " ", m->unit);
+}
+
+double rpt_metric_epoch(const rpt_metric *m, const cJSON *e) {
+    const cJSON *v = cJSON_GetObjectItem(e, "val_metric");
+    if (cJSON_IsNumber(v)) return isfinite(v->valuedouble) ? v->valuedouble : NAN;
+    if (cJSON_IsNull(v)) return NAN;
+    v = cJSON_GetObjectItem(e, "val_accuracy");         /* older summaries */
+    return strcmp(m->name, "accuracy") == 0 && cJSON_IsNumber(v) && v->valuedouble >= 0 ? v->valuedouble : NAN;
+}
+
 void rpt_headline_fill(rpt_headline *h, const rpt_profile *p, const cJSON *summary, bool summary_given) {
     memset(h, 0, sizeof(*h));
     h->summary = summary;
@@ -40,11 +100,14 @@ void rpt_headline_fill(rpt_headline *h, const rpt_profile *p, const cJSON *summa
         h->step_ms = h->profiled_ms;
         h->step_key = "profiled_step_ms_median";
     }
-    h->steps_per_s = num(summary, "steps_per_s", h->step_ms > 0 ? 1000.0 / h->step_ms : -1);
-    h->samples_per_s = num(summary, "samples_per_s", p->batch_size > 0 && h->step_ms > 0 ? 1000.0 * (double)p->batch_size / h->step_ms : -1);
+    h->steps_per_s = num(summary, "steps_per_s", rpt_profile_throughput(p, false));
+    h->samples_per_s = num(summary, "samples_per_s", rpt_profile_throughput(p, true));
+    h->samples_processed = num(summary, "samples_processed", -1);
+    h->train_loop_s = num(summary, "train_loop_s", -1);
     const cJSON *share = cJSON_GetObjectItem(summary, "breakdown_share");
     for (int c = 0; c < MST_CAT_COUNT; c++) h->share[c] = num(share, mst_prof_cat_name((mst_prof_cat)c), p->bd.share[c]);
     h->val_accuracy = num(summary, "val_accuracy", -1);
+    rpt_metric_from_summary(summary, &h->metric);
     h->peak_memory_bytes = num(summary, "peak_memory_bytes", (double)p->mem_peak_step_total);
     if (!summary_given) return;
     /* a summary.json from another run would make the headline lie: say so on the page */
@@ -148,8 +211,12 @@ cJSON *rpt_summary_from_profile(const rpt_profile *p) {
     cJSON_AddStringToObject(o, "model", p->model_name);
     cJSON_AddNumberToObject(o, "steps", (double)p->n_steps);
     cJSON_AddNumberToObject(o, "step_time_ms_median", ms);
-    cJSON_AddNumberToObject(o, "steps_per_s", ms > 0 ? 1000.0 / ms : 0);
-    if (p->batch_size > 0) cJSON_AddNumberToObject(o, "samples_per_s", ms > 0 ? 1000.0 * (double)p->batch_size / ms : 0);
+    double steps_per_s = rpt_profile_throughput(p, false), samples_per_s = rpt_profile_throughput(p, true);
+    cJSON_AddNumberToObject(o, "steps_per_s", steps_per_s > 0 ? steps_per_s : 0);
+    if (samples_per_s >= 0) cJSON_AddNumberToObject(o, "samples_per_s", samples_per_s);
+    const char *sp = rpt_profile_meta(p, "samples_processed"), *tl = rpt_profile_meta(p, "train_loop_s");
+    if (sp) cJSON_AddNumberToObject(o, "samples_processed", strtod(sp, NULL));
+    if (tl) cJSON_AddNumberToObject(o, "train_loop_s", strtod(tl, NULL));
     if (p->mem_peak_step_total >= 0) cJSON_AddNumberToObject(o, "peak_memory_bytes", (double)p->mem_peak_step_total);
     for (int64_t i = p->n_steps - 1; i >= 0; i--)
         if (p->steps[i].has_loss) {

@@ -149,7 +149,8 @@ static void answer(rpt_buf *b, const rpt_page *pg) {
     }
     rpt_fmt_rate(h->steps_per_s, t2, sizeof(t2));
     num_span(b, "steps-per-s", "steps_per_s", h->steps_per_s, t2);
-    rpt_puts(b, h->samples_per_s >= 0 ? " steps/s</div></div>\n" : " steps/s</div><div class=\"s\">batch size unknown</div></div>\n");
+    rpt_puts(b, h->samples_per_s >= 0 ? " steps/s, samples processed / training-loop wall time</div></div>\n"
+                                      : " steps/s</div><div class=\"s\">batch size unknown</div></div>\n");
 
     int top = MST_CAT_KERNEL;
     for (int c = 0; c < MST_CAT_COUNT; c++)
@@ -160,11 +161,19 @@ static void answer(rpt_buf *b, const rpt_page *pg) {
     num_span(b, "top-share", NULL, h->share[top], t);
     rpt_puts(b, "%</div><div class=\"s\">of all profiled step time</div></div>\n");
 
-    if (h->val_accuracy >= 0) {
-        rpt_puts(b, "<div class=\"card\"><div class=\"k\">Validation accuracy</div><div class=\"v\">");
-        snprintf(t, sizeof(t), "%.2f", 100 * h->val_accuracy);
-        num_span(b, "val-accuracy", "val_accuracy", h->val_accuracy, t);
-        rpt_puts(b, "%</div><div class=\"s\">last evaluation</div></div>\n");
+    const rpt_metric *m = &h->metric;
+    if (!isnan(m->value)) {     /* the job's metric: id val-<name> (val-accuracy, val-psnr) */
+        char id[48];
+        bool acc = strcmp(m->name, "accuracy") == 0;
+        snprintf(id, sizeof(id), "val-%s", m->name);
+        rpt_puts(b, "<div class=\"card\"><div class=\"k\">Validation ");
+        rpt_html(b, m->label);
+        rpt_puts(b, "</div><div class=\"v\">");
+        snprintf(t, sizeof(t), "%.2f", m->value * m->scale);
+        num_span(b, id, acc ? "val_accuracy" : "metric.value", m->value, t);
+        if (strcmp(m->unit, "%") != 0 && m->unit[0]) rpt_puts(b, " ");
+        rpt_html(b, m->unit);
+        rpt_printf(b, "</div><div class=\"s\">last evaluation, %s is better</div></div>\n", m->higher_is_better ? "higher" : "lower");
     }
     if (h->peak_memory_bytes >= 0) {
         rpt_puts(b, "<div class=\"card\"><div class=\"k\">Peak memory</div><div class=\"v\">");
@@ -313,10 +322,14 @@ static void throughput_section(rpt_buf *b, const rpt_page *pg) {
     rpt_fmt_rate(h->steps_per_s, t, sizeof(t));
     rpt_printf(b, "<tr><td>steps/s</td><td class=\"n\">%s</td></tr>\n", t);
     if (p->batch_size > 0) rpt_printf(b, "<tr><td>batch size</td><td class=\"n\">%lld</td></tr>\n", (long long)p->batch_size);
+    if (h->samples_processed >= 0) rpt_printf(b, "<tr><td>samples processed</td><td class=\"n\">%.0f</td></tr>\n", h->samples_processed);
+    if (h->train_loop_s > 0) rpt_printf(b, "<tr><td>training loop (s)</td><td class=\"n\">%.3f</td></tr>\n", h->train_loop_s);
     rpt_fmt_ms(h->step_ms, t, sizeof(t));
     rpt_printf(b, "<tr><td>median step (ms)</td><td class=\"n\">%s</td></tr>\n", t);
-    rpt_puts(b, "</table><p class=\"meta\">Throughput is the batch size over the median step time; the chart shows it step by "
-                "step.</p></div></div>\n</section>\n");
+    rpt_puts(b, "</table><p class=\"meta\">Throughput is the samples the run actually processed over the wall time of its "
+                "training loop (warm-up, compiles and data waits included; evaluation and checkpoints not): the figure "
+                "<code>mstune train</code> prints and summary.json holds. The chart shows each step's own rate (batch size over "
+                "the step's time) beside it.</p></div></div>\n</section>\n");
 }
 
 static void ops_section(rpt_buf *b, const rpt_page *pg) {
@@ -358,19 +371,26 @@ static void training_section(rpt_buf *b, const rpt_page *pg) {
     rpt_puts(b, "<div class=\"tables\">");
     const cJSON *ep = cJSON_GetObjectItem(pg->h->summary, "epoch_records");
     if (cJSON_IsArray(ep) && cJSON_GetArraySize(ep) > 0) {
-        rpt_puts(b, "<table id=\"epochs\"><tr><th>epoch</th><th>steps</th><th>wall s</th><th>train loss</th><th>val accuracy</th>"
-                    "<th>val loss</th></tr>\n");
+        rpt_puts(b, "<table id=\"epochs\"><tr><th>epoch</th><th>steps</th><th>wall s</th><th>train loss</th><th>val ");
+        rpt_html(b, pg->h->metric.label);
+        if (pg->h->metric.unit[0]) {
+            rpt_puts(b, " (");
+            rpt_html(b, pg->h->metric.unit);
+            rpt_puts(b, ")");
+        }
+        rpt_puts(b, "</th><th>val loss</th></tr>\n");
         int i = 0;
         const cJSON *e;
         cJSON_ArrayForEach(e, ep) {
-            const char *keys[] = {"steps", "wall_s", "train_loss", "val_accuracy", "val_loss"};
+            const char *keys[] = {"steps", "wall_s", "train_loss", NULL, "val_loss"};
             rpt_printf(b, "<tr><td class=\"n\">%d</td>", ++i);
             for (int k = 0; k < 5; k++) {
-                const cJSON *v = cJSON_GetObjectItem(e, keys[k]);
-                if (!cJSON_IsNumber(v)) rpt_puts(b, "<td class=\"n\">n/a</td>");
+                double mv = k == 3 ? rpt_metric_epoch(&pg->h->metric, e) : NAN;
+                const cJSON *v = keys[k] ? cJSON_GetObjectItem(e, keys[k]) : NULL;
+                if (k == 3 && isnan(mv)) rpt_puts(b, "<td class=\"n\">none</td>");
+                else if (k == 3) td_num(b, "%.2f", mv * pg->h->metric.scale);
+                else if (!cJSON_IsNumber(v)) rpt_puts(b, "<td class=\"n\">n/a</td>");
                 else if (k == 0) td_num(b, "%.0f", v->valuedouble);
-                else if (k == 3 && v->valuedouble < 0) rpt_puts(b, "<td class=\"n\">none</td>");
-                else if (k == 3) td_num(b, "%.2f%%", 100 * v->valuedouble);
                 else td_num(b, "%.4f", v->valuedouble);
             }
             rpt_puts(b, "</tr>\n");

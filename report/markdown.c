@@ -28,8 +28,9 @@ int rpt_markdown_write(const rpt_page *pg, const char *path, char *err, size_t e
         rpt_puts(&b, "\n> ");
         rpt_md(&b, second);
     }
-    rpt_puts(&b, "\n\n| step time (median) | throughput | biggest bucket | validation accuracy | peak memory |\n"
-                 "|---:|---:|---|---:|---:|\n| ");
+    rpt_puts(&b, "\n\n| step time (median) | throughput | biggest bucket | validation ");
+    rpt_md(&b, h->metric.label);
+    rpt_puts(&b, " | peak memory |\n|---:|---:|---|---:|---:|\n| ");
     rpt_fmt_ms(h->step_ms, t, sizeof(t));
     rpt_printf(&b, "%s ms | ", t);
     if (h->samples_per_s >= 0) {
@@ -43,8 +44,9 @@ int rpt_markdown_write(const rpt_page *pg, const char *path, char *err, size_t e
     for (int c = 0; c < MST_CAT_COUNT; c++)
         if (h->share[c] > h->share[top]) top = c;
     rpt_printf(&b, "%s %.1f%% | ", mst_prof_cat_name((mst_prof_cat)top), 100 * h->share[top]);
-    if (h->val_accuracy >= 0) rpt_printf(&b, "%.2f%% | ", 100 * h->val_accuracy);
-    else rpt_puts(&b, "n/a | ");
+    rpt_metric_fmt(&h->metric, h->metric.value, t, sizeof(t));
+    rpt_md(&b, t);
+    rpt_puts(&b, " | ");
     if (h->peak_memory_bytes >= 0) {
         rpt_fmt_bytes(h->peak_memory_bytes, t, sizeof(t));
         rpt_printf(&b, "%s |\n", t);

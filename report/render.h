@@ -14,6 +14,26 @@
 #include "report/profile_view.h"
 #include "report/textbuf.h"
 
+/* The job's metric as summary.json's "metric" describes it ({name, value, higher_is_better,
+ * direction, label, unit, display_scale}); an older summary without it has accuracy only
+ * (val_accuracy). Every renderer names and formats the job's metric through this. */
+typedef struct {
+    bool known;                 /* the summary names a metric (or has a val_accuracy >= 0) */
+    char name[32];              /* "accuracy", "psnr" */
+    char label[32];             /* "accuracy", "PSNR" */
+    char unit[16];              /* of the displayed value: "%", "dB" */
+    char diff_unit[16];         /* of a difference: "pp" for a percentage, else the unit */
+    double scale;               /* summary value * scale = displayed value */
+    bool higher_is_better;
+    double value;               /* last evaluation, summary units; NAN when none ran */
+} rpt_metric;
+
+void rpt_metric_from_summary(const cJSON *summary, rpt_metric *m);
+/* "83.44%", "18.70 dB": a value in summary units, displayed. */
+void rpt_metric_fmt(const rpt_metric *m, double v, char *out, size_t n);
+/* An epoch record's metric value (its val_metric, or val_accuracy in older summaries); NAN if none. */
+double rpt_metric_epoch(const rpt_metric *m, const cJSON *epoch_record);
+
 typedef struct {
     const cJSON *summary;       /* the summary.json the folder gets (given or regenerated) */
     bool summary_given;         /* false: regenerated from the database */
@@ -22,12 +42,18 @@ typedef struct {
     double profiled_ms;         /* profiled_step_ms_median (the breakdown's steps) */
     double samples_per_s;       /* < 0 when unknown */
     double steps_per_s;         /* < 0 when unknown */
+    double samples_processed;   /* summary.json's; < 0 when unknown */
+    double train_loop_s;        /* summary.json's; < 0 when unknown */
     double share[7];            /* breakdown_share, by mst_prof_cat */
     double val_accuracy;        /* 0..1; < 0 when none ran or unknown */
+    rpt_metric metric;          /* the job's metric (summary.json "metric") */
     double peak_memory_bytes;   /* < 0 when unknown */
     char mismatch[512];         /* non-empty: summary.json does not describe this profile */
 } rpt_headline;
 
+/* The run's throughput (samples when `samples`, else steps) from the profile alone: processed / the
+ * training loop's wall time, as summary.json's samples_per_s; -1 when unknown. */
+double rpt_profile_throughput(const rpt_profile *p, bool samples);
 /* Headline from the summary (when it has the keys) and the profile otherwise. */
 void rpt_headline_fill(rpt_headline *h, const rpt_profile *p, const cJSON *summary, bool summary_given);
 /* The answer in one sentence: the biggest bucket of the step, its share, what it means and what

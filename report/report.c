@@ -61,6 +61,11 @@ int mst_report_render_with(const char *db_path, const char *summary_json_path, c
     }
     rpt_profile p;
     if (rpt_profile_load(&p, db_path, err, errn) != 0) return -1;
+    char *shown = extras && extras->profile_shown ? strdup(extras->profile_shown) : NULL;
+    if (shown) {        /* named on the page (and in a regenerated summary) as the reader will find it */
+        free(p.path);
+        p.path = shown;
+    }
     int rc = -1;
     cJSON *advice = NULL;
     char *summary_text = NULL;

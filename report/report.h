@@ -38,6 +38,8 @@ typedef struct {
     const char *advice_json_path;   /* `mstune advise`'s advice.json (advisor/deliver.c): findings, trial table,
                                      * verdicts and the tuned.yaml changes, first on the page */
     const char *next_hint;          /* a last line such as "next: mstune advise JOB (graph mode: ...)" */
+    const char *profile_shown;      /* the profile's path as the page names it (NULL: db_path): a staged run's
+                                     * database is named where promotion puts it (cli/outdir.h) */
 } mst_report_extras;
 
 /* mst_report_render with extras (NULL: none). An unreadable advice.json is an error naming it. */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "profiler/events.h"
 #include "runtime/amp/autocast.h"
 #include "runtime/comm/dp.h"
 #include "runtime/context.h"
@@ -95,7 +96,9 @@ static mst_status run_backward(mst_ctx *ctx) {
             continue;
         }
         mst_tensor *gx[MST_MAX_OP_INPUTS] = {0};
+        int64_t prev = mst_prof_flow_enter_backward(e->prof_seq);  /* the trace links these ops to e's forward */
         mst_status s = d->backward(ctx, e, gy, gx);
+        mst_prof_flow_enter_backward(prev);
         if (s != MST_OK) return s;
         for (int i = 0; i < e->n_in; i++) {
             mst_tensor *x = e->in[i];

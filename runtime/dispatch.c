@@ -47,6 +47,36 @@ static mst_status promote(mst_ctx *ctx, mst_op_call *c) {
     return MST_OK;
 }
 
+/* The trace's view of a call (profiler/events.h: mst_prof_intern_sig): "[[d0,d1],..]|f32,..". */
+static void sig_text(const void *arg, char *buf, size_t n) {
+    const mst_op_call *c = arg;
+    size_t k = 0;
+    buf[k++] = '[';
+    for (int i = 0; i < c->n_in && k + 64 < n; i++) {
+        if (i) buf[k++] = ',';
+        buf[k++] = '[';
+        for (int j = 0; j < c->in[i]->ndim && k + 32 < n; j++)
+            k += (size_t)snprintf(buf + k, n - k, "%s%lld", j ? "," : "", (long long)c->in[i]->shape[j]);
+        buf[k++] = ']';
+    }
+    buf[k++] = ']';
+    buf[k++] = '|';
+    for (int i = 0; i < c->n_in && k + 16 < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? "," : "", mst_dtype_name(c->in[i]->dtype));
+    buf[k < n ? k : n - 1] = '\0';
+}
+
+static uint64_t sig_key(const mst_op_call *c) {
+    uint64_t h = 1469598103934665603ull;        /* FNV-1a over what sig_text prints */
+    h = (h ^ (uint64_t)c->n_in) * 1099511628211ull;
+    for (int i = 0; i < c->n_in; i++) {
+        h = (h ^ (uint64_t)c->in[i]->dtype) * 1099511628211ull;
+        h = (h ^ (uint64_t)c->in[i]->ndim) * 1099511628211ull;
+        for (int j = 0; j < c->in[i]->ndim; j++) h = (h ^ (uint64_t)c->in[i]->shape[j]) * 1099511628211ull;
+    }
+    return h;
+}
+
 /* The provider choice (builtin, oneDNN) is runtime/backend/kernel_choice.c's. */
 mst_kernel_fn mst_op_kernel(const mst_ctx *ctx, const mst_op_desc *d, mst_dtype key) {
     return mst_kernel_lookup(ctx, d, key);
@@ -62,6 +92,7 @@ mst_status mst_dispatch(mst_ctx *ctx, mst_op op, int n_in, mst_tensor *const in[
 
     mst_op_call c;
     c.op = op;
+    c.prof_seq = 0;
     c.n_out = d->n_outputs;
     memset(c.out, 0, sizeof(c.out));
     if (attrs) c.attrs = *attrs;
@@ -96,7 +127,11 @@ mst_status mst_dispatch(mst_ctx *ctx, mst_op op, int n_in, mst_tensor *const in[
     if (s == MST_OK && tracing) s = mst_trace_record(ctx, &c);
 
     if (s == MST_OK && kernel && !tracing) {
-        mst_prof_op_begin(MST_CAT_KERNEL, prof_name, op);
+        if (mst_prof_on(MST_PROF_LEVEL_OPS)) {     /* shapes, dtypes and the forward-backward link for the trace */
+            int64_t bwd = mst_prof_flow_backward_of();
+            if (!bwd && ctx->grad_enabled && d->backward) c.prof_seq = mst_prof_flow_next();
+            mst_prof_kernel_begin(prof_name, op, mst_prof_intern_sig(sig_key(&c), sig_text, &c), bwd ? -bwd : c.prof_seq);
+        }
         s = kernel(ctx, &c);
         if (mst_prof_on(MST_PROF_LEVEL_OPS))
             mst_prof_record_(MST_EV_END, MST_CAT_KERNEL, prof_name, op, mst_op_flops(&c), mst_op_bytes(&c));

@@ -9,13 +9,18 @@
 static const struct {
     const char *name;
     bool higher_is_better;
+    const char *label, *unit;
+    double display_scale;
 } k_metrics[MST_METRIC_COUNT] = {
-    [MST_METRIC_ACCURACY] = {"accuracy", true},
-    [MST_METRIC_PSNR] = {"psnr", true},
+    [MST_METRIC_ACCURACY] = {"accuracy", true, "accuracy", "%", 100},
+    [MST_METRIC_PSNR] = {"psnr", true, "PSNR", "dB", 1},
 };
 
 const char *mst_metric_name(mst_metric m) { return (unsigned)m < MST_METRIC_COUNT ? k_metrics[m].name : "?"; }
 bool mst_metric_higher_is_better(mst_metric m) { return (unsigned)m < MST_METRIC_COUNT && k_metrics[m].higher_is_better; }
+const char *mst_metric_label(mst_metric m) { return (unsigned)m < MST_METRIC_COUNT ? k_metrics[m].label : "?"; }
+const char *mst_metric_unit(mst_metric m) { return (unsigned)m < MST_METRIC_COUNT ? k_metrics[m].unit : ""; }
+double mst_metric_display_scale(mst_metric m) { return (unsigned)m < MST_METRIC_COUNT ? k_metrics[m].display_scale : 1; }
 
 mst_tensor *mst_model_loss(mst_model *m, mst_ctx *ctx, mst_tensor *out, mst_tensor *target) {
     return m->loss ? m->loss(m, ctx, out, target) : mst_cross_entropy(ctx, out, target);

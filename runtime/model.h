@@ -27,6 +27,9 @@ typedef enum {
 
 const char *mst_metric_name(mst_metric m);         /* "accuracy", "psnr" */
 bool mst_metric_higher_is_better(mst_metric m);
+const char *mst_metric_label(mst_metric m);        /* for people: "accuracy", "PSNR" */
+const char *mst_metric_unit(mst_metric m);         /* of the displayed value: "%", "dB" */
+double mst_metric_display_scale(mst_metric m);     /* value * scale = displayed value (accuracy 0..1 -> %) */
 
 struct mst_model {
     char name[32];

@@ -76,6 +76,7 @@ typedef struct mst_op_call {
     mst_tensor *in[MST_MAX_OP_INPUTS];
     mst_tensor *out[MST_MAX_OP_OUTPUTS];
     mst_attrs attrs;
+    int64_t prof_seq;       /* the profiler's forward sequence number (trace flow to its backward); 0 none */
 } mst_op_call;
 
 /* What inference says an output will be. */

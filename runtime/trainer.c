@@ -341,7 +341,7 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
     progress pr = {cfg->progress, false, cfg->log_every > 0 ? cfg->log_every : 50, 0};
     if (pr.f) pr.tty = cfg->progress_tty >= 0 ? cfg->progress_tty : isatty(fileno(pr.f));
 
-    int64_t n_timed = 0, batch_size = 0;
+    int64_t n_timed = 0;
     bool evaluated_last = false;
     const uint32_t name_loss = mst_prof_intern("loss"), name_lr = mst_prof_intern("lr");
     const uint32_t name_scale = mst_prof_intern("loss_scale"), name_overflow = mst_prof_intern("overflow");
@@ -367,11 +367,12 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
             mst_prof_step_begin(step);
             mst_pool_push(ctx);
             mst_tensor *x[MST_STEP_MAX_MICRO], *y[MST_STEP_MAX_MICRO];
+            int64_t step_samples = 0;
             int r = 1;
             for (int k = 0; k < acc && r == 1; k++) {
                 mst_batch batch;
                 if ((r = mst_loader_next(train, &batch)) != 1) break;
-                if (batch_size == 0) batch_size = batch.size;
+                step_samples += batch.size;
                 batch_tensors(ctx, &batch, cfg, &x[k], &y[k]);
             }
             if (r != 1) {
@@ -425,7 +426,7 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
                 comm_busy[n_timed] = cb;
             }
             if (b > b0) step_ms[n_timed++] = ms;        /* the first step of an epoch is warm-up */
-            res->train_loop_s += ms / 1e3;
+            res->samples += step_samples;
             res->losses[res->n_losses++] = lv;
             loss_sum += lv;
             er->steps++;
@@ -434,9 +435,10 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
             double elapsed = (double)(mst_prof_now_ns() - epoch_t0) / 1e9;
             progress_step(&pr, epoch, cfg->epochs, b, nb_shown, lv, elapsed > 0 ? (double)(b - b0) / elapsed : 0, total - step);
         }
+        er->wall_s = (double)(mst_prof_now_ns() - epoch_t0) / 1e9;
+        res->train_loop_s += er->wall_s;        /* the loop's wall time: evaluation and checkpoints come after */
         if (cfg->profiler) mst_profiler_pause(cfg->profiler);      /* evaluation is not a training step */
         if (cfg->stop && *cfg->stop) res->interrupted = true;
-        er->wall_s = (double)(mst_prof_now_ns() - epoch_t0) / 1e9;
         er->train_loss = er->steps ? loss_sum / (double)er->steps : 0;
         if (pr.f && pr.tty) fputc('\n', pr.f);
         bool complete = b >= nb;
@@ -486,8 +488,13 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
     res->final_loss = res->n_losses ? res->losses[res->n_losses - 1] : 0;
     res->step_time_ms_median = median(step_ms, n_timed);
     res->step_time_ms_p90 = p90_sorted(step_ms, n_timed);
-    res->steps_per_s = res->step_time_ms_median > 0 ? 1000.0 / res->step_time_ms_median : 0;
-    res->samples_per_s = res->steps_per_s * (double)batch_size * (double)res->comm_size;     /* global batch */
+    /* throughput: what this run actually processed over the training loop's wall time (one
+     * definition for the CLI, summary.json, the report, compare and the advisor: docs/report.md);
+     * with data parallelism each rank processed its share of every global batch: the run's samples
+     * are all ranks' (every rank takes the same steps of the same per-rank batch) */
+    if (res->comm_size > 1) res->samples *= res->comm_size;
+    res->steps_per_s = res->train_loop_s > 0 ? (double)(step - res->resumed_at_step) / res->train_loop_s : 0;
+    res->samples_per_s = res->train_loop_s > 0 ? (double)res->samples / res->train_loop_s : 0;
     if (comm_exp) {
         res->comm_buckets = mst_dp_bucket_count(ctx);
         res->comm_grad_bytes = mst_dp_grad_bytes(ctx);

@@ -88,7 +88,8 @@ typedef struct {
     double final_loss;              /* training loss of the last step */
     double step_time_ms_median;     /* over this run's steps, first step of each epoch excluded */
     double step_time_ms_p90;        /* the same steps' 90th percentile (nearest rank) */
-    double steps_per_s, samples_per_s;
+    int64_t samples;                /* samples this run processed (every micro-batch of every step it took; all ranks') */
+    double steps_per_s, samples_per_s;  /* this run's steps and samples over train_loop_s */
     int64_t peak_memory_bytes;      /* allocator peak, all categories */
     double *losses;                 /* training loss of every step this run took */
     int64_t n_losses;
@@ -101,8 +102,9 @@ typedef struct {
     int64_t warmup_clamped_from;    /* > 0: the cosine warmup was longer than the run and was
                                        clamped to a tenth of it (a note went to cfg->progress) */
     double wall_s;
-    double train_loop_s;            /* every training step's wall time summed (warm-up, compiles and data waits
-                                       included; evaluation and checkpoints excluded): the training work */
+    double train_loop_s;            /* the training loop's wall time: each epoch from its start to its last
+                                       step's end, summed (warm-up, compiles, data waits and the loop's own
+                                       work included; evaluation and checkpoints excluded): the training work */
     int amp_level;                  /* as configured */
     double loss_scale_final;        /* the scale after the last step; 1 without a scaler */
     int64_t overflow_steps;         /* steps with inf/NaN gradients (scaler's count, resumed runs included) */

@@ -150,9 +150,14 @@ static void test_slower_job_fails(void **state) {
     assert_string_equal(cJSON_GetObjectItem(j, "verdict")->valuestring, "FAIL");
     assert_int_equal(cJSON_GetObjectItem(j, "exit_code")->valueint, 1);
     assert_string_equal(metric_verdict(j, "step_time_ms_median"), "FAIL");
-    assert_string_equal(metric_verdict(j, "samples_per_s"), "FAIL");
+    /* throughput is samples over the whole training loop (docs/report.md), so the run's fixed costs
+     * and a neighbour's preemptions between steps are in it too: on a loaded machine its CV can
+     * raise the threshold above the drop and make it WARN; it must never pass */
+    const char *thr = metric_verdict(j, "samples_per_s");
+    if (strcmp(thr, "FAIL") != 0 && strcmp(thr, "WARN") != 0) fail_msg("throughput: %s, expected FAIL or WARN", thr);
+    bool thr_failed = strcmp(thr, "FAIL") == 0;
     assert_string_equal(metric_verdict(j, "peak_memory_bytes"), "PASS");
-    assert_string_equal(metric_verdict(j, "val_accuracy"), "ABSENT");
+    assert_string_equal(metric_verdict(j, "metric"), "ABSENT");
     cJSON_Delete(j);
     /* ::error lines: exactly the failing metrics (median, throughput, and p90 unless a neighbour's
      * load made the tail noisy enough for WARN — seen under ASan beside a training run), nothing
@@ -164,7 +169,7 @@ static void test_slower_job_fails(void **state) {
     }
     bool p90_failed = strstr(g_out, "::error title=mstune gate%3A step time p90 FAIL::") != NULL;
     assert_true(p90_failed || strstr(g_out, "::warning title=mstune gate%3A step time p90 WARN::") != NULL);
-    assert_int_equal(errors, p90_failed ? 3 : 2);
+    assert_int_equal(errors, 1 + p90_failed + thr_failed);
     assert_non_null(strstr(g_out, "::error title=mstune gate%3A step time FAIL::"));
     assert_null(strstr(g_out, "peak memory FAIL"));
     snprintf(path, sizeof(path), "%s/h.xml", g_tmp);
@@ -172,7 +177,9 @@ static void test_slower_job_fails(void **state) {
     assert_non_null(xml);
     if (!xml_well_formed(xml, err, sizeof(err))) fail_msg("JUnit: %s\n%s", err, xml);
     assert_non_null(strstr(xml, "name=\"step_time_ms_median\">\n      <failure "));
-    assert_non_null(strstr(xml, "failures=\"3\""));
+    char failures[32];
+    snprintf(failures, sizeof(failures), "failures=\"%d\"", 1 + p90_failed + thr_failed);
+    assert_non_null(strstr(xml, failures));
     free(xml);
     snprintf(path, sizeof(path), "%s/h.md", g_tmp);
     char *md = e2e_read_file(path, NULL);

@@ -4,6 +4,7 @@
  * Ctrl-C; short runs of shipped jobs; and kill -9 at seeded random moments of `profile` and
  * `train` always leaves one consistent run, from which a resume is bitwise. (issue 15) */
 #include <fcntl.h>
+#include <math.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -384,6 +385,132 @@ static void test_kill9_leaves_one_consistent_run(void **state) {
     e2e_rmtree(ref);
 }
 
+/* ---- advise: staged like profile (cli/outdir.h), one whole advice in the folder at any time ---- */
+
+#define ADVISE_JOB "workloads/scenarios/dispatch_bound.yaml"
+
+/* The path of output `name` as the next open of the folder will see it: a staged one listed in a
+ * COMPLETE marker is rolled forward, so it counts. */
+static void seen_path(char *out, size_t n, const char *dir, const char *name) {
+    char marker[1024], staged[1024];
+    snprintf(marker, sizeof(marker), "%s/.run-new/COMPLETE", dir);
+    snprintf(staged, sizeof(staged), "%s/.run-new/%s", dir, name);
+    char *manifest = e2e_read_file(marker, NULL);
+    bool listed = false;
+    size_t len = strlen(name);
+    for (const char *m = manifest; m && (m = strstr(m, name)); m += len)
+        if ((m == manifest || m[-1] == '\n') && m[len] == '\n') listed = true;
+    free(manifest);
+    if (listed && e2e_exists(staged)) snprintf(out, n, "%s", staged);
+    else snprintf(out, n, "%s/%s", dir, name);
+}
+
+/* The advice the folder holds: its tolerance (-1: none yet). Every output is of that one advise:
+ * advice.json and advice.md, the report's advice section with the same tolerance, tuned.yaml, and
+ * every run folder advice.json names holding its summary.json. */
+static double consistent_advice(const char *dir) {
+    char p[2200];
+    seen_path(p, sizeof(p), dir, "advice.json");
+    cJSON *a = e2e_read_json(p);
+    const char *others[] = {"advice.md", "tuned.yaml", "report", "trials"};
+    if (!a) {
+        for (int i = 0; i < 4; i++) {
+            seen_path(p, sizeof(p), dir, others[i]);
+            if (e2e_exists(p)) fail_msg("%s: %s without an advice.json", dir, others[i]);
+        }
+        return -1;
+    }
+    double tol = cJSON_GetObjectItem(a, "tolerance_pp")->valuedouble;
+    for (int i = 0; i < 4; i++) {
+        seen_path(p, sizeof(p), dir, others[i]);
+        if (!e2e_exists(p)) fail_msg("%s: advice.json (tolerance %g) without %s", dir, tol, others[i]);
+    }
+    seen_path(p, sizeof(p), dir, "report");
+    char html_path[2300], want[64];
+    snprintf(html_path, sizeof(html_path), "%s/index.html", p);
+    char *html = e2e_read_file(html_path, NULL);
+    snprintf(want, sizeof(want), "tolerance %g pp.", tol);
+    if (!html || !strstr(html, want)) fail_msg("%s: the report is not of the advice with tolerance %g", dir, tol);
+    free(html);
+    /* the runs advice.json names, where they are once promoted (or still staged, when rolled forward) */
+    char trials[1024], final_trials[1024];
+    seen_path(trials, sizeof(trials), dir, "trials");
+    snprintf(final_trials, sizeof(final_trials), "%s/trials", dir);
+    const char *sets[] = {"profile_run", "baseline_runs"};
+    for (int k = 0; k < 2; k++) {
+        const cJSON *r;
+        cJSON_ArrayForEach(r, cJSON_GetObjectItem(a, sets[k])) {
+            const char *d = cJSON_GetObjectItem(r, "dir")->valuestring;
+            if (strncmp(d, final_trials, strlen(final_trials)) != 0) fail_msg("run folder %s is not under %s", d, final_trials);
+            snprintf(p, sizeof(p), "%s%s/summary.json", trials, d + strlen(final_trials));
+            if (!e2e_exists(p)) fail_msg("%s: advice.json names %s, which has no summary.json", dir, d);
+        }
+    }
+    cJSON_Delete(a);
+    return tol;
+}
+
+/* Like run_killed, but the kill comes once `path` exists (or after timeout_us). */
+static int run_killed_at(const char *path, long timeout_us, const char *const *argv) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        const char *bin = getenv("MSTUNE_BIN");
+        if (chdir(e2e_source_dir()) != 0) _exit(99);
+        int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); }
+        execv(bin ? bin : "build/mstune", (char *const *)argv);
+        _exit(98);
+    }
+    int status = 0;
+    for (long waited = 0; waited < timeout_us && !(path && e2e_exists(path)); waited += 2000) {
+        if (waitpid(pid, &status, WNOHANG) == pid) return status;
+        struct timespec ts = {0, 2000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return status;
+}
+
+static void test_kill9_advise_keeps_one_advice(void **state) {
+    unsigned seed = getenv("MST_CRASH_SEED") ? (unsigned)atoi(getenv("MST_CRASH_SEED")) : 15u;
+    char dir[512];
+    e2e_tmpdir(dir, sizeof(dir));
+    /* each attempt its own tolerance, by which its outputs are told apart; kills during the
+     * diagnosis profile, the baseline, a trial, between the outputs and their promotion, and at a
+     * seeded random moment */
+    const char *at[] = {NULL, ".run-new/trials/profile-r1/.run-new", ".run-new/trials/baseline-r2", ".run-new/trials/trial-1-graph_mode-r1",
+                        ".run-new/advice.md", NULL, NULL};
+    const int attempts = (int)(sizeof(at) / sizeof(at[0]));
+    double finished = -1;
+    int kills = 0;
+    for (int i = 0; i < attempts; i++) {
+        char tol[16], path[1024];
+        snprintf(tol, sizeof(tol), "%.1f", 0.5 + 0.1 * i);
+        const char *argv[] = {"mstune", "advise", ADVISE_JOB, "--repeats", "2", "--tolerance", tol, "-o", dir, NULL};
+        bool last = i == attempts - 1, first = i == 0;
+        long timeout = first || last ? 600000000L : at[i] ? 120000000L : (long)(rand_r(&seed) % 6000000u);
+        if (at[i]) snprintf(path, sizeof(path), "%s/%s", dir, at[i]);
+        int st = run_killed_at(at[i] ? path : NULL, timeout, argv);
+        bool killed = WIFSIGNALED(st);
+        if (!killed) {
+            if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) fail_msg("advise attempt %d: status %d", i, st);
+            finished = atof(tol);
+        }
+        if ((first || last) && killed) fail_msg("advise attempt %d was not to be killed", i);
+        kills += killed;
+        double now = consistent_advice(dir);
+        if (killed && fabs(now - atof(tol)) < 1e-9) finished = now;     /* killed after its COMPLETE marker: rolled forward */
+        if (fabs(now - finished) > 1e-9)
+            fail_msg("advise attempt %d (%s): the folder holds the advice with tolerance %g, expected %g", i,
+                     at[i] ? at[i] : "random moment", now, finished);
+    }
+    printf("advise: %d attempts, %d killed (in the profile, the baseline, a trial, before promotion, at random), the folder "
+           "always held one whole advice; the rerun after them finished\n", attempts, kills);
+    e2e_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_diverged_amp_run_fails),
@@ -394,6 +521,7 @@ int main(void) {
         cmocka_unit_test(test_sigint_exits_130),
         cmocka_unit_test(test_short_run_of_shipped_job),
         cmocka_unit_test(test_kill9_leaves_one_consistent_run),
+        cmocka_unit_test(test_kill9_advise_keeps_one_advice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -66,7 +66,7 @@ static void make_run(mst_gate_run *r, const run_spec *s) {
     r->value[MST_GATE_METRIC_STEP_TIME] = s->step_ms;
     r->value[MST_GATE_METRIC_THROUGHPUT] = 64 * 1000 / s->step_ms;
     r->value[MST_GATE_METRIC_PEAK_MEMORY] = s->mem;
-    r->value[MST_GATE_METRIC_VAL_ACCURACY] = s->acc >= 0 ? s->acc : NAN;
+    r->value[MST_GATE_METRIC_QUALITY] = s->acc >= 0 ? s->acc : NAN;
     r->config = s->no_config ? NULL : job_config(s->augment ? s->augment : "none");
     r->machine = s->no_machine ? NULL : machine(s->cpu ? s->cpu : "Test CPU", s->rev ? s->rev : "rev-a");
 }
@@ -158,7 +158,7 @@ static void test_load_runs(void **state) {
     assert_true(r.ok);
     assert_true(r.value[MST_GATE_METRIC_STEP_TIME] == 0.7 && r.value[MST_GATE_METRIC_THROUGHPUT] == 91000 &&
                 r.value[MST_GATE_METRIC_PEAK_MEMORY] == 3425712);
-    assert_true(isnan(r.value[MST_GATE_METRIC_VAL_ACCURACY]));     /* -1: no evaluation */
+    assert_true(isnan(r.value[MST_GATE_METRIC_QUALITY]));     /* -1: no evaluation */
     assert_true(isnan(r.value[MST_GATE_METRIC_STEP_TIME_P90]));
     assert_non_null(r.config);
     assert_non_null(r.machine);
@@ -388,24 +388,24 @@ static void test_accuracy_rule(void **state) {
     double same[] = {0.85, 0.85, 0.85, 0.85, 0.85}, lower1[] = {0.84, 0.84, 0.84, 0.84, 0.84};
     double lower03[] = {0.847, 0.847, 0.847, 0.847, 0.847}, higher[] = {0.86, 0.86, 0.86, 0.86, 0.86};
     mst_gate_result r = accuracy_compare(same, lower1, 5, 0.5);
-    const mst_gate_metric_result *m = &r.metric[MST_GATE_METRIC_VAL_ACCURACY];
+    const mst_gate_metric_result *m = &r.metric[MST_GATE_METRIC_QUALITY];
     assert_int_equal(m->verdict, MST_GATE_FAIL);                       /* 1 point lower, every run */
     assert_true(fabs(m->change - -1.0) < 1e-9);
     assert_true(fabs(m->p_value - 0.001988375854894326) < 1e-12);      /* tie-corrected normal p */
     assert_int_equal(r.verdict, MST_GATE_FAIL);
     r = accuracy_compare(same, lower1, 5, 2.0);                        /* a wider margin: significant but within */
-    assert_int_equal(r.metric[MST_GATE_METRIC_VAL_ACCURACY].verdict, MST_GATE_WARN);
+    assert_int_equal(r.metric[MST_GATE_METRIC_QUALITY].verdict, MST_GATE_WARN);
     r = accuracy_compare(same, lower03, 5, 0.5);
-    assert_int_equal(r.metric[MST_GATE_METRIC_VAL_ACCURACY].verdict, MST_GATE_WARN);
+    assert_int_equal(r.metric[MST_GATE_METRIC_QUALITY].verdict, MST_GATE_WARN);
     r = accuracy_compare(same, higher, 5, 0.5);
-    assert_int_equal(r.metric[MST_GATE_METRIC_VAL_ACCURACY].verdict, MST_GATE_PASS);
+    assert_int_equal(r.metric[MST_GATE_METRIC_QUALITY].verdict, MST_GATE_PASS);
     r = accuracy_compare(same, same, 5, 0.5);
-    assert_int_equal(r.metric[MST_GATE_METRIC_VAL_ACCURACY].verdict, MST_GATE_PASS);
+    assert_int_equal(r.metric[MST_GATE_METRIC_QUALITY].verdict, MST_GATE_PASS);
     /* seeded varying accuracies, 2 points lower on average */
     double ba[] = {0.851, 0.846, 0.853, 0.849, 0.848}, ca[] = {0.829, 0.832, 0.827, 0.830, 0.826};
     r = accuracy_compare(ba, ca, 5, 0.5);
-    assert_int_equal(r.metric[MST_GATE_METRIC_VAL_ACCURACY].verdict, MST_GATE_FAIL);
-    assert_true(r.metric[MST_GATE_METRIC_VAL_ACCURACY].exact);
+    assert_int_equal(r.metric[MST_GATE_METRIC_QUALITY].verdict, MST_GATE_FAIL);
+    assert_true(r.metric[MST_GATE_METRIC_QUALITY].exact);
 }
 
 /* ---- fingerprint ---- */
@@ -704,7 +704,7 @@ static void test_calibrate(void **state) {
     assert_true(c.cv[MST_GATE_METRIC_STEP_TIME] > 0.02 && c.cv[MST_GATE_METRIC_STEP_TIME] < 0.04);
     assert_true(fabs(c.threshold - 3 * c.cv[MST_GATE_METRIC_STEP_TIME]) < 1e-12);
     assert_true(c.cv[MST_GATE_METRIC_PEAK_MEMORY] < 1e-12);     /* the same peak every run */
-    assert_true(isnan(c.cv[MST_GATE_METRIC_VAL_ACCURACY]));
+    assert_true(isnan(c.cv[MST_GATE_METRIC_QUALITY]));
     /* a 20% slowdown against ~9% threshold: a handful of runs */
     assert_true(c.runs_needed >= 5 && c.runs_needed <= 10);
     assert_true(c.proposed.runs == (c.runs_needed > cfg.runs ? c.runs_needed : cfg.runs));
