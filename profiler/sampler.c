@@ -61,6 +61,7 @@ typedef struct {
     _Atomic uint64_t head;          /* written by the handler only */
     _Atomic uint64_t tail;          /* written by the drain (stop) only */
     _Atomic int64_t lost, overruns;
+    const char *volatile *label_cell;   /* the thread's tl_label, its address taken outside the handler */
     mst_sampler_stats st;           /* aggregated at stop */
 } slot;
 
@@ -136,9 +137,12 @@ struct mst_sampler {
 };
 
 static mst_sampler *_Atomic g_active;
-/* The thread's label (mst_sampler_set_label): initial-exec TLS, so the handler's read is a plain
- * load from the thread pointer (no __tls_get_addr, which is not async-signal-safe). */
-static __thread const char *volatile tl_label __attribute__((tls_model("initial-exec")));
+/* The thread's label (mst_sampler_set_label). The handler never touches TLS itself (in a dlopen'd
+ * module, the Python extension, that would go through __tls_get_addr, which may allocate, and
+ * initial-exec TLS makes the module's whole TLS block need static TLS space the loader may not
+ * have): mst_sampler_add_thread stores the variable's address in the thread's slot and the
+ * handler reads through it. */
+static __thread const char *volatile tl_label;
 
 void mst_sampler_set_label(const char *label) { tl_label = label; }
 bool mst_sampler_running(void) { return atomic_load_explicit(&g_active, memory_order_relaxed) != NULL; }
@@ -196,7 +200,7 @@ static void record(mst_sampler *s, slot *sl, const siginfo_t *si, void *uc) {
         }
     }
     r->t_ns = now_ns();
-    r->label = tl_label;
+    r->label = sl->label_cell ? *sl->label_cell : NULL;
     r->tid = sl->tid;
     r->depth = (uint16_t)depth;
     r->flags = (uint16_t)flags;
@@ -316,6 +320,7 @@ int mst_sampler_add_thread(mst_sampler *s) {
         goto out;
     }
     sl->tid = tid;
+    sl->label_cell = &tl_label;
     atomic_init(&sl->head, 0);
     atomic_init(&sl->tail, 0);
     atomic_init(&sl->lost, 0);
