@@ -232,6 +232,12 @@ bool mst_graph_cache_dump(const mst_graph_cache *gc, FILE *f, bool after_passes)
     return true;
 }
 
+bool mst_graph_cache_describe_fusions(const mst_graph_cache *gc, FILE *f) {
+    if (gc->last < 0) return false;
+    mst_graph_exec_describe_fusions(gc->entries[gc->last].ex, f);
+    return true;
+}
+
 bool mst_graph_cache_dump_dot(const mst_graph_cache *gc, FILE *f, bool after_passes) {
     if (gc->last < 0) return false;
     mst_graph_dump_dot(after_passes ? gc->entries[gc->last].g : gc->entries[gc->last].traced, f);

@@ -61,5 +61,7 @@ int64_t mst_graph_cache_flops(const mst_graph_cache *gc);
  * `mstune graph`). false when nothing was compiled yet. */
 bool mst_graph_cache_dump(const mst_graph_cache *gc, FILE *f, bool after_passes);
 bool mst_graph_cache_dump_dot(const mst_graph_cache *gc, FILE *f, bool after_passes);
+/* The last plan's fusion verdicts, one line each (which were kept or rejected, and why). */
+bool mst_graph_cache_describe_fusions(const mst_graph_cache *gc, FILE *f);
 
 #endif
