@@ -154,7 +154,7 @@ static mst_status compile(mst_graph_cache *gc, const signature *sig, plan_entry 
     mst_status s = trace(gc, sig, e->traced);
     if (s != MST_OK) return s;
     e->g = mst_graph_clone(e->traced);
-    if (gc->opt.optimize) mst_graph_optimize(e->g, NULL);
+    if (gc->opt.optimize) mst_graph_optimize_skipping(e->g, gc->opt.skip_passes, NULL);
     else mst_graph_compact(e->g);
     mst_graph_plan_build(e->g, &e->plan);
     MST_ASSERT(mst_graph_plan_check(e->g, &e->plan) == 0);

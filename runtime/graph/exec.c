@@ -323,8 +323,9 @@ static mst_status build_step(mst_graph_exec *ex, const mst_gnode *n, exec_step *
         s->relu_call = (mst_op_call){.op = MST_OP_RELU, .n_in = 1, .n_out = 1};
         s->relu_call.in[0] = ex->t[n->out[0]];
         s->relu_call.out[0] = ex->t[n->relu_value];
-        if (n->op == MST_OP_BATCHNORM)      /* batch norm applies it in its own output loop: one pass, not two */
-            s->call.attrs.i[1] = s->traced_attrs.i[1] = 1;
+        int slot = mst_op_table[n->op]->relu_in_kernel_attr - 1;
+        if (slot >= 0)                      /* the kernel applies it in its own output loop: one pass, not two */
+            s->call.attrs.i[slot] = s->traced_attrs.i[slot] = 1;
         else
             s->relu_kernel = pick_kernel(ex->ctx, &s->relu_call);
         char name[64];

@@ -36,6 +36,7 @@ typedef struct {
     bool dynamic_batch;     /* dim 0 of every input is a batch <= max_batch: one plan for all sizes */
     int64_t max_batch;
     bool optimize;          /* run the passes */
+    unsigned skip_passes;   /* MST_PASS_* bits: fusions left out (the per-pass benchmark, bench_graph --passes) */
 } mst_graph_options;
 
 typedef struct mst_graph_cache mst_graph_cache;
