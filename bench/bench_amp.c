@@ -13,6 +13,7 @@
 
 #include "runtime/amp/autocast.h"
 #include "runtime/amp/loss_scale.h"
+#include "bench/step.h"
 #include "bench/timing.h"
 #include "runtime/context.h"
 #include "runtime/step_runner.h"
@@ -23,55 +24,12 @@ enum { k_warmup = 3, k_repeats = 11 };
 
 typedef struct { double ms; double peak_mib; } result;
 
-static void die(mst_ctx *ctx, const char *what) {
-    fprintf(stderr, "bench_amp: %s: %s\n", what, mst_ctx_error(ctx));
-    exit(1);
-}
-
 static result measure(const char *model, int batch, int threads, int level, mst_dtype half, bool graph) {
     mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 7, .n_threads = threads});
     mst_model_spec spec = {.name = model, .in_c = 1, .in_h = 28, .in_w = 28, .classes = 10, .hidden1 = 256,
                            .hidden2 = 128, .width = 32, .blocks = 2};
-    char err[256];
-    mst_model *m = mst_zoo_model_new(ctx, &spec, err, sizeof(err));
-    if (!m) { fprintf(stderr, "bench_amp: %s\n", err); exit(1); }
-    mst_optim_config oc = mst_optim_defaults(MST_OPTIM_SGD);
-    oc.lr = 0.01;
-    oc.momentum = 0.9;
-    mst_optim *opt = mst_optim_new(ctx, &oc, m->params, m->n_params);
-    if (!opt || mst_amp_set(ctx, level, half) != MST_OK) die(ctx, "setup");
-    mst_loss_scaler *scaler = NULL;
-    if (level == 2) {       /* MindSpore: O2 defaults to dynamic loss scaling, the others to none */
-        mst_loss_scale_config lc = mst_loss_scale_defaults(MST_LOSS_SCALE_DYNAMIC);
-        if (!(scaler = mst_loss_scaler_new(ctx, &lc))) die(ctx, "loss scaler");
-    }
-    mst_step_spec sp = {.model = m, .optim = opt, .scaler = scaler, .accumulate = 1};
-    mst_step_runner *run = mst_step_runner_new(ctx, &sp, graph, false, batch);
-    if (!run) die(ctx, "step runner");
-    mst_optim_set_lr(opt, 0.01);
-    mst_tensor *x = mst_tensor_retain(mst_tensor_randn(ctx, MST_DTYPE_F32, 4, (int64_t[]){batch, 1, 28, 28}, 0, 1));
-    mst_tensor *y = mst_tensor_retain(mst_tensor_zeros(ctx, MST_DTYPE_I32, 1, (int64_t[]){batch}));
-    for (int i = 0; i < batch; i++) mst_tensor_i32(y)[i] = i % 10;
-    double t[k_repeats];
-    for (int i = 0; i < k_warmup + k_repeats; i++) {
-        mst_pool_push(ctx);
-        double t0 = bench_now_ms();
-        mst_step_outputs out;
-        mst_step_record rec;
-        if (mst_step_runner_train(run, &x, &y, &out) != MST_OK || mst_step_finish(ctx, &sp, &out, &rec) != MST_OK)
-            die(ctx, "step");
-        double dt = bench_now_ms() - t0;
-        mst_pool_pop(ctx);
-        if (i >= k_warmup) t[i - k_warmup] = dt;
-    }
-    qsort(t, k_repeats, sizeof(double), bench_cmp_double);
-    result r = {t[k_repeats / 2], (double)mst_ctx_mem(ctx)->peak_total / 1048576.0};
-    mst_tensor_release(x);
-    mst_tensor_release(y);
-    mst_step_runner_free(run);
-    mst_loss_scaler_free(scaler);
-    mst_optim_free(opt);
-    mst_model_free(m);
+    bench_runner_result b = bench_runner_time(ctx, "bench_amp", &spec, batch, level, half, graph, k_warmup, k_repeats);
+    result r = {b.ms, b.peak_mib};
     mst_ctx_free(ctx);
     return r;
 }

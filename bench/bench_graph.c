@@ -6,6 +6,11 @@
  *
  *     ./build/bench_graph                    # MST_BENCH_THREADS=2 to pin the thread count
  *     ./build/bench_graph mlp:32 cnn:32      # only these rows (bench/torch_compare.sh)
+ *     ./build/bench_graph --passes [ROWS]    # per-pass table: graph mode with each fusion left out
+ *
+ * --passes answers "does each fusion pay for this shape": the graph step with all passes against
+ * the same step with one fusion pass left out (none of them changes the bits), alternated in one
+ * run; a ratio below 1.00x means the fusion loses there.
  */
 #include <cblas.h>
 #include <stdio.h>
@@ -17,6 +22,7 @@
 #include "bench/timing.h"
 #include "runtime/context.h"
 #include "runtime/graph/graph.h"
+#include "runtime/graph/passes.h"
 #include "runtime/ops.h"
 #include "runtime/optim.h"
 #include "workloads/zoo.h"
@@ -72,10 +78,11 @@ static void rig_free(rig *r) {
 
 typedef struct { double ms; int64_t peak_total, peak_step; int64_t flops; } result;
 
-static result measure(const char *model, int batch, int threads, bool graph) {
+static result measure_skipping(const char *model, int batch, int threads, bool graph, unsigned skip) {
     rig r;
     rig_init(&r, model, batch, threads);
-    mst_graph_cache *gc = graph ? mst_graph_cache_new(r.ctx, "bench", step_fn, &r, &(mst_graph_options){.optimize = true}) : NULL;
+    mst_graph_options go = {.optimize = true, .skip_passes = skip};
+    mst_graph_cache *gc = graph ? mst_graph_cache_new(r.ctx, "bench", step_fn, &r, &go) : NULL;
     double t[k_repeats];
     result res = {0};
     for (int i = 0; i < k_warmup + k_repeats; i++) {
@@ -102,6 +109,33 @@ static result measure(const char *model, int batch, int threads, bool graph) {
     return res;
 }
 
+static result measure(const char *model, int batch, int threads, bool graph) {
+    return measure_skipping(model, batch, threads, graph, 0);
+}
+
+/* The per-pass table: each configuration measured k_pass_rounds times, alternating, best median kept. */
+enum { k_pass_rounds = 3 };
+static void pass_table(const char *model, int batch, int threads) {
+    static const struct { const char *name; unsigned skip; } cfg[] = {
+        {"all passes", 0}, {"no relu epilogue", MST_PASS_EPILOGUE}, {"no elementwise fusion", MST_PASS_FUSE_ELEM},
+        {"no fused optimizer", MST_PASS_FUSE_OPTIM}, {"no fusion at all", MST_PASS_EPILOGUE | MST_PASS_FUSE_ELEM | MST_PASS_FUSE_OPTIM}};
+    enum { n_cfg = sizeof(cfg) / sizeof(cfg[0]) };
+    double best[n_cfg + 1];
+    for (int c = 0; c <= n_cfg; c++) best[c] = 1e300;
+    for (int round = 0; round < k_pass_rounds; round++) {
+        double e = measure(model, batch, threads, false).ms;
+        if (e < best[n_cfg]) best[n_cfg] = e;
+        for (int c = 0; c < n_cfg; c++) {
+            double ms = measure_skipping(model, batch, threads, true, cfg[c].skip).ms;
+            if (ms < best[c]) best[c] = ms;
+        }
+    }
+    printf("| %s | %d | %.3f | %.3f |", model, batch, best[n_cfg], best[0]);
+    for (int c = 1; c < n_cfg; c++) printf(" %.3f (%.2fx) |", best[c], best[c] / best[0]);
+    printf(" %.2fx |\n", best[n_cfg] / best[0]);
+    fflush(stdout);
+}
+
 /* Raw single-thread sgemm GFLOP/s on a 256x784x256 product, times the thread count (the runtime
  * splits GEMMs over its pool, one OpenBLAS thread each). */
 static double sgemm_gflops(int threads) {
@@ -119,10 +153,10 @@ static double sgemm_gflops(int threads) {
 
 int main(int argc, char **argv) {
     int threads = getenv("MST_BENCH_THREADS") ? atoi(getenv("MST_BENCH_THREADS")) : 2;
+    bool passes = argc > 1 && strcmp(argv[1], "--passes") == 0;
+    if (passes) argv++, argc--;
     double gf = sgemm_gflops(threads);
     printf("sgemm rate (%d threads): %.1f GFLOP/s\n\n", threads, gf);
-    printf("| model | batch | eager ms | graph ms | speedup | step GFLOP | roofline ms | graph/roofline | graph GFLOP/s (%% of sgemm) | peak MiB eager / graph | act+grad peak MiB eager / graph (ratio) |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
     struct { const char *model; int batch; } rows[16] = {{"mlp", 16}, {"mlp", 64}, {"mlp", 256}, {"cnn", 32}, {"cnn", 128}};
     size_t n_rows = 5;
     if (argc > 1) {
@@ -140,6 +174,16 @@ int main(int argc, char **argv) {
             n_rows++;
         }
     }
+    if (passes) {
+        printf("per-pass: graph step with each fusion left out (ms, best of %d alternated medians of %d; ratio = without / with, "
+               "> 1.00x: the fusion pays)\n\n", k_pass_rounds, k_repeats);
+        printf("| model | batch | eager ms | graph ms, all passes | no relu epilogue | no elementwise fusion | no fused optimizer | "
+               "no fusion at all | graph vs eager |\n|---|---|---|---|---|---|---|---|---|\n");
+        for (size_t i = 0; i < n_rows; i++) pass_table(rows[i].model, rows[i].batch, threads);
+        return 0;
+    }
+    printf("| model | batch | eager ms | graph ms | speedup | step GFLOP | roofline ms | graph/roofline | graph GFLOP/s (%% of sgemm) | peak MiB eager / graph | act+grad peak MiB eager / graph (ratio) |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < n_rows; i++) {
         result e = measure(rows[i].model, rows[i].batch, threads, false);
         result g = measure(rows[i].model, rows[i].batch, threads, true);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/step.h"
 #include "bench/timing.h"
 #include "runtime/amp/autocast.h"
 #include "runtime/amp/loss_scale.h"
@@ -175,44 +176,9 @@ static step_result step_time(const char *model, int batch, int threads, int leve
     mst_ctx_set_kernels(ctx, kernels);
     mst_model_spec spec = {.name = model, .in_c = 1, .in_h = 28, .in_w = 28, .classes = 10, .hidden1 = 1024,
                            .hidden2 = 1024, .width = 32, .blocks = 2};
-    char err[256];
-    mst_model *m = mst_zoo_model_new(ctx, &spec, err, sizeof(err));
-    if (!m) die(ctx, err);
-    mst_optim_config oc = mst_optim_defaults(MST_OPTIM_SGD);
-    oc.lr = 0.01, oc.momentum = 0.9;
-    mst_optim *opt = mst_optim_new(ctx, &oc, m->params, m->n_params);
-    if (!opt || mst_amp_set(ctx, level, MST_DTYPE_BF16) != MST_OK) die(ctx, "setup");
-    mst_loss_scaler *scaler = NULL;
-    if (level == 2) {
-        mst_loss_scale_config lc = mst_loss_scale_defaults(MST_LOSS_SCALE_DYNAMIC);
-        if (!(scaler = mst_loss_scaler_new(ctx, &lc))) die(ctx, "loss scaler");
-    }
-    mst_step_spec sp = {.model = m, .optim = opt, .scaler = scaler, .accumulate = 1};
-    mst_step_runner *run = mst_step_runner_new(ctx, &sp, true, false, batch);
-    if (!run) die(ctx, "step runner");
-    mst_tensor *x = mst_tensor_retain(mst_tensor_randn(ctx, MST_DTYPE_F32, 4, (int64_t[]){batch, 1, 28, 28}, 0, 1));
-    mst_tensor *y = mst_tensor_retain(mst_tensor_zeros(ctx, MST_DTYPE_I32, 1, (int64_t[]){batch}));
-    for (int i = 0; i < batch; i++) mst_tensor_i32(y)[i] = i % 10;
-    double t[k_step_repeats];
-    for (int i = 0; i < k_step_warmup + k_step_repeats; i++) {
-        mst_pool_push(ctx);
-        double t0 = bench_now_ms();
-        mst_step_outputs out;
-        mst_step_record rec;
-        if (mst_step_runner_train(run, &x, &y, &out) != MST_OK || mst_step_finish(ctx, &sp, &out, &rec) != MST_OK)
-            die(ctx, "step");
-        double dt = bench_now_ms() - t0;
-        mst_pool_pop(ctx);
-        if (i >= k_step_warmup) t[i - k_step_warmup] = dt;
-    }
-    step_result r = {bench_median(t, k_step_repeats), (double)mst_ctx_mem(ctx)->peak_total / 1048576.0,
-                     (double)mst_ctx_mem(ctx)->peak[MST_MEM_ACT] / 1048576.0};
-    mst_tensor_release(x);
-    mst_tensor_release(y);
-    mst_step_runner_free(run);
-    mst_loss_scaler_free(scaler);
-    mst_optim_free(opt);
-    mst_model_free(m);
+    bench_runner_result b = bench_runner_time(ctx, "bench_onednn", &spec, batch, level, MST_DTYPE_BF16, true, k_step_warmup,
+                                              k_step_repeats);
+    step_result r = {b.ms, b.peak_mib, b.act_mib};
     mst_ctx_free(ctx);
     return r;
 }

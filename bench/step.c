@@ -7,6 +7,10 @@
 #include "profiler/events.h"
 #include "runtime/autograd.h"
 #include "runtime/ops.h"
+#include "runtime/amp/autocast.h"
+#include "runtime/amp/loss_scale.h"
+#include "runtime/step_runner.h"
+#include "bench/timing.h"
 #include "workloads/zoo.h"
 
 void bench_step_init(bench_step *b, const char *model, int batch, int n_threads) {
@@ -44,4 +48,54 @@ void bench_step_free(bench_step *b) {
     mst_optim_free(b->opt);
     mst_model_free(b->model);
     mst_ctx_free(b->ctx);
+}
+
+static void runner_die(mst_ctx *ctx, const char *who, const char *what) {
+    fprintf(stderr, "%s: %s: %s\n", who, what, mst_ctx_error(ctx));
+    exit(1);
+}
+
+bench_runner_result bench_runner_time(mst_ctx *ctx, const char *who, const mst_model_spec *spec, int batch, int level,
+                                      mst_dtype half, bool graph, int warmup, int repeats) {
+    char err[256];
+    mst_model *m = mst_zoo_model_new(ctx, spec, err, sizeof(err));
+    if (!m) { fprintf(stderr, "%s: %s\n", who, err); exit(1); }
+    mst_optim_config oc = mst_optim_defaults(MST_OPTIM_SGD);
+    oc.lr = 0.01, oc.momentum = 0.9;
+    mst_optim *opt = mst_optim_new(ctx, &oc, m->params, m->n_params);
+    if (!opt || mst_amp_set(ctx, level, half) != MST_OK) runner_die(ctx, who, "setup");
+    mst_loss_scaler *scaler = NULL;
+    if (level == 2) {
+        mst_loss_scale_config lc = mst_loss_scale_defaults(MST_LOSS_SCALE_DYNAMIC);
+        if (!(scaler = mst_loss_scaler_new(ctx, &lc))) runner_die(ctx, who, "loss scaler");
+    }
+    mst_step_spec sp = {.model = m, .optim = opt, .scaler = scaler, .accumulate = 1};
+    mst_step_runner *run = mst_step_runner_new(ctx, &sp, graph, false, batch);
+    if (!run) runner_die(ctx, who, "step runner");
+    mst_optim_set_lr(opt, 0.01);
+    mst_tensor *x = mst_tensor_retain(mst_tensor_randn(ctx, MST_DTYPE_F32, 4, (int64_t[]){batch, 1, 28, 28}, 0, 1));
+    mst_tensor *y = mst_tensor_retain(mst_tensor_zeros(ctx, MST_DTYPE_I32, 1, (int64_t[]){batch}));
+    for (int i = 0; i < batch; i++) mst_tensor_i32(y)[i] = i % 10;
+    if (repeats > BENCH_MAX_REPEATS) repeats = BENCH_MAX_REPEATS;
+    double t[BENCH_MAX_REPEATS];
+    for (int i = 0; i < warmup + repeats; i++) {
+        mst_pool_push(ctx);
+        double t0 = bench_now_ms();
+        mst_step_outputs out;
+        mst_step_record rec;
+        if (mst_step_runner_train(run, &x, &y, &out) != MST_OK || mst_step_finish(ctx, &sp, &out, &rec) != MST_OK)
+            runner_die(ctx, who, "step");
+        double dt = bench_now_ms() - t0;
+        mst_pool_pop(ctx);
+        if (i >= warmup) t[i - warmup] = dt;
+    }
+    bench_runner_result r = {bench_median(t, repeats), (double)mst_ctx_mem(ctx)->peak_total / 1048576.0,
+                             (double)mst_ctx_mem(ctx)->peak[MST_MEM_ACT] / 1048576.0};
+    mst_tensor_release(x);
+    mst_tensor_release(y);
+    mst_step_runner_free(run);
+    mst_loss_scaler_free(scaler);
+    mst_optim_free(opt);
+    mst_model_free(m);
+    return r;
 }

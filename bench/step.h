@@ -5,6 +5,7 @@
 
 #include "runtime/model.h"
 #include "runtime/optim.h"
+#include "workloads/zoo.h"
 
 typedef struct {
     mst_ctx *ctx;
@@ -18,5 +19,14 @@ typedef struct {
 void   bench_step_init(bench_step *b, const char *model, int batch, int n_threads);
 double bench_step_run(bench_step *b);       /* one step; returns its wall time in ms */
 void   bench_step_free(bench_step *b);
+
+/* The trainer's own step (runtime/step_runner.h) timed on ctx: the model of spec on a fixed
+ * (batch, 1, 28, 28) batch, SGD momentum 0.9 at lr 0.01, the amp level in `half` with dynamic
+ * loss scaling at O2 (MindSpore's default there, none elsewhere), eager or graph. Median ms of
+ * `repeats` steps after `warmup`, and the peaks (MiB) of all memory and of the activations.
+ * Everything but ctx is freed; exits with a message naming `who` on failure. */
+typedef struct { double ms, peak_mib, act_mib; } bench_runner_result;
+bench_runner_result bench_runner_time(mst_ctx *ctx, const char *who, const mst_model_spec *spec, int batch, int level,
+                                      mst_dtype half, bool graph, int warmup, int repeats);
 
 #endif

@@ -1,8 +1,12 @@
 """torch_compare.py — PyTorch's side of bench/torch_compare.sh: the same mlp and cnn as mstune's
 zoo (workloads/mlp.c, workloads/cnn.c), the same shapes and thread count, one training step =
-forward, cross-entropy, backward, SGD with momentum 0.9. PyTorch eager and TorchScript
-(torch.jit.script of the model; the step's backward and optimizer run as usual). Prints one line
-per row: model batch mode median_ms. Medians of repeats after warm-up, as mstune's bench_graph."""
+forward, cross-entropy, backward, SGD with momentum 0.9. Modes (TORCH_COMPARE_MODES, comma
+separated, default eager,bf16): eager (f32), bf16 (torch.autocast("cpu", torch.bfloat16) around
+forward and loss, as PyTorch documents CPU mixed precision) and torchscript (torch.jit.script of
+the model; the step's backward and optimizer run as usual). Prints one line per row and mode:
+model batch mode median_ms. Medians of TORCH_COMPARE_REPEATS (default 30) after warm-up, as
+mstune's benches. The OpenMP wait policy is left at its default (the caller sets nothing)."""
+import os
 import statistics
 import sys
 import time
@@ -11,7 +15,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-WARMUP, REPEATS = 5, 30
+WARMUP, REPEATS = 5, int(os.environ.get("TORCH_COMPARE_REPEATS", "30"))
 
 
 class MLP(nn.Module):
@@ -64,18 +68,20 @@ class CNN(nn.Module):
         return self.fc(h.mean(dim=(2, 3)))
 
 
-def measure(model, batch, scripted):
+def measure(model, batch, mode):
     torch.manual_seed(7)
     m = CNN() if model == "cnn" else MLP()
-    if scripted:
+    if mode == "torchscript":
         m = torch.jit.script(m)
+    bf16 = mode == "bf16"
     opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
     x = torch.rand(batch, 1, 28, 28)
     y = torch.randint(0, 10, (batch,))
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(m(x), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = F.cross_entropy(m(x), y)
         loss.backward()
         opt.step()
 
@@ -95,9 +101,9 @@ def main():
     print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads", flush=True)
     for spec in sys.argv[2:] or ["mlp:32", "cnn:32"]:
         model, batch = spec.split(":")
-        for scripted in (False, True):
-            ms = measure(model, int(batch), scripted)
-            print(f"{model} {batch} {'torchscript' if scripted else 'eager'} {ms:.4f}", flush=True)
+        for mode in os.environ.get("TORCH_COMPARE_MODES", "eager,bf16").split(","):
+            ms = measure(model, int(batch), mode)
+            print(f"{model} {batch} {mode} {ms:.4f}", flush=True)
 
 
 if __name__ == "__main__":

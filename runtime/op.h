@@ -100,12 +100,26 @@ typedef int64_t (*mst_cost_fn)(const mst_op_call *c);
  * gives the unfused kernels' bits. Graph mode composes them into one loop (runtime/graph/fuse.c). */
 typedef void (*mst_elem_f32_fn)(float *y, const float *const x[], int64_t n, const mst_attrs *a);
 
+/* A parameter update in two parts, so graph mode can split the elements of all parameters evenly
+ * over the pool: begin counts the step and derives the per-call scalars (false: the step is
+ * skipped, nothing to do); range runs the elementwise part over elements [lo, hi) of the
+ * parameter. The op's own kernel is begin + range over [0, numel), so any split gives its bits. */
+typedef struct {
+    int64_t t;                      /* this update's count, >= 1 */
+    double s[8];                    /* the op's scalars, in double; range casts them as the kernel does */
+} mst_update_scalars;
+typedef bool (*mst_update_begin_fn)(const mst_op_call *c, mst_update_scalars *sc);
+typedef void (*mst_update_range_fn)(const mst_op_call *c, const mst_update_scalars *sc, int64_t lo, int64_t hi);
+
 enum {
     MST_OPF_ELEMENTWISE = 1u << 0,  /* out[i] depends on in[.][i] only (after broadcasting): fusable */
     MST_OPF_PROMOTE     = 1u << 1,  /* float inputs are cast to their promoted type first */
     MST_OPF_VIEW        = 1u << 2,  /* out[0] shares in[0]'s storage; no kernel */
     MST_OPF_RANDOM      = 1u << 3,  /* uses a seed carried in its attributes */
     MST_OPF_GRAD_OP     = 1u << 4,  /* exists for backward rules */
+    MST_OPF_PARAM_UPDATE = 1u << 5, /* an optimizer's in-place update of one parameter (input 0): graph
+                                       mode fuses all of them into one node (update_begin/update_range) */
+    MST_OPF_RELU_EPILOGUE = 1u << 6,/* a following relu may run as its epilogue, in place on out[0] */
 };
 
 /* What autocast (runtime/amp/autocast.c) may do with an op; the amp level turns the class into an
@@ -136,6 +150,15 @@ typedef struct mst_op_desc {
     mst_cost_fn flops;                       /* NULL: 0 */
     mst_cost_fn bytes;                       /* NULL: bytes of all inputs and outputs */
     mst_elem_f32_fn elem_f32;                /* ELEMENTWISE ops: one f32 block, for graph-mode fusion; NULL: not fusable */
+    /* PARAM_UPDATE ops: 1 + the integer attribute slot holding the parameter's index (the one slot
+     * in which one optimizer's updates differ; 0: none), and the split kernel (NULL per dtype: the
+     * fused node runs that dtype's updates one whole parameter at a time). */
+    int param_index_attr;
+    mst_update_begin_fn update_begin;
+    mst_update_range_fn update_range[MST_DTYPE_COUNT];
+    /* RELU_EPILOGUE ops: 1 + the integer attribute slot that, set to 1, makes the kernel apply the
+     * relu in its own output loop (one pass instead of two); 0: the relu runs after the kernel. */
+    int relu_in_kernel_attr;
 } mst_op_desc;
 
 extern const mst_op_desc *const mst_op_table[MST_OP_COUNT];

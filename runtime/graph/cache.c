@@ -154,7 +154,7 @@ static mst_status compile(mst_graph_cache *gc, const signature *sig, plan_entry 
     mst_status s = trace(gc, sig, e->traced);
     if (s != MST_OK) return s;
     e->g = mst_graph_clone(e->traced);
-    if (gc->opt.optimize) mst_graph_optimize(e->g, NULL);
+    if (gc->opt.optimize) mst_graph_optimize_skipping(e->g, gc->opt.skip_passes, NULL);
     else mst_graph_compact(e->g);
     mst_graph_plan_build(e->g, &e->plan);
     MST_ASSERT(mst_graph_plan_check(e->g, &e->plan) == 0);
@@ -229,6 +229,12 @@ void mst_graph_cache_stats(const mst_graph_cache *gc, mst_graph_stats *st) {
 bool mst_graph_cache_dump(const mst_graph_cache *gc, FILE *f, bool after_passes) {
     if (gc->last < 0) return false;
     mst_graph_dump(after_passes ? gc->entries[gc->last].g : gc->entries[gc->last].traced, f);
+    return true;
+}
+
+bool mst_graph_cache_describe_fusions(const mst_graph_cache *gc, FILE *f) {
+    if (gc->last < 0) return false;
+    mst_graph_exec_describe_fusions(gc->entries[gc->last].ex, f);
     return true;
 }
 

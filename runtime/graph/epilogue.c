@@ -1,6 +1,6 @@
 /* epilogue.c — bias/normalization + ReLU epilogues.
  *
- * linear, conv2d and batchnorm followed by relu: the relu runs in place on the producer's output
+ * An op whose descriptor says MST_OPF_RELU_EPILOGUE (linear, conv2d, batchnorm) followed by relu: the relu runs in place on the producer's output
  * right after its kernel (one profiler range, no extra buffer). The backward's relu_grad(gy, x)
  * becomes relu_grad(gy, y): relu(x) > 0 exactly when x > 0 (NaN included: both false), so the
  * bits are unchanged and the pre-activation x dies at the relu instead of living until backward.
@@ -9,8 +9,7 @@
 #include "runtime/graph/passes.h"
 
 static bool producer_ok(const mst_gnode *p) {
-    return p->kind == MST_GN_OP && !p->relu_epilogue &&
-           (p->op == MST_OP_LINEAR || p->op == MST_OP_CONV2D || p->op == MST_OP_BATCHNORM);
+    return p->kind == MST_GN_OP && !p->relu_epilogue && (mst_op_table[p->op]->flags & MST_OPF_RELU_EPILOGUE);
 }
 
 /* x's readers are the relu at index `relu` and relu_grad nodes reading it as their second input. */

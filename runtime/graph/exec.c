@@ -55,6 +55,12 @@ typedef struct {
     mst_op_call *calls;             /* fused optimizer members */
     mst_kernel_fn *kernels;
     int n_calls;
+    mst_update_range_fn *ranges;    /* fused optimizer: per member's split kernel; NULL: members run whole */
+    mst_update_scalars *scal;       /* per member, filled by update_begin each run */
+    bool *active;                   /* per member: not skipped this run */
+    int64_t optim_total;            /* elements over all members */
+    bool optim_split;               /* the verdict: split the elements over the pool */
+    double optim_ns[2];             /* measured at build: whole-serial, split */
     int seed_slot;                  /* random ops: attr slot of the seed; -1 otherwise */
 } exec_step;
 
@@ -175,6 +181,109 @@ static mst_status build_fused(mst_graph_exec *ex, const mst_gnode *n, exec_step 
     return MST_OK;
 }
 
+/* ---- fused optimizer: the elements of all parameters, split evenly over the pool ---- */
+
+typedef struct {
+    const exec_step *s;
+    const mst_op_call *calls;       /* the members' calls (live, or scratch copies when measuring) */
+    int chunks;
+} optim_run;
+
+/* Chunk c of the concatenated elements: each member's part of [lo, hi). */
+static void optim_chunk(void *arg, int64_t begin, int64_t end, int worker) {
+    (void)worker;
+    const optim_run *r = arg;
+    const exec_step *s = r->s;
+    for (int64_t c = begin; c < end; c++) {
+        int64_t lo, hi, acc = 0;
+        mst_parallel_range(s->optim_total, r->chunks, (int)c, &lo, &hi);
+        for (int m = 0; m < s->n_calls && acc < hi; m++) {
+            int64_t n = r->calls[m].in[0]->numel, a = lo > acc ? lo - acc : 0, b = hi - acc < n ? hi - acc : n;
+            if (s->active[m] && a < b) s->ranges[m](&r->calls[m], &s->scal[m], a, b);
+            acc += n;
+        }
+    }
+}
+
+static void optim_ranges(mst_ctx *ctx, const exec_step *s, const mst_op_call *calls, bool split) {
+    int chunks = split ? mst_parallel_chunks_ctx(ctx, s->optim_total, k_optim_min_elems) : 1;
+    if (chunks <= 1) {
+        for (int m = 0; m < s->n_calls; m++)
+            if (s->active[m]) s->ranges[m](&calls[m], &s->scal[m], 0, calls[m].in[0]->numel);
+        return;
+    }
+    optim_run r = {s, calls, chunks};
+    mst_parallel_for(ctx, chunks, 1, optim_chunk, &r);
+}
+
+/* The verdict, measured once per plan on scratch copies of the members' tensors (zeros; the live
+ * parameters and the step counts are never touched): the serial loop against the split one, best
+ * of two runs each after a warm-up. Both give the same bits (elementwise, no reduction), so the
+ * verdict changes the speed only; the split must be at least as fast to be kept. */
+static mst_status build_optim_split(mst_graph_exec *ex, exec_step *s) {
+    const mst_op_desc *d = mst_op_table[s->op];
+    s->optim_total = 0;
+    if (s->n_calls <= 0) return MST_OK;
+    for (int m = 0; m < s->n_calls; m++) {
+        mst_dtype dt = s->calls[m].in[0]->dtype;
+        if (!d->update_begin || !d->update_range[dt] || ex->ctx->force_ref) return MST_OK;   /* members run whole */
+        s->optim_total += s->calls[m].in[0]->numel;
+    }
+    s->ranges = calloc((size_t)s->n_calls, sizeof(*s->ranges));
+    s->scal = calloc((size_t)s->n_calls, sizeof(*s->scal));
+    s->active = calloc((size_t)s->n_calls, sizeof(*s->active));
+    if (!s->ranges || !s->scal || !s->active) return mst_ctx_fail(ex->ctx, MST_ERR_OOM, "out of memory: fused optimizer");
+    for (int m = 0; m < s->n_calls; m++) {
+        s->ranges[m] = d->update_range[s->calls[m].in[0]->dtype];
+        s->active[m] = true;
+        for (int k = 0; k < 4; k++) s->scal[m].s[k] = 0.5;   /* measuring only: any finite scalars */
+        s->scal[m].t = 2;
+    }
+    if (mst_parallel_chunks_ctx(ex->ctx, s->optim_total, k_optim_min_elems) <= 1) return MST_OK;
+    const char *force = getenv("MSTUNE_OPTIM_SPLIT");   /* on/off: skip the measurement (tests, benches) */
+    if (force && (strcmp(force, "on") == 0 || strcmp(force, "off") == 0)) {
+        s->optim_split = strcmp(force, "on") == 0;
+        return MST_OK;
+    }
+    /* scratch: every tensor input the range kernels read or write, same shapes, zeros */
+    size_t bytes = 0;
+    for (int m = 0; m < s->n_calls; m++)
+        for (int i = 0; i < s->calls[m].n_in; i++) bytes += (mst_tensor_nbytes(s->calls[m].in[i]) + 63) & ~(size_t)63;
+    mst_op_call *calls = calloc((size_t)s->n_calls, sizeof(*calls));
+    mst_tensor *hdr = calloc((size_t)s->n_calls * MST_MAX_OP_INPUTS, sizeof(*hdr));
+    void *data = calloc(1, bytes + 64);
+    mst_storage st = {.data = data, .nbytes = bytes, .refcount = 1 << 30, .cat = MST_MEM_WORKSPACE,
+                      .device = MST_DEVICE_CPU, .ctx = ex->ctx};
+    if (!calls || !hdr || !data) {
+        free(calls), free(hdr), free(data);
+        return mst_ctx_fail(ex->ctx, MST_ERR_OOM, "out of memory: measuring the fused optimizer");
+    }
+    size_t off = 0;
+    for (int m = 0; m < s->n_calls; m++) {
+        calls[m] = s->calls[m];
+        for (int i = 0; i < calls[m].n_in; i++) {
+            mst_tensor *h = &hdr[m * MST_MAX_OP_INPUTS + i];
+            *h = *s->calls[m].in[i];
+            h->storage = &st;
+            h->offset = off;
+            off += (mst_tensor_nbytes(h) + 63) & ~(size_t)63;
+            calls[m].in[i] = h;
+        }
+    }
+    double best[2] = {1e300, 1e300};
+    for (int r = 0; r < 3; r++)
+        for (int split = 0; split < 2; split++) {
+            uint64_t t0 = mst_prof_now_ns();
+            optim_ranges(ex->ctx, s, calls, split);
+            double ns = (double)(mst_prof_now_ns() - t0);
+            if (r > 0 && ns < best[split]) best[split] = ns;
+        }
+    s->optim_ns[0] = best[0], s->optim_ns[1] = best[1];
+    s->optim_split = best[1] <= best[0];
+    free(calls), free(hdr), free(data);
+    return MST_OK;
+}
+
 static mst_status build_optim(mst_graph_exec *ex, const mst_gnode *n, exec_step *s) {
     s->n_calls = n->n_members;
     s->calls = calloc((size_t)n->n_members, sizeof(*s->calls));
@@ -188,7 +297,7 @@ static mst_status build_optim(mst_graph_exec *ex, const mst_gnode *n, exec_step 
     char name[64];
     snprintf(name, sizeof(name), "fused_%s", mst_op_name(n->op));
     s->prof_name = mst_prof_intern(name);
-    return MST_OK;
+    return build_optim_split(ex, s);
 }
 
 static mst_status build_step(mst_graph_exec *ex, const mst_gnode *n, exec_step *s) {
@@ -214,8 +323,9 @@ static mst_status build_step(mst_graph_exec *ex, const mst_gnode *n, exec_step *
         s->relu_call = (mst_op_call){.op = MST_OP_RELU, .n_in = 1, .n_out = 1};
         s->relu_call.in[0] = ex->t[n->out[0]];
         s->relu_call.out[0] = ex->t[n->relu_value];
-        if (n->op == MST_OP_BATCHNORM)      /* batch norm applies it in its own output loop: one pass, not two */
-            s->call.attrs.i[1] = s->traced_attrs.i[1] = 1;
+        int slot = mst_op_table[n->op]->relu_in_kernel_attr - 1;
+        if (slot >= 0)                      /* the kernel applies it in its own output loop: one pass, not two */
+            s->call.attrs.i[slot] = s->traced_attrs.i[slot] = 1;
         else
             s->relu_kernel = pick_kernel(ex->ctx, &s->relu_call);
         char name[64];
@@ -268,6 +378,9 @@ void mst_graph_exec_free(mst_graph_exec *ex) {
         free(s->fp.ptrs);
         free(s->calls);
         free(s->kernels);
+        free(s->ranges);
+        free(s->scal);
+        free(s->active);
     }
     free(ex->steps);
     free(ex->hdr);
@@ -353,50 +466,19 @@ static void run_fused(mst_ctx *ctx, const fused_prog *fp) {
     mst_parallel_for(ctx, blocks, k_fused_min_elems / k_block, fused_chunk, &r);
 }
 
-/* ---- fused optimizer: parameters split over the pool by their element counts ---- */
-
-typedef struct {
-    mst_ctx *ctx;
-    const exec_step *s;
-    int64_t total;
-    int chunks;
-    mst_status *status;
-} optim_run;
-
-static void optim_chunk(void *arg, int64_t begin, int64_t end, int worker) {
-    (void)worker;
-    const optim_run *r = arg;
-    for (int64_t c = begin; c < end; c++) {
-        int64_t lo = r->total * c / r->chunks, hi = r->total * (c + 1) / r->chunks, acc = 0;
-        for (int m = 0; m < r->s->n_calls; m++) {
-            int64_t mid = acc + r->s->calls[m].in[0]->numel / 2;     /* a parameter goes to the chunk holding its middle */
-            acc += r->s->calls[m].in[0]->numel;
-            if (mid < lo || mid >= hi) continue;
-            mst_status st = r->s->kernels[m](r->ctx, &r->s->calls[m]);
-            if (st != MST_OK) r->status[m] = st;
-        }
-    }
-}
+/* ---- fused optimizer run ---- */
 
 static mst_status run_optim(mst_ctx *ctx, const exec_step *s) {
-    int64_t total = 0;
-    for (int m = 0; m < s->n_calls; m++) total += s->calls[m].in[0]->numel;
-    int chunks = mst_parallel_chunks_ctx(ctx, total, k_optim_min_elems);
-    if (chunks <= 1 || total == 0) {
+    if (!s->ranges) {           /* a dtype without a split kernel: one whole update after another */
         for (int m = 0; m < s->n_calls; m++) {
             mst_status st = s->kernels[m](ctx, &s->calls[m]);
             if (st != MST_OK) return st;
         }
         return MST_OK;
     }
-    mst_status *status = calloc((size_t)s->n_calls, sizeof(*status));
-    if (!status) return mst_ctx_fail(ctx, MST_ERR_OOM, "out of memory: fused optimizer");
-    optim_run r = {ctx, s, total, chunks, status};
-    mst_parallel_for(ctx, chunks, 1, optim_chunk, &r);
-    mst_status st = MST_OK;
-    for (int m = 0; m < s->n_calls && st == MST_OK; m++) st = status[m];
-    free(status);
-    return st;
+    for (int m = 0; m < s->n_calls; m++) s->active[m] = mst_op_table[s->op]->update_begin(&s->calls[m], &s->scal[m]);
+    optim_ranges(ctx, s, s->calls, s->optim_split);
+    return MST_OK;
 }
 
 /* ---- dynamic batch: re-run shape inference for a new batch size ---- */
@@ -539,6 +621,22 @@ mst_status mst_graph_exec_run(mst_graph_exec *ex, mst_tensor *const in[], int n_
         }
     }
     return st;
+}
+
+void mst_graph_exec_describe_fusions(const mst_graph_exec *ex, FILE *f) {
+    for (int i = 0; i < ex->n_steps; i++) {
+        const exec_step *s = &ex->steps[i];
+        if (s->kind != STEP_OPTIM) continue;
+        fprintf(f, "fusion %s: %d updates, %lld elements, one loop over all parameters; ", mst_op_name(s->op), s->n_calls,
+                (long long)s->optim_total);
+        if (!s->ranges) fprintf(f, "run one whole parameter at a time (no split kernel for this dtype)\n");
+        else if (mst_parallel_chunks_ctx(ex->ctx, s->optim_total, k_optim_min_elems) <= 1)
+            fprintf(f, "serial (too few elements for %d threads)\n", ex->ctx->n_threads);
+        else if (s->optim_ns[0] == 0) fprintf(f, "%s (forced by MSTUNE_OPTIM_SPLIT)\n", s->optim_split ? "split" : "serial");
+        else
+            fprintf(f, "%s: split over the pool %.1f us vs serial %.1f us (measured at plan time)\n",
+                    s->optim_split ? "split kept" : "split rejected", s->optim_ns[1] / 1e3, s->optim_ns[0] / 1e3);
+    }
 }
 
 int64_t mst_graph_exec_flops(const mst_graph_exec *ex) {

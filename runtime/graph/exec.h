@@ -11,6 +11,8 @@
 #ifndef MST_RUNTIME_GRAPH_EXEC_H
 #define MST_RUNTIME_GRAPH_EXEC_H
 
+#include <stdio.h>
+
 #include "runtime/graph/ir.h"
 #include "runtime/graph/plan.h"
 
@@ -26,5 +28,7 @@ int             mst_graph_exec_kernels(const mst_graph_exec *ex);
 int64_t         mst_graph_exec_arena_bytes(const mst_graph_exec *ex);
 /* FLOPs of one run (op-table formulas over the current shapes). */
 int64_t         mst_graph_exec_flops(const mst_graph_exec *ex);
+/* One line per plan-time fusion verdict (kept or rejected, with the measured times), for `mstune graph`. */
+void            mst_graph_exec_describe_fusions(const mst_graph_exec *ex, FILE *f);
 
 #endif

@@ -1,9 +1,10 @@
 /* fuse_optim.c — one fused node for an optimizer's updates over all parameters.
  *
- * Updates group by op and attributes, ignoring integer slots whose name says they index the
- * parameter (each update of one optimizer differs only there), so the pass needs no knowledge
- * of SGD or Adam. The fused node runs where the group's last update was, as one profiler range;
- * the executor spreads the parameters over the thread pool when there is enough work. A group
+ * Updates are the ops whose descriptor says MST_OPF_PARAM_UPDATE; they group by op and
+ * attributes, ignoring the slot the descriptor names as the parameter's index (each update of one
+ * optimizer differs only there), so the pass needs no knowledge of SGD or Adam. The fused node
+ * runs where the group's last update was, as one profiler range; the executor splits the elements
+ * of all its parameters evenly over the pool when that measured faster (exec.c). A group
  * closes when something between two of its updates reads or updates what the group updates, or
  * updates what it reads (moving the earlier updates later would change what that node sees).
  */
@@ -13,15 +14,14 @@
 #include "runtime/graph/passes.h"
 
 static bool is_update(const mst_gnode *n) {
-    return !n->dead && n->kind == MST_GN_OP && (n->op == MST_OP_SGD_UPDATE || n->op == MST_OP_ADAM_UPDATE);
+    return !n->dead && n->kind == MST_GN_OP && (mst_op_table[n->op]->flags & MST_OPF_PARAM_UPDATE);
 }
 
 static bool same_key(const mst_gnode *a, const mst_gnode *b) {
     if (a->op != b->op || a->n_in != b->n_in) return false;
     const mst_op_desc *d = mst_op_table[a->op];
     for (int k = 0; k < MST_MAX_ATTR_I; k++) {
-        bool index_slot = d->attr_i[k] && (strstr(d->attr_i[k], "index") || strcmp(d->attr_i[k], "param") == 0);
-        if (!index_slot && a->attrs.i[k] != b->attrs.i[k]) return false;
+        if (k != d->param_index_attr - 1 && a->attrs.i[k] != b->attrs.i[k]) return false;
     }
     return memcmp(a->attrs.f, b->attrs.f, sizeof(a->attrs.f)) == 0;
 }

@@ -36,6 +36,7 @@ typedef struct {
     bool dynamic_batch;     /* dim 0 of every input is a batch <= max_batch: one plan for all sizes */
     int64_t max_batch;
     bool optimize;          /* run the passes */
+    unsigned skip_passes;   /* MST_PASS_* bits: fusions left out (the per-pass benchmark, bench_graph --passes) */
 } mst_graph_options;
 
 typedef struct mst_graph_cache mst_graph_cache;
@@ -61,5 +62,7 @@ int64_t mst_graph_cache_flops(const mst_graph_cache *gc);
  * `mstune graph`). false when nothing was compiled yet. */
 bool mst_graph_cache_dump(const mst_graph_cache *gc, FILE *f, bool after_passes);
 bool mst_graph_cache_dump_dot(const mst_graph_cache *gc, FILE *f, bool after_passes);
+/* The last plan's fusion verdicts, one line each (which were kept or rejected, and why). */
+bool mst_graph_cache_describe_fusions(const mst_graph_cache *gc, FILE *f);
 
 #endif

@@ -5,14 +5,16 @@
  */
 #include "runtime/graph/passes.h"
 
-void mst_graph_optimize(mst_graph *g, mst_pass_stats *st) {
+void mst_graph_optimize(mst_graph *g, mst_pass_stats *st) { mst_graph_optimize_skipping(g, 0, st); }
+
+void mst_graph_optimize_skipping(mst_graph *g, unsigned skip, mst_pass_stats *st) {
     mst_pass_stats s = {0};
     s.casts = mst_pass_fold_casts(g);
     s.cse = mst_pass_cse(g);
     s.dce = mst_pass_dce(g);
-    s.epilogues = mst_pass_relu_epilogue(g);
-    s.fused_elem = mst_pass_fuse_elementwise(g);
-    s.fused_optim = mst_pass_fuse_optimizer(g);
+    if (!(skip & MST_PASS_EPILOGUE)) s.epilogues = mst_pass_relu_epilogue(g);
+    if (!(skip & MST_PASS_FUSE_ELEM)) s.fused_elem = mst_pass_fuse_elementwise(g);
+    if (!(skip & MST_PASS_FUSE_OPTIM)) s.fused_optim = mst_pass_fuse_optimizer(g);
     s.inplace = mst_pass_inplace(g);
     if (st) *st = s;
 }

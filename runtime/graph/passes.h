@@ -36,7 +36,12 @@ typedef struct {
     int dce, cse, casts, epilogues, fused_elem, fused_optim, inplace;
 } mst_pass_stats;
 
+/* Fusion passes a caller may leave out (mst_graph_options.skip_passes); none changes the bits. */
+enum { MST_PASS_EPILOGUE = 1u << 0, MST_PASS_FUSE_ELEM = 1u << 1, MST_PASS_FUSE_OPTIM = 1u << 2 };
+
 void mst_graph_optimize(mst_graph *g, mst_pass_stats *st);
+/* The same, leaving out the passes in skip (MST_PASS_* bits). */
+void mst_graph_optimize_skipping(mst_graph *g, unsigned skip, mst_pass_stats *st);
 
 /* ---- helpers shared by the passes (passes.c) ---- */
 /* Replace every read of value `from` by `to` in live nodes at index >= start and in the outputs. */

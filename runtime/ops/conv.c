@@ -474,7 +474,7 @@ static int64_t conv_flops(const mst_op_call *c) {
 }
 
 const mst_op_desc mst_desc_conv2d = {
-    .name = "conv2d", .min_inputs = 2, .max_inputs = 3, .n_outputs = 1, .flags = MST_OPF_PROMOTE,
+    .name = "conv2d", .min_inputs = 2, .max_inputs = 3, .n_outputs = 1, .flags = MST_OPF_PROMOTE | MST_OPF_RELU_EPILOGUE,
     .amp_class = MST_AMP_CLASS_ALLOW,
     .attr_i = {"stride_h", "stride_w", "pad_h", "pad_w"},
     .infer = infer_conv2d, .cpu = FLOAT_KERNEL_TABLE(conv2d), .cpu_ref = FLOAT_KERNEL_TABLE(conv2d_ref),

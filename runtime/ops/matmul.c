@@ -294,7 +294,7 @@ static int64_t linear_flops(const mst_op_call *c) {
 }
 
 const mst_op_desc mst_desc_linear = {
-    .name = "linear", .min_inputs = 2, .max_inputs = 3, .n_outputs = 1, .flags = MST_OPF_PROMOTE,
+    .name = "linear", .min_inputs = 2, .max_inputs = 3, .n_outputs = 1, .flags = MST_OPF_PROMOTE | MST_OPF_RELU_EPILOGUE,
     .amp_class = MST_AMP_CLASS_ALLOW,
     .infer = infer_linear, .cpu = FLOAT_KERNEL_TABLE(linear), .cpu_ref = FLOAT_KERNEL_TABLE(linear_ref),
     .backward = linear_backward, .flops = linear_flops,

@@ -277,8 +277,8 @@ static mst_status batchnorm_backward(mst_ctx *ctx, const mst_op_call *c, mst_ten
 static int64_t batchnorm_flops(const mst_op_call *c) { return (c->attrs.i[0] ? 7 : 3) * c->in[0]->numel; }
 
 const mst_op_desc mst_desc_batchnorm = {
-    .name = "batchnorm", .min_inputs = 5, .max_inputs = 5, .n_outputs = 3,
-    .amp_class = MST_AMP_CLASS_NORM,
+    .name = "batchnorm", .min_inputs = 5, .max_inputs = 5, .n_outputs = 3, .flags = MST_OPF_RELU_EPILOGUE,
+    .amp_class = MST_AMP_CLASS_NORM, .relu_in_kernel_attr = 1 + 1,     /* attr_i "relu" */
     .mutates = 1u << 3 | 1u << 4, .nondiff = 1u << 3 | 1u << 4,
     .attr_i = {"training", "relu"}, .attr_f = {"momentum", "eps"},
     .infer = infer_batchnorm, .cpu = FLOAT_KERNEL_TABLE(batchnorm), .cpu_ref = FLOAT_KERNEL_TABLE(batchnorm_ref),

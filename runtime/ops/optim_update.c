@@ -76,6 +76,24 @@ static int64_t cost_bytes_inplace(const mst_op_call *c) {
     return b;
 }
 
+/* One range body for f32 and f64 (one-line instantiations), and the op's kernel as begin + the
+ * whole range: the same loop the fused optimizer splits, so eager and graph agree bit for bit. */
+#define UPDATE_RANGES(NAME, BODY)                                                                              \
+    static void NAME##_f32(const mst_op_call *c, const mst_update_scalars *sc, int64_t lo, int64_t hi) { typedef float T; BODY(T) } \
+    static void NAME##_f64(const mst_op_call *c, const mst_update_scalars *sc, int64_t lo, int64_t hi) { typedef double T; BODY(T) }
+#define UPDATE_KERNELS(NAME, BEGIN, RANGE)                                                                      \
+    static mst_status NAME##_f32(mst_ctx *ctx, const mst_op_call *c) { return run_whole(ctx, c, BEGIN, RANGE##_f32); } \
+    static mst_status NAME##_f64(mst_ctx *ctx, const mst_op_call *c) { return run_whole(ctx, c, BEGIN, RANGE##_f64); }
+
+#define SQRT_T(x) _Generic((x), float: sqrtf, default: sqrt)(x)
+
+static mst_status run_whole(mst_ctx *ctx, const mst_op_call *c, mst_update_begin_fn begin, mst_update_range_fn range) {
+    (void)ctx;
+    mst_update_scalars sc;
+    if (begin(c, &sc)) range(c, &sc, 0, c->in[IN_PARAM]->numel);
+    return MST_OK;
+}
+
 /* ---- SGD: inputs param, grad, lr, steps, found_inf[, momentum_buf]; f = momentum, dampening,
  *      weight_decay; i = index, nesterov ---- */
 
@@ -104,42 +122,53 @@ static mst_status infer_sgd(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) 
  * u = nesterov ? d + momentum b : b;  p -= lr u.
  * Without momentum the buffer is neither read nor written and u = d. With it, u = k_d d + k_b b
  * where (k_d, k_b) = (1, momentum) for Nesterov and (0, 1) otherwise. The first update never
- * reads the buffer (PyTorch clones d into it), so whatever it held cannot leak in. */
-#define SGD_BODY(T)                                                                        \
+ * reads the buffer (PyTorch clones d into it), so whatever it held cannot leak in.
+ * Scalars: s = lr, weight_decay, momentum, 1 - dampening, k_d, k_b. */
+enum { SGD_S_LR, SGD_S_WD, SGD_S_MOM, SGD_S_MIX, SGD_S_KD, SGD_S_KB };
+
+static bool sgd_begin(const mst_op_call *c, mst_update_scalars *sc) {
+    sc->t = take_step(c);
+    if (sc->t == 0) return false;
+    const double *f = c->attrs.f;
+    const bool nesterov = c->attrs.i[ATTR_FLAG] != 0;
+    sc->s[SGD_S_LR] = mst_tensor_f64(c->in[IN_LR])[0];
+    sc->s[SGD_S_WD] = f[SGD_WD];
+    sc->s[SGD_S_MOM] = f[SGD_MOMENTUM];
+    sc->s[SGD_S_MIX] = 1.0 - f[SGD_DAMPENING];
+    sc->s[SGD_S_KD] = nesterov ? 1.0 : 0.0;
+    sc->s[SGD_S_KB] = nesterov ? f[SGD_MOMENTUM] : 1.0;
+    return true;
+}
+
+#define SGD_RANGE_BODY(T)                                                                  \
     {                                                                                      \
-        (void)ctx;                                                                         \
-        const int64_t t = take_step(c);                                                    \
-        if (t == 0) return MST_OK;                                                         \
-        const double *f = c->attrs.f;                                                      \
         T *p = (T *)mst_tensor_data(c->in[IN_PARAM]);                                      \
         const T *g = (const T *)mst_tensor_data(c->in[IN_GRAD]);                           \
-        const int64_t n = c->in[IN_PARAM]->numel;                                          \
-        const T lr = (T)mst_tensor_f64(c->in[IN_LR])[0], wd = (T)f[SGD_WD];                \
-        if (f[SGD_MOMENTUM] == 0) {                                                        \
-            for (int64_t i = 0; i < n; i++) p[i] -= lr * (g[i] + wd * p[i]);               \
-            return MST_OK;                                                                 \
+        const T lr = (T)sc->s[SGD_S_LR], wd = (T)sc->s[SGD_S_WD];                          \
+        if (sc->s[SGD_S_MOM] == 0) {                                                       \
+            for (int64_t i = lo; i < hi; i++) p[i] -= lr * (g[i] + wd * p[i]);             \
+            return;                                                                        \
         }                                                                                  \
         T *buf = (T *)mst_tensor_data(c->in[IN_STATE0]);                                   \
-        const bool nesterov = c->attrs.i[ATTR_FLAG] != 0;                                  \
-        const T mom = (T)f[SGD_MOMENTUM], mix = (T)(1.0 - f[SGD_DAMPENING]);               \
-        const T k_d = nesterov ? (T)1 : (T)0, k_b = nesterov ? mom : (T)1;                 \
-        if (t == 1) {                                                                      \
-            for (int64_t i = 0; i < n; i++) {                                              \
+        const T mom = (T)sc->s[SGD_S_MOM], mix = (T)sc->s[SGD_S_MIX];                      \
+        const T k_d = (T)sc->s[SGD_S_KD], k_b = (T)sc->s[SGD_S_KB];                        \
+        if (sc->t == 1) {                                                                  \
+            for (int64_t i = lo; i < hi; i++) {                                            \
                 T d = g[i] + wd * p[i];                                                    \
                 buf[i] = d;                                                                \
                 p[i] -= lr * (k_d * d + k_b * d);                                          \
             }                                                                              \
-            return MST_OK;                                                                 \
+            return;                                                                        \
         }                                                                                  \
-        for (int64_t i = 0; i < n; i++) {                                                  \
+        for (int64_t i = lo; i < hi; i++) {                                                \
             T d = g[i] + wd * p[i];                                                        \
             T b = mom * buf[i] + mix * d;                                                  \
             buf[i] = b;                                                                    \
             p[i] -= lr * (k_d * d + k_b * b);                                              \
         }                                                                                  \
-        return MST_OK;                                                                     \
     }
-FLOAT_KERNELS(sgd_update, SGD_BODY)
+UPDATE_RANGES(sgd_range, SGD_RANGE_BODY)
+UPDATE_KERNELS(sgd_update, sgd_begin, sgd_range)
 
 static int64_t cost_sgd(const mst_op_call *c) {
     const double *f = c->attrs.f;
@@ -151,10 +180,12 @@ static int64_t cost_sgd(const mst_op_call *c) {
 
 const mst_op_desc mst_desc_sgd_update = {
     .name = "sgd_update", .min_inputs = 5, .max_inputs = 6, .n_outputs = 0,
+    .flags = MST_OPF_PARAM_UPDATE,
     .mutates = 1u << IN_PARAM | 1u << IN_STEPS | 1u << IN_STATE0, .nondiff = 0x3fu,
     .attr_i = {"index", "nesterov"},
     .attr_f = {"momentum", "dampening", "weight_decay"},
     .infer = infer_sgd, .cpu = FLOAT_KERNEL_TABLE(sgd_update),
+    .param_index_attr = 1 + ATTR_INDEX, .update_begin = sgd_begin, .update_range = FLOAT_KERNEL_TABLE(sgd_range),
     .flops = cost_sgd, .bytes = cost_bytes_inplace,
 };
 
@@ -179,32 +210,40 @@ static mst_status infer_adam(mst_ctx *ctx, const mst_op_call *c, mst_meta out[])
     return MST_OK;
 }
 
-#define SQRT_T(x) _Generic((x), float: sqrtf, default: sqrt)(x)
 
 /* Adam:  g += wd p;  AdamW:  p *= 1 - lr wd.  Then
  * m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2;
- * p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps). */
-#define ADAM_BODY(T)                                                                       \
+ * p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps).
+ * Scalars (double, cast to T in the loop as before the split): step size, sqrt(1 - beta2^t),
+ * the gradient's weight decay, the decoupled decay factor. */
+enum { ADAM_S_STEP, ADAM_S_BC2, ADAM_S_GWD, ADAM_S_DECAY };
+
+static bool adam_begin(const mst_op_call *c, mst_update_scalars *sc) {
+    sc->t = take_step(c);
+    if (sc->t == 0) return false;
+    const double *f = c->attrs.f;
+    const double lr = mst_tensor_f64(c->in[IN_LR])[0], t = (double)sc->t;
+    const bool decoupled = c->attrs.i[ATTR_FLAG] != 0;
+    sc->s[ADAM_S_STEP] = lr / (1.0 - pow(f[ADAM_BETA1], t));
+    sc->s[ADAM_S_BC2] = sqrt(1.0 - pow(f[ADAM_BETA2], t));
+    sc->s[ADAM_S_GWD] = decoupled ? 0.0 : f[ADAM_WD];
+    sc->s[ADAM_S_DECAY] = decoupled ? 1.0 - lr * f[ADAM_WD] : 1.0;
+    return true;
+}
+
+#define ADAM_RANGE_BODY(T)                                                                 \
     {                                                                                      \
-        (void)ctx;                                                                         \
-        const int64_t ti = take_step(c);                                                   \
-        if (ti == 0) return MST_OK;                                                        \
         const double *f = c->attrs.f;                                                      \
-        const double lr = mst_tensor_f64(c->in[IN_LR])[0], t = (double)ti;                \
         T *p = (T *)mst_tensor_data(c->in[IN_PARAM]);                                      \
         const T *g = (const T *)mst_tensor_data(c->in[IN_GRAD]);                           \
         T *m = (T *)mst_tensor_data(c->in[IN_STATE0]);                                     \
         T *v = (T *)mst_tensor_data(c->in[IN_STATE0 + 1]);                                 \
-        const int64_t n = c->in[IN_PARAM]->numel;                                          \
-        const bool decoupled = c->attrs.i[ATTR_FLAG] != 0;                                 \
         const T b1 = (T)f[ADAM_BETA1], b2 = (T)f[ADAM_BETA2];                              \
         const T one_b1 = (T)(1.0 - f[ADAM_BETA1]), one_b2 = (T)(1.0 - f[ADAM_BETA2]);      \
-        const T step_size = (T)(lr / (1.0 - pow(f[ADAM_BETA1], t)));                       \
-        const T bc2_sqrt = (T)sqrt(1.0 - pow(f[ADAM_BETA2], t));                           \
+        const T step_size = (T)sc->s[ADAM_S_STEP], bc2_sqrt = (T)sc->s[ADAM_S_BC2];        \
         const T eps = (T)f[ADAM_EPS];                                                      \
-        const T g_wd = decoupled ? (T)0 : (T)f[ADAM_WD];                                   \
-        const T decay = decoupled ? (T)(1.0 - lr * f[ADAM_WD]) : (T)1;                     \
-        for (int64_t i = 0; i < n; i++) {                                                  \
+        const T g_wd = (T)sc->s[ADAM_S_GWD], decay = (T)sc->s[ADAM_S_DECAY];               \
+        for (int64_t i = lo; i < hi; i++) {                                                \
             T gi = g[i] + g_wd * p[i];                                                     \
             T mi = b1 * m[i] + one_b1 * gi;                                                \
             T vi = b2 * v[i] + one_b2 * gi * gi;                                           \
@@ -212,9 +251,9 @@ static mst_status infer_adam(mst_ctx *ctx, const mst_op_call *c, mst_meta out[])
             v[i] = vi;                                                                     \
             p[i] = decay * p[i] - step_size * mi / (SQRT_T(vi) / bc2_sqrt + eps);          \
         }                                                                                  \
-        return MST_OK;                                                                     \
     }
-FLOAT_KERNELS(adam_update, ADAM_BODY)
+UPDATE_RANGES(adam_range, ADAM_RANGE_BODY)
+UPDATE_KERNELS(adam_update, adam_begin, adam_range)
 
 static int64_t cost_adam(const mst_op_call *c) {
     int64_t per = 13;                                   /* moments 7, denominator 3, update 3 */
@@ -224,10 +263,12 @@ static int64_t cost_adam(const mst_op_call *c) {
 
 const mst_op_desc mst_desc_adam_update = {
     .name = "adam_update", .min_inputs = 7, .max_inputs = 7, .n_outputs = 0,
+    .flags = MST_OPF_PARAM_UPDATE,
     .mutates = 1u << IN_PARAM | 1u << IN_STEPS | 1u << IN_STATE0 | 1u << (IN_STATE0 + 1), .nondiff = 0x7fu,
     .attr_i = {"index", "decoupled"},
     .attr_f = {"beta1", "beta2", "eps", "weight_decay"},
     .infer = infer_adam, .cpu = FLOAT_KERNEL_TABLE(adam_update),
+    .param_index_attr = 1 + ATTR_INDEX, .update_begin = adam_begin, .update_range = FLOAT_KERNEL_TABLE(adam_range),
     .flops = cost_adam, .bytes = cost_bytes_inplace,
 };
 

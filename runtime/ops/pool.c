@@ -8,13 +8,23 @@
  * least one real element. Max pooling also returns the argmax as an i32 flat index h * W + w
  * within its (H, W) plane (the first maximum in row-major window order wins ties; NaN
  * propagates); its backward scatter-adds through those indices. The plain loops here are the
- * reference kernels as well (no separate .cpu_ref): pooling is a small share of a CNN step, and
- * the one thing that made max pooling slow, a data-dependent branch, is written out of it.
+ * reference kernels; the one thing that made max pooling slow, a data-dependent branch, is written
+ * out of them. Max pooling's f32 fast kernel runs the cnn's 2x2 stride-2 windows 16 outputs at a
+ * time with AVX-512 when the CPU has it (run-time check, MSTUNE_CPU_MASK honoured), the same
+ * comparisons in the same order, so values and indices are bitwise the reference's.
  * Reference: torch.nn.functional.max_pool2d / avg_pool2d.
  */
 #include <math.h>
 
+#include "runtime/cpu_features.h"
 #include "runtime/ops/common.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define MST_POOL_X86 1
+#else
+#define MST_POOL_X86 0
+#endif
 
 /* meta_make with every dim slot set: meta_make leaves the unused slots uninitialized, which
  * gcc's -Wmaybe-uninitialized reports when the struct is copied out. */
@@ -132,6 +142,84 @@ static mst_status infer_avgpool2d(mst_ctx *ctx, const mst_op_call *c, mst_meta o
     }
 FLOAT_CHUNKS(maxpool2d_chunk, MAXPOOL_CHUNK_BODY, pl0, pl1)
 
+#if MST_POOL_X86
+/* Output row p of a 2x2 stride-2 unpadded window over plane xp (W wide), outputs [0, q_end) for
+ * the largest q_end <= Q that is a multiple of 16: the four window elements in the reference's
+ * order (row 2p: 2q, 2q+1; row 2p+1: 2q, 2q+1), strict > to replace the best, the first NaN
+ * winning. Returns q_end; the caller finishes the row with the reference loop. */
+__attribute__((target("avx512f"))) static int64_t maxpool_2x2_row_avx512(const float *xp, int64_t W, int64_t p, int64_t Q,
+                                                                         float *yp, int32_t *ip) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    const __m512i none = _mm512_set1_epi32(-1);
+    const float *r0 = xp + 2 * p * W, *r1 = r0 + W;
+    int64_t q = 0;
+    for (; q + 16 <= Q; q += 16) {
+        __m512 a = _mm512_loadu_ps(r0 + 2 * q), b = _mm512_loadu_ps(r0 + 2 * q + 16);
+        __m512 c = _mm512_loadu_ps(r1 + 2 * q), d = _mm512_loadu_ps(r1 + 2 * q + 16);
+        __m512 v[4] = {_mm512_permutex2var_ps(a, even, b), _mm512_permutex2var_ps(a, odd, b),
+                       _mm512_permutex2var_ps(c, even, d), _mm512_permutex2var_ps(c, odd, d)};
+        __m512i k0 = _mm512_add_epi32(_mm512_set1_epi32((int32_t)(2 * p * W + 2 * q)), even);
+        __m512i k[4] = {k0, _mm512_add_epi32(k0, _mm512_set1_epi32(1)), _mm512_add_epi32(k0, _mm512_set1_epi32((int32_t)W)),
+                        _mm512_add_epi32(k0, _mm512_set1_epi32((int32_t)W + 1))};
+        __m512 best = v[0];
+        __m512i best_i = k[0], nan_i = none;
+        for (int e = 0; e < 4; e++) {
+            __mmask16 gt = _mm512_cmp_ps_mask(v[e], best, _CMP_GT_OQ);
+            best = _mm512_mask_mov_ps(best, gt, v[e]);
+            best_i = _mm512_mask_mov_epi32(best_i, gt, k[e]);
+            __mmask16 first_nan = _mm512_cmp_ps_mask(v[e], v[e], _CMP_UNORD_Q) & _mm512_cmpeq_epi32_mask(nan_i, none);
+            nan_i = _mm512_mask_mov_epi32(nan_i, first_nan, k[e]);
+        }
+        __mmask16 has_nan = _mm512_cmpneq_epi32_mask(nan_i, none);
+        best_i = _mm512_mask_mov_epi32(best_i, has_nan, nan_i);
+        best = _mm512_mask_i32gather_ps(best, has_nan, nan_i, xp, 4);
+        _mm512_storeu_ps(yp + p * Q + q, best);
+        _mm512_storeu_si512((void *)(ip + p * Q + q), best_i);
+    }
+    return q;
+}
+#endif
+
+/* The f32 fast chunk: 2x2 stride-2 unpadded windows row by row through the vector path (then the
+ * row's tail and every other geometry through the reference loop), planes [pl0, pl1). */
+static void maxpool2d_chunk_fast_f32(void *arg, int64_t pl0, int64_t pl1, int worker) {
+    const mst_op_call *c = arg;
+    pool_geom g = pool_geom_of(&c->attrs);
+#if MST_POOL_X86
+    if (g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && mst_cpu_has(MST_CPU_AVX512F)) {
+        const mst_tensor *X = c->in[0], *Y = c->out[0];
+        int64_t H = X->shape[2], W = X->shape[3], P = Y->shape[2], Q = Y->shape[3];
+        const float *x = mst_tensor_f32(X);
+        float *y = mst_tensor_f32(Y);
+        int32_t *idx = mst_tensor_i32(c->out[1]);
+        for (int64_t pl = pl0; pl < pl1; pl++) {
+            const float *xp = x + pl * H * W;
+            float *yp = y + pl * P * Q;
+            int32_t *ip = idx + pl * P * Q;
+            for (int64_t p = 0; p < P; p++) {
+                for (int64_t q = maxpool_2x2_row_avx512(xp, W, p, Q, yp, ip); q < Q; q++) {
+                    int64_t k0 = 2 * p * W + 2 * q, ks[4] = {k0, k0 + 1, k0 + W, k0 + W + 1}, best_i = k0, nan_i = -1;
+                    float best = xp[k0];
+                    for (int e = 0; e < 4; e++) {      /* the reference's loop, unrolled */
+                        float v = xp[ks[e]];
+                        int gt = v > best;
+                        best_i = gt ? ks[e] : best_i;
+                        best = gt ? v : best;
+                        nan_i = ((v != v) & (nan_i < 0)) ? ks[e] : nan_i;
+                    }
+                    if (nan_i >= 0) { best_i = nan_i; best = xp[nan_i]; }
+                    yp[p * Q + q] = best;
+                    ip[p * Q + q] = (int32_t)best_i;
+                }
+            }
+        }
+        return;
+    }
+#endif
+    maxpool2d_chunk_f32(arg, pl0, pl1, worker);
+}
+
 /* Threads: the planes split into ranges over the context's pool (each output element is computed
  * alone, so the bits do not depend on the split), at least k_pool_min_chunk window reads a range
  * (about 50 us of one core) so that small inputs stay on the calling thread. */
@@ -146,7 +234,16 @@ enum { k_pool_min_chunk = 1 << 17 };
                          FLOAT_CHUNK(maxpool2d_chunk, T), (void *)c);                                    \
         return MST_OK;                                                                               \
     }
-FLOAT_KERNELS(maxpool2d, MAXPOOL_BODY)
+FLOAT_KERNELS(maxpool2d_ref, MAXPOOL_BODY)
+
+static mst_status maxpool2d_fast_f32(mst_ctx *ctx, const mst_op_call *c) {
+    const mst_tensor *Y = c->out[0];
+    int64_t per_plane = Y->shape[2] * Y->shape[3] * c->attrs.i[0] * c->attrs.i[1];
+    if (per_plane < 1) per_plane = 1;
+    mst_parallel_for(ctx, c->in[0]->shape[0] * c->in[0]->shape[1], (k_pool_min_chunk + per_plane - 1) / per_plane,
+                     maxpool2d_chunk_fast_f32, (void *)c);
+    return MST_OK;
+}
 
 static mst_status maxpool2d_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *const gy[], mst_tensor *gx[]) {
     if (!gy[0]) return MST_OK;
@@ -164,7 +261,8 @@ const mst_op_desc mst_desc_maxpool2d = {
     .name = "maxpool2d", .min_inputs = 1, .max_inputs = 1, .n_outputs = 2,
     .amp_class = MST_AMP_CLASS_HALF,
     .attr_i = POOL_ATTRS,
-    .infer = infer_maxpool2d, .cpu = FLOAT_KERNEL_TABLE(maxpool2d),
+    .infer = infer_maxpool2d, .cpu = {[MST_DTYPE_F32] = maxpool2d_fast_f32, [MST_DTYPE_F64] = maxpool2d_ref_f64},
+    .cpu_ref = FLOAT_KERNEL_TABLE(maxpool2d_ref),
     .backward = maxpool2d_backward, .flops = pool_flops,
 };
 

@@ -1,12 +1,15 @@
 /* test_pool.c — max, average and global average pooling: gradients (finite differences in f64;
  * max pooling on tie-free inputs), argmax indices and their tie-break, padding semantics, the
- * gradient ops' scatter-add, and every validation error with its message. The forward kernels
- * are their own reference (plain loops), so there is no fast-vs-reference comparison here. */
+ * gradient ops' scatter-add, and every validation error with its message; max pooling's f32 fast
+ * kernel (2x2 stride 2 through AVX-512 where the CPU has it) against the reference, bitwise, on
+ * inputs full of ties and NaNs (CTest runs this file again with MSTUNE_CPU_MASK=avx512f, the
+ * scalar fallback). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -77,6 +80,37 @@ static void expect_i32(const mst_tensor *t, const int32_t *want, int n) {
     assert_int_equal(t->dtype, MST_DTYPE_I32);
     assert_int_equal(t->numel, n);
     for (int i = 0; i < n; i++) assert_int_equal(mst_tensor_i32(t)[i], want[i]);
+}
+
+/* Fast vs reference kernel, bitwise (values and indices), for widths around the vector block. */
+static void test_maxpool_fast_matches_reference(void **state) {
+    (void)state;
+    mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 5, .n_threads = 2});
+    static const int64_t widths[] = {2, 31, 32, 33, 37, 64, 70};
+    static const pool_arg geoms[] = {{2, 2, 2, 2, 0, 0}, {3, 3, 2, 2, 1, 1}};
+    uint32_t r = 12345;
+    for (size_t wi = 0; wi < sizeof(widths) / sizeof(widths[0]); wi++)
+        for (size_t gi = 0; gi < sizeof(geoms) / sizeof(geoms[0]); gi++) {
+            int64_t n = 2, c = 3, h = 9, w = widths[wi];
+            if (w < geoms[gi].kw) continue;
+            float *v = malloc(sizeof(float) * (size_t)(n * c * h * w));
+            assert_non_null(v);
+            for (int64_t i = 0; i < n * c * h * w; i++) {
+                r = r * 1664525u + 1013904223u;
+                unsigned u = r >> 24;       /* few distinct values: ties everywhere; some NaN, -inf, -0 */
+                v[i] = u < 8 ? NAN : u < 16 ? -INFINITY : u < 24 ? -0.0f : (float)(u % 5) - 2.0f;
+            }
+            mst_tensor *x = f32_4d(ctx, n, c, h, w, v), *fast[2], *ref[2];
+            maxpool_run(ctx, x, geoms[gi], fast);
+            mst_ctx_set_force_ref(ctx, true);
+            maxpool_run(ctx, x, geoms[gi], ref);
+            mst_ctx_set_force_ref(ctx, false);
+            assert_int_equal(fast[0]->numel, ref[0]->numel);
+            assert_memory_equal(mst_tensor_data(fast[0]), mst_tensor_data(ref[0]), mst_tensor_nbytes(ref[0]));
+            assert_memory_equal(mst_tensor_data(fast[1]), mst_tensor_data(ref[1]), mst_tensor_nbytes(ref[1]));
+            free(v);
+        }
+    mst_ctx_free(ctx);
 }
 
 static void test_maxpool_values(void **state) {
@@ -293,6 +327,7 @@ int main(void) {
         cmocka_unit_test(test_avgpool_values),
         cmocka_unit_test(test_global_avgpool_values),
         cmocka_unit_test(test_pool_errors),
+        cmocka_unit_test(test_maxpool_fast_matches_reference),
         cmocka_unit_test(test_grad_op_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
