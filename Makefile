@@ -21,8 +21,11 @@ build: setup $(BUILD)/CMakeCache.txt
 demo: build
 	./$(BUILD)/mstune profile workloads/jobs/quickstart.yaml
 
+# A failing test is rerun once (a second failure fails the run): the few integration tests that
+# check measured shares against injected costs (test_profile, test_gate, test_sampler) can miss on
+# a machine whose other load preempts a step; a real defect fails both times.
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --repeat until-pass:2
 
 # bin/mstune, man1/mstune.1, the bash completion, the runtime library + headers + mstune-runtime.pc.
 PREFIX ?= /usr/local

@@ -91,6 +91,19 @@ bool e2e_files_equal(const char *a, const char *b) {
 
 bool e2e_exists(const char *path) { return access(path, F_OK) == 0; }
 
+void e2e_run_ok(const char *args, char *out, size_t n) {
+    int rc = e2e_run(args, out, n);
+    if (rc != 0) fail_msg("mstune %s exited %d:\n%s", args, rc, out);
+}
+
+double e2e_html_value(const char *html, const char *id) {
+    char key[128];
+    snprintf(key, sizeof(key), "id=\"%s\" data-value=\"", id);
+    const char *p = strstr(html, key);
+    if (!p) fail_msg("index.html has no element id=\"%s\" with a data-value", id);
+    return strtod(p + strlen(key), NULL);
+}
+
 cJSON *e2e_job(const char *cmd, const char *job, const char *sets, const char *dir, const char *name) {
     char args[4096], path[2048];
     static char out[1 << 15];

@@ -13,6 +13,10 @@
 /* Runs `$MSTUNE_BIN <args>` from the source tree with stdout and stderr captured into out.
  * Returns the exit status (or -1). */
 int e2e_run(const char *args, char *out, size_t n);
+/* e2e_run that fails the test (with the output) unless mstune exits 0. */
+void e2e_run_ok(const char *args, char *out, size_t n);
+/* The data-value attribute of the report element with this id (fails the test when absent). */
+double e2e_html_value(const char *html, const char *id);
 const char *e2e_source_dir(void);
 /* A fresh folder under $TMPDIR; removed by e2e_rmtree. */
 void e2e_tmpdir(char *buf, size_t n);

@@ -19,10 +19,7 @@
 
 static char g_out[1 << 16];
 
-static void run_ok(const char *args) {
-    int rc = e2e_run(args, g_out, sizeof(g_out));
-    if (rc != 0) fail_msg("mstune %s exited %d:\n%s", args, rc, g_out);
-}
+static void run_ok(const char *args) { e2e_run_ok(args, g_out, sizeof(g_out)); }
 
 static const cJSON *row_of(const cJSON *j, const char *id) {
     const cJSON *r;

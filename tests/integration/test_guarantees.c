@@ -301,9 +301,9 @@ static int64_t consistent_seed(const char *dir, bool profile) {
     return seed;
 }
 
-/* Starts `mstune ARGS...` (NULL-terminated), SIGKILLs it after delay_us unless it ended; its exit
- * status. */
-static int run_killed(long delay_us, const char *const *argv) {
+/* Starts `mstune ARGS...` (NULL-terminated) and SIGKILLs it once `path` exists (NULL: never) or
+ * after timeout_us, unless it ended first; its exit status. */
+static int run_killed_at(const char *path, long timeout_us, const char *const *argv) {
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -315,15 +315,18 @@ static int run_killed(long delay_us, const char *const *argv) {
         _exit(98);
     }
     int status = 0;
-    for (long waited = 0; waited < delay_us; waited += 5000) {     /* poll: it may end first */
+    for (long waited = 0; waited < timeout_us && !(path && e2e_exists(path)); waited += 2000) {     /* poll: it may end first */
         if (waitpid(pid, &status, WNOHANG) == pid) return status;
-        struct timespec ts = {0, 5000 * 1000};
+        struct timespec ts = {0, 2000 * 1000};
         nanosleep(&ts, NULL);
     }
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
     return status;
 }
+
+/* The kill after delay_us. */
+static int run_killed(long delay_us, const char *const *argv) { return run_killed_at(NULL, delay_us, argv); }
 
 static void test_kill9_leaves_one_consistent_run(void **state) {
     unsigned seed = getenv("MST_CRASH_SEED") ? (unsigned)atoi(getenv("MST_CRASH_SEED")) : 15u;
@@ -448,29 +451,6 @@ static double consistent_advice(const char *dir) {
     }
     cJSON_Delete(a);
     return tol;
-}
-
-/* Like run_killed, but the kill comes once `path` exists (or after timeout_us). */
-static int run_killed_at(const char *path, long timeout_us, const char *const *argv) {
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        const char *bin = getenv("MSTUNE_BIN");
-        if (chdir(e2e_source_dir()) != 0) _exit(99);
-        int fd = open("/dev/null", O_WRONLY);
-        if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); }
-        execv(bin ? bin : "build/mstune", (char *const *)argv);
-        _exit(98);
-    }
-    int status = 0;
-    for (long waited = 0; waited < timeout_us && !(path && e2e_exists(path)); waited += 2000) {
-        if (waitpid(pid, &status, WNOHANG) == pid) return status;
-        struct timespec ts = {0, 2000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    return status;
 }
 
 static void test_kill9_advise_keeps_one_advice(void **state) {

@@ -23,10 +23,7 @@
 
 static char g_out[1 << 17];
 
-static void run_ok(const char *args) {
-    int rc = e2e_run(args, g_out, sizeof(g_out));
-    if (rc != 0) fail_msg("mstune %s exited %d:\n%s", args, rc, g_out);
-}
+static void run_ok(const char *args) { e2e_run_ok(args, g_out, sizeof(g_out)); }
 
 static cJSON *read_json(const char *dir, const char *name) {
     char p[1024];
@@ -36,13 +33,7 @@ static cJSON *read_json(const char *dir, const char *name) {
     return j;
 }
 
-static double html_value(const char *html, const char *id) {
-    char key[128];
-    snprintf(key, sizeof(key), "id=\"%s\" data-value=\"", id);
-    const char *p = strstr(html, key);
-    if (!p) fail_msg("index.html has no element id=\"%s\" with a data-value", id);
-    return strtod(p + strlen(key), NULL);
-}
+static double html_value(const char *html, const char *id) { return e2e_html_value(html, id); }
 
 /* "throughput X samples/s, Y steps/s (N samples in T s of training loop)" from a command's output */
 typedef struct {

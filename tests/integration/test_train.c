@@ -38,10 +38,7 @@ static char *losses(cJSON *j) {
     return s;
 }
 
-static void run_ok(const char *args) {
-    int rc = e2e_run(args, g_out, sizeof(g_out));
-    if (rc != 0) fail_msg("mstune %s exited %d:\n%s", args, rc, g_out);
-}
+static void run_ok(const char *args) { e2e_run_ok(args, g_out, sizeof(g_out)); }
 
 static void test_mlp_accuracy_and_summary(void **state) {
     char dir[512], args[1024];

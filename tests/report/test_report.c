@@ -329,7 +329,15 @@ static void test_render_synthetic(void **state) {
     const char *verdict = strstr(html, "id=\"verdict\"");
     assert_non_null(verdict);
     assert_true(verdict < strstr(html, "<section id=\"breakdown\">"));
-    assert_non_null(strstr(verdict, "of each step is kernel time"));
+    /* the verdict names the category with the largest share of the stored breakdown: kernel by
+     * construction (73 us of spin per step against 15 us of data), unless a preemption on a loaded
+     * machine stretched one of the spins in another category; whichever it is, the verdict says it */
+    int top = MST_CAT_KERNEL;
+    for (int c = 0; c < MST_CAT_COUNT; c++)
+        if (bd.share[c] > bd.share[top]) top = c;
+    if (top == MST_CAT_KERNEL) assert_non_null(strstr(verdict, "of each step is kernel time"));
+    else if (top == MST_CAT_DATA) assert_non_null(strstr(verdict, "of each step waits for the data loader"));
+    else assert_null(strstr(verdict, "of each step is kernel time"));
     /* offline and escaped: no scripts, no network, hostile strings only in escaped form */
     assert_null(strstr(html, "<script"));
     assert_null(strstr(html, "http://"));
