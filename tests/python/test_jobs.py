@@ -87,6 +87,31 @@ class Jobs(unittest.TestCase):
                     outs.append(json.load(f)["train_loss"])
             self.assertEqual(outs[0], outs[1], "python vs C transformer, %s mode" % mode)
 
+    def test_srnet_equals_c(self):
+        fashion = "/usr/share/datasets/fashion-mnist"
+        if not os.path.isdir(fashion):
+            self.skipTest("no Fashion-MNIST at %s (Debian's dataset-fashion-mnist)" % fashion)
+        sr = "data:\n  dataset: fashion_sr\n  path: %s\n  batch_size: 16\n  normalize: false\n  limit: 80\n" \
+             "train: {epochs: 1, seed: 2, eval: true}\noptimizer: {name: adam, lr: 0.001}\n" % fashion
+        py = os.path.join(self.dir, "pysr.yaml")
+        c = os.path.join(self.dir, "csr.yaml")
+        with open(py, "w") as f:
+            f.write("model:\n  name: python\n  file: %s\n  args: {width: 4, blocks: 2, loss: l1}\n%s"
+                    % (os.path.join(ZOO, "srnet.py"), sr))
+        with open(c, "w") as f:
+            f.write("model: {name: srnet, width: 4, blocks: 2, loss: l1}\n" + sr)
+        for mode in ("eager", "graph"):
+            outs = []
+            for job in (py, c):
+                out = os.path.join(self.dir, "o-%s-%s" % (os.path.basename(job), mode))
+                run("train", job, "-o", out, "--set", "runtime.mode=" + mode)
+                with open(os.path.join(out, "summary.json")) as f:
+                    s = json.load(f)
+                self.assertEqual(s["metric"]["name"], "psnr")
+                outs.append((s["train_loss"], s["metric"]["value"]))
+            self.assertGreater(len(outs[0][0]), 3)
+            self.assertEqual(outs[0], outs[1], "python vs C srnet, %s mode" % mode)
+
     def test_sampler_names_python_frames(self):
         job = self.job("samp", "  name: python\n  file: %s\n  args: {hidden1: 16, hidden2: 16}" % os.path.join(ZOO, "mlp.py"), 4,
                        "profile: {sampler: true, sample_hz: 5000}\n")
