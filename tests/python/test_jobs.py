@@ -68,24 +68,33 @@ class Jobs(unittest.TestCase):
     def test_cnn_equals_c(self):
         self.assert_same_as_c((os.path.join(ZOO, "cnn.py"), "{width: 4, blocks: 2}"), "  name: cnn\n  width: 4\n  blocks: 2", 8)
 
-    def test_transformer_equals_c(self):
-        lang = "data:\n  dataset: langid\n  batch_size: 16\n  langid: {dir: /usr/share/dict, max_len: 10, per_language: 200}\n" \
-               "train: {steps: 6, eval: false, seed: 1}\noptimizer: {name: adamw, lr: 0.003}\n"
-        py = os.path.join(self.dir, "pytr.yaml")
-        c = os.path.join(self.dir, "ctr.yaml")
+    def summaries_py_and_c(self, tag, py_file, args, c_model, rest):
+        """Trains the Python model (py_file with args) and the C zoo model (c_model, a YAML flow
+        mapping) on the same job body `rest`, in eager and graph mode: {mode: (py summary, C summary)}."""
+        py = os.path.join(self.dir, "py%s.yaml" % tag)
+        c = os.path.join(self.dir, "c%s.yaml" % tag)
         with open(py, "w") as f:
-            f.write("model:\n  name: python\n  file: %s\n  args: {d_model: 16, heads: 2, layers: 1, dropout: 0.1}\n%s"
-                    % (os.path.join(ZOO, "transformer.py"), lang))
+            f.write("model:\n  name: python\n  file: %s\n  args: %s\n%s" % (os.path.join(ZOO, py_file), args, rest))
         with open(c, "w") as f:
-            f.write("model: {name: transformer, d_model: 16, heads: 2, layers: 1, dropout: 0.1}\n" + lang)
+            f.write("model: %s\n%s" % (c_model, rest))
+        result = {}
         for mode in ("eager", "graph"):
             outs = []
             for job in (py, c):
                 out = os.path.join(self.dir, "o-%s-%s" % (os.path.basename(job), mode))
                 run("train", job, "-o", out, "--set", "runtime.mode=" + mode)
                 with open(os.path.join(out, "summary.json")) as f:
-                    outs.append(json.load(f)["train_loss"])
-            self.assertEqual(outs[0], outs[1], "python vs C transformer, %s mode" % mode)
+                    outs.append(json.load(f))
+            result[mode] = outs
+        return result
+
+    def test_transformer_equals_c(self):
+        lang = "data:\n  dataset: langid\n  batch_size: 16\n  langid: {dir: /usr/share/dict, max_len: 10, per_language: 200}\n" \
+               "train: {steps: 6, eval: false, seed: 1}\noptimizer: {name: adamw, lr: 0.003}\n"
+        runs = self.summaries_py_and_c("tr", "transformer.py", "{d_model: 16, heads: 2, layers: 1, dropout: 0.1}",
+                                       "{name: transformer, d_model: 16, heads: 2, layers: 1, dropout: 0.1}", lang)
+        for mode, (py, c) in runs.items():
+            self.assertEqual(py["train_loss"], c["train_loss"], "python vs C transformer, %s mode" % mode)
 
     def test_srnet_equals_c(self):
         fashion = "/usr/share/datasets/fashion-mnist"
@@ -93,24 +102,13 @@ class Jobs(unittest.TestCase):
             self.skipTest("no Fashion-MNIST at %s (Debian's dataset-fashion-mnist)" % fashion)
         sr = "data:\n  dataset: fashion_sr\n  path: %s\n  batch_size: 16\n  normalize: false\n  limit: 80\n" \
              "train: {epochs: 1, seed: 2, eval: true}\noptimizer: {name: adam, lr: 0.001}\n" % fashion
-        py = os.path.join(self.dir, "pysr.yaml")
-        c = os.path.join(self.dir, "csr.yaml")
-        with open(py, "w") as f:
-            f.write("model:\n  name: python\n  file: %s\n  args: {width: 4, blocks: 2, loss: l1}\n%s"
-                    % (os.path.join(ZOO, "srnet.py"), sr))
-        with open(c, "w") as f:
-            f.write("model: {name: srnet, width: 4, blocks: 2, loss: l1}\n" + sr)
-        for mode in ("eager", "graph"):
-            outs = []
-            for job in (py, c):
-                out = os.path.join(self.dir, "o-%s-%s" % (os.path.basename(job), mode))
-                run("train", job, "-o", out, "--set", "runtime.mode=" + mode)
-                with open(os.path.join(out, "summary.json")) as f:
-                    s = json.load(f)
-                self.assertEqual(s["metric"]["name"], "psnr")
-                outs.append((s["train_loss"], s["metric"]["value"]))
-            self.assertGreater(len(outs[0][0]), 3)
-            self.assertEqual(outs[0], outs[1], "python vs C srnet, %s mode" % mode)
+        runs = self.summaries_py_and_c("sr", "srnet.py", "{width: 4, blocks: 2, loss: l1}",
+                                       "{name: srnet, width: 4, blocks: 2, loss: l1}", sr)
+        for mode, (py, c) in runs.items():
+            self.assertEqual(py["metric"]["name"], "psnr")
+            self.assertGreater(len(py["train_loss"]), 3)
+            self.assertEqual((py["train_loss"], py["metric"]["value"]), (c["train_loss"], c["metric"]["value"]),
+                             "python vs C srnet, %s mode" % mode)
 
     def test_sampler_names_python_frames(self):
         job = self.job("samp", "  name: python\n  file: %s\n  args: {hidden1: 16, hidden2: 16}" % os.path.join(ZOO, "mlp.py"), 4,
