@@ -18,8 +18,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/autograd.h"
+#include "bench/step.h"
 #include "bench/timing.h"
+#include "runtime/autograd.h"
 #include "runtime/context.h"
 #include "runtime/graph/graph.h"
 #include "runtime/graph/passes.h"
@@ -30,24 +31,7 @@
 enum { k_warmup = 3, k_repeats = 15 };
 
 
-typedef struct {
-    mst_ctx *ctx;
-    mst_model *model;
-    mst_optim *opt;
-    mst_tensor *x, *y;
-} rig;
-
-static mst_status step_fn(mst_ctx *ctx, void *arg, mst_tensor *const in[], int n_in, mst_tensor *out[], int *n_out) {
-    (void)n_in;
-    rig *r = arg;
-    mst_tensor *loss = mst_cross_entropy(ctx, r->model->forward(r->model, ctx, in[0], true), in[1]);
-    mst_status s = mst_backward(ctx, loss);
-    if (s == MST_OK) s = mst_optim_apply(r->opt, NULL);
-    mst_zero_grad(r->model->params, r->model->n_params);
-    out[0] = loss;
-    *n_out = 1;
-    return s;
-}
+typedef bench_rig rig;
 
 static void rig_init(rig *r, const char *model, int batch, int threads) {
     r->ctx = mst_ctx_new(&(mst_ctx_config){.seed = 7, .n_threads = threads});
@@ -82,7 +66,7 @@ static result measure_skipping(const char *model, int batch, int threads, bool g
     rig r;
     rig_init(&r, model, batch, threads);
     mst_graph_options go = {.optimize = true, .skip_passes = skip};
-    mst_graph_cache *gc = graph ? mst_graph_cache_new(r.ctx, "bench", step_fn, &r, &go) : NULL;
+    mst_graph_cache *gc = graph ? mst_graph_cache_new(r.ctx, "bench", bench_rig_step, &r, &go) : NULL;
     double t[k_repeats];
     result res = {0};
     for (int i = 0; i < k_warmup + k_repeats; i++) {
@@ -92,7 +76,7 @@ static result measure_skipping(const char *model, int batch, int threads, bool g
         mst_tensor *out[2];
         int n_out;
         mst_status s = graph ? mst_graph_cache_run(gc, (mst_tensor *[]){r.x, r.y}, 2, out, &n_out)
-                             : step_fn(r.ctx, &r, (mst_tensor *[]){r.x, r.y}, 2, out, &n_out);
+                             : bench_rig_step(r.ctx, &r, (mst_tensor *[]){r.x, r.y}, 2, out, &n_out);
         double dt = bench_now_ms() - t0;
         if (s != MST_OK) { fprintf(stderr, "bench_graph: %s\n", mst_ctx_error(r.ctx)); exit(1); }
         mst_pool_pop(r.ctx);

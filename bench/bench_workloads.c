@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/step.h"
 #include "bench/timing.h"
 #include "runtime/autograd.h"
 #include "runtime/context.h"
@@ -24,24 +25,7 @@
 
 enum { LANGID_LEN = 24, LANGID_VOCAB = 56, SR_SIDE = 14 };
 
-typedef struct {
-    mst_ctx *ctx;
-    mst_model *model;
-    mst_optim *opt;
-    mst_tensor *x, *y;
-} rig;
-
-static mst_status step_fn(mst_ctx *ctx, void *arg, mst_tensor *const in[], int n_in, mst_tensor *out[], int *n_out) {
-    (void)n_in;
-    rig *r = arg;
-    mst_tensor *loss = mst_model_loss(r->model, ctx, r->model->forward(r->model, ctx, in[0], true), in[1]);
-    mst_status s = mst_backward(ctx, loss);
-    if (s == MST_OK) s = mst_optim_apply(r->opt, NULL);
-    mst_zero_grad(r->model->params, r->model->n_params);
-    out[0] = loss;
-    *n_out = 1;
-    return s;
-}
+typedef bench_rig rig;
 
 /* The job's model and optimizer, and a batch shaped like its loader's: token ids with [CLS]
  * first, 3..20 characters, zero padding (the word lengths of the langid split), labels 0..7; or
@@ -96,7 +80,7 @@ static void rig_free(rig *r) {
 static double measure(const char *model, int batch, int threads, bool graph, int warmup, int repeats) {
     rig r;
     rig_init(&r, model, batch, threads);
-    mst_graph_cache *gc = graph ? mst_graph_cache_new(r.ctx, "bench", step_fn, &r, &(mst_graph_options){.optimize = true}) : NULL;
+    mst_graph_cache *gc = graph ? mst_graph_cache_new(r.ctx, "bench", bench_rig_step, &r, &(mst_graph_options){.optimize = true}) : NULL;
     double t[64];
     for (int i = 0; i < warmup + repeats; i++) {
         mst_pool_push(r.ctx);
@@ -104,7 +88,7 @@ static double measure(const char *model, int batch, int threads, bool graph, int
         mst_tensor *out[2];
         int n_out;
         mst_status s = graph ? mst_graph_cache_run(gc, (mst_tensor *[]){r.x, r.y}, 2, out, &n_out)
-                             : step_fn(r.ctx, &r, (mst_tensor *[]){r.x, r.y}, 2, out, &n_out);
+                             : bench_rig_step(r.ctx, &r, (mst_tensor *[]){r.x, r.y}, 2, out, &n_out);
         double dt = bench_now_ms() - t0;
         if (s != MST_OK) { fprintf(stderr, "bench_workloads: %s\n", mst_ctx_error(r.ctx)); exit(1); }
         mst_pool_pop(r.ctx);

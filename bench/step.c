@@ -99,3 +99,15 @@ bench_runner_result bench_runner_time(mst_ctx *ctx, const char *who, const mst_m
     mst_model_free(m);
     return r;
 }
+
+mst_status bench_rig_step(mst_ctx *ctx, void *arg, mst_tensor *const in[], int n_in, mst_tensor *out[], int *n_out) {
+    (void)n_in;
+    bench_rig *r = arg;
+    mst_tensor *loss = mst_model_loss(r->model, ctx, r->model->forward(r->model, ctx, in[0], true), in[1]);
+    mst_status s = mst_backward(ctx, loss);
+    if (s == MST_OK) s = mst_optim_apply(r->opt, NULL);
+    mst_zero_grad(r->model->params, r->model->n_params);
+    out[0] = loss;
+    *n_out = 1;
+    return s;
+}

@@ -29,4 +29,15 @@ typedef struct { double ms, peak_mib, act_mib; } bench_runner_result;
 bench_runner_result bench_runner_time(mst_ctx *ctx, const char *who, const mst_model_spec *spec, int batch, int level,
                                       mst_dtype half, bool graph, int warmup, int repeats);
 
+/* A model, its optimizer and one fixed batch on a context, and the step the graph cache traces:
+ * forward, the model's own loss (cross-entropy unless the model has one), backward, the update,
+ * zero-grad. bench_graph and bench_workloads time it eager and graph; in[0], in[1] are x, y. */
+typedef struct {
+    mst_ctx *ctx;
+    mst_model *model;
+    mst_optim *opt;
+    mst_tensor *x, *y;
+} bench_rig;
+mst_status bench_rig_step(mst_ctx *ctx, void *rig, mst_tensor *const in[], int n_in, mst_tensor *out[], int *n_out);
+
 #endif
