@@ -154,7 +154,8 @@ static int read_memory(reader *r, rpt_profile *p) {
             return fail(r, "memory");
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
             int64_t step = sqlite3_column_int64(st, 0);
-            int c = cat_index(p, (const char *)sqlite3_column_text(st, 1));
+            const unsigned char *name = sqlite3_column_text(st, 1);    /* NULL in a hand-edited database */
+            int c = cat_index(p, name ? (const char *)name : "");
             if (c < 0) continue;    /* past RPT_MEM_CATS categories */
             if (p->n_mem_steps == 0 || p->mem_steps[p->n_mem_steps - 1] != step) {
                 int64_t c0 = cap;

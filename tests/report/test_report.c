@@ -711,6 +711,34 @@ static void test_empty_profile(void **state) {
     free(text);
 }
 
+/* A hand-edited profile whose memory table allows NULL categories (found by fuzz_reports: the
+ * reader passed the NULL to strcmp) renders, the NULL read as an unnamed category. */
+static void test_null_memory_category(void **state) {
+    fixture *fx = *state;
+    char db[700], out[700], path[800], sql[1600], err[1024];
+    join(db, sizeof(db), fx->dir, "null-category.db");
+    snprintf(sql, sizeof(sql),
+             "VACUUM INTO '%s'", db);
+    sqlite3 *h = NULL;
+    assert_int_equal(sqlite3_open(fx->db_a, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    const char *edit = "CREATE TABLE m2 AS SELECT * FROM memory; DROP TABLE memory;"
+                       " CREATE TABLE memory(step INTEGER, category TEXT, max_bytes INTEGER);"
+                       " INSERT INTO memory SELECT step, category, max_bytes FROM m2; DROP TABLE m2;"
+                       " INSERT INTO memory VALUES(0, NULL, 4096);";
+    char *msg = NULL;
+    if (sqlite3_exec(h, edit, NULL, NULL, &msg) != SQLITE_OK) fail_msg("%s", msg);
+    sqlite3_close(h);
+    join(out, sizeof(out), fx->dir, "report-null-category");
+    if (mst_report_render(db, NULL, out, err, sizeof(err)) != 0) fail_msg("%s", err);
+    join(path, sizeof(path), out, "index.html");
+    char *html = slurp(path);
+    assert_xml_wellformed(strstr(html, "<html"));
+    free(html);
+}
+
 /* A real run of the built binary: the report of `mstune profile` agrees with its summary.json. */
 static void test_real_profile(void **state) {
     fixture *fx = *state;
@@ -784,6 +812,7 @@ int main(void) {
         cmocka_unit_test(test_compare),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_empty_profile),
+        cmocka_unit_test(test_null_memory_category),
         cmocka_unit_test(test_real_profile),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
