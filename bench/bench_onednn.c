@@ -139,33 +139,41 @@ static double rate(mst_ctx *ctx, mst_kernel_fn fn, const mst_op_call *c) {
     return (double)mst_op_flops(c) / (bench_median(t, k_op_repeats) * 1e6);
 }
 
+/* Per op and dtype: builtin, oneDNN on the plain layouts, oneDNN in its blocked layouts (the
+ * reorders in and out counted; convolutions only), and the implementations oneDNN picked. */
 static void per_op_table(int threads) {
     mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 11, .n_threads = threads});
     mst_grad_set_enabled(ctx, false);
-    printf("%-34s %8s %8s %8s %8s  %-22s %-22s\n", "op (GFLOP/s)", "f32 blt", "f32 dnnl", "bf16 blt", "bf16 dnnl", "oneDNN f32 impl",
-           "oneDNN bf16 impl");
-    double sum_t[4] = {0};
+    printf("%-34s %8s %8s %8s %8s %8s %8s  %-30s %-30s\n", "op (GFLOP/s)", "f32 blt", "f32 dnnl", "f32 blkd", "bf16 blt",
+           "bf16 dnl", "bf16 blk", "oneDNN f32 impl (plain)", "oneDNN bf16 impl (blocked, else plain)");
+    double sum_t[6] = {0};
     for (int i = 0; i < n_cases; i++) {
         const shape_case *k = &cases[i];
         const mst_op_desc *d = mst_op_table[k->op];
-        double r[4];
+        double r[6];
         const char *impl[2];
         for (int bf = 0; bf < 2; bf++) {
             mst_dtype dt = bf ? MST_DTYPE_BF16 : MST_DTYPE_F32;
             mst_pool_push(ctx);
             mst_op_call c;
             make_call(ctx, k, dt, &c);
-            r[2 * bf] = rate(ctx, mst_kernel_builtin(ctx, d, dt), &c);
-            bool ok = mst_onednn_kernel(k->op, dt) && mst_onednn_supports(ctx, &c, dt);
-            r[2 * bf + 1] = ok ? rate(ctx, mst_onednn_kernel(k->op, dt), &c) : 0;
-            impl[bf] = ok ? mst_onednn_impl(ctx, &c, dt) : "-";
-            for (int j = 0; j < 2; j++)
-                if (r[2 * bf + j] > 0) sum_t[2 * bf + j] += (double)mst_op_flops(&c) / (r[2 * bf + j] * 1e6);
+            r[3 * bf] = rate(ctx, mst_kernel_builtin(ctx, d, dt), &c);
+            impl[bf] = "-";
+            for (int l = 0; l < MST_ONEDNN_LAYOUT_COUNT; l++) {
+                mst_kernel_fn fn = mst_onednn_kernel(k->op, dt, (mst_onednn_layout)l);
+                bool ok = fn && mst_onednn_supports(ctx, &c, dt, (mst_onednn_layout)l);
+                r[3 * bf + 1 + l] = ok ? rate(ctx, fn, &c) : 0;
+                if (ok && (bf == 0 ? l == MST_ONEDNN_PLAIN : true)) impl[bf] = mst_onednn_impl(ctx, &c, dt, (mst_onednn_layout)l);
+            }
+            for (int j = 0; j < 3; j++)
+                if (r[3 * bf + j] > 0) sum_t[3 * bf + j] += (double)mst_op_flops(&c) / (r[3 * bf + j] * 1e6);
             mst_pool_pop(ctx);
         }
-        printf("%-34s %8.1f %8.1f %8.1f %8.1f  %-22s %-22s\n", k->name, r[0], r[1], r[2], r[3], impl[0], impl[1]);
+        printf("%-34s %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f  %-30s %-30s\n", k->name, r[0], r[1], r[2], r[3], r[4], r[5], impl[0],
+               impl[1]);
     }
-    printf("%-34s %8.2f %8.2f %8.2f %8.2f  (ms, all rows once)\n", "total time", sum_t[0], sum_t[1], sum_t[2], sum_t[3]);
+    printf("%-34s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f  (ms, all rows once; blocked: convolutions only)\n", "total time", sum_t[0],
+           sum_t[1], sum_t[2], sum_t[3], sum_t[4], sum_t[5]);
     mst_ctx_free(ctx);
 }
 

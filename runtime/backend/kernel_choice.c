@@ -1,7 +1,7 @@
 /* kernel_choice.c — see kernel_choice.h. The verdicts are one map from shape key to provider per
- * process, filled at the first call of a shape; a decision costs each kernel three runs (one to
- * warm caches and build the oneDNN primitive, two timed, the faster kept) and one more of the
- * winner, whose output the call returns. Timing decides which kernel runs, never whether a result
+ * process, filled at the first call of a shape; a decision costs each candidate kernel three runs
+ * (one to warm caches and build the oneDNN primitive, two timed, the faster kept) and one more of
+ * the winner, whose output the call returns. Timing decides which kernel runs, never whether a result
  * is right: both providers are checked against the reference kernels in tests/runtime.
  *
  * Why per process and per machine, not per context: the verdict is a fact about the machine, like
@@ -13,9 +13,11 @@
  * purpose) and in a calibration file per machine that every process reads before it measures and
  * appends to after: MSTUNE_KERNELS_CACHE names it (`off`: per process only), default
  * $XDG_CACHE_HOME/mstune/kernel-choices.tsv (or ~/.cache/...). A line is one verdict:
- *   v1 <TAB> machine <TAB> op <TAB> dtype <TAB> key hash <TAB> provider <TAB> builtin us <TAB> onednn us <TAB> shapes
- * where machine is the CPU model and its available features (a masked run is another machine) and
- * the key covers shapes, attributes and the thread budget. Lines are appended with one O_APPEND
+ *   v2 <TAB> machine <TAB> op <TAB> dtype <TAB> key hash <TAB> provider <TAB> builtin us <TAB> onednn us <TAB> onednn_blocked us <TAB> shapes
+ * where machine is the CPU model and its available features (a masked run is another machine), the
+ * key covers shapes, attributes and the thread budget, and a provider that does not serve the shape
+ * shows 0 us. (v1 lines, from before oneDNN's blocked layouts were a candidate, are ignored: their
+ * verdicts weighed two providers only.) Lines are appended with one O_APPEND
  * write each (atomic for lines this short); the first line for a key wins.
  */
 #include "runtime/backend/kernel_choice.h"
@@ -42,7 +44,7 @@
 static const double k_choice_margin = 0.25;
 
 static const char *const mode_names[MST_KERNELS_MODE_COUNT] = {"auto", "onednn", "builtin"};
-static const char *const provider_names[MST_PROVIDER_COUNT] = {"builtin", "onednn"};
+static const char *const provider_names[MST_PROVIDER_COUNT] = {"builtin", "onednn", "onednn_blocked"};
 
 const char *mst_kernels_mode_name(mst_kernels_mode m) { return (unsigned)m < MST_KERNELS_MODE_COUNT ? mode_names[m] : "?"; }
 const char *mst_provider_name(mst_provider p) { return (unsigned)p < MST_PROVIDER_COUNT ? provider_names[p] : "?"; }
@@ -97,7 +99,7 @@ static bool cache_find(const char *op, const char *dtype, uint64_t hash, mst_pro
         char *save = NULL, *field[6];
         int n = 0;
         for (char *t = strtok_r(line, "\t\n", &save); t && n < 6; t = strtok_r(NULL, "\t\n", &save)) field[n++] = t;
-        if (n < 6 || strcmp(field[0], "v1") || strcmp(field[1], machine) || strcmp(field[2], op) || strcmp(field[3], dtype) ||
+        if (n < 6 || strcmp(field[0], "v2") || strcmp(field[1], machine) || strcmp(field[2], op) || strcmp(field[3], dtype) ||
             strcmp(field[4], want))
             continue;
         for (int p = 0; p < MST_PROVIDER_COUNT; p++)
@@ -107,12 +109,12 @@ static bool cache_find(const char *op, const char *dtype, uint64_t hash, mst_pro
     return found;
 }
 
-static void cache_append(const char *op, const char *dtype, uint64_t hash, mst_provider p, double tb, double to,
+static void cache_append(const char *op, const char *dtype, uint64_t hash, mst_provider p, const double *t_ns,
                          const char *shapes) {
     if (!*cache_path) return;
     char line[1024];
-    int n = snprintf(line, sizeof(line), "v1\t%s\t%s\t%s\t%016" PRIx64 "\t%s\t%.1f\t%.1f\t%s\n", machine, op, dtype, hash,
-                     provider_names[p], tb / 1e3, to / 1e3, shapes);
+    int n = snprintf(line, sizeof(line), "v2\t%s\t%s\t%s\t%016" PRIx64 "\t%s\t%.1f\t%.1f\t%.1f\t%s\n", machine, op, dtype,
+                     hash, provider_names[p], t_ns[0] / 1e3, t_ns[1] / 1e3, t_ns[2] / 1e3, shapes);
     if (n <= 0 || n >= (int)sizeof(line)) return;
     int fd = open(cache_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return;
@@ -152,35 +154,65 @@ static double run_ns(mst_ctx *ctx, mst_kernel_fn k, const mst_op_call *c, mst_st
     return (double)(mst_prof_now_ns() - t0);
 }
 
-/* Times both on c's tensors; leaves c's outputs as whichever ran last (the caller reruns). */
-static mst_provider measure(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn builtin, mst_kernel_fn dnnl,
-                            const mst_shape_key *k, double *tb_out, double *to_out) {
-    mst_status s1, s2;
-    run_ns(ctx, builtin, c, &s1);
-    run_ns(ctx, dnnl, c, &s2);
-    *tb_out = *to_out = 0;
-    if (s1 != MST_OK || s2 != MST_OK) {
-        mst_ctx_clear_error(ctx);   /* the chosen kernel reruns and reports for real */
-        return s1 == MST_OK ? MST_PROVIDER_BUILTIN : MST_PROVIDER_ONEDNN;
+/* Provider p's kernel for the call's key dtype; NULL when p does not serve it. */
+static mst_kernel_fn provider_kernel(const mst_ctx *ctx, mst_provider p, const mst_op_call *c, mst_dtype key) {
+    switch (p) {
+    case MST_PROVIDER_ONEDNN: return mst_onednn_kernel(c->op, key, MST_ONEDNN_PLAIN);
+    case MST_PROVIDER_ONEDNN_BLOCKED: return mst_onednn_kernel(c->op, key, MST_ONEDNN_BLOCKED);
+    default: return mst_kernel_builtin(ctx, mst_op_table[c->op], key);
     }
-    double tb = 1e300, to = 1e300;
-    for (int r = 0; r < 2; r++) {
-        double b = run_ns(ctx, builtin, c, &s1), o = run_ns(ctx, dnnl, c, &s2);
-        if (b < tb) tb = b;
-        if (o < to) to = o;
+}
+
+/* Whether p can run this call's shape (oneDNN: a primitive exists for it; made on first ask). */
+static bool serves(mst_ctx *ctx, mst_provider p, const mst_op_call *c, mst_dtype key) {
+    if (!provider_kernel(ctx, p, c, key)) return false;
+    if (p == MST_PROVIDER_BUILTIN) return true;
+    return mst_onednn_supports(ctx, c, key, p == MST_PROVIDER_ONEDNN ? MST_ONEDNN_PLAIN : MST_ONEDNN_BLOCKED);
+}
+
+/* Times the candidates (served[p]) on c's tensors, t_ns[p] the best of two after a warm-up (0 when
+ * not a candidate); leaves c's outputs as whichever ran last (the caller reruns). The fastest oneDNN
+ * kernel wins when it beats builtin by the margin; a candidate that fails is dropped. */
+static mst_provider measure(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn *kernels, bool *served, double *t_ns) {
+    mst_status s;
+    for (int p = 0; p < MST_PROVIDER_COUNT; p++) {
+        t_ns[p] = 0;
+        if (served[p] && (run_ns(ctx, kernels[p], c, &s), s != MST_OK)) {
+            served[p] = false;
+            mst_ctx_clear_error(ctx);   /* the chosen kernel reruns and reports for real */
+        }
     }
-    *tb_out = tb, *to_out = to;
-    return to < tb * (1 - k_choice_margin) ? MST_PROVIDER_ONEDNN : MST_PROVIDER_BUILTIN;
+    double best[MST_PROVIDER_COUNT] = {1e300, 1e300, 1e300};
+    for (int r = 0; r < 2; r++)
+        for (int p = 0; p < MST_PROVIDER_COUNT; p++) {
+            if (!served[p]) continue;
+            double t = run_ns(ctx, kernels[p], c, &s);
+            if (t < best[p]) best[p] = t;
+        }
+    for (int p = 0; p < MST_PROVIDER_COUNT; p++)
+        if (served[p]) t_ns[p] = best[p];
+    mst_provider fast = MST_PROVIDER_COUNT;     /* the fastest oneDNN candidate */
+    for (int p = MST_PROVIDER_ONEDNN; p < MST_PROVIDER_COUNT; p++)
+        if (served[p] && (fast == MST_PROVIDER_COUNT || best[p] < best[fast])) fast = (mst_provider)p;
+    if (fast == MST_PROVIDER_COUNT) return MST_PROVIDER_BUILTIN;
+    if (!served[MST_PROVIDER_BUILTIN]) return fast;
+    return best[fast] < best[MST_PROVIDER_BUILTIN] * (1 - k_choice_margin) ? fast : MST_PROVIDER_BUILTIN;
 }
 
 static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measured) {
-    const mst_op_desc *d = mst_op_table[c->op];
     mst_dtype key = key_dtype(c);
-    mst_kernel_fn builtin = mst_kernel_builtin(ctx, d, key), dnnl = mst_onednn_kernel(c->op, key);
     *just_measured = false;
-    if (ctx->force_ref || ctx->kernels == MST_KERNELS_BUILTIN || !dnnl || !mst_onednn_supports(ctx, c, key))
-        return MST_PROVIDER_BUILTIN;
-    if (ctx->kernels == MST_KERNELS_ONEDNN || !builtin) return MST_PROVIDER_ONEDNN;
+    if (ctx->force_ref || ctx->kernels == MST_KERNELS_BUILTIN) return MST_PROVIDER_BUILTIN;
+    mst_kernel_fn kernels[MST_PROVIDER_COUNT];
+    bool served[MST_PROVIDER_COUNT], any_onednn = false;
+    for (int p = 0; p < MST_PROVIDER_COUNT; p++) {
+        kernels[p] = provider_kernel(ctx, (mst_provider)p, c, key);
+        /* forced oneDNN asks for the plain layout only (its verdict needs no timing) */
+        served[p] = (ctx->kernels == MST_KERNELS_AUTO || p == MST_PROVIDER_ONEDNN) && serves(ctx, (mst_provider)p, c, key);
+        any_onednn |= p != MST_PROVIDER_BUILTIN && served[p];
+    }
+    if (!any_onednn) return MST_PROVIDER_BUILTIN;
+    if (ctx->kernels == MST_KERNELS_ONEDNN) return MST_PROVIDER_ONEDNN;
     mst_shape_key k;
     mst_shape_key_of(&k, c, key);
     k.threads = ctx->n_threads;
@@ -192,9 +224,9 @@ static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measur
     mst_provider p = MST_PROVIDER_BUILTIN;
     bool known = v ? (p = (mst_provider)((uintptr_t)v - 1), true) : cache_find(op, dt, hash, &p);
     pthread_mutex_unlock(&verdict_lock);
-    double tb = 0, to = 0;
+    double t_ns[MST_PROVIDER_COUNT] = {0};
     /* measured outside the lock: another thread may measure the same shape; the first verdict stays */
-    if (!known) p = measure(ctx, c, builtin, dnnl, &k, &tb, &to);
+    if (!known) p = measure(ctx, c, kernels, served, t_ns);
     *just_measured = !known;
     char shapes[200] = "";
     for (int i = 0, n = 0; i < c->n_in && n < (int)sizeof(shapes); i++) {
@@ -207,15 +239,19 @@ static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measur
         if (!known) {
             mst_provider q;
             if (cache_find(op, dt, hash, &q)) p = q;    /* another process got there first */
-            else cache_append(op, dt, hash, p, tb, to, shapes);
+            else cache_append(op, dt, hash, p, t_ns, shapes);
         }
         *slot = (void *)(uintptr_t)(p + 1);
     }
     if (slot) p = (mst_provider)((uintptr_t)*slot - 1);
     pthread_mutex_unlock(&verdict_lock);
-    if (!known && log_choices())
-        fprintf(stderr, "mstune kernels: %s(%s) at %d threads: builtin %.1f us, onednn %.1f us (%s) -> %s\n", op, shapes,
-                ctx->n_threads, tb / 1e3, to / 1e3, mst_onednn_impl(ctx, c, key), mst_provider_name(p));
+    if (!known && log_choices()) {
+        const char *ip = mst_onednn_impl(ctx, c, key, MST_ONEDNN_PLAIN), *ib = mst_onednn_impl(ctx, c, key, MST_ONEDNN_BLOCKED);
+        fprintf(stderr,
+                "mstune kernels: %s(%s) at %d threads: builtin %.1f us, onednn %.1f us (%s), onednn_blocked %.1f us (%s) -> %s\n",
+                op, shapes, ctx->n_threads, t_ns[0] / 1e3, t_ns[1] / 1e3, ip ? ip : "-", t_ns[2] / 1e3, ib ? ib : "-",
+                mst_provider_name(p));
+    }
     return p;
 }
 
@@ -227,9 +263,8 @@ mst_provider mst_kernel_provider(mst_ctx *ctx, const mst_op_call *c) {
 static mst_status choose_and_run(mst_ctx *ctx, const mst_op_call *c) {
     bool measured;
     mst_provider p = decide(ctx, c, &measured);
-    const mst_op_desc *d = mst_op_table[c->op];
     mst_dtype key = key_dtype(c);
-    mst_kernel_fn k = p == MST_PROVIDER_ONEDNN ? mst_onednn_kernel(c->op, key) : mst_kernel_builtin(ctx, d, key);
+    mst_kernel_fn k = provider_kernel(ctx, p, c, key);
     if (!k) return mst_op_fail(ctx, c, MST_ERR_DTYPE, "no cpu kernel for dtype %s", mst_dtype_name(key));
     return k(ctx, c);
 }
@@ -238,7 +273,7 @@ mst_kernel_fn mst_kernel_lookup(const mst_ctx *ctx, const mst_op_desc *d, mst_dt
     mst_kernel_fn builtin = mst_kernel_builtin(ctx, d, key);
     if (ctx->force_ref || ctx->kernels == MST_KERNELS_BUILTIN) return builtin;
     mst_op op = op_of(d);
-    if (op == MST_OP_COUNT || !mst_onednn_kernel(op, key)) return builtin;
+    if (op == MST_OP_COUNT || !mst_onednn_kernel(op, key, MST_ONEDNN_PLAIN)) return builtin;
     return choose_and_run;
 }
 
@@ -252,7 +287,8 @@ size_t mst_op_kernel_addrs(const void **out, size_t cap) {
             if (d->cpu_ref[t] && n < cap) out[n++] = (const void *)d->cpu_ref[t];
         }
     }
-    mst_kernel_fn providers[] = {choose_and_run, mst_onednn_kernel(MST_OP_MATMUL, MST_DTYPE_F32)};
+    mst_kernel_fn providers[] = {choose_and_run, mst_onednn_kernel(MST_OP_MATMUL, MST_DTYPE_F32, MST_ONEDNN_PLAIN),
+                                 mst_onednn_kernel(MST_OP_CONV2D, MST_DTYPE_F32, MST_ONEDNN_BLOCKED)};
     for (size_t i = 0; i < sizeof(providers) / sizeof(providers[0]); i++)
         if (providers[i] && n < cap) out[n++] = (const void *)providers[i];
     return n;

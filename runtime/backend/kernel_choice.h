@@ -3,12 +3,14 @@
  *
  * runtime.kernels (a job key; MSTUNE_KERNELS in the environment sets a context's default):
  *   auto     for an op oneDNN serves, the first call of each (op, dtype, shapes, attributes) times
- *            both providers on the call's own tensors and keeps the faster (oneDNN only when it
- *            beats builtin by more than k_choice_margin, so noise never swaps in a slower
- *            kernel); the verdict is kept for the process, so eager, graph plans and every
- *            context of the process run the same kernel for the same shape
- *            (MSTUNE_KERNELS_LOG=1 prints each verdict with both times);
- *   onednn   oneDNN wherever it implements the shape, builtin elsewhere;
+ *            every provider that serves it on the call's own tensors — builtin, oneDNN on the
+ *            plain layouts, and for convolutions oneDNN in its blocked layouts with the reorders
+ *            in and out counted — and keeps the fastest (a oneDNN kernel only when it beats
+ *            builtin by more than k_choice_margin, so noise never swaps in a slower kernel); the
+ *            verdict is kept for the process, so eager, graph plans and every context of the
+ *            process run the same kernel for the same shape (MSTUNE_KERNELS_LOG=1 prints each
+ *            verdict with the times);
+ *   onednn   oneDNN (plain layouts) wherever it implements the shape, builtin elsewhere;
  *   builtin  never oneDNN: the path every test can rely on, on any CPU.
  * The reference switch (mst_ctx_set_force_ref) overrides all three.
  *
@@ -20,7 +22,9 @@
 #include "runtime/op.h"
 
 typedef enum { MST_KERNELS_AUTO, MST_KERNELS_ONEDNN, MST_KERNELS_BUILTIN, MST_KERNELS_MODE_COUNT } mst_kernels_mode;
-typedef enum { MST_PROVIDER_BUILTIN, MST_PROVIDER_ONEDNN, MST_PROVIDER_COUNT } mst_provider;
+/* onednn: oneDNN on the tensors' plain layouts; onednn_blocked: oneDNN in its blocked layouts,
+ * reorders in the call (convolutions). */
+typedef enum { MST_PROVIDER_BUILTIN, MST_PROVIDER_ONEDNN, MST_PROVIDER_ONEDNN_BLOCKED, MST_PROVIDER_COUNT } mst_provider;
 
 const char *mst_kernels_mode_name(mst_kernels_mode m);
 int         mst_kernels_mode_parse(const char *s);     /* -1 if unknown */
@@ -35,7 +39,7 @@ mst_kernel_fn mst_kernel_lookup(const mst_ctx *ctx, const mst_op_desc *d, mst_dt
 /* The builtin kernel alone (what mst_op_kernel returned before providers). */
 mst_kernel_fn mst_kernel_builtin(const mst_ctx *ctx, const mst_op_desc *d, mst_dtype dtype);
 /* Which provider runs (or, in auto before the first run, would be timed for) this call; decides
- * now (running both kernels on c's tensors) in auto mode when not yet decided. */
+ * now (running the candidates on c's tensors) in auto mode when not yet decided. */
 mst_provider mst_kernel_provider(mst_ctx *ctx, const mst_op_call *c);
 
 #endif

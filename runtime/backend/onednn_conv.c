@@ -1,11 +1,14 @@
 /* onednn_conv.c — conv2d, conv2d_grad_input and conv2d_grad_weight as oneDNN convolution
- * primitives (forward, backward data, backward weights) on the tensors' plain NCHW / OIHW
- * layouts, bias fused in the forward. Plain layouts mean no reorders per call; the price is that
- * oneDNN may pick an implementation that blocked layouts would beat, and the implementation it
- * reports is printed beside every rate (bench/bench_onednn). The backward primitives need a
+ * primitives (forward, backward data, backward weights), bias fused in the forward. The tensors
+ * stay in plain NCHW / OIHW; where oneDNN has a direct kernel for its blocked layouts, the call
+ * reorders into and out of them (see "Layouts" below). The implementation oneDNN reports is printed
+ * beside every rate (bench/bench_onednn). The backward primitives need a
  * forward descriptor of the same geometry as a hint; it is made and dropped at build time.
  * Right padding is whatever makes oneDNN's output size equal the runtime's floor division.
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "runtime/backend/onednn_impl.h"
 
 typedef struct {
@@ -63,22 +66,24 @@ static bool mds_of(const geom *g, dnnl_data_type_t dt, conv_mds *m) {
            plain(&m->dst, 4, (int64_t[]){g->n, g->k, g->p, g->q}, dt, dnnl_nchw);
 }
 
+/* The same geometry with every tensor's layout left to oneDNN (format_tag any), bias aside; with
+ * f32_weights the weights (the weight gradient, for backward weights) are f32 whatever the
+ * inputs' type: oneDNN's bf16 weight-gradient kernels accumulate in f32 and, asked for a bf16
+ * result, ran 10-100x slower on an AVX512-BF16 CPU (bench_onednn); the reorder out rounds to bf16. */
+static bool any_of(const conv_mds *plain_mds, bool f32_weights, conv_mds *m) {
+    *m = *plain_mds;
+    dnnl_memory_desc_t *mds[] = {&m->src, &m->wei, &m->dst};
+    for (int i = 0; i < 3; i++) {
+        dnnl_data_type_t dt = i == 1 && f32_weights ? dnnl_f32 : mds[i]->data_type;
+        if (onednn.md_init_by_tag(mds[i], mds[i]->ndims, mds[i]->dims, dt, dnnl_format_tag_any) != dnnl_success) return false;
+    }
+    return true;
+}
+
 /* The forward descriptor (the hint backward primitives need), with or without the bias. */
 static bool fwd_desc(conv_mds *m, bool bias, dnnl_convolution_desc_t *d) {
     return onednn.conv_fwd_desc_init(d, dnnl_forward_training, dnnl_convolution_direct, &m->src, &m->wei,
                                      bias ? &m->bias : NULL, &m->dst, m->strides, m->pad_l, m->pad_r) == dnnl_success;
-}
-
-bool onednn_build_conv2d(mst_onednn *st, const mst_op_call *c, dnnl_data_type_t dt, onednn_prim *p) {
-    geom g = geom_of(c);
-    conv_mds m;
-    bool bias = c->n_in == 3;
-    dnnl_convolution_desc_t d;
-    if (!mds_of(&g, dt, &m) || !fwd_desc(&m, bias, &d)) return false;
-    return onednn_make_primitive(st, &d, NULL, p) && onednn_add_arg(st, p, DNNL_ARG_SRC, &m.src, ONEDNN_FROM_IN0) &&
-           onednn_add_arg(st, p, DNNL_ARG_WEIGHTS, &m.wei, ONEDNN_FROM_IN0 + 1) &&
-           (!bias || onednn_add_arg(st, p, DNNL_ARG_BIAS, &m.bias, ONEDNN_FROM_IN0 + 2)) &&
-           onednn_add_arg(st, p, DNNL_ARG_DST, &m.dst, ONEDNN_FROM_OUT0);
 }
 
 /* A forward pd of the geometry, for a backward primitive's hint; NULL when oneDNN has none. */
@@ -89,32 +94,111 @@ static dnnl_primitive_desc_t hint_pd(mst_onednn *st, conv_mds *m) {
     return pd;
 }
 
-bool onednn_build_conv2d_grad_input(mst_onednn *st, const mst_op_call *c, dnnl_data_type_t dt, onednn_prim *p) {
-    geom g = geom_of(c);
-    conv_mds m;
-    if (!mds_of(&g, dt, &m)) return false;
-    dnnl_primitive_desc_t hint = hint_pd(st, &m);
-    dnnl_convolution_desc_t d;
-    bool ok = hint && onednn.conv_bwd_data_desc_init(&d, dnnl_convolution_direct, &m.src, &m.wei, &m.dst, m.strides, m.pad_l,
-                                                     m.pad_r) == dnnl_success &&
-              onednn_make_primitive(st, &d, hint, p);
-    if (hint) onednn.pd_destroy(hint);
-    return ok && onednn_add_arg(st, p, DNNL_ARG_DIFF_DST, &m.dst, ONEDNN_FROM_IN0) &&
-           onednn_add_arg(st, p, DNNL_ARG_WEIGHTS, &m.wei, ONEDNN_FROM_IN0 + 1) &&
-           onednn_add_arg(st, p, DNNL_ARG_DIFF_SRC, &m.src, ONEDNN_FROM_OUT0);
+/* Layouts: oneDNN's convolutions on plain NCHW run its gemm-based implementation (im2col + GEMM,
+ * no faster in bf16 than in f32 on an AVX512-BF16 CPU), while blocked layouts (nChw16c,
+ * OIhw16i16o, ...) get its direct JIT kernels, which use the AVX512-BF16 / AMX dot products. The
+ * blocked primitive is made with every layout left to oneDNN (format_tag any); its arguments whose
+ * chosen layout is not the tensor's plain one are staged (onednn_add_staged_arg): each call reorders
+ * the inputs into the primitive's layouts and the outputs back, and those reorders are part of the
+ * kernel's time, so the kernel choice weighs them when it measures plain against blocked. */
+/* One argument of a conv primitive: its execution slot, which of the geometry's tensors it is, where
+ * the pd reports its chosen layout, and where its data comes from. */
+enum { T_SRC, T_WEI, T_DST, T_BIAS };
+typedef struct {
+    int arg, tensor;
+    dnnl_query_t query;
+    int from;
+} conv_arg;
+
+/* make(st, mds, bias, p) initializes the op descriptor and creates p's pd and primitive. */
+typedef bool (*make_fn)(mst_onednn *st, conv_mds *m, bool bias, onednn_prim *p);
+
+static const dnnl_memory_desc_t *tensor_md(const conv_mds *m, int t) {
+    return t == T_SRC ? &m->src : t == T_WEI ? &m->wei : t == T_DST ? &m->dst : &m->bias;
 }
 
-bool onednn_build_conv2d_grad_weight(mst_onednn *st, const mst_op_call *c, dnnl_data_type_t dt, onednn_prim *p) {
+static bool make_fwd(mst_onednn *st, conv_mds *m, bool bias, onednn_prim *p) {
+    dnnl_convolution_desc_t d;
+    return fwd_desc(m, bias, &d) && onednn_make_primitive(st, &d, NULL, p);
+}
+
+static bool make_bwd_data(mst_onednn *st, conv_mds *m, bool bias, onednn_prim *p) {
+    (void)bias;
+    dnnl_primitive_desc_t hint = hint_pd(st, m);
+    dnnl_convolution_desc_t d;
+    bool ok = hint && onednn.conv_bwd_data_desc_init(&d, dnnl_convolution_direct, &m->src, &m->wei, &m->dst, m->strides,
+                                                     m->pad_l, m->pad_r) == dnnl_success &&
+              onednn_make_primitive(st, &d, hint, p);
+    if (hint) onednn.pd_destroy(hint);
+    return ok;
+}
+
+static bool make_bwd_weights(mst_onednn *st, conv_mds *m, bool bias, onednn_prim *p) {
+    (void)bias;
+    /* the hint is a forward of the inputs' type (an f32 weight gradient has no bf16 forward twin) */
+    conv_mds h = *m;
+    if (h.wei.data_type != h.src.data_type &&
+        onednn.md_init_by_tag(&h.wei, h.wei.ndims, h.wei.dims, h.src.data_type, dnnl_format_tag_any) != dnnl_success)
+        return false;
+    dnnl_primitive_desc_t hint = hint_pd(st, &h);
+    dnnl_convolution_desc_t d;
+    bool ok = hint && onednn.conv_bwd_weights_desc_init(&d, dnnl_convolution_direct, &m->src, &m->wei, NULL, &m->dst,
+                                                        m->strides, m->pad_l, m->pad_r) == dnnl_success &&
+              onednn_make_primitive(st, &d, hint, p);
+    if (hint) onednn.pd_destroy(hint);
+    return ok;
+}
+
+/* A conv primitive for geometry m (the tensors' plain layouts) in the given layout. */
+static bool build(mst_onednn *st, conv_mds *m, bool bias, make_fn make, int n, const conv_arg *args,
+                  mst_onednn_layout layout, onednn_prim *p) {
+    if (layout == MST_ONEDNN_BLOCKED) {
+        conv_mds any;
+        bool f32_weights = make == make_bwd_weights;
+        if (!any_of(m, f32_weights, &any) || !make(st, &any, bias, p)) return false;
+        for (int i = 0; i < n; i++)
+            if (!onednn_add_staged_arg(st, p, args[i].arg, tensor_md(m, args[i].tensor),
+                                       onednn.pd_query_md(p->pd, args[i].query, args[i].tensor == T_BIAS), args[i].from))
+                return false;
+        return true;
+    }
+    if (!make(st, m, bias, p)) return false;
+    for (int i = 0; i < n; i++)
+        if (!onednn_add_arg(st, p, args[i].arg, tensor_md(m, args[i].tensor), args[i].from)) return false;
+    return true;
+}
+
+bool onednn_build_conv2d(mst_onednn *st, const mst_op_call *c, dnnl_data_type_t dt, mst_onednn_layout layout,
+                         onednn_prim *p) {
+    geom g = geom_of(c);
+    conv_mds m;
+    bool bias = c->n_in == 3;
+    if (!mds_of(&g, dt, &m)) return false;
+    static const conv_arg args[] = {{DNNL_ARG_SRC, T_SRC, dnnl_query_src_md, ONEDNN_FROM_IN0},
+                                    {DNNL_ARG_WEIGHTS, T_WEI, dnnl_query_weights_md, ONEDNN_FROM_IN0 + 1},
+                                    {DNNL_ARG_DST, T_DST, dnnl_query_dst_md, ONEDNN_FROM_OUT0},
+                                    {DNNL_ARG_BIAS, T_BIAS, dnnl_query_weights_md, ONEDNN_FROM_IN0 + 2}};
+    return build(st, &m, bias, make_fwd, bias ? 4 : 3, args, layout, p);
+}
+
+bool onednn_build_conv2d_grad_input(mst_onednn *st, const mst_op_call *c, dnnl_data_type_t dt, mst_onednn_layout layout,
+                                    onednn_prim *p) {
     geom g = geom_of(c);
     conv_mds m;
     if (!mds_of(&g, dt, &m)) return false;
-    dnnl_primitive_desc_t hint = hint_pd(st, &m);
-    dnnl_convolution_desc_t d;
-    bool ok = hint && onednn.conv_bwd_weights_desc_init(&d, dnnl_convolution_direct, &m.src, &m.wei, NULL, &m.dst, m.strides,
-                                                        m.pad_l, m.pad_r) == dnnl_success &&
-              onednn_make_primitive(st, &d, hint, p);
-    if (hint) onednn.pd_destroy(hint);
-    return ok && onednn_add_arg(st, p, DNNL_ARG_DIFF_DST, &m.dst, ONEDNN_FROM_IN0) &&
-           onednn_add_arg(st, p, DNNL_ARG_SRC, &m.src, ONEDNN_FROM_IN0 + 1) &&
-           onednn_add_arg(st, p, DNNL_ARG_DIFF_WEIGHTS, &m.wei, ONEDNN_FROM_OUT0);
+    static const conv_arg args[] = {{DNNL_ARG_DIFF_DST, T_DST, dnnl_query_diff_dst_md, ONEDNN_FROM_IN0},
+                                    {DNNL_ARG_WEIGHTS, T_WEI, dnnl_query_weights_md, ONEDNN_FROM_IN0 + 1},
+                                    {DNNL_ARG_DIFF_SRC, T_SRC, dnnl_query_diff_src_md, ONEDNN_FROM_OUT0}};
+    return build(st, &m, false, make_bwd_data, 3, args, layout, p);
+}
+
+bool onednn_build_conv2d_grad_weight(mst_onednn *st, const mst_op_call *c, dnnl_data_type_t dt, mst_onednn_layout layout,
+                                     onednn_prim *p) {
+    geom g = geom_of(c);
+    conv_mds m;
+    if (!mds_of(&g, dt, &m)) return false;
+    static const conv_arg args[] = {{DNNL_ARG_DIFF_DST, T_DST, dnnl_query_diff_dst_md, ONEDNN_FROM_IN0},
+                                    {DNNL_ARG_SRC, T_SRC, dnnl_query_src_md, ONEDNN_FROM_IN0 + 1},
+                                    {DNNL_ARG_DIFF_WEIGHTS, T_WEI, dnnl_query_diff_weights_md, ONEDNN_FROM_OUT0}};
+    return build(st, &m, false, make_bwd_weights, 3, args, layout, p);
 }

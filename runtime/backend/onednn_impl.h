@@ -28,6 +28,10 @@ typedef struct {
     typeof(&dnnl_primitive_desc_create) pd_create;
     typeof(&dnnl_primitive_desc_destroy) pd_destroy;
     typeof(&dnnl_primitive_desc_query) pd_query;
+    typeof(&dnnl_primitive_desc_query_md) pd_query_md;
+    typeof(&dnnl_memory_desc_equal) md_equal;
+    typeof(&dnnl_memory_desc_get_size) md_get_size;
+    typeof(&dnnl_reorder_primitive_desc_create) reorder_pd_create;
     typeof(&dnnl_primitive_create) primitive_create;
     typeof(&dnnl_primitive_execute) primitive_execute;
     typeof(&dnnl_primitive_destroy) primitive_destroy;
@@ -43,6 +47,16 @@ enum { ONEDNN_FROM_IN0 = 0, ONEDNN_FROM_OUT0 = 8 };
 
 enum { ONEDNN_MAX_ARGS = 4 };
 
+/* An argument the primitive wants in another layout than the tensor's plain one (a blocked
+ * format such as nChw16c): the primitive reads or writes `inner`, a buffer it owns in its layout,
+ * and a reorder moves the data between it and the tensor's plain memory, before the primitive for
+ * an input, after it for an output. */
+typedef struct {
+    dnnl_memory_t user;                     /* the tensor's plain layout; data pointer set per call */
+    dnnl_primitive_t reorder;               /* user -> inner (input) or inner -> user (output) */
+    void *inner_data;                       /* the inner memory's buffer (64-byte aligned) */
+} onednn_stage;
+
 /* One cached primitive: what a call of this shape runs. */
 typedef struct {
     bool ok;                                /* false: oneDNN has no implementation for the shape */
@@ -51,6 +65,7 @@ typedef struct {
     int n_args;
     dnnl_exec_arg_t args[ONEDNN_MAX_ARGS];  /* memories made without data; pointers set per call */
     int from[ONEDNN_MAX_ARGS];              /* ONEDNN_FROM_IN0 + i, or ONEDNN_FROM_OUT0 */
+    onednn_stage stage[ONEDNN_MAX_ARGS];    /* .reorder NULL: the argument is the tensor itself */
     char impl[64];
 } onednn_prim;
 
@@ -58,20 +73,30 @@ typedef struct {
 typedef struct mst_onednn {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
-    mst_shape_map prims;
+    mst_shape_map prims[MST_ONEDNN_LAYOUT_COUNT];
 } mst_onednn;
 
-/* Builders fill p (args, from) from a call of their op; false when oneDNN cannot do the shape. */
-typedef bool (*onednn_build_fn)(mst_onednn *st, const mst_op_call *c, dnnl_data_type_t dt, onednn_prim *p);
-bool onednn_build_matmul(mst_onednn *st, const mst_op_call *c, dnnl_data_type_t dt, onednn_prim *p);
-bool onednn_build_linear(mst_onednn *st, const mst_op_call *c, dnnl_data_type_t dt, onednn_prim *p);
-bool onednn_build_conv2d(mst_onednn *st, const mst_op_call *c, dnnl_data_type_t dt, onednn_prim *p);
-bool onednn_build_conv2d_grad_input(mst_onednn *st, const mst_op_call *c, dnnl_data_type_t dt, onednn_prim *p);
-bool onednn_build_conv2d_grad_weight(mst_onednn *st, const mst_op_call *c, dnnl_data_type_t dt, onednn_prim *p);
+/* Builders fill p (args, from) from a call of their op in the given layout; false when oneDNN cannot
+ * do the shape. The matmul family is plain only (builder() never asks it for blocked). */
+typedef bool (*onednn_build_fn)(mst_onednn *st, const mst_op_call *c, dnnl_data_type_t dt, mst_onednn_layout layout,
+                                onednn_prim *p);
+bool onednn_build_matmul(mst_onednn *st, const mst_op_call *c, dnnl_data_type_t dt, mst_onednn_layout layout, onednn_prim *p);
+bool onednn_build_linear(mst_onednn *st, const mst_op_call *c, dnnl_data_type_t dt, mst_onednn_layout layout, onednn_prim *p);
+bool onednn_build_conv2d(mst_onednn *st, const mst_op_call *c, dnnl_data_type_t dt, mst_onednn_layout layout, onednn_prim *p);
+bool onednn_build_conv2d_grad_input(mst_onednn *st, const mst_op_call *c, dnnl_data_type_t dt, mst_onednn_layout layout,
+                                    onednn_prim *p);
+bool onednn_build_conv2d_grad_weight(mst_onednn *st, const mst_op_call *c, dnnl_data_type_t dt, mst_onednn_layout layout,
+                                     onednn_prim *p);
 
 /* Shared by the builders: a primitive from an op descriptor (hint: a forward pd for backward
  * ops, or NULL), and one argument's memory; false on any failure. */
 bool onednn_make_primitive(mst_onednn *st, const_dnnl_op_desc_t desc, const_dnnl_primitive_desc_t hint, onednn_prim *p);
 bool onednn_add_arg(mst_onednn *st, onednn_prim *p, int arg, const dnnl_memory_desc_t *md, int from);
+/* Frees everything p holds (pd, primitive, memories, stages) and zeroes it; p itself stays. */
+void onednn_prim_clear(onednn_prim *p);
+/* As onednn_add_arg for an argument whose tensor is in `plain` while the primitive's pd chose
+ * `chosen` (queried from p->pd): equal layouts add the plain argument, others a staged one. */
+bool onednn_add_staged_arg(mst_onednn *st, onednn_prim *p, int arg, const dnnl_memory_desc_t *plain,
+                           const dnnl_memory_desc_t *chosen, int from);
 
 #endif

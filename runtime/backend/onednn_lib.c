@@ -87,6 +87,10 @@ static void load(void) {
         {"dnnl_primitive_desc_create", offsetof(onednn_api, pd_create)},
         {"dnnl_primitive_desc_destroy", offsetof(onednn_api, pd_destroy)},
         {"dnnl_primitive_desc_query", offsetof(onednn_api, pd_query)},
+        {"dnnl_primitive_desc_query_md", offsetof(onednn_api, pd_query_md)},
+        {"dnnl_memory_desc_equal", offsetof(onednn_api, md_equal)},
+        {"dnnl_memory_desc_get_size", offsetof(onednn_api, md_get_size)},
+        {"dnnl_reorder_primitive_desc_create", offsetof(onednn_api, reorder_pd_create)},
         {"dnnl_primitive_create", offsetof(onednn_api, primitive_create)},
         {"dnnl_primitive_execute", offsetof(onednn_api, primitive_execute)},
         {"dnnl_primitive_destroy", offsetof(onednn_api, primitive_destroy)},
@@ -139,19 +143,32 @@ static mst_onednn *state(mst_ctx *ctx) {
     return st;
 }
 
-static void prim_free(onednn_prim *p) {
-    for (int k = 0; k < p->n_args; k++) onednn.memory_destroy(p->args[k].memory);
+void onednn_prim_clear(onednn_prim *p) {
+    for (int k = 0; k < p->n_args; k++) {
+        onednn.memory_destroy(p->args[k].memory);
+        onednn_stage *sg = &p->stage[k];
+        if (sg->reorder) onednn.primitive_destroy(sg->reorder);
+        if (sg->user) onednn.memory_destroy(sg->user);
+        free(sg->inner_data);
+    }
     if (p->prim) onednn.primitive_destroy(p->prim);
     if (p->pd) onednn.pd_destroy(p->pd);
+    memset(p, 0, sizeof(*p));
+}
+
+static void prim_free(onednn_prim *p) {
+    onednn_prim_clear(p);
     free(p);
 }
 
 void mst_onednn_ctx_free(mst_ctx *ctx) {
     mst_onednn *st = ctx->onednn;
     if (!st) return;
-    for (size_t i = 0; i < st->prims.cap; i++)
-        if (st->prims.hashes[i] && st->prims.vals[i]) prim_free(st->prims.vals[i]);
-    mst_shape_map_free(&st->prims);
+    for (int l = 0; l < MST_ONEDNN_LAYOUT_COUNT; l++) {
+        for (size_t i = 0; i < st->prims[l].cap; i++)
+            if (st->prims[l].hashes[i] && st->prims[l].vals[i]) prim_free(st->prims[l].vals[i]);
+        mst_shape_map_free(&st->prims[l]);
+    }
     onednn.stream_destroy(st->stream);
     onednn.engine_destroy(st->engine);
     free(st);
@@ -182,6 +199,43 @@ bool onednn_add_arg(mst_onednn *st, onednn_prim *p, int arg, const dnnl_memory_d
     return true;
 }
 
+bool onednn_add_staged_arg(mst_onednn *st, onednn_prim *p, int arg, const dnnl_memory_desc_t *plain,
+                           const dnnl_memory_desc_t *chosen, int from) {
+    if (!chosen || onednn.md_equal(plain, chosen)) return onednn_add_arg(st, p, arg, plain, from);
+    if (p->n_args >= ONEDNN_MAX_ARGS) return false;
+    onednn_stage *sg = &p->stage[p->n_args];
+    size_t bytes = onednn.md_get_size(chosen);
+    dnnl_memory_t inner = NULL;
+    dnnl_primitive_desc_t rpd = NULL;
+    bool input = from < ONEDNN_FROM_OUT0;
+    sg->inner_data = bytes ? aligned_alloc(64, (bytes + 63) & ~(size_t)63) : NULL;
+    bool ok = sg->inner_data && onednn.memory_create(&inner, chosen, st->engine, sg->inner_data) == dnnl_success &&
+              onednn.memory_create(&sg->user, plain, st->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+              onednn.reorder_pd_create(&rpd, input ? plain : chosen, st->engine, input ? chosen : plain, st->engine, NULL) ==
+                  dnnl_success &&
+              onednn.primitive_create(&sg->reorder, rpd) == dnnl_success;
+    if (rpd) onednn.pd_destroy(rpd);
+    if (!ok) {
+        if (inner) onednn.memory_destroy(inner);
+        if (sg->user) onednn.memory_destroy(sg->user);
+        free(sg->inner_data);
+        memset(sg, 0, sizeof(*sg));
+        return false;
+    }
+    p->args[p->n_args] = (dnnl_exec_arg_t){.arg = arg, .memory = inner};
+    p->from[p->n_args++] = from;
+    return true;
+}
+
+/* Runs arg k's reorder (its stage must have one), the tensor's memory already pointed at. */
+static bool run_stage(mst_onednn *st, onednn_prim *p, int k) {
+    onednn_stage *sg = &p->stage[k];
+    bool input = p->from[k] < ONEDNN_FROM_OUT0;
+    dnnl_exec_arg_t a[2] = {{.arg = DNNL_ARG_FROM, .memory = input ? sg->user : p->args[k].memory},
+                            {.arg = DNNL_ARG_TO, .memory = input ? p->args[k].memory : sg->user}};
+    return onednn.primitive_execute(sg->reorder, st->stream, 2, a) == dnnl_success;
+}
+
 /* The calling thread's OpenMP team for c: oneDNN fixes a primitive's thread count when it is
  * created (from omp_get_max_threads) and splits reductions by it, so the team is set before
  * creation as well as before execution, from the call alone — the same shape always gets the same
@@ -193,10 +247,10 @@ static void set_team(const mst_ctx *ctx, const mst_op_call *c) {
     if (onednn.omp_set_num_threads) onednn.omp_set_num_threads(team);
 }
 
-static onednn_build_fn builder(mst_op op) {
+static onednn_build_fn builder(mst_op op, mst_onednn_layout layout) {
     switch (op) {
-    case MST_OP_MATMUL: return onednn_build_matmul;
-    case MST_OP_LINEAR: return onednn_build_linear;
+    case MST_OP_MATMUL: return layout == MST_ONEDNN_PLAIN ? onednn_build_matmul : NULL;
+    case MST_OP_LINEAR: return layout == MST_ONEDNN_PLAIN ? onednn_build_linear : NULL;
     case MST_OP_CONV2D: return onednn_build_conv2d;
     case MST_OP_CONV2D_GRAD_INPUT: return onednn_build_conv2d_grad_input;
     case MST_OP_CONV2D_GRAD_WEIGHT: return onednn_build_conv2d_grad_weight;
@@ -207,27 +261,24 @@ static onednn_build_fn builder(mst_op op) {
 static bool served_dtype(mst_dtype dt) { return dt == MST_DTYPE_F32 || dt == MST_DTYPE_BF16; }
 
 /* The shape's primitive (built on first use; p->ok false when oneDNN cannot do it), or NULL. */
-static onednn_prim *prim_for(mst_ctx *ctx, const mst_op_call *c, mst_dtype dt) {
-    onednn_build_fn build = builder(c->op);
+static onednn_prim *prim_for(mst_ctx *ctx, const mst_op_call *c, mst_dtype dt, mst_onednn_layout layout) {
+    onednn_build_fn build = (unsigned)layout < MST_ONEDNN_LAYOUT_COUNT ? builder(c->op, layout) : NULL;
     if (!build || !served_dtype(dt)) return NULL;
     mst_onednn *st = state(ctx);
     if (!st) return NULL;
     mst_shape_key key;
     mst_shape_key_of(&key, c, dt);
-    void **slot = mst_shape_map_slot(&st->prims, &key);
+    void **slot = mst_shape_map_slot(&st->prims[layout], &key);
     if (!slot) return NULL;
     if (!*slot) {
         onednn_prim *p = calloc(1, sizeof(*p));
         if (!p) return NULL;
         set_team(ctx, c);
-        p->ok = build(st, c, dt == MST_DTYPE_BF16 ? dnnl_bf16 : dnnl_f32, p);
+        p->ok = build(st, c, dt == MST_DTYPE_BF16 ? dnnl_bf16 : dnnl_f32, layout, p);
         if (!p->ok) {   /* keep only the verdict */
             char impl[sizeof(p->impl)];
             memcpy(impl, p->impl, sizeof(impl));
-            for (int k = 0; k < p->n_args; k++) onednn.memory_destroy(p->args[k].memory);
-            if (p->prim) onednn.primitive_destroy(p->prim);
-            if (p->pd) onednn.pd_destroy(p->pd);
-            memset(p, 0, sizeof(*p));
+            onednn_prim_clear(p);
             memcpy(p->impl, impl, sizeof(impl));
         }
         *slot = p;
@@ -235,27 +286,27 @@ static onednn_prim *prim_for(mst_ctx *ctx, const mst_op_call *c, mst_dtype dt) {
     return *slot;
 }
 
-bool mst_onednn_supports(mst_ctx *ctx, const mst_op_call *c, mst_dtype dtype) {
-    onednn_prim *p = prim_for(ctx, c, dtype);
+bool mst_onednn_supports(mst_ctx *ctx, const mst_op_call *c, mst_dtype dtype, mst_onednn_layout layout) {
+    onednn_prim *p = prim_for(ctx, c, dtype, layout);
     return p && p->ok;
 }
 
-const char *mst_onednn_impl(mst_ctx *ctx, const mst_op_call *c, mst_dtype dtype) {
-    onednn_prim *p = prim_for(ctx, c, dtype);
+const char *mst_onednn_impl(mst_ctx *ctx, const mst_op_call *c, mst_dtype dtype, mst_onednn_layout layout) {
+    onednn_prim *p = prim_for(ctx, c, dtype, layout);
     return p && p->ok ? p->impl : NULL;
 }
 
-static mst_status onednn_run(mst_ctx *ctx, const mst_op_call *c) {
+static mst_status onednn_run(mst_ctx *ctx, const mst_op_call *c, mst_onednn_layout layout) {
     const mst_op_desc *d = mst_op_table[c->op];
     mst_dtype dt = c->in[d->dtype_arg]->dtype;
-    onednn_prim *p = prim_for(ctx, c, dt);
+    onednn_prim *p = prim_for(ctx, c, dt, layout);
     if (!p || !p->ok)
         return mst_op_fail(ctx, c, MST_ERR_UNSUPPORTED, "oneDNN has no %s kernel for this shape%s%s", mst_dtype_name(dt),
                            mst_onednn_available() ? "" : ": ", mst_onednn_unavailable_reason());
     mst_onednn *st = ctx->onednn;
     for (int k = 0; k < p->n_args; k++) {
         const mst_tensor *t = p->from[k] >= ONEDNN_FROM_OUT0 ? c->out[p->from[k] - ONEDNN_FROM_OUT0] : c->in[p->from[k]];
-        onednn.memory_set_data_handle(p->args[k].memory, mst_tensor_data(t));
+        onednn.memory_set_data_handle(p->stage[k].reorder ? p->stage[k].user : p->args[k].memory, mst_tensor_data(t));
     }
     set_team(ctx, c);
     /* SIGPROF (the stack sampler, profiler/sampler.c) is held off while oneDNN runs and delivered
@@ -268,13 +319,25 @@ static mst_status onednn_run(mst_ctx *ctx, const mst_op_call *c) {
     sigemptyset(&prof);
     sigaddset(&prof, SIGPROF);
     pthread_sigmask(SIG_BLOCK, &prof, &old);
-    bool ok = onednn.primitive_execute(p->prim, st->stream, p->n_args, p->args) == dnnl_success &&
-              onednn.stream_wait(st->stream) == dnnl_success;
+    /* staged arguments: inputs reordered into the primitive's layout first, outputs back after
+     * (the stream is in order, so one wait covers all) */
+    bool ok = true;
+    for (int k = 0; ok && k < p->n_args; k++)
+        if (p->stage[k].reorder && p->from[k] < ONEDNN_FROM_OUT0) ok = run_stage(st, p, k);
+    ok = ok && onednn.primitive_execute(p->prim, st->stream, p->n_args, p->args) == dnnl_success;
+    for (int k = 0; ok && k < p->n_args; k++)
+        if (p->stage[k].reorder && p->from[k] >= ONEDNN_FROM_OUT0) ok = run_stage(st, p, k);
+    ok = ok && onednn.stream_wait(st->stream) == dnnl_success;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!ok) return mst_op_fail(ctx, c, MST_ERR_UNSUPPORTED, "oneDNN failed to execute %s", p->impl);
     return MST_OK;
 }
 
-mst_kernel_fn mst_onednn_kernel(mst_op op, mst_dtype dtype) {
-    return builder(op) && served_dtype(dtype) && mst_onednn_available() ? onednn_run : NULL;
+static mst_status onednn_run_plain(mst_ctx *ctx, const mst_op_call *c) { return onednn_run(ctx, c, MST_ONEDNN_PLAIN); }
+static mst_status onednn_run_blocked(mst_ctx *ctx, const mst_op_call *c) { return onednn_run(ctx, c, MST_ONEDNN_BLOCKED); }
+
+mst_kernel_fn mst_onednn_kernel(mst_op op, mst_dtype dtype, mst_onednn_layout layout) {
+    if ((unsigned)layout >= MST_ONEDNN_LAYOUT_COUNT || !builder(op, layout) || !served_dtype(dtype) || !mst_onednn_available())
+        return NULL;
+    return layout == MST_ONEDNN_BLOCKED ? onednn_run_blocked : onednn_run_plain;
 }

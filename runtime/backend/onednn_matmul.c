@@ -15,7 +15,8 @@ static bool md(dnnl_memory_desc_t *m, int nd, const int64_t *dims, const int64_t
     return onednn.md_init_by_strides(m, nd, d, dt, s) == dnnl_success;
 }
 
-bool onednn_build_matmul(mst_onednn *st, const mst_op_call *c, dnnl_data_type_t dt, onednn_prim *p) {
+bool onednn_build_matmul(mst_onednn *st, const mst_op_call *c, dnnl_data_type_t dt, mst_onednn_layout layout, onednn_prim *p) {
+    (void)layout;
     const mst_tensor *a = c->in[0], *b = c->in[1];
     bool ta = c->attrs.i[0] != 0, tb = c->attrs.i[1] != 0;
     int64_t ar = a->shape[a->ndim - 2], ac = a->shape[a->ndim - 1];
@@ -42,7 +43,8 @@ bool onednn_build_matmul(mst_onednn *st, const mst_op_call *c, dnnl_data_type_t 
            onednn_add_arg(st, p, DNNL_ARG_DST, &dst, ONEDNN_FROM_OUT0);
 }
 
-bool onednn_build_linear(mst_onednn *st, const mst_op_call *c, dnnl_data_type_t dt, onednn_prim *p) {
+bool onednn_build_linear(mst_onednn *st, const mst_op_call *c, dnnl_data_type_t dt, mst_onednn_layout layout, onednn_prim *p) {
+    (void)layout;
     const mst_tensor *x = c->in[0], *w = c->in[1];
     int64_t rows = 1;
     for (int d = 0; d < x->ndim - 1; d++) rows *= x->shape[d];

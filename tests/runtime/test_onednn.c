@@ -3,8 +3,9 @@
  * over stride, padding and a 1-channel stem), at each dtype's tolerance: f32 outputs within f32
  * accumulation error, bf16 outputs (f32 accumulation, one rounding on store) within bf16's. The
  * reference runs in f32 on the very bf16-rounded inputs, so only the kernel's arithmetic is
- * compared. Then the kernel choice: `builtin` binds the builtin kernel, `onednn` runs oneDNN, and
- * `auto` returns exactly the bits of the provider it reports. Where libdnnl is missing or a shape
+ * compared. Convolutions are checked in both layouts: plain, and oneDNN's blocked layouts with the
+ * reorders in and out. Then the kernel choice: `builtin` binds the builtin kernel, `onednn` runs
+ * oneDNN, and `auto` returns exactly the bits of the provider it reports. Where libdnnl is missing or a shape
  * is not implemented on this CPU, the case says so and is skipped; f32 matmul must be served
  * whenever the library loads (the Debian build has it on every x86-64 ISA). */
 #include <math.h>
@@ -104,30 +105,41 @@ static void test_against_reference(void **state) {
     }
     printf("  oneDNN %s\n", mst_onednn_version());
     static const mst_dtype dts[] = {MST_DTYPE_F32, MST_DTYPE_BF16};
-    int served = 0;
+    int served = 0, served_blocked = 0;
     for (size_t i = 0; i < sizeof(k_cases) / sizeof(k_cases[0]); i++)
-        for (size_t j = 0; j < 2; j++) {
-            const kcase *k = &k_cases[i];
-            mst_dtype dt = dts[j];
-            mst_op_call c, r;
-            make_call(ctx, k, dt, &c);
-            mst_kernel_fn fn = mst_onednn_kernel(k->op, dt);
-            assert_non_null(fn);
-            if (!mst_onednn_supports(ctx, &c, dt)) {
-                printf("  %-26s %-4s not implemented by oneDNN here\n", k->name, mst_dtype_name(dt));
-                assert_false(dt == MST_DTYPE_F32 && k->op == MST_OP_MATMUL && i == 0);
-                continue;
+        for (size_t j = 0; j < 2; j++)
+            for (int l = 0; l < MST_ONEDNN_LAYOUT_COUNT; l++) {
+                const kcase *k = &k_cases[i];
+                mst_dtype dt = dts[j];
+                mst_onednn_layout layout = (mst_onednn_layout)l;
+                const char *lname = layout == MST_ONEDNN_BLOCKED ? "blocked" : "plain";
+                mst_kernel_fn fn = mst_onednn_kernel(k->op, dt, layout);
+                if (layout == MST_ONEDNN_BLOCKED && k->op == MST_OP_MATMUL) {
+                    assert_null(fn);    /* blocked layouts are for convolutions */
+                    continue;
+                }
+                if (layout == MST_ONEDNN_BLOCKED && k->op == MST_OP_LINEAR) continue;
+                assert_non_null(fn);
+                mst_op_call c, r;
+                make_call(ctx, k, dt, &c);
+                if (!mst_onednn_supports(ctx, &c, dt, layout)) {
+                    printf("  %-26s %-4s %-7s not implemented by oneDNN here\n", k->name, mst_dtype_name(dt), lname);
+                    assert_false(dt == MST_DTYPE_F32 && k->op == MST_OP_MATMUL && i == 0);
+                    continue;
+                }
+                served++;
+                served_blocked += layout == MST_ONEDNN_BLOCKED;
+                assert_int_equal(fn(ctx, &c), MST_OK);
+                f32_twin(ctx, &c, &r);
+                assert_int_equal(mst_op_table[k->op]->cpu_ref[MST_DTYPE_F32](ctx, &r), MST_OK);
+                compare(k, ctx, c.out[0], r.out[0], dt);
+                printf("  %-26s %-4s %-7s %s\n", k->name, mst_dtype_name(dt), lname, mst_onednn_impl(ctx, &c, dt, layout));
             }
-            served++;
-            assert_int_equal(fn(ctx, &c), MST_OK);
-            f32_twin(ctx, &c, &r);
-            assert_int_equal(mst_op_table[k->op]->cpu_ref[MST_DTYPE_F32](ctx, &r), MST_OK);
-            compare(k, ctx, c.out[0], r.out[0], dt);
-            printf("  %-26s %-4s %s\n", k->name, mst_dtype_name(dt), mst_onednn_impl(ctx, &c, dt));
-        }
+    printf("  %d served, %d of them in blocked layouts\n", served, served_blocked);
     assert_true(served > 0);
-    assert_int_equal(mst_onednn_kernel(MST_OP_MATMUL, MST_DTYPE_F16) == NULL, true);   /* f16: not served */
-    assert_int_equal(mst_onednn_kernel(MST_OP_ADD, MST_DTYPE_F32) == NULL, true);
+    assert_true(served_blocked > 0 || !mst_onednn_kernel(MST_OP_CONV2D, MST_DTYPE_F32, MST_ONEDNN_BLOCKED));
+    assert_int_equal(mst_onednn_kernel(MST_OP_MATMUL, MST_DTYPE_F16, MST_ONEDNN_PLAIN) == NULL, true);   /* f16: not served */
+    assert_int_equal(mst_onednn_kernel(MST_OP_ADD, MST_DTYPE_F32, MST_ONEDNN_PLAIN) == NULL, true);
     mst_ctx_free(ctx);
 }
 
@@ -162,12 +174,13 @@ static void test_choice(void **state) {
                 assert_int_equal(fn(ctx, &c), MST_OK);
                 mst_provider p = mst_kernel_provider(ctx, &c);
                 if (m == MST_KERNELS_ONEDNN)
-                    assert_int_equal(p, mst_onednn_supports(ctx, &c, dt) ? MST_PROVIDER_ONEDNN : MST_PROVIDER_BUILTIN);
+                    assert_int_equal(p, mst_onednn_supports(ctx, &c, dt, MST_ONEDNN_PLAIN) ? MST_PROVIDER_ONEDNN : MST_PROVIDER_BUILTIN);
                 assert_int_equal(mst_kernel_builtin(ctx, mst_op_table[k->op], dt)(ctx, &b), MST_OK);
                 if (p == MST_PROVIDER_BUILTIN) {
                     assert_true(same_bits(c.out[0], b.out[0]));
                 } else {
-                    assert_int_equal(mst_onednn_kernel(k->op, dt)(ctx, &o), MST_OK);
+                    mst_onednn_layout layout = p == MST_PROVIDER_ONEDNN_BLOCKED ? MST_ONEDNN_BLOCKED : MST_ONEDNN_PLAIN;
+                    assert_int_equal(mst_onednn_kernel(k->op, dt, layout)(ctx, &o), MST_OK);
                     assert_true(same_bits(c.out[0], o.out[0]));
                 }
                 printf("  %-7s %-26s %-4s -> %s\n", mst_kernels_mode_name((mst_kernels_mode)m), k->name, mst_dtype_name(dt),
