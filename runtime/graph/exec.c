@@ -8,7 +8,10 @@
  * Fused elementwise groups (fuse.c) run as one loop over blocks of k_block elements: operands
  * are read in place (or gathered when broadcast), each member's block function writes a block of
  * scratch, and group outputs are stored. Blocks are independent, so the thread split cannot
- * change the bits.
+ * change the bits. Half-precision (f16/bf16) values take part as the half kernel would run each
+ * member in eager mode (runtime/amp/half_kernels.c): operands are widened to f32 per block, the
+ * f32 block function computes, and a member whose output is half has its block rounded to half
+ * (and kept widened for the members after it), so the bits equal eager's op-by-op results.
  */
 #include "runtime/graph/exec.h"
 
@@ -16,6 +19,7 @@
 #include <string.h>
 
 #include "profiler/events.h"
+#include "runtime/amp/half.h"
 #include "runtime/context.h"
 
 enum { k_block = 512, k_fused_min_elems = 1 << 16, k_optim_min_elems = 1 << 15 };
@@ -25,6 +29,7 @@ typedef struct {
     int n_in;
     int slot[MST_MAX_OP_INPUTS];    /* >= 0: external operand; < 0: member -(slot + 1) */
     int out_index;                  /* position in the group's outputs, or -1 */
+    mst_dtype out_dtype;            /* f32, or a half type its block is rounded to */
     mst_attrs attrs;
 } fused_member;
 
@@ -36,7 +41,8 @@ typedef struct {
     bool direct;                    /* members write outputs in place (no in-place inputs) */
     mst_op_call *calls;             /* per member, for FLOPs/bytes and shape inference */
     int slices;                     /* per-thread scratch slices (the pool's thread count) */
-    float *scratch;                 /* slices x (n_members + n_ext) x k_block floats, made at build time */
+    float *scratch;                 /* slices x (n_members + n_ext + 1) x k_block floats, made at build time;
+                                     * the last block of a slice holds half values in transit */
     const float **ptrs;             /* slices x (n_ext + n_members) block pointers */
 } fused_prog;
 
@@ -146,7 +152,7 @@ static mst_status build_fused(mst_graph_exec *ex, const mst_gnode *n, exec_step 
     fp->out = calloc((size_t)n->n_out + 1, sizeof(*fp->out));
     /* each chunk of a parallel run uses its own slice: a run allocates nothing */
     fp->slices = ex->ctx->n_threads > 1 ? ex->ctx->n_threads : 1;
-    fp->scratch = malloc((size_t)fp->slices * (size_t)(n->n_members + n->n_in) * k_block * sizeof(float));
+    fp->scratch = malloc((size_t)fp->slices * (size_t)(n->n_members + n->n_in + 1) * k_block * sizeof(float));
     fp->ptrs = malloc((size_t)fp->slices * (size_t)(n->n_members + n->n_in + 1) * sizeof(*fp->ptrs));
     if (!fp->m || !fp->calls || !fp->ext || !fp->out || !fp->scratch || !fp->ptrs)
         return mst_ctx_fail(ex->ctx, MST_ERR_OOM, "out of memory: fused group");
@@ -163,6 +169,7 @@ static mst_status build_fused(mst_graph_exec *ex, const mst_gnode *n, exec_step 
         fm->n_in = mem->n_in;
         fm->attrs = mem->attrs;
         fm->out_index = -1;
+        fm->out_dtype = ex->g->values[mem->out[0]].dtype;
         for (int k = 0; k < n->n_out; k++)
             if (n->out[k] == mem->out[0]) fm->out_index = k;
         for (int i = 0; i < mem->n_in; i++) {
@@ -394,36 +401,62 @@ int64_t mst_graph_exec_arena_bytes(const mst_graph_exec *ex) { return ex->arena_
 
 /* ---- fused elementwise loop ---- */
 
-/* Operand `t` broadcast to the group's shape `y`, elements [off, off + len), into buf. */
-static const float *operand_block(const mst_tensor *t, const mst_tensor *y, int64_t off, int64_t len, float *buf) {
+/* The element offsets in t of the group-shape (y) elements [off, off + len), t broadcast to y;
+ * calls EMIT(j, pos) for each. */
+#define BROADCAST_WALK(t, y, off, len, EMIT)                                                          \
+    {                                                                                                 \
+        int nd = (y)->ndim, shift = (y)->ndim - (t)->ndim;                                            \
+        int64_t stride[MST_MAX_DIMS], idx[MST_MAX_DIMS];                                              \
+        for (int d = 0; d < nd; d++) {                                                                \
+            int td = d - shift;                                                                       \
+            stride[d] = td >= 0 && (t)->shape[td] != 1 ? (t)->strides[td] : 0;                        \
+        }                                                                                             \
+        int64_t rem = (off), pos = 0;                                                                 \
+        for (int d = nd - 1; d >= 0; d--) {                                                           \
+            idx[d] = rem % (y)->shape[d];                                                             \
+            rem /= (y)->shape[d];                                                                     \
+            pos += idx[d] * stride[d];                                                                \
+        }                                                                                             \
+        for (int64_t j = 0; j < (len); j++) {                                                         \
+            EMIT(j, pos);                                                                             \
+            for (int d = nd - 1; d >= 0; d--) {                                                       \
+                pos += stride[d];                                                                     \
+                if (++idx[d] < (y)->shape[d]) break;                                                  \
+                pos -= stride[d] * (y)->shape[d];                                                     \
+                idx[d] = 0;                                                                           \
+            }                                                                                         \
+        }                                                                                             \
+    }
+
+/* Operand `t` broadcast to the group's shape `y`, elements [off, off + len), as f32: in place
+ * when t is f32 of y's size, else in buf (half operands widened; `half` is scratch for a
+ * broadcast half operand's gathered values). */
+static const float *operand_block(const mst_tensor *t, const mst_tensor *y, int64_t off, int64_t len, float *buf,
+                                  uint16_t *half) {
+    if (mst_dtype_is_half(t->dtype)) {
+        const uint16_t *h = (const uint16_t *)mst_tensor_data(t);
+        if (t->numel == y->numel) {
+            mst_half_to_f32(t->dtype, h + off, buf, (size_t)len);
+        } else if (t->numel == 1) {
+            mst_half_to_f32(t->dtype, h, buf, 1);
+            for (int64_t j = 1; j < len; j++) buf[j] = buf[0];
+        } else {
+#define GATHER_HALF(j, pos) half[j] = h[pos]
+            BROADCAST_WALK(t, y, off, len, GATHER_HALF)
+#undef GATHER_HALF
+            mst_half_to_f32(t->dtype, half, buf, (size_t)len);
+        }
+        return buf;
+    }
     const float *x = (const float *)mst_tensor_data(t);
     if (t->numel == y->numel) return x + off;
     if (t->numel == 1) {
         for (int64_t j = 0; j < len; j++) buf[j] = x[0];
         return buf;
     }
-    /* strides of t aligned to y's trailing dims, 0 where broadcast */
-    int nd = y->ndim, shift = y->ndim - t->ndim;
-    int64_t stride[MST_MAX_DIMS], idx[MST_MAX_DIMS];
-    for (int d = 0; d < nd; d++) {
-        int td = d - shift;
-        stride[d] = td >= 0 && t->shape[td] != 1 ? t->strides[td] : 0;
-    }
-    int64_t rem = off, pos = 0;
-    for (int d = nd - 1; d >= 0; d--) {
-        idx[d] = rem % y->shape[d];
-        rem /= y->shape[d];
-        pos += idx[d] * stride[d];
-    }
-    for (int64_t j = 0; j < len; j++) {
-        buf[j] = x[pos];
-        for (int d = nd - 1; d >= 0; d--) {
-            pos += stride[d];
-            if (++idx[d] < y->shape[d]) break;
-            pos -= stride[d] * y->shape[d];
-            idx[d] = 0;
-        }
-    }
+#define GATHER_F32(j, pos) buf[j] = x[pos]
+    BROADCAST_WALK(t, y, off, len, GATHER_F32)
+#undef GATHER_F32
     return buf;
 }
 
@@ -437,26 +470,37 @@ static void fused_chunk(void *arg, int64_t begin, int64_t end, int worker) {
     const fused_run *r = arg;
     const fused_prog *fp = r->fp;
     MST_ASSERT(worker < fp->slices);
-    float *scratch = fp->scratch + (size_t)worker * (size_t)(fp->n_members + fp->n_ext) * k_block;
+    float *scratch = fp->scratch + (size_t)worker * (size_t)(fp->n_members + fp->n_ext + 1) * k_block;
+    uint16_t *half = (uint16_t *)(scratch + (size_t)(fp->n_members + fp->n_ext) * k_block);
     const float **ext = fp->ptrs + (size_t)worker * (size_t)(fp->n_members + fp->n_ext + 1);
     const float **val = ext + fp->n_ext;
     for (int64_t blk = begin; blk < end; blk++) {
         int64_t off = blk * k_block, len = r->numel - off < k_block ? r->numel - off : k_block;
         for (int e = 0; e < fp->n_ext; e++)
-            ext[e] = operand_block(fp->ext[e], r->shape, off, len, scratch + (size_t)(fp->n_members + e) * k_block);
+            ext[e] = operand_block(fp->ext[e], r->shape, off, len, scratch + (size_t)(fp->n_members + e) * k_block, half);
         for (int m = 0; m < fp->n_members; m++) {
             const fused_member *fm = &fp->m[m];
             const float *x[MST_MAX_OP_INPUTS];
             for (int i = 0; i < fm->n_in; i++) x[i] = fm->slot[i] >= 0 ? ext[fm->slot[i]] : val[-fm->slot[i] - 1];
-            float *y = fp->direct && fm->out_index >= 0 ? (float *)mst_tensor_data(fp->out[fm->out_index]) + off
-                                                       : scratch + (size_t)m * k_block;
+            bool f32 = fm->out_dtype == MST_DTYPE_F32;
+            float *y = f32 && fp->direct && fm->out_index >= 0 ? (float *)mst_tensor_data(fp->out[fm->out_index]) + off
+                                                               : scratch + (size_t)m * k_block;
             fm->fn(y, x, len, &fm->attrs);
+            if (!f32) {     /* rounded as eager's half kernel stores it; the later members read that */
+                mst_half_from_f32(fm->out_dtype, y, half, (size_t)len);
+                mst_half_to_f32(fm->out_dtype, half, y, (size_t)len);
+            }
             val[m] = y;
         }
-        if (!fp->direct)
-            for (int m = 0; m < fp->n_members; m++)
-                if (fp->m[m].out_index >= 0)
-                    memcpy((float *)mst_tensor_data(fp->out[fp->m[m].out_index]) + off, val[m], (size_t)len * sizeof(float));
+        for (int m = 0; m < fp->n_members; m++) {
+            const fused_member *fm = &fp->m[m];
+            if (fm->out_index < 0) continue;
+            void *dst = mst_tensor_data(fp->out[fm->out_index]);
+            if (fm->out_dtype != MST_DTYPE_F32)     /* exact: val[m] holds half values */
+                mst_half_from_f32(fm->out_dtype, val[m], (uint16_t *)dst + off, (size_t)len);
+            else if (!fp->direct)
+                memcpy((float *)dst + off, val[m], (size_t)len * sizeof(float));
+        }
     }
 }
 

@@ -1,7 +1,8 @@
-/* fuse.c — elementwise fusion: chains of f32 elementwise ops (add, mul, relu, relu_grad, ...)
- * with one output shape become one node that the executor runs as one blocked loop, composed
- * from the op table's per-op block functions (mst_op_desc.elem_f32), not from hand-written
- * patterns. Values used only inside a group never get memory.
+/* fuse.c — elementwise fusion: chains of elementwise ops (add, mul, relu, relu_grad, ...) on f32,
+ * f16 or bf16 values with one output shape become one node that the executor runs as one blocked
+ * loop, composed from the op table's per-op block functions (mst_op_desc.elem_f32), not from
+ * hand-written patterns; half values are widened per block and rounded where eager would store
+ * them (exec.c), so amp O1-O3 steps fuse too. Values used only inside a group never get memory.
  *
  * A group runs where its last member was. A node joins a group that produces one of its inputs
  * when nothing between the group's last member and it reads a value the group makes (it would
@@ -18,14 +19,17 @@ typedef struct {
     bool closed;
 } group;
 
+/* f32, or a half type the executor widens per block */
+static bool fusable_dtype(mst_dtype dt) { return dt == MST_DTYPE_F32 || dt == MST_DTYPE_F16 || dt == MST_DTYPE_BF16; }
+
 static bool eligible(const mst_graph *g, const mst_gnode *n) {
     if (n->dead || n->kind != MST_GN_OP || n->n_out != 1 || n->mutates || n->relu_epilogue) return false;
     const mst_op_desc *d = mst_op_table[n->op];
     if (!(d->flags & MST_OPF_ELEMENTWISE) || !d->elem_f32) return false;
     const mst_gvalue *o = &g->values[n->out[0]];
-    if (o->kind != MST_GV_INTERMEDIATE || o->dtype != MST_DTYPE_F32) return false;
+    if (o->kind != MST_GV_INTERMEDIATE || !fusable_dtype(o->dtype)) return false;
     for (int i = 0; i < n->n_in; i++)
-        if (g->values[n->in[i]].dtype != MST_DTYPE_F32) return false;
+        if (!fusable_dtype(g->values[n->in[i]].dtype)) return false;
     return !mst_graph_value_mutated(g, n->out[0]);
 }
 

@@ -169,8 +169,8 @@ static float *exec_graph(mst_ctx *ctx, const mst_graph *g, mst_tensor *const in[
     assert_int_equal(mst_graph_exec_run(ex, in, n_in), MST_OK);
     mst_tensor *y = mst_graph_exec_value(ex, g->outputs[0]);
     *n = y->numel;
-    float *copy = malloc((size_t)y->numel * sizeof(float));
-    memcpy(copy, mst_tensor_data(y), (size_t)y->numel * sizeof(float));
+    float *copy = malloc(mst_tensor_nbytes(y));
+    memcpy(copy, mst_tensor_data(y), mst_tensor_nbytes(y));
     mst_graph_exec_free(ex);
     mst_graph_plan_free(&p);
     return copy;
@@ -208,6 +208,48 @@ static void test_fusion_matches_unfused(void **state) {
     mst_graph_free(g);
     mst_pool_pop(ctx);
     mst_ctx_free(ctx);
+}
+
+/* The same chain on bf16 and f16 operands (amp's half values): one fused group whose every member
+ * rounds where eager's half kernel stores, so fused, unfused and eager agree bit for bit; a
+ * broadcast half operand and a scalar one take the gather paths. */
+static mst_tensor *half_chain(mst_ctx *ctx, mst_tensor *const in[], uint64_t seed) {
+    (void)seed;
+    mst_tensor *h = mst_relu(ctx, mst_add(ctx, in[0], in[1]));
+    h = mst_mul(ctx, mst_sub(ctx, h, in[2]), in[0]);
+    return mst_relu_grad(ctx, h, mst_add(ctx, h, in[1]));
+}
+
+static void test_half_fusion_matches_eager(void **state) {
+    (void)state;
+    static const mst_dtype dts[] = {MST_DTYPE_BF16, MST_DTYPE_F16};
+    for (int d = 0; d < 2; d++) {
+        mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 5, .n_threads = 2});
+        mst_pool_push(ctx);
+        mst_dtype dt = dts[d];
+        mst_tensor *in[3] = {mst_cast(ctx, mst_tensor_randn(ctx, MST_DTYPE_F32, 2, (int64_t[]){257, 300}, 0, 1), dt),
+                             mst_cast(ctx, mst_tensor_randn(ctx, MST_DTYPE_F32, 1, (int64_t[]){300}, 0, 1), dt),
+                             mst_cast(ctx, mst_tensor_randn(ctx, MST_DTYPE_F32, 0, (int64_t[]){0}, 0, 1), dt)};
+        mst_graph *g = trace_fn(ctx, half_chain, in, 3, 0);
+        int before = g->n_nodes;
+        mst_tensor *eager = half_chain(ctx, in, 0);
+        assert_int_equal(eager->dtype, dt);
+        size_t bytes = mst_tensor_nbytes(eager);
+        int64_t n1, n2;
+        float *unfused = exec_graph(ctx, g, in, 3, &n1);
+        assert_int_equal(mst_pass_fuse_elementwise(g), before);
+        assert_int_equal(g->n_nodes, 1);
+        assert_int_equal(g->nodes[0].kind, MST_GN_FUSED_ELEM);
+        float *fused = exec_graph(ctx, g, in, 3, &n2);
+        assert_int_equal(n1, n2);
+        assert_memory_equal(mst_tensor_data(eager), unfused, bytes);
+        assert_memory_equal(mst_tensor_data(eager), fused, bytes);
+        free(unfused);
+        free(fused);
+        mst_graph_free(g);
+        mst_pool_pop(ctx);
+        mst_ctx_free(ctx);
+    }
 }
 
 static void test_inplace(void **state) {
@@ -324,6 +366,7 @@ int main(void) {
         cmocka_unit_test(test_cast_fold),
         cmocka_unit_test(test_relu_epilogue),
         cmocka_unit_test(test_fusion_matches_unfused),
+        cmocka_unit_test(test_half_fusion_matches_eager),
         cmocka_unit_test(test_inplace),
         cmocka_unit_test(test_planner_random_graphs),
     };
