@@ -29,7 +29,8 @@ field() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
 model=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
-echo "# $model; $("$bin" list cpu 2>/dev/null | grep -c yes) features detected (mstune list cpu); $steps steps per run, $rounds rounds alternated"
+feats=$("$bin" list cpu 2>/dev/null | awk '$2 == "yes" {print $1}' | paste -sd' ')
+echo "# $model; features: $feats; $steps steps per run, $rounds rounds alternated"
 echo "| job | eager ms | graph ms | graph vs eager | compile ms |"
 echo "|---|---|---|---|---|"
 for job in "${jobs[@]}"; do
