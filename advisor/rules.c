@@ -112,6 +112,18 @@ static double used_median_ms(const rpt_profile *p, int64_t from, int64_t to) {
     return r;
 }
 
+/* The first and last recorded training loss of the profiled steps; returns how many there were. */
+static int64_t loss_ends(const rpt_profile *p, double *first, double *last) {
+    int64_t n = 0;
+    *first = *last = NAN;
+    for (int64_t i = 0; i < p->n_steps; i++)
+        if (p->steps[i].has_loss) {
+            if (n++ == 0) *first = p->steps[i].loss;
+            *last = p->steps[i].loss;
+        }
+    return n;
+}
+
 /* ---- rules ---- */
 
 /* Eager per-op host work: graph mode removes dispatch (bounded by 1 / (1 - share)). */
@@ -326,14 +338,8 @@ static void rule_loss_scale(const rpt_profile *p, const mst_rule_env *env, sink 
     bool low_fixed = strcmp(type, "none") == 0 || (strcmp(type, "auto") == 0 && strcmp(level, "O2") != 0) ||
                      (strcmp(type, "fixed") == 0 && mst_cfg_num(p->config, "amp.loss_scale.init", 1) <= 1024);
     if (!low_fixed || strcmp(half, "f16") != 0) return;
-    double l0 = NAN, l1 = NAN;
-    int64_t n_loss = 0;
-    for (int64_t i = 0; i < p->n_steps; i++)
-        if (p->steps[i].has_loss) {
-            if (isnan(l0)) l0 = p->steps[i].loss;
-            l1 = p->steps[i].loss;
-            n_loss++;
-        }
+    double l0, l1;
+    int64_t n_loss = loss_ends(p, &l0, &l1);
     double change = isfinite(l0) && l0 != 0 ? fabs(l1 - l0) / fabs(l0) : NAN;
     if (n_loss < 10 || !(change < 0.02)) return;
     mst_finding *f = add(s, "loss_scale_underflow", MST_GOAL_ACCURACY);
@@ -343,16 +349,73 @@ static void rule_loss_scale(const rpt_profile *p, const mst_rule_env *env, sink 
                  mst_cfg_num(p->config, "amp.loss_scale.init", 1));
     else
         snprintf(f->title, sizeof(f->title), "the loss does not move under %s f16 without a loss scale", level);
+    /* the underflow probe's measurement, when the run made one (summary.json grad_underflow) */
+    double lost = mst_cfg_num(env->summary, "grad_underflow.fraction", NAN);
+    char measured[200] = "";
+    if (isfinite(lost))
+        snprintf(measured, sizeof(measured), "; measured: %.2f%% of the gradient elements the f32 reference makes nonzero are "
+                 "zero in f16 (%.0f sampled steps)", 100 * lost, mst_cfg_num(env->summary, "grad_underflow.sampled_steps", 0));
     snprintf(f->evidence, sizeof(f->evidence),
              "training loss %.6g -> %.6g (%.2f%% change) over %lld steps; amp %s f16, loss_scale.type %s: gradients "
-             "below 6e-8 (f16's smallest subnormal) flush to zero",
-             l0, l1, 100 * change, (long long)n_loss, level, type);
+             "below 6e-8 (f16's smallest subnormal) flush to zero%s",
+             l0, l1, 100 * change, (long long)n_loss, level, type, measured);
     add_set(f, "amp.loss_scale.type=%s", "dynamic");
     add_set(f, "amp.loss_scale.init=%s", "16777216");
     snprintf(f->change, sizeof(f->change), "amp.loss_scale.type %s -> dynamic (init 2^24)", type);
     f->predicted = 1.0;
     f->confidence = 0.7;
     f->score = 4.0;
+}
+
+/* Partial underflow, measured (runtime/amp/underflow.h): at least 1% of the gradient elements
+ * that the f32 reference backward makes nonzero are zero after the job's half-precision backward,
+ * pooled over the probe's sampled steps, while the loss may still fall. Proposes dynamic scaling
+ * from 2^24 (a fixed or no scale) or a higher initial scale (dynamic below 2^24); judged as an
+ * accuracy fix. Runs after rule_loss_scale and stays quiet when that one already blamed the
+ * scale (churn, or a loss that does not move): one finding per cause. */
+#define UNDERFLOW_MATERIAL 0.01
+static void rule_grad_underflow(const rpt_profile *p, const mst_rule_env *env, sink *s) {
+    double lost = mst_cfg_num(env->summary, "grad_underflow.fraction", NAN);
+    if (!(lost >= UNDERFLOW_MATERIAL)) return;
+    for (int i = 0; i < s->n; i++)
+        if (strncmp(s->out[i].rule, "loss_scale", 10) == 0) return;
+    double l0, l1;
+    int64_t n_loss = loss_ends(p, &l0, &l1);
+    const char *level = mst_cfg_str(p->config, "amp.level", "O0");
+    const char *type = mst_cfg_str(p->config, "amp.loss_scale.type", "auto");
+    const char *half = mst_cfg_str(env->summary, "grad_underflow.half", mst_cfg_str(p->config, "amp.dtype", "f16"));
+    bool dynamic = strcmp(type, "dynamic") == 0 || (strcmp(type, "auto") == 0 && strcmp(level, "O2") == 0);
+    double init = mst_cfg_num(p->config, "amp.loss_scale.init", 16777216);
+    double final_scale = mst_cfg_num(env->summary, "loss_scale_final", NAN);
+    bool fixable = !dynamic || init < 16777216;
+    mst_finding *f = add(s, "grad_underflow", fixable ? MST_GOAL_ACCURACY : MST_GOAL_NONE);
+    if (!f) return;
+    snprintf(f->title, sizeof(f->title), "%.1f%% of the gradient elements flush to zero in %s (%s loss scale %.4g)", 100 * lost,
+             half, dynamic ? "dynamic" : strcmp(type, "fixed") == 0 ? "fixed" : "no", dynamic || strcmp(type, "fixed") == 0 ? init : 1.0);
+    snprintf(f->evidence, sizeof(f->evidence),
+             "underflow probe on %.0f sampled steps (every %.0f): of %.0f gradient elements the f32 reference backward makes "
+             "nonzero, %.0f (%.2f%%) are zero after the %s %s backward (largest sample %.2f%%, last %.2f%%); rounding the reference "
+             "alone to %s zeroes %.2f%%; loss scale %s, init %.4g, final %.4g; training loss %.4g -> %.4g over %lld steps",
+             mst_cfg_num(env->summary, "grad_underflow.sampled_steps", 0), mst_cfg_num(env->summary, "grad_underflow.every", 0),
+             mst_cfg_num(env->summary, "grad_underflow.ref_nonzero", 0), mst_cfg_num(env->summary, "grad_underflow.half_zero", 0),
+             100 * lost, level, half, 100 * mst_cfg_num(env->summary, "grad_underflow.fraction_max", lost),
+             100 * mst_cfg_num(env->summary, "grad_underflow.fraction_last", lost), half,
+             100 * mst_cfg_num(env->summary, "grad_underflow.cast_zero_fraction", 0), type, init, final_scale, l0, l1,
+             (long long)n_loss);
+    if (!dynamic) {
+        add_set(f, "amp.loss_scale.type=%s", "dynamic");
+        add_set(f, "amp.loss_scale.init=%s", "16777216");
+        snprintf(f->change, sizeof(f->change), "amp.loss_scale.type %s -> dynamic (init 2^24)", type);
+    } else if (init < 16777216) {
+        add_set(f, "amp.loss_scale.init=%s", "16777216");
+        snprintf(f->change, sizeof(f->change), "amp.loss_scale.init %.4g -> 2^24 (MindSpore's and PyTorch's default)", init);
+    } else {
+        snprintf(f->change, sizeof(f->change), "none (dynamic from %.4g already; the scale fell to %.4g on overflows)", init,
+                 final_scale);
+    }
+    f->predicted = 1.0;
+    f->confidence = 0.6;
+    f->score = fixable ? 4.0 : 1.0;
 }
 
 /* More than one plan compiled: the last, smaller batch (or changing shapes) recompiles. */
@@ -583,6 +646,8 @@ static const rule_entry k_rules[] = {
     {"amp_o3_norms", "amp.level O3", rule_amp_o3},
     {"loss_scale", "skips > 5%, >= 10 leading skips, a falling scale; or f16 with a low fixed scale and a flat loss",
      rule_loss_scale},
+    {"grad_underflow", ">= 1% of the gradient elements nonzero in the f32 reference are zero in half (underflow probe)",
+     rule_grad_underflow},
     {"graph_mode", "eager, dispatch >= 10% or 1/(1-d) above the resolvable gain", rule_graph_mode},
     {"loader", "data >= 5% or 1/(1-d) above the resolvable gain, workers < cores", rule_loader},
     {"amp_level", "O0, kernel >= 50%, GEMM/conv >= 50% of kernel time", rule_amp_level},

@@ -226,7 +226,15 @@ int mst_cmd_profile(int argc, char **argv) {
     }
     mst_prof_overhead ov = mst_profiler_overhead(prof);
     ov.sampler_ns = (uint64_t)sampler_ns;      /* every collector's cost: the sampler's too */
+    ov.probe_ns = (uint64_t)(r.underflow_probe_s * 1e9);     /* and the underflow probe's (runtime/amp/underflow.h) */
     mst_store_set_overhead(store, &ov, wall_s);
+    for (int64_t i = 0; i < r.n_underflow; i++) {
+        const mst_underflow_sample *u = &r.underflow[i];
+        mst_store_underflow row = {u->step, s.cfg.amp_dtype == MST_DTYPE_BF16 ? "bf16" : "f16", u->counts.elements,
+                                   u->counts.ref_nonzero, u->counts.half_zero, u->counts.cast_zero, u->counts.cast_subnormal,
+                                   (int64_t)(u->probe_ms * 1e6)};
+        if (mst_store_add_underflow(store, &row) != 0) break;       /* the store's failure is reported at close */
+    }
     if (st == MST_OK) {     /* the run's throughput (docs/report.md), for a report or compare without summary.json */
         char v[64];
         snprintf(v, sizeof(v), "%lld", (long long)r.samples);
@@ -237,7 +245,9 @@ int mst_cmd_profile(int argc, char **argv) {
         mst_store_set_meta(store, "train_loop_s", v);
     }
     double overhead_share =
-        wall_s > 0 ? ((double)ov.records * ov.record_ns + (double)ov.flush_ns + (double)ov.sampler_ns) / (wall_s * 1e9) : 0;
+        wall_s > 0 ? ((double)ov.records * ov.record_ns + (double)ov.flush_ns + (double)ov.sampler_ns + (double)ov.probe_ns) /
+                         (wall_s * 1e9)
+                   : 0;
     if (mst_store_close(store, err, sizeof(err)) != 0) {
         fprintf(stderr, "mstune profile: %s\n", err);
         rc = MST_EXIT_IO;

@@ -30,6 +30,41 @@ static void add_subnormals(cJSON *root, const mst_model *m) {
     if (n[1]) cJSON_AddNumberToObject(o, "grads", (double)sub[1] / (double)n[1]);
 }
 
+/* The trainer's partial-underflow probe (runtime/amp/underflow.h), profiled runs at O1..O3: the
+ * counts pooled over the sampled steps, the largest and the last sample's fraction. */
+static void add_underflow(cJSON *root, const mst_session *s, const mst_train_result *r) {
+    if (r->n_underflow <= 0) return;
+    mst_underflow_counts t = {0};
+    double max_frac = 0;
+    cJSON *o = cJSON_AddObjectToObject(root, "grad_underflow");
+    cJSON *steps = cJSON_CreateArray();
+    for (int64_t i = 0; i < r->n_underflow; i++) {
+        const mst_underflow_counts *c = &r->underflow[i].counts;
+        t.elements += c->elements;
+        t.ref_nonzero += c->ref_nonzero;
+        t.half_zero += c->half_zero;
+        t.cast_zero += c->cast_zero;
+        t.cast_subnormal += c->cast_subnormal;
+        double f = mst_underflow_fraction(c);
+        if (f > max_frac) max_frac = f;
+        cJSON_AddItemToArray(steps, cJSON_CreateNumber((double)r->underflow[i].step));
+    }
+    cJSON_AddStringToObject(o, "half", s->cfg.amp_dtype == MST_DTYPE_BF16 ? "bf16" : "f16");
+    cJSON_AddNumberToObject(o, "every", s->cfg.underflow_every);
+    cJSON_AddNumberToObject(o, "sampled_steps", (double)r->n_underflow);
+    cJSON_AddItemToObject(o, "steps", steps);
+    cJSON_AddNumberToObject(o, "elements", (double)t.elements);
+    cJSON_AddNumberToObject(o, "ref_nonzero", (double)t.ref_nonzero);
+    cJSON_AddNumberToObject(o, "half_zero", (double)t.half_zero);
+    cJSON_AddNumberToObject(o, "cast_zero", (double)t.cast_zero);
+    cJSON_AddNumberToObject(o, "cast_subnormal", (double)t.cast_subnormal);
+    cJSON_AddNumberToObject(o, "fraction", mst_underflow_fraction(&t));
+    cJSON_AddNumberToObject(o, "fraction_max", max_frac);
+    cJSON_AddNumberToObject(o, "fraction_last", mst_underflow_fraction(&r->underflow[r->n_underflow - 1].counts));
+    cJSON_AddNumberToObject(o, "cast_zero_fraction", t.ref_nonzero > 0 ? (double)t.cast_zero / (double)t.ref_nonzero : 0);
+    cJSON_AddNumberToObject(o, "probe_s", r->underflow_probe_s);
+}
+
 cJSON *mst_summary_build(const mst_job *job, const mst_session *s, const mst_train_result *r) {
     cJSON *root = cJSON_CreateObject(), *config = NULL;
     if (!root || mst_job_to_json(job, &config) != 0) {
@@ -84,6 +119,7 @@ cJSON *mst_summary_build(const mst_job *job, const mst_session *s, const mst_tra
     cJSON_AddNumberToObject(root, "arena_bytes", (double)r->arena_bytes);
     cJSON_AddNumberToObject(root, "intermediate_bytes", (double)r->intermediate_bytes);
     add_subnormals(root, s->model);
+    add_underflow(root, s, r);
     cJSON *epochs = cJSON_AddArrayToObject(root, "epoch_records");
     for (int64_t i = 0; i < r->n_epoch; i++) {
         cJSON *e = cJSON_CreateObject();

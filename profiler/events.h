@@ -128,6 +128,8 @@ typedef struct {
     uint64_t flushes;
     uint64_t sampler_ns;        /* the stack sampler's cost, when one ran (mst_sampler_cost_ns; 0 otherwise):
                                    set by whoever ran it, since the event recorder knows nothing of it */
+    uint64_t probe_ns;          /* the trainer's partial-underflow probe (runtime/amp/underflow.h), when it ran:
+                                   measurement work outside the steps, set by whoever ran it likewise */
 } mst_prof_overhead;
 mst_prof_overhead mst_profiler_overhead(const mst_profiler *p);
 

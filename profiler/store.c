@@ -73,6 +73,9 @@ static const char k_schema[] =
     "CREATE TABLE profiler_overhead(id INTEGER PRIMARY KEY CHECK(id = 1), records INTEGER, record_ns REAL,\n"
     "  flush_ns INTEGER, flushes INTEGER, run_wall_s REAL, overhead_ns REAL, overhead_share REAL,\n"
     "  events_received INTEGER, events_dropped INTEGER, producer_waits INTEGER, producer_wait_ns INTEGER);\n"
+    "CREATE TABLE grad_underflow(step INTEGER PRIMARY KEY, half TEXT NOT NULL, elements INTEGER NOT NULL,\n"
+    "  ref_nonzero INTEGER NOT NULL, half_zero INTEGER NOT NULL, cast_zero INTEGER NOT NULL,\n"
+    "  cast_subnormal INTEGER NOT NULL, fraction REAL NOT NULL, probe_ns INTEGER NOT NULL);\n"
     "CREATE TABLE trials(id INTEGER PRIMARY KEY, change TEXT NOT NULL, status TEXT NOT NULL, reason TEXT,\n"
     "  predicted_speedup REAL, measured_speedup REAL, ci_low REAL, ci_high REAL,\n"
     "  memory_delta_bytes INTEGER, accuracy_delta REAL, db_path TEXT, metrics_json TEXT);\n"
@@ -960,7 +963,7 @@ int mst_store_set_sampler_summary(mst_store *s, int64_t samples, double dispatch
 int mst_store_set_overhead(mst_store *s, const mst_prof_overhead *o, double run_wall_s) {
     /* the cost recording threads paid: each record, the time spent handing chunks to the sink, and
      * the stack sampler's signal deliveries and unwinding (every collector) */
-    const double overhead_ns = (double)o->records * o->record_ns + (double)o->flush_ns + (double)o->sampler_ns;
+    const double overhead_ns = (double)o->records * o->record_ns + (double)o->flush_ns + (double)o->sampler_ns + (double)o->probe_ns;
     const double v[7] = {(double)o->records, o->record_ns, (double)o->flush_ns, (double)o->flushes, run_wall_s,
                          overhead_ns, run_wall_s > 0 ? overhead_ns / (run_wall_s * 1e9) : 0};
     const int is_int[7] = {1, 0, 1, 1, 0, 0, 0};
@@ -971,6 +974,32 @@ int mst_store_set_overhead(mst_store *s, const mst_prof_overhead *o, double run_
                     " flushes = excluded.flushes, run_wall_s = excluded.run_wall_s, overhead_ns = excluded.overhead_ns,"
                     " overhead_share = excluded.overhead_share",
                     7, v, is_int);
+}
+
+int mst_store_add_underflow(mst_store *s, const mst_store_underflow *u) {
+    static const char sql[] = "INSERT OR REPLACE INTO grad_underflow(step, half, elements, ref_nonzero, half_zero, cast_zero,"
+                              " cast_subnormal, fraction, probe_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+    pthread_mutex_lock(&s->dblock);
+    sqlite3_stmt *st = NULL;
+    int rc = -1;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        API_FAIL(s, sql);
+        goto out;
+    }
+    const int64_t iv[6] = {u->elements, u->ref_nonzero, u->half_zero, u->cast_zero, u->cast_subnormal, u->probe_ns};
+    int b = sqlite3_bind_int64(st, 1, u->step) | sqlite3_bind_text(st, 2, u->half, -1, SQLITE_TRANSIENT);
+    for (int i = 0; i < 5; i++) b |= sqlite3_bind_int64(st, 3 + i, iv[i]);
+    b |= sqlite3_bind_double(st, 8, u->ref_nonzero > 0 ? (double)u->half_zero / (double)u->ref_nonzero : 0);
+    b |= sqlite3_bind_int64(st, 9, iv[5]);
+    if (b != SQLITE_OK) {
+        API_FAIL(s, "sqlite3_bind(grad_underflow)");
+        goto out;
+    }
+    rc = run_at(s, 0, st, __FILE__, __LINE__);
+out:
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&s->dblock);
+    return rc;
 }
 
 mst_store_stats mst_store_get_stats(mst_store *s) {

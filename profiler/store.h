@@ -57,6 +57,15 @@ int mst_store_set_meta(mst_store *s, const char *key, const char *value);
 int mst_store_add_folded(mst_store *s, uint32_t tid, const char *folded_stack, int64_t count);
 int mst_store_set_sampler_summary(mst_store *s, int64_t samples, double dispatch_share, double hz);
 int mst_store_set_overhead(mst_store *s, const mst_prof_overhead *o, double run_wall_s);
+/* One sample of the trainer's partial-underflow probe (runtime/amp/underflow.h): a grad_underflow
+ * row (fraction = half_zero / ref_nonzero). The store knows nothing of tensors: plain counts. */
+typedef struct {
+    int64_t step;
+    const char *half;           /* "f16" or "bf16" */
+    int64_t elements, ref_nonzero, half_zero, cast_zero, cast_subnormal;
+    int64_t probe_ns;           /* the probe's wall time */
+} mst_store_underflow;
+int mst_store_add_underflow(mst_store *s, const mst_store_underflow *u);
 /* The message of the last failure (functions above return -1), "" when none. */
 const char *mst_store_error(const mst_store *s);
 

@@ -34,6 +34,7 @@ mst_train_config mst_train_defaults(void) {
     c.amp_dtype = MST_DTYPE_F16;
     c.loss_scale = mst_loss_scale_defaults(MST_LOSS_SCALE_NONE);
     c.accumulate_steps = 1;
+    c.underflow_every = MST_UNDERFLOW_EVERY;
     return c;
 }
 
@@ -43,6 +44,7 @@ void mst_train_result_free(mst_train_result *res) {
     free(res->rank_step_ms);
     free(res->rank_exposed_ms);
     free(res->rank_hidden_ms);
+    free(res->underflow);
     memset(res, 0, sizeof(*res));
 }
 
@@ -229,6 +231,14 @@ static double p90_sorted(const double *v, int64_t n) {
 
 /* ---- the loop ---- */
 
+/* The references a probed step kept on its micro-batches. */
+static void release_batch(mst_tensor *const x[], mst_tensor *const y[], int acc) {
+    for (int k = 0; k < acc; k++) {
+        mst_tensor_release(x[k]);
+        mst_tensor_release(y[k]);
+    }
+}
+
 mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_loader *test, const mst_train_config *cfg,
                      mst_train_result *res) {
     memset(res, 0, sizeof(*res));
@@ -337,6 +347,12 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
         if (!comm_exp || !comm_hid || !comm_busy) { s = mst_ctx_fail(ctx, MST_ERR_OOM, "train: out of memory"); goto out; }
     }
     if (!res->losses || !step_ms || !res->epoch) { s = mst_ctx_fail(ctx, MST_ERR_OOM, "train: out of memory"); goto out; }
+    /* the underflow probe: profiled runs at O1..O3 only */
+    const bool probing = cfg->profiler && cfg->underflow_every > 0 && cfg->amp_level > 0;
+    if (probing && !(res->underflow = calloc((size_t)(run_steps / cfg->underflow_every + 2), sizeof(*res->underflow)))) {
+        s = mst_ctx_fail(ctx, MST_ERR_OOM, "train: out of memory");
+        goto out;
+    }
 
     progress pr = {cfg->progress, false, cfg->log_every > 0 ? cfg->log_every : 50, 0};
     if (pr.f) pr.tty = cfg->progress_tty >= 0 ? cfg->progress_tty : isatty(fileno(pr.f));
@@ -357,7 +373,7 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
         er->val_accuracy = er->val_loss = -1;
         er->val_metric = NAN;
         double loss_sum = 0;
-        uint64_t epoch_t0 = mst_prof_now_ns();
+        uint64_t epoch_t0 = mst_prof_now_ns(), epoch_probe_ns = 0;
         evaluated_last = false;
         /* the progress line counts to what this epoch will run: a train.steps cap ends it early */
         const int64_t nb_shown = total - step < nb - b0 ? b0 + (total - step) : nb;
@@ -394,9 +410,15 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
                 }
                 goto out;
             }
+            const bool probe_now = probing && step % cfg->underflow_every == 0;
+            for (int k = 0; probe_now && k < acc; k++) {       /* kept for the probe after the step */
+                mst_tensor_retain(x[k]);
+                mst_tensor_retain(y[k]);
+            }
             mst_pool_pop(ctx);
             if ((s = mst_train_dp_loss(ctx, &rec.loss)) != MST_OK) {      /* data parallel: the mean over ranks */
                 mst_prof_step_end(step);
+                if (probe_now) release_batch(x, y, acc);
                 goto out;
             }
             double lv = rec.loss;
@@ -405,6 +427,7 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
                 s = mst_ctx_fail(ctx, MST_ERR_NONFINITE,
                                  "step %lld (epoch %lld, batch %lld): the loss is %s; training stopped, no checkpoint written since",
                                  (long long)step, (long long)epoch + 1, (long long)b * acc, isnan(lv) ? "NaN" : "infinite");
+                if (probe_now) release_batch(x, y, acc);
                 goto out;
             }
             mst_prof_value(name_loss, lv);
@@ -426,16 +449,32 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
                 comm_busy[n_timed] = cb;
             }
             if (b > b0) step_ms[n_timed++] = ms;        /* the first step of an epoch is warm-up */
+            if (probe_now) {
+                /* outside the step and unrecorded (its eager ops are not the job's); its cost is
+                 * reported with the profiler's (underflow_probe_s) */
+                mst_profiler_pause(cfg->profiler);
+                uint64_t p0 = mst_prof_now_ns();
+                mst_underflow_sample *us = &res->underflow[res->n_underflow];
+                us->step = step;
+                s = mst_underflow_probe(ctx, model, scaler, acc, x, y, &us->counts);
+                uint64_t pns = mst_prof_now_ns() - p0;
+                release_batch(x, y, acc);
+                if (s != MST_OK) goto out;
+                us->probe_ms = (double)pns / 1e6;
+                res->n_underflow++;
+                res->underflow_probe_s += (double)pns / 1e9;
+                epoch_probe_ns += pns;
+            }
             res->samples += step_samples;
             res->losses[res->n_losses++] = lv;
             loss_sum += lv;
             er->steps++;
             step++;
             b++;
-            double elapsed = (double)(mst_prof_now_ns() - epoch_t0) / 1e9;
+            double elapsed = (double)(mst_prof_now_ns() - epoch_t0 - epoch_probe_ns) / 1e9;
             progress_step(&pr, epoch, cfg->epochs, b, nb_shown, lv, elapsed > 0 ? (double)(b - b0) / elapsed : 0, total - step);
         }
-        er->wall_s = (double)(mst_prof_now_ns() - epoch_t0) / 1e9;
+        er->wall_s = (double)(mst_prof_now_ns() - epoch_t0 - epoch_probe_ns) / 1e9;     /* the probe excluded */
         res->train_loop_s += er->wall_s;        /* the loop's wall time: evaluation and checkpoints come after */
         if (cfg->profiler) mst_profiler_pause(cfg->profiler);      /* evaluation is not a training step */
         if (cfg->stop && *cfg->stop) res->interrupted = true;

@@ -26,6 +26,7 @@
 #include "profiler/events.h"
 
 #include "runtime/amp/loss_scale.h"
+#include "runtime/amp/underflow.h"
 #include "runtime/data/loader.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/model.h"
@@ -70,7 +71,22 @@ typedef struct {
     struct mst_comm *comm;
     double comm_bucket_mb;          /* gradient bucket size in MiB (> 0; 0 = 25, PyTorch DDP's default) */
     bool comm_overlap;              /* start each bucket's all-reduce during backward */
+    int underflow_every;            /* profiled runs (profiler set) at O1..O3: the partial-underflow probe
+                                       (runtime/amp/underflow.h) on every N-th step, steps 0, N, 2N, ...,
+                                       after the step, outside its profiler markers; 0 = never. Default
+                                       MST_UNDERFLOW_EVERY */
 } mst_train_config;
+
+/* The default sampling period of the underflow probe: two extra eager forward + backward passes
+ * every 50 steps (docs/amp.md has the measured cost). */
+#define MST_UNDERFLOW_EVERY 50
+
+/* One underflow probe: the step it followed, its counts and its wall time. */
+typedef struct {
+    int64_t step;
+    mst_underflow_counts counts;
+    double probe_ms;
+} mst_underflow_sample;
 
 typedef struct {
     double wall_s;                  /* training time of the epoch (evaluation excluded) */
@@ -123,6 +139,11 @@ typedef struct {
     double *rank_step_ms;           /* (comm_size) each rank's median step time, gathered on every rank */
     double *rank_exposed_ms;        /* (comm_size) each rank's median exposed comm per step */
     double *rank_hidden_ms;         /* (comm_size) each rank's median hidden (overlapped) comm per step */
+    /* the underflow probe (cfg->underflow_every): one sample per probed step, in order; their time
+     * is excluded from train_loop_s and the epochs' wall_s (measurement, not training work) */
+    mst_underflow_sample *underflow;
+    int64_t n_underflow;
+    double underflow_probe_s;
 } mst_train_result;
 
 mst_train_config mst_train_defaults(void);

@@ -183,6 +183,65 @@ static void test_underflow(void **state) {
     teardown_fixture(&x);
 }
 
+/* Partial underflow, measured by the probe (summary.json grad_underflow): fires at >= 1% of the
+ * reference's nonzero gradient elements lost while the loss still falls, cites the numbers, and
+ * proposes dynamic scaling (fixed scale) or a higher init (dynamic below 2^24); quiet below 1%,
+ * and quiet when the flat-loss rule already blamed the scale. */
+static void underflow_case(fixture *x, const char *scale_json, double fraction, double loss_step) {
+    char cfg[512], sum[512];
+    snprintf(cfg, sizeof(cfg), "{\"amp\": {\"level\": \"O2\", \"dtype\": \"f16\", \"loss_scale\": %s}}", scale_json);
+    setup_profile(x, cfg, 0.02, 0.95, 0.0);
+    for (int i = 0; i < 50; i++) x->steps[i] = (rpt_step){.step = i, .has_loss = true, .loss = 2.3 - loss_step * i, .overflow = 0};
+    x->p.steps = x->steps;
+    x->p.n_steps = 50;
+    cJSON_Delete(x->summary);
+    snprintf(sum, sizeof(sum), "{\"steps\": 50, \"grad_underflow\": {\"half\": \"f16\", \"every\": 50, \"sampled_steps\": 2,"
+             " \"ref_nonzero\": 1000, \"half_zero\": %.0f, \"fraction\": %.17g, \"fraction_max\": %.17g,"
+             " \"fraction_last\": %.17g, \"cast_zero_fraction\": 0.5}}", 1000 * fraction, fraction, fraction, fraction);
+    x->summary = cJSON_Parse(sum);
+    assert_non_null(x->summary);
+    diagnose(x);
+}
+
+static void test_grad_underflow(void **state) {
+    (void)state;
+    fixture x;
+    underflow_case(&x, "{\"type\": \"fixed\", \"init\": 1.52587890625e-05}", 0.906, 0.02);
+    const mst_finding *f = find(&x, "grad_underflow");
+    assert_non_null(f);
+    assert_int_equal(f->goal, MST_GOAL_ACCURACY);
+    assert_string_equal(f->sets[0], "amp.loss_scale.type=dynamic");
+    assert_string_equal(f->sets[1], "amp.loss_scale.init=16777216");
+    assert_non_null(strstr(f->evidence, "906 (90.60%) are zero after the O2 f16 backward"));
+    assert_non_null(strstr(f->title, "90.6%"));
+    assert_null(find(&x, "loss_scale_underflow"));      /* the loss falls: the flat-loss check cannot see it */
+    teardown_fixture(&x);
+    /* dynamic, but from a low init: a higher init */
+    underflow_case(&x, "{\"type\": \"dynamic\", \"init\": 1}", 0.2, 0.02);
+    f = find(&x, "grad_underflow");
+    assert_non_null(f);
+    assert_int_equal(f->n_sets, 1);
+    assert_string_equal(f->sets[0], "amp.loss_scale.init=16777216");
+    teardown_fixture(&x);
+    /* below 1%: quiet */
+    underflow_case(&x, "{\"type\": \"fixed\", \"init\": 1}", 0.009, 0.02);
+    assert_null(find(&x, "grad_underflow"));
+    teardown_fixture(&x);
+    /* not measured (no probe ran): quiet */
+    underflow_case(&x, "{\"type\": \"fixed\", \"init\": 1}", 0.5, 0.02);
+    cJSON_DeleteItemFromObject(x.summary, "grad_underflow");
+    diagnose(&x);
+    assert_null(find(&x, "grad_underflow"));
+    teardown_fixture(&x);
+    /* a flat loss: loss_scale_underflow already names the cause, once, with the measured fraction */
+    underflow_case(&x, "{\"type\": \"fixed\", \"init\": 1}", 1.0, 1e-6);
+    assert_null(find(&x, "grad_underflow"));
+    f = find(&x, "loss_scale_underflow");
+    assert_non_null(f);
+    assert_non_null(strstr(f->evidence, "measured: 100.00%"));
+    teardown_fixture(&x);
+}
+
 static void test_recompile(void **state) {
     (void)state;
     fixture x;
@@ -390,6 +449,7 @@ int main(void) {
         cmocka_unit_test(test_one_slow_step_does_not_flip),
         cmocka_unit_test(test_graph_mode_by_resolvable_gain),
         cmocka_unit_test(test_denormals),
+        cmocka_unit_test(test_grad_underflow),
         cmocka_unit_test(test_churn_blames_the_window),
         cmocka_unit_test(test_amp_evidence_from_detected_features),
     };

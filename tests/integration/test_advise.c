@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include <gsl/gsl_cdf.h>
+#include <sqlite3.h>
 
 #include "e2e.h"
 
@@ -244,6 +245,85 @@ static void test_churn_window(void **state) {
     e2e_rmtree(dir);
 }
 
+/* The profiled run's summary.json (its own record of the underflow probe). */
+static cJSON *profile_summary(const cJSON *j) {
+    const cJSON *pr = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "profile_run"), 0);
+    assert_non_null(pr);
+    char path[2048];
+    snprintf(path, sizeof(path), "%s/summary.json", cJSON_GetObjectItemCaseSensitive(pr, "dir")->valuestring);
+    cJSON *s = e2e_read_json(path);
+    assert_non_null(s);
+    return s;
+}
+
+/* Partial underflow (class 7): a fixed scale of 2^-16 loses most gradient elements while the loss
+ * still falls. The probe's measurement is in the profiled run's summary.json and profile.db
+ * (grad_underflow rows adding up to it); grad_underflow fires with those numbers in its evidence,
+ * the flat-loss rule does not, and the dynamic-scaling trial is judged on the runs' accuracy. */
+static void test_partial_underflow(void **state) {
+    (void)state;
+    cJSON *j;
+    char dir[1024];
+    advise("partial_underflow", "grad_underflow", NULL, &j, dir, sizeof(dir));
+    cJSON *ps = profile_summary(j);
+    const cJSON *gu = cJSON_GetObjectItemCaseSensitive(ps, "grad_underflow");
+    assert_non_null(gu);
+    double frac = num(gu, "fraction", NAN), half_zero = num(gu, "half_zero", NAN);
+    assert_true(frac >= 0.01 && frac <= 1);
+    assert_true(num(gu, "sampled_steps", 0) >= 1);
+    /* the store's rows add up to the summary */
+    char path[2048];
+    snprintf(path, sizeof(path), "%s/profile.db",
+             cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "profile_run"), 0), "dir")->valuestring);
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, "SELECT count(*), sum(half_zero), sum(ref_nonzero) FROM grad_underflow", -1, &st, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int64(st, 0), (int64_t)num(gu, "sampled_steps", 0));
+    assert_int_equal(sqlite3_column_int64(st, 1), (int64_t)half_zero);
+    assert_int_equal(sqlite3_column_int64(st, 2), (int64_t)num(gu, "ref_nonzero", 0));
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    /* the evidence cites the measured numbers */
+    const cJSON *f = finding_of(j, "grad_underflow");
+    assert_non_null(f);
+    const char *ev = cJSON_GetObjectItemCaseSensitive(f, "evidence")->valuestring;
+    char want[128];
+    snprintf(want, sizeof(want), "%.0f (%.2f%%) are zero after the O2 f16 backward", half_zero, 100 * frac);
+    if (!strstr(ev, want)) fprintf(stderr, "evidence \"%s\" lacks \"%s\"\n", ev, want);
+    assert_non_null(strstr(ev, want));
+    assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(f, "sets"), 0)->valuestring,
+                        "amp.loss_scale.type=dynamic");
+    assert_null(finding_of(j, "loss_scale_underflow"));     /* the loss fell: the old check stays blind */
+    /* the fix is an accuracy gain this large (~20 points) that the records must show it */
+    assert_string_equal(verdict_of(j, "grad_underflow"), "accepted");
+    cJSON_Delete(ps);
+    cJSON_Delete(j);
+    e2e_rmtree(dir);
+}
+
+/* The healthy baseline of the same job (dynamic scaling from 2^24): the probe ran and measured
+ * (almost) nothing lost, and nothing about underflow fires. Diagnosis only (no trial budget). */
+static void test_partial_underflow_healthy(void **state) {
+    (void)state;
+    cJSON *j;
+    char dir[1024];
+    advise("partial_underflow", NULL,
+           "--set amp.loss_scale.type=dynamic --set amp.loss_scale.init=16777216 --budget-minutes 0.0001", &j, dir, sizeof(dir));
+    cJSON *ps = profile_summary(j);
+    const cJSON *gu = cJSON_GetObjectItemCaseSensitive(ps, "grad_underflow");
+    assert_non_null(gu);
+    assert_true(num(gu, "sampled_steps", 0) >= 1 && num(gu, "ref_nonzero", 0) > 0);
+    assert_true(num(gu, "fraction", NAN) < 0.01);
+    assert_null(finding_of(j, "grad_underflow"));
+    assert_null(finding_of(j, "loss_scale_underflow"));
+    cJSON_Delete(ps);
+    cJSON_Delete(j);
+    e2e_rmtree(dir);
+}
+
 /* train.eval false: nothing can be shown to keep accuracy, so nothing is accepted for speed, and
  * no table prints a -100% accuracy. */
 static void test_no_eval(void **state) {
@@ -342,6 +422,8 @@ int main(void) {
         cmocka_unit_test(test_recompile),
         cmocka_unit_test(test_churn_window),
         cmocka_unit_test(test_no_eval),
+        cmocka_unit_test(test_partial_underflow),
+        cmocka_unit_test(test_partial_underflow_healthy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

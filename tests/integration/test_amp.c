@@ -1,6 +1,7 @@
 /* test_amp.c — `mstune train` with mixed precision end to end: the fashion CNN at O2 in f16 (with
  * the dynamic loss scale `auto` resolves to) and in bf16 against O0 with the same seed; the
- * summary.json keys of mixed precision; and gradient accumulation counting optimizer steps.
+ * summary.json keys of mixed precision; gradient accumulation counting optimizer steps; and the
+ * partial-underflow probe of profiled runs in eager and graph mode.
  *
  * The accuracy tolerance is the issue's 0.5 points, at a data budget where O0 and O2 agree that
  * closely (measured; docs/training.md records the numbers). At smaller budgets the runs are
@@ -84,10 +85,48 @@ static void test_accumulate_counts_steps(void **state) {
     e2e_rmtree(dir);
 }
 
+/* The underflow probe (runtime/amp/underflow.h) on the partial_underflow scenario, eager and graph
+ * mode: `mstune profile` records grad_underflow on steps 0 and 50 (every 50 of 100) and trains the
+ * same bits as `mstune train` (the probe restores what it touches); both modes measure the same
+ * lost fraction; `mstune train` and an O0 profile carry no probe. */
+static void test_underflow_probe_modes(void **state) {
+    (void)state;
+    const char *job = "workloads/scenarios/partial_underflow.yaml";
+    char dir[1024];
+    e2e_tmpdir(dir, sizeof(dir));
+    cJSON *t = e2e_job("train", job, "", dir, "train"), *p = e2e_job("profile", job, "", dir, "eager");
+    cJSON *tg = e2e_job("train", job, "--set runtime.mode=graph", dir, "train-graph");
+    cJSON *pg = e2e_job("profile", job, "--set runtime.mode=graph", dir, "graph");
+    cJSON *o0 = e2e_job("profile", job, "--set amp.level=O0", dir, "o0");
+    assert_null(cJSON_GetObjectItem(t, "grad_underflow"));
+    assert_null(cJSON_GetObjectItem(o0, "grad_underflow"));
+    const cJSON *ue = cJSON_GetObjectItem(p, "grad_underflow"), *ug = cJSON_GetObjectItem(pg, "grad_underflow");
+    assert_non_null(ue);
+    assert_non_null(ug);
+    double fe = e2e_num(ue, "fraction"), fg = e2e_num(ug, "fraction");
+    assert_true(e2e_num(ue, "sampled_steps") == 2 && e2e_num(ug, "sampled_steps") == 2);
+    assert_true(e2e_num(ue, "ref_nonzero") > 0 && e2e_num(ue, "elements") >= e2e_num(ue, "ref_nonzero"));
+    assert_true(fe > 0.5 && fe <= 1);       /* a scale of 2^-16 loses most of them */
+    if (!(fabs(fe - fg) < 0.02)) fail_msg("lost fraction eager %g, graph %g", fe, fg);
+    /* the probe changes nothing the run trains */
+    assert_true(e2e_num(p, "final_train_loss") == e2e_num(t, "final_train_loss"));
+    assert_true(e2e_num(p, "val_accuracy") == e2e_num(t, "val_accuracy"));
+    assert_true(e2e_num(pg, "final_train_loss") == e2e_num(tg, "final_train_loss"));
+    assert_true(e2e_num(pg, "val_accuracy") == e2e_num(tg, "val_accuracy"));
+    assert_true(e2e_num(pg, "compile_count") == e2e_num(tg, "compile_count"));     /* eager: no plan of its own */
+    cJSON_Delete(t);
+    cJSON_Delete(p);
+    cJSON_Delete(tg);
+    cJSON_Delete(pg);
+    cJSON_Delete(o0);
+    e2e_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_o2_matches_o0),
         cmocka_unit_test(test_accumulate_counts_steps),
+        cmocka_unit_test(test_underflow_probe_modes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
