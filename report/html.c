@@ -275,14 +275,14 @@ static void ranks_section(rpt_buf *b, const rpt_page *pg) {
         rpt_printf(b, " <span id=\"ranks-problems\">%d of %d rank profiles are missing or unusable (below).</span>", rk->n - rk->n_ok,
                    rk->n);
     rpt_puts(b, "</p>\n<table id=\"ranks-table\"><tr><th>rank</th><th>profile</th><th>steps</th><th>step median ms</th>"
-                "<th>step mean ms</th><th>exposed comm ms/step (mean)</th><th>hidden comm ms/step (mean)</th>"
+                "<th>step mean ms</th><th>exposed comm ms/step (mean)</th><th>exposed p10 / p90 ms</th><th>hidden comm ms/step (mean)</th>"
                 "<th>all-reduces/step</th><th>bytes/step</th><th>all-reduce ms/step</th><th>GB/s</th></tr>\n");
     for (int k = 0; k < rk->n; k++) {
         const rpt_rank_row *r = &rk->rows[k];
         rpt_printf(b, "<tr id=\"rank-%d\"%s><td>%d%s</td>", k, r->ok ? "" : " class=\"bad\"", k, k == rk->slowest ? " (slowest)" : "");
         td_text(b, r->path);
         if (!r->ok) {
-            rpt_printf(b, "<td colspan=\"9\" id=\"rank-%d-problem\">", k);
+            rpt_printf(b, "<td colspan=\"10\" id=\"rank-%d-problem\">", k);
             rpt_html(b, r->problem);
             rpt_puts(b, "</td></tr>\n");
             continue;
@@ -294,11 +294,17 @@ static void ranks_section(rpt_buf *b, const rpt_page *pg) {
         rpt_fmt_ms(r->step_ms_mean, t, sizeof(t));
         td_rank(b, k, "step-mean", r->step_ms_mean, t);
         if (!r->has_comm) {
-            rpt_puts(b, "<td colspan=\"6\">n/a: no communicator counters in this profile</td></tr>\n");
+            rpt_puts(b, "<td colspan=\"7\">n/a: no communicator counters in this profile</td></tr>\n");
             continue;
         }
         rpt_fmt_ms(r->exposed_ms, t, sizeof(t));
         td_rank(b, k, "exposed", r->exposed_ms, t);
+        char t2[32];
+        rpt_fmt_ms(r->exposed_p10_ms, t, sizeof(t));
+        rpt_fmt_ms(r->exposed_p90_ms, t2, sizeof(t2));
+        rpt_printf(b, "<td class=\"n\"><span id=\"rank-%d-exposed-p10\" data-value=\"%.17g\">%s</span> / "
+                      "<span id=\"rank-%d-exposed-p90\" data-value=\"%.17g\">%s</span></td>",
+                   k, r->exposed_p10_ms, t, k, r->exposed_p90_ms, t2);
         rpt_fmt_ms(r->hidden_ms, t, sizeof(t));
         td_rank(b, k, "hidden", r->hidden_ms, t);
         snprintf(t, sizeof(t), "%.1f", r->calls);
@@ -315,7 +321,9 @@ static void ranks_section(rpt_buf *b, const rpt_page *pg) {
                 "the number of ranks from the run's record: ");
     rpt_html(b, rk->source);
     rpt_puts(b, "). Over each rank's profiled steps: the median and mean step wall time; exposed comm is the time the main thread "
-                "waited for communication per step (mean), hidden comm the all-reduces' remaining start-to-completion time that "
+                "waited for communication per step (mean, and its 10th / 90th percentile over the steps: on a machine with more "
+                "runnable processes than cores the wait is bimodal, short when the peer rank is running and a scheduler "
+                "time slice when it is not, so compare runs by these, not by one median), hidden comm the all-reduces' remaining start-to-completion time that "
                 "overlapped backward; all-reduce calls and payload bytes per step; GB/s is the payload bytes over the all-reduce "
                 "time. Imbalance is (max - min) / mean of the median step times, flagged above 5% (msprof-analyze's "
                 "threshold).</p>\n</section>\n");

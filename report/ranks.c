@@ -47,10 +47,20 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* The index of the nearest-rank pct-th percentile of n sorted values: ceil(pct * n / 100) - 1, in
+ * integers (0.9 * 10 is 9.000000000000002 in doubles). */
+static int64_t nearest_rank(int pct, int64_t n) {
+    int64_t i = (pct * n + 99) / 100 - 1;
+    return i < 0 ? 0 : i >= n ? n - 1 : i;
+}
+
 /* One rank's row from its profile. */
 static void rank_stats(rpt_rank_row *row, const rpt_profile *q) {
     double *w = malloc((size_t)(q->n_steps ? q->n_steps : 1) * sizeof(double));
-    if (!w) {
+    double *x = malloc((size_t)(q->n_steps ? q->n_steps : 1) * sizeof(double));
+    if (!w || !x) {
+        free(w);
+        free(x);
         snprintf(row->problem, sizeof(row->problem), "out of memory reading its steps");
         return;
     }
@@ -62,7 +72,7 @@ static void rank_stats(rpt_rank_row *row, const rpt_profile *q) {
         w[k++] = s->wall_ms;
         wall += s->wall_ms;
         if (!s->has_comm) continue;
-        k_comm++;
+        x[k_comm++] = s->comm_wait_ms;
         wait += s->comm_wait_ms;
         busy += s->comm_busy_ms;
         hidden += s->comm_busy_ms > s->comm_wait_ms ? s->comm_busy_ms - s->comm_wait_ms : 0;
@@ -72,6 +82,7 @@ static void rank_stats(rpt_rank_row *row, const rpt_profile *q) {
     if (k == 0) {
         snprintf(row->problem, sizeof(row->problem), "no profiled steps in it");
         free(w);
+        free(x);
         return;
     }
     qsort(w, (size_t)k, sizeof(double), cmp_double);
@@ -81,6 +92,9 @@ static void rank_stats(rpt_rank_row *row, const rpt_profile *q) {
     free(w);
     row->has_comm = k_comm > 0;
     if (k_comm > 0) {
+        qsort(x, (size_t)k_comm, sizeof(double), cmp_double);
+        row->exposed_p10_ms = x[nearest_rank(10, k_comm)];
+        row->exposed_p90_ms = x[nearest_rank(90, k_comm)];
         row->exposed_ms = wait / (double)k_comm;
         row->hidden_ms = hidden / (double)k_comm;
         row->allreduce_ms = busy / (double)k_comm;
@@ -88,6 +102,7 @@ static void rank_stats(rpt_rank_row *row, const rpt_profile *q) {
         row->bytes = bytes / (double)k_comm;
         row->gbps = busy > 0 ? bytes / (busy * 1e6) : 0;
     }
+    free(x);
     row->ok = true;
 }
 

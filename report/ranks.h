@@ -35,6 +35,9 @@ typedef struct {
     double step_ms_median, step_ms_mean;
     bool has_comm;              /* the communicator's counters are in the profile */
     double exposed_ms, hidden_ms;   /* per step, mean: the wait, and all-reduce time beyond it (>= 0 per step) */
+    double exposed_p10_ms, exposed_p90_ms;  /* the wait's 10th and 90th percentile over the steps (nearest rank):
+                                             * on an oversubscribed machine the wait is bimodal (peer running or
+                                             * descheduled) and the mean alone hides which mode the steps were in */
     double allreduce_ms;        /* per step, mean: start-to-completion time of the all-reduces */
     double calls, bytes;        /* gradient all-reduces and payload bytes per step, mean */
     double gbps;                /* bytes / all-reduce time over the steps, GB/s; 0 when no time */

@@ -104,6 +104,9 @@ for k, path in enumerate([d + "/profile.db", d + ".rank1/profile.db"]):
     close(val("rank-%d-step-median" % k), statistics.median(walls), "median")
     close(val("rank-%d-step-mean" % k), sum(walls) / len(walls), "mean")
     close(val("rank-%d-exposed" % k), sum(wait) / n, "exposed")
+    ws = sorted(wait)   # nearest-rank percentiles
+    close(val("rank-%d-exposed-p10" % k), ws[max(0, -(-n // 10) - 1)], "exposed p10")
+    close(val("rank-%d-exposed-p90" % k), ws[min(n - 1, -(-9 * n // 10) - 1)], "exposed p90")
     close(val("rank-%d-hidden" % k), sum(max(b - w, 0) for b, w in zip(busy, wait)) / n, "hidden")
     close(val("rank-%d-allreduce" % k), sum(busy) / n, "all-reduce time")
     close(val("rank-%d-calls" % k), sum(x["comm.allreduce_calls"] for x in c.values()) / n, "calls")
