@@ -50,6 +50,15 @@ static int store_meta(mst_store *st, const mst_job *job) {
 
 /* Mean ms per profiled step of each category and of the step (sum / steps, the measure the share
  * is of, so both columns add up); false when the profile cannot be read back. */
+/* Data parallel: every rank waits here until all have promoted their outputs (rank k > 0 after its
+ * promote, rank 0 before its report, which reads DIR.rank<k>/profile.db). A failed barrier (a rank
+ * gone) is a warning: the report then names the rank whose profile is missing. */
+static void sync_ranks(mst_session *s, bool *synced) {
+    *synced = true;
+    if (mst_comm_barrier(s->comm) != MST_OK)
+        fprintf(stderr, "mstune profile: warning: rank %d: %s\n", s->rank, mst_comm_error(s->comm));
+}
+
 static bool breakdown_means(const char *db_path, double mean_ms[MST_CAT_COUNT], double *step_ms) {
     rpt_profile prof;
     char err[512];
@@ -186,6 +195,13 @@ int mst_cmd_profile(int argc, char **argv) {
         return prof ? MST_EXIT_IO : MST_EXIT_FAIL;
     }
     if (store_meta(store, &a.job) != 0) fprintf(stderr, "mstune profile: warning: %s\n", mst_store_error(store));
+    if (s.ranks > 1) {      /* which rank of how many wrote this profile: the report finds the others by it */
+        char v[32];
+        snprintf(v, sizeof(v), "%d", s.rank);
+        mst_store_set_meta(store, "dp.rank", v);
+        snprintf(v, sizeof(v), "%d", s.ranks);
+        mst_store_set_meta(store, "dp.ranks", v);
+    }
     mst_profiler_configure(prof, &pc);
     mst_profiler_set_sink(prof, mst_store_sink, store);
 
@@ -210,6 +226,7 @@ int mst_cmd_profile(int argc, char **argv) {
     mst_profiler_start(prof);
     mst_train_result r;
     mst_status st = mst_train(s.ctx, s.model, s.train, s.test, &s.cfg, &r);
+    bool synced = false;        /* data parallel: the ranks met after their outputs were promoted */
     mst_profiler_stop(prof);
     double wall_s = (double)(mst_prof_now_ns() - t0) / 1e9;
     mst_cli_stop_flag_restore();
@@ -287,6 +304,7 @@ int mst_cmd_profile(int argc, char **argv) {
                 char shown[1200];
                 snprintf(shown, sizeof(shown), "%s/profile.db", a.out_dir);
                 mst_report_extras extras = {NULL, hint[0] ? hint : NULL, shown};
+                if (s.ranks > 1 && s.rank == 0) sync_ranks(&s, &synced);   /* the report reads every rank's profile */
                 int report_rc = mst_report_render_with(db_path, sum_path, report_dir, &extras, rerr, sizeof(rerr));
                 if (mst_outdir_promote(&od, err, sizeof(err)) != 0) {
                     fprintf(stderr, "mstune profile: %s\n", err);
@@ -318,6 +336,7 @@ int mst_cmd_profile(int argc, char **argv) {
     done:
         cJSON_Delete(sum);
     }
+    if (s.ranks > 1 && st == MST_OK && !synced) sync_ranks(&s, &synced);     /* rank k > 0: after its promote */
     if (rc != MST_EXIT_OK && rc < MST_EXIT_SIGNAL_BASE) mst_outdir_discard(&od);     /* profile has no resume */
     mst_outdir_close(&od);
     mst_train_result_free(&r);

@@ -1,8 +1,9 @@
-/* cmd_report.c — `mstune report PROFILE.db [-o DIR]` renders a profile as a self-contained folder
+/* cmd_report.c — `mstune report PROFILE.db|RUN_DIR [-o DIR]` renders a profile as a self-contained folder
  * (index.html, PNG charts, flame graph, summary.json, summary.md); `mstune compare A.db B.db
  * [-o DIR]` puts two profiles side by side. `mstune profile` renders its report itself. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/commands.h"
 #include "report/report.h"
@@ -51,10 +52,17 @@ int mst_cmd_report(int argc, char **argv) {
     const char *db, *out;
     int rc = parse_out("report", argc, argv, &db, 1, &out);
     if (rc != MST_EXIT_OK) {
-        if (rc < 0) fprintf(stderr, "usage: mstune report PROFILE.db [-o DIR]   (mstune report --help)\n");
+        if (rc < 0) fprintf(stderr, "usage: mstune report PROFILE.db|RUN_DIR [-o DIR]   (mstune report --help)\n");
         return MST_EXIT_INPUT;
     }
-    char dir[1200], sbuf[1200], err[2048];
+    char dir[1200], sbuf[1200], err[2048], dbbuf[1200];
+    struct stat sb;
+    if (stat(db, &sb) == 0 && S_ISDIR(sb.st_mode)) {     /* a run's folder: its profile.db */
+        size_t len = strlen(db);
+        while (len > 1 && db[len - 1] == '/') len--;
+        snprintf(dbbuf, sizeof(dbbuf), "%.*s/profile.db", (int)len, db);
+        db = dbbuf;
+    }
     if (!out) {
         const char *slash = strrchr(db, '/');
         snprintf(dir, sizeof(dir), "%.*sreport", slash ? (int)(slash - db + 1) : 0, db);

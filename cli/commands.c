@@ -31,9 +31,11 @@ const mst_cli_command_desc mst_cli_commands[] = {
      no_opts, MST_CLI_SET_OPT | MST_CLI_OUT_OPT | MST_CLI_NPROC_OPT, "mstune profile workloads/jobs/quickstart.yaml\n"
      "mstune profile workloads/jobs/fashion_cnn.yaml --set train.steps=50 --set profile.trace_steps=5",
      mst_cmd_profile, NULL},
-    {"report", "PROFILE.db [options]", "render a profile as an offline HTML report",
+    {"report", "PROFILE.db|RUN_DIR [options]", "render a profile as an offline HTML report",
      "Render a stored profile as a self-contained folder: index.html (works offline), PNG charts (gnuplot),\n"
-     "a flame graph, summary.json and summary.md. The summary.json beside the profile is read when present.",
+     "a flame graph, summary.json and summary.md. The summary.json beside the profile is read when present.\n"
+     "RUN_DIR means RUN_DIR/profile.db. Rank 0's profile of `profile --nproc N` also gets a Ranks section\n"
+     "from every rank's RUN_DIR.rank<k>/profile.db.",
      report_opts, 0, "mstune report out/quickstart/profile.db -o /tmp/quickstart-report", mst_cmd_report, NULL},
     {"compare", "A/profile.db B/profile.db [options]", "two profiles side by side",
      "Put two profiles side by side: the job keys that differ, step time, categories, top ops, memory and\n"

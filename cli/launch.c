@@ -83,5 +83,6 @@ void mst_cli_rank_out_dir(char *out_dir, size_t n) {
     int rank = r ? atoi(r) : 0;
     if (rank <= 0 || !mst_comm_launched(NULL)) return;
     size_t len = strlen(out_dir);
+    while (len > 1 && out_dir[len - 1] == '/') out_dir[--len] = '\0';     /* DIR/ -> DIR.rank<k>, not DIR/.rank<k> */
     snprintf(out_dir + len, n - len, ".rank%d", rank);
 }

@@ -122,6 +122,41 @@ static int read_steps(reader *r, rpt_profile *p) {
     return rc == SQLITE_DONE ? 0 : fail(r, "steps");
 }
 
+static rpt_step *step_find(rpt_profile *p, int64_t step) {
+    int64_t lo = 0, hi = p->n_steps;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (p->steps[mid].step < step) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < p->n_steps && p->steps[lo].step == step ? &p->steps[lo] : NULL;
+}
+
+/* The communicator's per-step totals (counters comm.*: the step's last sample). */
+static int read_comm(reader *r, rpt_profile *p) {
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(r->db, "SELECT step, name, last_value FROM counters WHERE name LIKE 'comm.%' ORDER BY step", -1, &st,
+                           NULL) != SQLITE_OK)
+        return fail(r, "counters");
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        rpt_step *s = step_find(p, sqlite3_column_int64(st, 0));
+        const unsigned char *name = sqlite3_column_text(st, 1);
+        if (!s || !name) continue;
+        int64_t v = sqlite3_column_int64(st, 2);
+        const char *n = (const char *)name;
+        if (strcmp(n, "comm.wait_ns") == 0) s->comm_wait_ms = (double)v / 1e6;
+        else if (strcmp(n, "comm.busy_ns") == 0) s->comm_busy_ms = (double)v / 1e6;
+        else if (strcmp(n, "comm.allreduce_calls") == 0) s->comm_calls = v;
+        else if (strcmp(n, "comm.allreduce_bytes") == 0) s->comm_bytes = v;
+        else continue;
+        if (!s->has_comm) p->n_comm++;
+        s->has_comm = true;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : fail(r, "counters");
+}
+
 static int cat_index(rpt_profile *p, const char *name) {
     for (int i = 0; i < p->n_mem_cats; i++)
         if (strcmp(p->mem_cat[i], name) == 0) return i;
@@ -321,7 +356,7 @@ int rpt_profile_load(rpt_profile *p, const char *path, char *err, size_t errn) {
     }
     int rc = -1;
     if (mst_store_read_breakdown(path, &p->bd, err, errn) != 0) goto out;
-    if (read_meta(&r, p) != 0 || read_steps(&r, p) != 0 || read_memory(&r, p) != 0 || read_ops(&r, p) != 0 ||
+    if (read_meta(&r, p) != 0 || read_steps(&r, p) != 0 || read_comm(&r, p) != 0 || read_memory(&r, p) != 0 || read_ops(&r, p) != 0 ||
         read_samples(&r, p) != 0 || read_health(&r, p) != 0 || read_trials(&r, p) != 0)
         goto out;
     rc = 0;

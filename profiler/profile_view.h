@@ -30,6 +30,10 @@ typedef struct {
     double loss, lr, loss_scale;
     int overflow;                       /* 1 skipped by the loss scaler, 0 not, -1 not recorded */
     int64_t unmatched;
+    /* data parallel: the communicator's counters for the step (runtime/comm/comm.c), 0 when absent */
+    bool has_comm;
+    double comm_wait_ms, comm_busy_ms;  /* exposed wait; start-to-completion of the all-reduces */
+    int64_t comm_calls, comm_bytes;     /* gradient all-reduces and their payload bytes */
 } rpt_step;
 
 /* An op's statistics: the store's one row type (profiler/store.h). */
@@ -65,6 +69,7 @@ typedef struct {
     rpt_step *steps;
     int64_t n_steps, n_used;
     int64_t n_loss, n_scale, n_overflow, n_unmatched_steps;
+    int64_t n_comm;                     /* steps with the communicator's counters */
     /* memory timeline (level 2): mem_bytes[c][i] for step mem_steps[i], -1 where not sampled */
     int n_mem_cats;
     char *mem_cat[RPT_MEM_CATS];

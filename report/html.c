@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "report/gnuplot.h"
+#include "report/ranks.h"
 #include "report/render.h"
 #include "report/report.h"
 
@@ -237,6 +238,95 @@ static void notices(rpt_buf *b, const rpt_page *pg) {
                  100 * p->overhead_share);
         notice(b, "overhead", false, t);
     }
+}
+
+/* A table cell with the exact number in data-value (id rank-<k>-<what>). */
+static void td_rank(rpt_buf *b, int rank, const char *what, double v, const char *text) {
+    rpt_printf(b, "<td class=\"n\" id=\"rank-%d-%s\" data-value=\"%.17g\">", rank, what, v);
+    rpt_html(b, text);
+    rpt_puts(b, "</td>");
+}
+
+/* Data parallel: one row per rank from its own profile.db, the slowest rank, the imbalance. */
+static void ranks_section(rpt_buf *b, const rpt_page *pg) {
+    const rpt_ranks *rk = pg->ranks;
+    if (!rk || rk->n <= 1) return;
+    rpt_printf(b, "<section id=\"ranks\"><h2>Ranks</h2>\n<p class=\"verdict2\" id=\"ranks-verdict\">");
+    char t[64];
+    if (rk->slowest >= 0) {
+        const rpt_rank_row *sl = &rk->rows[rk->slowest];
+        rpt_fmt_ms(sl->step_ms_median, t, sizeof(t));
+        char r[16];
+        snprintf(r, sizeof(r), "%d", rk->slowest);
+        rpt_printf(b, "%d ranks. The slowest is rank ", rk->n);
+        num_span(b, "ranks-slowest", NULL, rk->slowest, r);
+        rpt_printf(b, " (median step %s ms); imbalance (max - min) / mean of the ranks' median step times ", t);
+        snprintf(t, sizeof(t), "%.1f%%", 100 * rk->imbalance);
+        num_span(b, "ranks-imbalance", NULL, rk->imbalance, t);
+        if (rk->flagged)
+            rpt_puts(b, ": <strong id=\"ranks-flag\">above 5%, a slow rank holds the others back</strong> (every all-reduce waits "
+                        "for it; look at its own report for why).");
+        else
+            rpt_puts(b, ", within 5%.");
+    } else {
+        rpt_printf(b, "%d ranks, but fewer than two profiles could be read: no slowest rank or imbalance.", rk->n);
+    }
+    if (rk->n_ok < rk->n)
+        rpt_printf(b, " <span id=\"ranks-problems\">%d of %d rank profiles are missing or unusable (below).</span>", rk->n - rk->n_ok,
+                   rk->n);
+    rpt_puts(b, "</p>\n<table id=\"ranks-table\"><tr><th>rank</th><th>profile</th><th>steps</th><th>step median ms</th>"
+                "<th>step mean ms</th><th>exposed comm ms/step (mean)</th><th>exposed p10 / p90 ms</th><th>hidden comm ms/step (mean)</th>"
+                "<th>all-reduces/step</th><th>bytes/step</th><th>all-reduce ms/step</th><th>GB/s</th></tr>\n");
+    for (int k = 0; k < rk->n; k++) {
+        const rpt_rank_row *r = &rk->rows[k];
+        rpt_printf(b, "<tr id=\"rank-%d\"%s><td>%d%s</td>", k, r->ok ? "" : " class=\"bad\"", k, k == rk->slowest ? " (slowest)" : "");
+        td_text(b, r->path);
+        if (!r->ok) {
+            rpt_printf(b, "<td colspan=\"10\" id=\"rank-%d-problem\">", k);
+            rpt_html(b, r->problem);
+            rpt_puts(b, "</td></tr>\n");
+            continue;
+        }
+        snprintf(t, sizeof(t), "%lld", (long long)r->steps);
+        td_rank(b, k, "steps", (double)r->steps, t);
+        rpt_fmt_ms(r->step_ms_median, t, sizeof(t));
+        td_rank(b, k, "step-median", r->step_ms_median, t);
+        rpt_fmt_ms(r->step_ms_mean, t, sizeof(t));
+        td_rank(b, k, "step-mean", r->step_ms_mean, t);
+        if (!r->has_comm) {
+            rpt_puts(b, "<td colspan=\"7\">n/a: no communicator counters in this profile</td></tr>\n");
+            continue;
+        }
+        rpt_fmt_ms(r->exposed_ms, t, sizeof(t));
+        td_rank(b, k, "exposed", r->exposed_ms, t);
+        char t2[32];
+        rpt_fmt_ms(r->exposed_p10_ms, t, sizeof(t));
+        rpt_fmt_ms(r->exposed_p90_ms, t2, sizeof(t2));
+        rpt_printf(b, "<td class=\"n\"><span id=\"rank-%d-exposed-p10\" data-value=\"%.17g\">%s</span> / "
+                      "<span id=\"rank-%d-exposed-p90\" data-value=\"%.17g\">%s</span></td>",
+                   k, r->exposed_p10_ms, t, k, r->exposed_p90_ms, t2);
+        rpt_fmt_ms(r->hidden_ms, t, sizeof(t));
+        td_rank(b, k, "hidden", r->hidden_ms, t);
+        snprintf(t, sizeof(t), "%.1f", r->calls);
+        td_rank(b, k, "calls", r->calls, t);
+        rpt_fmt_bytes(r->bytes, t, sizeof(t));
+        td_rank(b, k, "bytes", r->bytes, t);
+        rpt_fmt_ms(r->allreduce_ms, t, sizeof(t));
+        td_rank(b, k, "allreduce", r->allreduce_ms, t);
+        snprintf(t, sizeof(t), "%.3g", r->gbps);
+        td_rank(b, k, "gbps", r->gbps, t);
+        rpt_puts(b, "</tr>\n");
+    }
+    rpt_puts(b, "</table>\n<p class=\"meta\">One row per rank, each from its own profile.db (rank k &gt; 0 writes DIR.rank&lt;k&gt;; "
+                "the number of ranks from the run's record: ");
+    rpt_html(b, rk->source);
+    rpt_puts(b, "). Over each rank's profiled steps: the median and mean step wall time; exposed comm is the time the main thread "
+                "waited for communication per step (mean, and its 10th / 90th percentile over the steps: on a machine with more "
+                "runnable processes than cores the wait is bimodal, short when the peer rank is running and a scheduler "
+                "time slice when it is not, so compare runs by these, not by one median), hidden comm the all-reduces' remaining start-to-completion time that "
+                "overlapped backward; all-reduce calls and payload bytes per step; GB/s is the payload bytes over the all-reduce "
+                "time. Imbalance is (max - min) / mean of the median step times, flagged above 5% (msprof-analyze's "
+                "threshold).</p>\n</section>\n");
 }
 
 static void breakdown_section(rpt_buf *b, const rpt_page *pg) {
@@ -759,7 +849,9 @@ int rpt_html_write(const rpt_page *pg, const char *path, char *err, size_t errn)
     rpt_puts(&b, "<a href=\"#breakdown\">breakdown</a><a href=\"#throughput-section\">throughput</a><a href=\"#ops\">top ops</a>"
                  "<a href=\"#training\">training</a><a href=\"#memory\">memory</a><a href=\"#flame\">flame graph</a>");
     if (p->n_trials > 0) rpt_puts(&b, "<a href=\"#trials\">advisor trials</a>");
+    if (pg->ranks && pg->ranks->n > 1) rpt_puts(&b, "<a href=\"#ranks\">ranks</a>");
     rpt_puts(&b, "<a href=\"#run\">run</a><a href=\"summary.json\">summary.json</a><a href=\"summary.md\">summary.md</a></nav>\n");
+    ranks_section(&b, pg);
     breakdown_section(&b, pg);
     throughput_section(&b, pg);
     ops_section(&b, pg);

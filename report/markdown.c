@@ -3,6 +3,7 @@
  * figures are the same ones index.html leads with. */
 #include <stdio.h>
 
+#include "report/ranks.h"
 #include "report/render.h"
 
 #define TOP_OPS_MD 5
@@ -80,6 +81,39 @@ int rpt_markdown_write(const rpt_page *pg, const char *path, char *err, size_t e
             rpt_puts(&b, "| ");
             rpt_md(&b, o->name);
             rpt_printf(&b, " | %lld | %s | %.1f%% | %.1f |\n", (long long)o->calls, ms, 100.0 * (double)o->total_ns / tot, o->gflops);
+        }
+    }
+    const rpt_ranks *rk = pg->ranks;
+    if (rk && rk->n > 1) {
+        rpt_printf(&b, "\n### Ranks\n\n");
+        if (rk->slowest >= 0)
+            rpt_printf(&b, "%d ranks; the slowest is rank %d; imbalance (max - min) / mean %.1f%%%s.\n\n", rk->n, rk->slowest,
+                       100 * rk->imbalance, rk->flagged ? ": **above 5%, a slow rank holds the others back**" : ", within 5%");
+        else
+            rpt_printf(&b, "%d ranks, but fewer than two profiles could be read.\n\n", rk->n);
+        rpt_puts(&b, "| rank | step median ms | step mean ms | exposed comm ms/step | hidden comm ms/step | all-reduces/step | bytes/step "
+                     "| GB/s |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        for (int k = 0; k < rk->n; k++) {
+            const rpt_rank_row *r = &rk->rows[k];
+            rpt_printf(&b, "| %d%s | ", k, k == rk->slowest ? " (slowest)" : "");
+            if (!r->ok) {
+                rpt_md(&b, r->path);
+                rpt_puts(&b, ": ");
+                rpt_md(&b, r->problem);
+                rpt_puts(&b, " | | | | | | | |\n");
+                continue;
+            }
+            char med[32], mean[32], ex[32], hid[32], by[32];
+            rpt_fmt_ms(r->step_ms_median, med, sizeof(med));
+            rpt_fmt_ms(r->step_ms_mean, mean, sizeof(mean));
+            if (!r->has_comm) {
+                rpt_printf(&b, "%s | %s | n/a | n/a | n/a | n/a | n/a |\n", med, mean);
+                continue;
+            }
+            rpt_fmt_ms(r->exposed_ms, ex, sizeof(ex));
+            rpt_fmt_ms(r->hidden_ms, hid, sizeof(hid));
+            rpt_fmt_bytes(r->bytes, by, sizeof(by));
+            rpt_printf(&b, "%s | %s | %s | %s | %.1f | %s | %.3g |\n", med, mean, ex, hid, r->calls, by, r->gbps);
         }
     }
     rpt_puts(&b, "\nThe full report (charts, memory, flame graph) is index.html in the same folder.\n");

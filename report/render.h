@@ -113,6 +113,7 @@ typedef struct {
     const char *next_hint;          /* the page's last line ("next: mstune advise JOB ..."); NULL: none */
     bool have_trace;                /* a trace.json beside the profile: linked, with how to open it */
     char trace_href[1024];          /* relative link to it from the report folder */
+    const struct rpt_ranks_s *ranks; /* data parallel: every rank's row (report/ranks.h); NULL or n = 0: one process */
 } rpt_page;
 int rpt_html_write(const rpt_page *pg, const char *path, char *err, size_t errn);
 int rpt_markdown_write(const rpt_page *pg, const char *path, char *err, size_t errn);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "report/flamegraph.h"
+#include "report/ranks.h"
 #include "util/fsutil.h"
 #include "report/render.h"
 #include "report/report.h"
@@ -72,6 +73,7 @@ int mst_report_render_with(const char *db_path, const char *summary_json_path, c
     size_t summary_len = 0;
     cJSON *summary = NULL;
     rpt_chart charts[RPT_CH_COUNT];
+    rpt_ranks ranks = {.slowest = -1};
     char path[4096], chart_err[1024] = "";
     if (summary_json_path) {
         if (!(summary_text = rpt_read_file(summary_json_path, &summary_len, err, errn))) goto out;
@@ -113,6 +115,7 @@ int mst_report_render_with(const char *db_path, const char *summary_json_path, c
     }
     if (mst_mkdirs(out_dir, err, errn) != 0) goto out;
 
+    if (rpt_ranks_load(&ranks, &p, summary, err, errn) != 0) goto out;
     rpt_headline h;
     rpt_headline_fill(&h, &p, summary, summary_json_path != NULL);
     rpt_charts_plan(&p, &h, charts);
@@ -137,6 +140,7 @@ int mst_report_render_with(const char *db_path, const char *summary_json_path, c
         mst_write_atomic(path, summary_text, summary_len, err, errn) != 0)
         goto out;
     rpt_page pg = {&p, &h, charts, gnuplot, "flame.svg", fs.frames, fs.frames_pruned, advice, extras ? extras->next_hint : NULL};
+    pg.ranks = &ranks;
     pg.have_trace = trace_link(db_path, out_dir, pg.trace_href, sizeof(pg.trace_href));
     if (out_path(path, sizeof(path), out_dir, "summary.md", err, errn) != 0 || rpt_markdown_write(&pg, path, err, errn) != 0)
         goto out;
@@ -149,6 +153,7 @@ int mst_report_render_with(const char *db_path, const char *summary_json_path, c
     }
     rc = 0;
 out:
+    rpt_ranks_free(&ranks);
     cJSON_Delete(advice);
     cJSON_Delete(summary);
     free(summary_text);

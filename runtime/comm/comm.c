@@ -54,6 +54,24 @@ int mst_comm_poll(mst_comm *c, mst_comm_req *req) {
     return r;
 }
 
+/* The totals since the last reset as profiler counters, after every completed wait: the step's
+ * last sample (its `counters` row's last_value) is the step's total, so each rank's profile.db
+ * holds its own exposed/busy comm, calls and bytes per step (the report's per-rank section). */
+static void report_stats(const mst_comm *c) {
+    static uint32_t id_wait, id_busy, id_calls, id_bytes;      /* the main thread only (MPI_THREAD_FUNNELED) */
+    if (!mst_prof_on(MST_PROF_LEVEL_STEPS)) return;
+    if (!id_wait) {
+        id_wait = mst_prof_intern("comm.wait_ns");
+        id_busy = mst_prof_intern("comm.busy_ns");
+        id_calls = mst_prof_intern("comm.allreduce_calls");
+        id_bytes = mst_prof_intern("comm.allreduce_bytes");
+    }
+    mst_prof_counter(id_wait, (int64_t)c->stats.wait_ns);
+    mst_prof_counter(id_busy, (int64_t)c->stats.busy_ns);
+    mst_prof_counter(id_calls, c->stats.allreduce_calls);
+    mst_prof_counter(id_bytes, c->stats.allreduce_bytes);
+}
+
 mst_status mst_comm_wait(mst_comm *c, mst_comm_req *req, const char *what) {
     if (req->done || !req->impl) return MST_OK;
     const uint64_t t0 = mst_prof_now_ns();
@@ -75,6 +93,7 @@ mst_status mst_comm_wait(mst_comm *c, mst_comm_req *req, const char *what) {
         if (++spins > 16 && mst_prof_now_ns() - t0 > 200000ull) sched_yield();
     }
     c->stats.wait_ns += mst_prof_now_ns() - t0;
+    report_stats(c);
     if (r < 0) {
         size_t n = strlen(c->err);
         snprintf(c->err + n, sizeof(c->err) - n, " (in %s)", what);

@@ -2,6 +2,8 @@
 # test_dp_cli.sh — `mstune train|profile --nproc 2` end to end (CTest comm.test_dp_cli):
 #  1. a 2-rank run exits 0, rank 0 writes DIR (summary.json with the per-rank section), rank 1
 #     DIR.rank1; the profile of a 2-rank run has one profile.db per rank and comm in its breakdown;
+#     its report's Ranks section matches the ranks' databases, and names a corrupt, mislabelled or
+#     missing rank profile (`mstune report DIR`);
 #  2. a rank killed (SIGKILL) mid-run makes the job exit non-zero within seconds, and rank 0's
 #     earlier outputs in DIR are untouched;
 #  3. a rank that hangs (SIGSTOP) makes the other fail after runtime.comm.timeout_s with a message
@@ -69,6 +71,71 @@ s = json.load(open(sys.argv[1]))
 text = json.dumps(s)
 assert "comm" in text and s["distributed"]["ranks"] == 2
 PY
+# the report's Ranks section (written at the end of `profile --nproc 2`): its numbers against each
+# rank's own profile.db, read here with sqlite3
+python3 - "$T/p" <<'PY' || fail "the report's Ranks section does not match the ranks' databases"
+import json, re, sqlite3, statistics, sys
+d = sys.argv[1]
+html = open(d + "/report/index.html").read()
+md = open(d + "/report/summary.md").read()
+assert 'id="ranks-table"' in html and "### Ranks" in md
+def val(i):
+    m = re.search(r'id="%s" data-value="([^"]+)"' % re.escape(i), html)
+    assert m, "no %s in the page" % i
+    return float(m.group(1))
+def close(a, b, what):
+    assert abs(a - b) <= 1e-9 * max(1.0, abs(b)), (what, a, b)
+grad = json.load(open(d + "/summary.json"))["distributed"]["grad_bytes_per_step"]
+meds = []
+for k, path in enumerate([d + "/profile.db", d + ".rank1/profile.db"]):
+    db = sqlite3.connect(path)
+    run = dict(db.execute("SELECT key, value FROM run"))
+    assert (run["dp.rank"], run["dp.ranks"]) == (str(k), "2"), run.get("dp.rank")
+    walls = [w / 1e6 for (w,) in db.execute("SELECT wall_ns FROM steps WHERE warmup = 0")]
+    c = {}
+    for step, name, v in db.execute("SELECT c.step, c.name, c.last_value FROM counters c JOIN steps s USING (step)"
+                                    " WHERE s.warmup = 0 AND c.name LIKE 'comm.%'"):
+        c.setdefault(step, {})[name] = v
+    assert len(c) == len(walls) > 0, (len(c), len(walls))
+    n = len(c)
+    wait = [x["comm.wait_ns"] / 1e6 for x in c.values()]
+    busy = [x["comm.busy_ns"] / 1e6 for x in c.values()]
+    close(val("rank-%d-steps" % k), len(walls), "steps")
+    close(val("rank-%d-step-median" % k), statistics.median(walls), "median")
+    close(val("rank-%d-step-mean" % k), sum(walls) / len(walls), "mean")
+    close(val("rank-%d-exposed" % k), sum(wait) / n, "exposed")
+    ws = sorted(wait)   # nearest-rank percentiles
+    close(val("rank-%d-exposed-p10" % k), ws[max(0, -(-n // 10) - 1)], "exposed p10")
+    close(val("rank-%d-exposed-p90" % k), ws[min(n - 1, -(-9 * n // 10) - 1)], "exposed p90")
+    close(val("rank-%d-hidden" % k), sum(max(b - w, 0) for b, w in zip(busy, wait)) / n, "hidden")
+    close(val("rank-%d-allreduce" % k), sum(busy) / n, "all-reduce time")
+    close(val("rank-%d-calls" % k), sum(x["comm.allreduce_calls"] for x in c.values()) / n, "calls")
+    close(val("rank-%d-bytes" % k), grad, "bytes = the gradient bytes per step")
+    close(val("rank-%d-gbps" % k), n * grad / (sum(busy) * 1e6), "GB/s")
+    assert val("rank-%d-exposed" % k) > 0 and val("rank-%d-calls" % k) >= 2
+    meds.append(statistics.median(walls))
+close(val("ranks-slowest"), meds.index(max(meds)), "slowest")
+close(val("ranks-imbalance"), (max(meds) - min(meds)) / (sum(meds) / 2), "imbalance")
+assert ('id="ranks-flag"' in html) == ((max(meds) - min(meds)) / (sum(meds) / 2) > 0.05)
+PY
+# `mstune report DIR` of a copy whose folder name needs escaping: a corrupt, a mislabelled and a
+# missing rank profile are named in the section, never a crash
+Q="$T/q&<x>"
+cp -r "$T/p" "$Q" && cp -r "$T/p.rank1" "$Q.rank1"
+echo "not a database" > "$Q.rank1/profile.db"
+"$BIN" report "$Q" > "$T/q.log" 2>&1 || { cat "$T/q.log"; fail "report of a run with a corrupt rank profile exited $?"; }
+grep -q 'id="rank-1-problem">unreadable' "$Q/report/index.html" || fail "the corrupt rank 1 profile is not named"
+grep -q 'q&amp;&lt;x&gt;.rank1/profile.db' "$Q/report/index.html" || fail "the rank folder's name is not escaped"
+! grep -q 'q&<x>' "$Q/report/index.html" || fail "an unescaped path in the page"
+cp "$T/p.rank1/profile.db" "$Q.rank1/profile.db"
+python3 -c "import sqlite3,sys; db=sqlite3.connect(sys.argv[1]); db.execute(\"UPDATE run SET value='0' WHERE key='dp.rank'\"); db.commit()" \
+    "$Q.rank1/profile.db"
+"$BIN" report "$Q" > "$T/q.log" 2>&1 || { cat "$T/q.log"; fail "report of a run with a mislabelled rank profile exited $?"; }
+grep -q 'id="rank-1-problem">not rank 1 of 2' "$Q/report/index.html" || fail "the mislabelled rank 1 profile is not named"
+rm -rf "$Q.rank1"
+"$BIN" report "$Q" > "$T/q.log" 2>&1 || { cat "$T/q.log"; fail "report of a run without its rank 1 folder exited $?"; }
+grep -q 'id="rank-1-problem">missing' "$Q/report/index.html" || fail "the missing rank 1 profile is not named"
+grep -q 'id="ranks-problems"' "$Q/report/index.html" || fail "the section does not say a rank is missing"
 
 # find rank R's pid among the job's processes (its environment names the rank)
 rank_pid() {    # among the children of mpirun ($JOBPID: the launcher exec'd it)
