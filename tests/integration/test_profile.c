@@ -47,6 +47,24 @@ static double field(cJSON *j, const char *obj, const char *key) {
     return v->valuedouble;
 }
 
+/* The smallest per-step value of a steps column (kernel_ns, data_ns, ...) over the measured steps
+ * of a profile: the least disturbed step. On a shared machine a neighbour's burst stretches some
+ * steps' busy work (a spin or an injected delay is preempted mid-way), never shrinks it, so the
+ * attribution of a known cost is checked on the step that ran alone. */
+static double step_min_ms(const char *db_path, const char *column) {
+    sqlite3 *db = NULL;
+    sqlite3_stmt *q = NULL;
+    char sql[256];
+    snprintf(sql, sizeof(sql), "SELECT MIN(%s) FROM steps WHERE warmup = 0", column);
+    assert_int_equal(sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &q, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    double v = sqlite3_column_double(q, 0) / 1e6;
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return v;
+}
+
 static void test_injected_data_cost(void **state) {
     char dir[512];
     e2e_tmpdir(dir, sizeof(dir));
@@ -55,18 +73,22 @@ static void test_injected_data_cost(void **state) {
      * is that attribution adds exactly the injected cost on top of it */
     char args[1024];
     snprintf(args, sizeof(args), SYNTH " --set data.synthetic.delay_us=0 --set data.num_workers=0");
+    char db[700];
+    snprintf(db, sizeof(db), "%s/profile.db", dir);
     cJSON *j = run_profile(args, dir);
-    double base = field(j, "breakdown_ms", "data");
+    double base = field(j, "breakdown_ms", "data"), base_min = step_min_ms(db, "data_ns");
     cJSON_Delete(j);
     snprintf(args, sizeof(args), SYNTH " --set data.synthetic.delay_us=%d --set data.num_workers=0", (int)delay_us);
     j = run_profile(args, dir);
-    double data0 = field(j, "breakdown_ms", "data");
-    printf("injected %.3f ms/batch; measured data %.3f ms/step with 0 workers (%.3f ms without the injected cost)\n",
-           per_batch_ms, data0, base);
-    /* 10%: the injected cost is busy work on a shared 2-core machine; a neighbour's burst (a
-     * build, another test) can stretch it by several percent, and a flaky CI costs more than the
-     * precision — the measured error is in docs/benchmarks.md */
-    assert_true(fabs((data0 - base) - per_batch_ms) <= 0.10 * per_batch_ms);
+    double data0 = field(j, "breakdown_ms", "data"), data0_min = step_min_ms(db, "data_ns");
+    printf("injected %.3f ms/batch; measured data %.3f ms/step with 0 workers (%.3f ms without the injected cost); "
+           "least disturbed steps %.3f and %.3f ms\n",
+           per_batch_ms, data0, base, data0_min, base_min);
+    /* on the least disturbed steps of both runs, attribution adds the injected cost within 10%
+     * (the medians move with the machine's load: 7.8 ms for 4 injected at load average 6); the
+     * medians must still show most of it */
+    assert_true(fabs((data0_min - base_min) - per_batch_ms) <= 0.10 * per_batch_ms);
+    assert_true(data0 - base >= 0.9 * per_batch_ms);
     double sum = 0;
     cJSON *share = cJSON_GetObjectItem(j, "breakdown_share");
     for (cJSON *it = share->child; it; it = it->next) sum += it->valuedouble;
@@ -76,9 +98,11 @@ static void test_injected_data_cost(void **state) {
     snprintf(args, sizeof(args), SYNTH " --set data.synthetic.delay_us=%d --set data.num_workers=2 --set data.prefetch=4",
              (int)delay_us);
     j = run_profile(args, dir);
-    double data2 = field(j, "breakdown_ms", "data"), hidden2 = field(j, "hidden_ms", "data");
-    printf("with 2 workers: data %.3f ms/step, hidden data %.3f ms/step\n", data2, hidden2);
-    assert_true(data2 < 0.75 * data0);
+    double data2 = field(j, "breakdown_ms", "data"), hidden2 = field(j, "hidden_ms", "data"), data2_min = step_min_ms(db, "data_ns");
+    printf("with 2 workers: data %.3f ms/step (least %.3f), hidden data %.3f ms/step\n", data2, data2_min, hidden2);
+    /* workers take the loading off the step: on the least disturbed steps (the median needs two
+     * idle cores for the two workers, which a loaded CI machine does not always have) */
+    assert_true(data2_min < 0.75 * data0_min);
     assert_true(hidden2 > 0.25 * per_batch_ms);
     cJSON_Delete(j);
     e2e_rmtree(dir);
@@ -112,10 +136,12 @@ static void test_injected_kernel_cost(void **state) {
     assert_int_equal(mst_store_close(st, err, sizeof(err)), 0);
     mst_breakdown b;
     assert_int_equal(mst_store_read_breakdown(db, &b, err, sizeof(err)), 0);
-    printf("injected %.3f ms of kernel per step; measured %.3f ms (dispatch %.4f ms)\n", spin_ns / 1e6,
-           b.median_ns[MST_CAT_KERNEL] / 1e6, b.median_ns[MST_CAT_DISPATCH] / 1e6);
-    assert_true(fabs(b.median_ns[MST_CAT_KERNEL] - spin_ns) <= 0.05 * spin_ns);
-    assert_true(b.median_ns[MST_CAT_KERNEL] >= spin_ns);      /* a spin never ends early */
+    double kmin = step_min_ms(db, "kernel_ns") * 1e6;
+    printf("injected %.3f ms of kernel per step; measured %.3f ms median, %.3f ms least disturbed (dispatch %.4f ms)\n",
+           spin_ns / 1e6, b.median_ns[MST_CAT_KERNEL] / 1e6, kmin / 1e6, b.median_ns[MST_CAT_DISPATCH] / 1e6);
+    assert_true(fabs(kmin - spin_ns) <= 0.05 * spin_ns);
+    assert_true(kmin >= spin_ns);                               /* a spin never ends early */
+    assert_true(b.median_ns[MST_CAT_KERNEL] >= spin_ns);
     mst_tensor_release(x);
     mst_ctx_free(ctx);
     mst_profiler_free(p);
