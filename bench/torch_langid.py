@@ -153,7 +153,7 @@ def main():
         model.eval()
         with torch.no_grad():
             correct = sum((model(xte[i:i + 1024]).argmax(1) == yte[i:i + 1024]).sum().item() for i in range(0, len(xte), 1024))
-        print(f"epoch {epoch + 1}: train loss {loss.item():.4f}, test accuracy {100 * correct / len(xte):.2f}%")
+        print(f"epoch {epoch + 1}: train loss {loss.item():.4f}, test accuracy {100 * correct / len(xte):.2f}%", flush=True)
     print(f"median step {statistics.median(times):.2f} ms (batch {a.batch})")
 
 
