@@ -3,7 +3,8 @@ transformer (the replica in bench/torch_langid.py) and the super-resolution net 
 on the shapes of their shipped jobs and the batch mstune's bench_workloads builds (token ids with
 [CLS] first, 3..20 characters, zero padding; 14x14 inputs, 28x28 targets). One training step =
 forward, the model's loss (cross-entropy; L1), backward, the job's optimizer (AdamW 3e-3; Adam
-1e-3). PyTorch eager, the thread count given. Prints "model batch eager median_ms" per row.
+1e-3). PyTorch eager, the thread count given, glibc malloc keeping freed memory (torch_langid.py's
+keep_freed_memory). Prints "model batch eager median_ms" per row.
 
     OMP_NUM_THREADS=2 python3 bench/torch_compare_workloads.py [--quick] THREADS transformer:128 srnet:32
 """
@@ -17,7 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_langid import Transformer  # noqa: E402  the replica the accuracy comparison uses
+from torch_langid import Transformer, keep_freed_memory  # noqa: E402  the replica the accuracy comparison uses
 
 LEN, VOCAB, CLASSES, SIDE = 24, 56, 8, 14
 
@@ -83,14 +84,15 @@ def measure(model, n, warmup, repeats):
 
 
 def main():
+    keep_freed_memory()
     args = sys.argv[1:]
     quick = "--quick" in args
     args = [a for a in args if a != "--quick"]
     threads = int(args[0]) if args else 2
     torch.set_num_threads(threads)
     warmup, repeats = (2, 5) if quick else (3, 15)
-    print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads, {warmup} warm-up + {repeats} timed steps (median)",
-          flush=True)
+    print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads, {warmup} warm-up + {repeats} timed steps (median), "
+          f"GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '')}", flush=True)
     for spec in args[1:] or ["transformer:128", "srnet:32"]:
         model, n = spec.split(":")
         if model not in ("transformer", "srnet"):

@@ -4,6 +4,12 @@
 # the shipped jobs' models and batch shapes, the same thread count, one run each. Called by
 # bench/torch_compare.sh after its mlp/cnn table; runs alone too. Prints a Markdown table with
 # the ratios to PyTorch eager (docs/benchmarks.md). --quick: 5 timed steps instead of 15.
+# Both sides run with glibc malloc keeping freed memory (bench/torch_langid.py's MALLOC_TUNABLES):
+# without it PyTorch's transformer step re-faults ~6000 pages a step and takes 3x as long; mstune,
+# which keeps its own buffers, is unaffected (docs/benchmarks.md). Both sides also run with
+# OPENBLAS_NUM_THREADS=1: PyTorch's intra-op threads are OpenMP's, and Debian's OpenBLAS (pthread
+# build) starting its own pool beside them made PyTorch's 2-thread transformer step 51-108 ms
+# instead of 45 ms.
 #
 #     bench/torch_compare_workloads.sh [BUILD_DIR] [THREADS] [--quick]      # defaults: build, 2
 set -euo pipefail
@@ -18,8 +24,10 @@ if ! $py3 -c "import torch" 2>/dev/null; then
     exit 2
 fi
 [ -x "$build/bench_workloads" ] || cmake --build "$build" --target bench_workloads >&2
+tunables=$($py3 -c "import sys; sys.path.insert(0, 'bench'); from torch_langid import MALLOC_TUNABLES; print(MALLOC_TUNABLES)")
+export GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}$tunables
 mst=$(MST_BENCH_THREADS=$threads OPENBLAS_NUM_THREADS=1 "$build/bench_workloads" $quick "${rows[@]}")
-py=$(OMP_NUM_THREADS=$threads $py3 bench/torch_compare_workloads.py $quick "$threads" "${rows[@]}")
+py=$(OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=1 $py3 bench/torch_compare_workloads.py $quick "$threads" "${rows[@]}")
 echo "$mst" | head -1
 echo "$py" | head -1
 echo

@@ -5,7 +5,8 @@ blocks of masked multi-head self-attention and an exact-GELU MLP, dropout, [CLS]
 layer norm, linear), same init (nn.Linear's default U(+-1/sqrt(fan_in)), embeddings U(+-0.02 sqrt 3)),
 AdamW with linear warmup then cosine to 0, per-epoch shuffle (PyTorch's generator, so the order
 differs from mstune's), batch and threads as given. Prints the test accuracy after each epoch
-and the median training step time.
+and the median training step time. Runs with glibc malloc told to keep freed memory
+(keep_freed_memory below: without it PyTorch's step re-faults its activations every step).
 
     build/bench_langid_nb --dump /tmp/langid.bin
     python3 bench/torch_langid.py /tmp/langid.bin --d-model 64 --heads 4 --layers 2 --dropout 0 \
@@ -13,6 +14,7 @@ and the median training step time.
 """
 import argparse
 import math
+import os
 import statistics
 import sys
 import time
@@ -21,6 +23,26 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+
+# glibc malloc settings for PyTorch on CPU: keep freed blocks instead of returning them to the kernel.
+# By default every activation of a few MB is mmap'ed and munmap'ed again (or the heap top trimmed),
+# so each training step page-faults tens of MB back in: about 6000 minor faults and a third of the
+# transformer's step (docs/benchmarks.md). PyTorch's CPU tuning guide recommends an allocator
+# that keeps memory (jemalloc, tcmalloc); glibc's own tunables do the same with nothing to install.
+# mmap_threshold 32 MiB is the largest glibc allows on 64-bit; the trim threshold 4 GiB.
+MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296"
+
+
+def keep_freed_memory():
+    """Re-executes this script with MALLOC_TUNABLES added to GLIBC_TUNABLES unless the variable
+    already sets an mmap threshold (glibc reads it only at start-up). Call first in main()."""
+    cur = os.environ.get("GLIBC_TUNABLES", "")
+    if "glibc.malloc.mmap_threshold" in cur:
+        return
+    os.environ["GLIBC_TUNABLES"] = f"{cur}:{MALLOC_TUNABLES}" if cur else MALLOC_TUNABLES
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable] + sys.argv)
 
 
 def load(path):
@@ -77,6 +99,7 @@ class Transformer(nn.Module):
 
 
 def main():
+    keep_freed_memory()
     ap = argparse.ArgumentParser()
     ap.add_argument("split")
     ap.add_argument("--d-model", type=int, default=64)
@@ -130,7 +153,7 @@ def main():
         model.eval()
         with torch.no_grad():
             correct = sum((model(xte[i:i + 1024]).argmax(1) == yte[i:i + 1024]).sum().item() for i in range(0, len(xte), 1024))
-        print(f"epoch {epoch + 1}: train loss {loss.item():.4f}, test accuracy {100 * correct / len(xte):.2f}%")
+        print(f"epoch {epoch + 1}: train loss {loss.item():.4f}, test accuracy {100 * correct / len(xte):.2f}%", flush=True)
     print(f"median step {statistics.median(times):.2f} ms (batch {a.batch})")
 
 
