@@ -32,7 +32,10 @@ runtime:
   threads: 2
 YAML
 field() { $py3 -c "import json,sys; v=json.load(open(sys.argv[1])); [v:=v.get(k, {}) for k in sys.argv[2].split('.')]; print(f'{v:.3f}' if isinstance(v, (int, float)) else '-')" "$1" "$2"; }
-py=$($py3 bench/torch_ddp.py mlp cnn)
+# PyTorch at its best settings, as bench/torch_compare.sh: glibc malloc keeping freed memory (no
+# page faults on its activations every step) and Debian's OpenBLAS without its own thread pool
+tunables=$($py3 -c "import sys; sys.path.insert(0, 'bench'); from torch_langid import MALLOC_TUNABLES; print(MALLOC_TUNABLES)")
+py=$(GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}$tunables OPENBLAS_NUM_THREADS=1 $py3 bench/torch_ddp.py mlp cnn)
 echo "| model | layout | mstune $mode step ms | mstune exposed comm ms | PyTorch step ms | DDP exposed comm ms | mstune / DDP exposed | DDP step - no_sync step ms | gloo all-reduce of the gradients ms |"
 echo "|---|---|---|---|---|---|---|---|---|"
 col() { echo "$py" | awk -v m="$1" -v l="$2" -v c="$3" '$1==m && $2==l {print $c}'; }

@@ -26,10 +26,15 @@ if ! $py3 -c "import torch" 2>/dev/null; then
     else sudo apt-get install -y -q python3-torch >&2; fi
 fi
 [ -x "$build/bench_compare" ] || cmake --build "$build" --target bench_compare >&2
-# PyTorch: each row at 1 and 2 threads; the better one is its number.
+# PyTorch: each row at 1 and 2 threads; the better one is its number. Its best settings also mean
+# glibc malloc keeping freed memory (GLIBC_TUNABLES; without it PyTorch re-faults its activations'
+# pages every step) and OPENBLAS_NUM_THREADS=1 (Debian's OpenBLAS pool beside PyTorch's OpenMP
+# threads slowed its steps), as bench/torch_compare_workloads.sh found; mstune runs with the same.
+tunables=$($py3 -c "import sys; sys.path.insert(0, 'bench'); from torch_langid import MALLOC_TUNABLES; print(MALLOC_TUNABLES)")
+export GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}$tunables
 pyall=""
 for t in 1 2; do
-    out=$(OMP_NUM_THREADS=$t TORCH_COMPARE_REPEATS=$py_repeats TORCH_COMPARE_MODES=eager,bf16 \
+    out=$(OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=1 TORCH_COMPARE_REPEATS=$py_repeats TORCH_COMPARE_MODES=eager,bf16 \
           $py3 bench/torch_compare.py "$t" "${rows[@]}")
     pyall+=$(echo "$out" | awk -v t="$t" '!/^#/ {print $0, t}')$'\n'
     torch_version=$(echo "$out" | head -1 | sed "s/, [0-9]* threads$//")
@@ -37,7 +42,7 @@ done
 # best (ms, threads) of PyTorch for model, batch, mode
 best() { echo "$pyall" | awk -v m="$1" -v b="$2" -v mode="$3" \
     '$1==m && $2==b && $3==mode && (best=="" || $4<best) {best=$4; t=$5} END {printf "%s %s", best, t}'; }
-echo "$torch_version; OMP_WAIT_POLICY ${OMP_WAIT_POLICY:-unset (default)}"
+echo "$torch_version; OMP_WAIT_POLICY ${OMP_WAIT_POLICY:-unset (default)}; OPENBLAS_NUM_THREADS=1; GLIBC_TUNABLES=$GLIBC_TUNABLES"
 for t in "${thread_counts[@]}"; do
     mst=$(MST_BENCH_THREADS=$t MST_BENCH_REPEATS=$mst_repeats OPENBLAS_NUM_THREADS=1 "$build/bench_compare" "${rows[@]}")
     [ "$t" = "${thread_counts[0]}" ] && echo "$mst" | head -1 | sed 's/; [0-9]* threads$//'
