@@ -28,7 +28,7 @@
 #include "runtime/optim.h"
 #include "workloads/zoo.h"
 
-enum { k_warmup = 3, k_repeats = 15 };
+enum { k_warmup = MST_GRAPH_SETTLE_RUNS, k_repeats = 15 };   /* warm-up past the plan's own trials */
 
 
 typedef bench_rig rig;
@@ -71,15 +71,7 @@ static result measure_skipping(const char *model, int batch, int threads, bool g
     result res = {0};
     for (int i = 0; i < k_warmup + k_repeats; i++) {
         if (i == k_warmup) mst_allocator_reset_peak(r.ctx->alloc);
-        mst_pool_push(r.ctx);
-        double t0 = bench_now_ms();
-        mst_tensor *out[2];
-        int n_out;
-        mst_status s = graph ? mst_graph_cache_run(gc, (mst_tensor *[]){r.x, r.y}, 2, out, &n_out)
-                             : bench_rig_step(r.ctx, &r, (mst_tensor *[]){r.x, r.y}, 2, out, &n_out);
-        double dt = bench_now_ms() - t0;
-        if (s != MST_OK) { fprintf(stderr, "bench_graph: %s\n", mst_ctx_error(r.ctx)); exit(1); }
-        mst_pool_pop(r.ctx);
+        double dt = bench_rig_time_step(&r, gc, "bench_graph");
         if (i >= k_warmup) t[i - k_warmup] = dt;
     }
     qsort(t, k_repeats, sizeof(double), bench_cmp_double);

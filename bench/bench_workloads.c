@@ -78,20 +78,13 @@ static void rig_free(rig *r) {
 }
 
 static double measure(const char *model, int batch, int threads, bool graph, int warmup, int repeats) {
+    if (warmup < MST_GRAPH_SETTLE_RUNS) warmup = MST_GRAPH_SETTLE_RUNS;   /* eager too, so both modes warm alike */
     rig r;
     rig_init(&r, model, batch, threads);
     mst_graph_cache *gc = graph ? mst_graph_cache_new(r.ctx, "bench", bench_rig_step, &r, &(mst_graph_options){.optimize = true}) : NULL;
     double t[64];
     for (int i = 0; i < warmup + repeats; i++) {
-        mst_pool_push(r.ctx);
-        double t0 = bench_now_ms();
-        mst_tensor *out[2];
-        int n_out;
-        mst_status s = graph ? mst_graph_cache_run(gc, (mst_tensor *[]){r.x, r.y}, 2, out, &n_out)
-                             : bench_rig_step(r.ctx, &r, (mst_tensor *[]){r.x, r.y}, 2, out, &n_out);
-        double dt = bench_now_ms() - t0;
-        if (s != MST_OK) { fprintf(stderr, "bench_workloads: %s\n", mst_ctx_error(r.ctx)); exit(1); }
-        mst_pool_pop(r.ctx);
+        double dt = bench_rig_time_step(&r, gc, "bench_workloads");
         if (i >= warmup) t[i - warmup] = dt;
     }
     qsort(t, (size_t)repeats, sizeof(double), bench_cmp_double);

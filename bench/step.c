@@ -57,6 +57,7 @@ static void runner_die(mst_ctx *ctx, const char *who, const char *what) {
 
 bench_runner_result bench_runner_time(mst_ctx *ctx, const char *who, const mst_model_spec *spec, int batch, int level,
                                       mst_dtype half, bool graph, int warmup, int repeats) {
+    if (graph && warmup < MST_GRAPH_SETTLE_RUNS) warmup = MST_GRAPH_SETTLE_RUNS;   /* past the plan's own trials */
     char err[256];
     mst_model *m = mst_zoo_model_new(ctx, spec, err, sizeof(err));
     if (!m) { fprintf(stderr, "%s: %s\n", who, err); exit(1); }
@@ -110,4 +111,20 @@ mst_status bench_rig_step(mst_ctx *ctx, void *arg, mst_tensor *const in[], int n
     out[0] = loss;
     *n_out = 1;
     return s;
+}
+
+double bench_rig_time_step(bench_rig *r, mst_graph_cache *gc, const char *who) {
+    mst_pool_push(r->ctx);
+    double t0 = bench_now_ms();
+    mst_tensor *out[2];
+    int n_out;
+    mst_status s = gc ? mst_graph_cache_run(gc, (mst_tensor *[]){r->x, r->y}, 2, out, &n_out)
+                      : bench_rig_step(r->ctx, r, (mst_tensor *[]){r->x, r->y}, 2, out, &n_out);
+    double dt = bench_now_ms() - t0;
+    if (s != MST_OK) {
+        fprintf(stderr, "%s: %s\n", who, mst_ctx_error(r->ctx));
+        exit(1);
+    }
+    mst_pool_pop(r->ctx);
+    return dt;
 }

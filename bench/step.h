@@ -3,6 +3,7 @@
 #ifndef MST_BENCH_STEP_H
 #define MST_BENCH_STEP_H
 
+#include "runtime/graph/graph.h"
 #include "runtime/model.h"
 #include "runtime/optim.h"
 #include "workloads/zoo.h"
@@ -39,5 +40,8 @@ typedef struct {
     mst_tensor *x, *y;
 } bench_rig;
 mst_status bench_rig_step(mst_ctx *ctx, void *rig, mst_tensor *const in[], int n_in, mst_tensor *out[], int *n_out);
+/* One timed step of the rig: through gc (graph mode) when it is not NULL, else eager; its wall
+ * time in ms. Exits with a message naming `who` on failure. */
+double bench_rig_time_step(bench_rig *r, mst_graph_cache *gc, const char *who);
 
 #endif

@@ -199,44 +199,53 @@ static mst_provider measure(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn *k
     return best[fast] < best[MST_PROVIDER_BUILTIN] * (1 - k_choice_margin) ? fast : MST_PROVIDER_BUILTIN;
 }
 
+/* The call's provider. The hot path is one map lookup: a shape is settled once per process (from
+ * the calibration file, a measurement, or "only builtin serves it") and kept in the map. */
 static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measured) {
     mst_dtype key = key_dtype(c);
     *just_measured = false;
     if (ctx->force_ref || ctx->kernels == MST_KERNELS_BUILTIN) return MST_PROVIDER_BUILTIN;
+    if (ctx->kernels == MST_KERNELS_ONEDNN)     /* forced: the plain layout, no timing */
+        return serves(ctx, MST_PROVIDER_ONEDNN, c, key) ? MST_PROVIDER_ONEDNN : MST_PROVIDER_BUILTIN;
+    mst_shape_key k;
+    mst_shape_key_of(&k, c, key);
+    k.threads = ctx->n_threads;
+    pthread_mutex_lock(&verdict_lock);
+    void *v = mst_shape_map_get(&verdicts, &k);
+    pthread_mutex_unlock(&verdict_lock);
+    if (v) return (mst_provider)((uintptr_t)v - 1);
+    /* first call of the shape in this process */
     mst_kernel_fn kernels[MST_PROVIDER_COUNT];
     bool served[MST_PROVIDER_COUNT], any_onednn = false;
     for (int p = 0; p < MST_PROVIDER_COUNT; p++) {
         kernels[p] = provider_kernel(ctx, (mst_provider)p, c, key);
-        /* forced oneDNN asks for the plain layout only (its verdict needs no timing) */
-        served[p] = (ctx->kernels == MST_KERNELS_AUTO || p == MST_PROVIDER_ONEDNN) && serves(ctx, (mst_provider)p, c, key);
+        served[p] = serves(ctx, (mst_provider)p, c, key);
         any_onednn |= p != MST_PROVIDER_BUILTIN && served[p];
     }
-    if (!any_onednn) return MST_PROVIDER_BUILTIN;
-    if (ctx->kernels == MST_KERNELS_ONEDNN) return MST_PROVIDER_ONEDNN;
-    mst_shape_key k;
-    mst_shape_key_of(&k, c, key);
-    k.threads = ctx->n_threads;
     uint64_t hash = mst_shape_key_hash(&k);
     const char *op = mst_op_name(c->op), *dt = mst_dtype_name(key);
-    pthread_mutex_lock(&verdict_lock);
-    cache_setup();
-    void *v = mst_shape_map_get(&verdicts, &k);
     mst_provider p = MST_PROVIDER_BUILTIN;
-    bool known = v ? (p = (mst_provider)((uintptr_t)v - 1), true) : cache_find(op, dt, hash, &p);
-    pthread_mutex_unlock(&verdict_lock);
+    bool known = !any_onednn;                   /* nothing to choose: builtin, not written to the file */
+    if (!known) {
+        pthread_mutex_lock(&verdict_lock);
+        cache_setup();
+        known = cache_find(op, dt, hash, &p);
+        pthread_mutex_unlock(&verdict_lock);
+    }
     double t_ns[MST_PROVIDER_COUNT] = {0};
     /* measured outside the lock: another thread may measure the same shape; the first verdict stays */
-    if (!known) p = measure(ctx, c, kernels, served, t_ns);
-    *just_measured = !known;
+    const bool measured = !known;
+    if (measured) p = measure(ctx, c, kernels, served, t_ns);
+    *just_measured = measured;
     char shapes[200] = "";
-    for (int i = 0, n = 0; i < c->n_in && n < (int)sizeof(shapes); i++) {
+    for (int i = 0, n = 0; measured && i < c->n_in && n < (int)sizeof(shapes); i++) {
         char t[64];
         n += snprintf(shapes + n, sizeof(shapes) - (size_t)n, "%s%s", i ? ", " : "", mst_tensor_desc(c->in[i], t, sizeof(t)));
     }
     pthread_mutex_lock(&verdict_lock);
     void **slot = mst_shape_map_slot(&verdicts, &k);
     if (slot && !*slot) {
-        if (!known) {
+        if (measured) {
             mst_provider q;
             if (cache_find(op, dt, hash, &q)) p = q;    /* another process got there first */
             else cache_append(op, dt, hash, p, t_ns, shapes);
@@ -245,7 +254,7 @@ static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measur
     }
     if (slot) p = (mst_provider)((uintptr_t)*slot - 1);
     pthread_mutex_unlock(&verdict_lock);
-    if (!known && log_choices()) {
+    if (measured && log_choices()) {
         const char *ip = mst_onednn_impl(ctx, c, key, MST_ONEDNN_PLAIN), *ib = mst_onednn_impl(ctx, c, key, MST_ONEDNN_BLOCKED);
         fprintf(stderr,
                 "mstune kernels: %s(%s) at %d threads: builtin %.1f us, onednn %.1f us (%s), onednn_blocked %.1f us (%s) -> %s\n",
