@@ -4,7 +4,8 @@
  * integer rounding for bf16), AVX2+F16C (8 lanes) and portable scalar (runtime/dtype.c's exact
  * IEEE conversions). Every path gives the same bits for every input: round to nearest even,
  * subnormals kept, overflow to inf, NaNs quieted with their sign and the payload bits that fit.
- * (The bf16 path does not use AVX512-BF16's vcvtneps2bf16: it flushes subnormals to zero.)
+ * (AVX512-BF16's vcvtneps2bf16 flushes subnormals to zero, so its path redoes those lanes by the
+ * integer rounding.)
  * Tests and force_ref runs name a path explicitly; everything else takes mst_half_best_path().
  *
  *     mst_half_to_f32(MST_DTYPE_F16, h, f, n);                         // fastest path
@@ -28,12 +29,13 @@ typedef enum {
     MST_HALF_PATH_SCALAR,
     MST_HALF_PATH_AVX2,     /* AVX2 + F16C */
     MST_HALF_PATH_AVX512,   /* AVX-512F (f32 -> bf16 stays on AVX2, faster here) */
+    MST_HALF_PATH_AVX512_BF16,  /* AVX-512F + AVX512-BF16: f32 -> bf16 by vcvtneps2bf16, subnormal lanes fixed up */
     MST_HALF_PATH_COUNT
 } mst_half_path;
 
 bool          mst_half_path_available(mst_half_path p);   /* this CPU can run it */
 mst_half_path mst_half_best_path(void);                   /* the widest available */
-const char   *mst_half_path_name(mst_half_path p);        /* "scalar", "avx2", "avx512" */
+const char   *mst_half_path_name(mst_half_path p);        /* "scalar", "avx2", "avx512", "avx512_bf16" */
 
 /* true for MST_DTYPE_F16 and MST_DTYPE_BF16 */
 

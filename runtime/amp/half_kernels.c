@@ -8,6 +8,11 @@
  * keeps every op's arithmetic in one place; the price is a conversion pass over each operand,
  * which bench/bench_amp_kernels measures.
  *
+ * Two kinds of op skip the whole-tensor conversion passes: batch norm and its gradient on O2's mix
+ * (half activations, f32 parameters) have kernels of their own in runtime/ops/norm.c that widen
+ * one row at a time, and elementwise ops with a block function (mst_op_desc.elem_f32) run here in
+ * cache-sized blocks spread over the pool; both give this kernel's bits.
+ *
  * The scratch is grow-only (mst_amp_scratch): after the first step of a training loop the kernel
  * allocates nothing. Two kinds of op run in slices so the scratch stays small (it would otherwise
  * hold f32 copies of an op's largest operands, e.g. batch-norm backward's gy, x and gx: tens of
@@ -180,6 +185,67 @@ static mst_status run_channels(mst_ctx *ctx, const mst_op_desc *d, const mst_op_
     return run_sliced(ctx, d, c, kernel, path, ch, cc, need, channel_operand, channel_store);
 }
 
+/* ---- blocks: elementwise ops with a block function, widened and rounded in cache ---- */
+
+/* An elementwise op whose block function (mst_op_desc.elem_f32, the graph fuser's) gives its f32
+ * kernel's bits runs in blocks of k_elem_block elements spread over the pool: each block's half
+ * operands are widened into a per-worker buffer that stays in L1, the block function computes,
+ * and the block is rounded straight into the half output. No pass over memory is added, so the
+ * op moves half the bytes of its f32 version. Broadcasting operands and mutated inputs take the
+ * paths above. */
+enum { k_elem_block = 1024, k_elem_min_chunk = 1 << 15 };
+
+static bool blocks_apply(const mst_op_desc *d, const mst_op_call *c) {
+    if (!d->elem_f32 || !(d->flags & MST_OPF_ELEMENTWISE) || c->n_out != 1 || d->mutates || !all_float(c)) return false;
+    for (int i = 0; i < c->n_in; i++)
+        if (c->in[i]->numel != c->out[0]->numel) return false;
+    return c->n_in <= MST_MAX_OP_INPUTS;
+}
+
+typedef struct {
+    const mst_op_desc *d;
+    const mst_op_call *c;
+    float *scratch;             /* per worker: (n_in + 1) x k_elem_block floats */
+} blocks_job;
+
+static void blocks_chunk(void *arg, int64_t begin, int64_t end, int worker) {
+    const blocks_job *j = arg;
+    const mst_op_call *c = j->c;
+    const mst_tensor *y = c->out[0];
+    float *buf = j->scratch + (size_t)worker * (size_t)(c->n_in + 1) * k_elem_block;
+    for (int64_t blk = begin; blk < end; blk++) {
+        int64_t off = blk * k_elem_block, len = y->numel - off < k_elem_block ? y->numel - off : k_elem_block;
+        const float *x[MST_MAX_OP_INPUTS];
+        for (int i = 0; i < c->n_in; i++) {
+            const mst_tensor *t = c->in[i];
+            if (t->dtype == MST_DTYPE_F32) {
+                x[i] = mst_tensor_f32(t) + off;
+            } else {
+                float *w = buf + (size_t)(i + 1) * k_elem_block;
+                mst_half_to_f32(t->dtype, (const uint16_t *)mst_tensor_data(t) + off, w, (size_t)len);
+                x[i] = w;
+            }
+        }
+        if (y->dtype == MST_DTYPE_F32) {
+            j->d->elem_f32(mst_tensor_f32(y) + off, x, len, &c->attrs);
+        } else {
+            j->d->elem_f32(buf, x, len, &c->attrs);
+            mst_half_from_f32(y->dtype, buf, (uint16_t *)mst_tensor_data(y) + off, (size_t)len);
+        }
+    }
+}
+
+static mst_status run_blocks(mst_ctx *ctx, const mst_op_desc *d, const mst_op_call *c) {
+    int64_t blocks = (c->out[0]->numel + k_elem_block - 1) / k_elem_block;
+    int64_t min_chunk = k_elem_min_chunk / k_elem_block;
+    int workers = mst_parallel_chunks_ctx(ctx, blocks, min_chunk);
+    float *scratch = mst_amp_scratch(ctx, (size_t)workers * (size_t)(c->n_in + 1) * k_elem_block * sizeof(float));
+    if (!scratch) return ctx->status;
+    blocks_job job = {d, c, scratch};
+    mst_parallel_for(ctx, blocks, min_chunk, blocks_chunk, &job);
+    return MST_OK;
+}
+
 static mst_kernel_fn f32_kernel(const mst_ctx *ctx, const mst_op_desc *d) {
     return ctx->force_ref && d->cpu_ref[MST_DTYPE_F32] ? d->cpu_ref[MST_DTYPE_F32] : d->cpu[MST_DTYPE_F32];
 }
@@ -193,6 +259,7 @@ mst_status mst_half_kernel(mst_ctx *ctx, const mst_op_call *c) {
     mst_kernel_fn kernel = f32_kernel(ctx, d);
     if (!kernel) return mst_op_fail(ctx, c, MST_ERR_DTYPE, "no f32 kernel to run the half kernel with");
     mst_half_path path = ctx->force_ref ? MST_HALF_PATH_SCALAR : mst_half_best_path();
+    if (!ctx->force_ref && blocks_apply(d, c)) return run_blocks(ctx, d, c);
     if (flat_applies(d, c)) return run_flat(ctx, d, c, kernel, path);
     if (channels_apply(c)) return run_channels(ctx, d, c, kernel, path);
 

@@ -12,6 +12,7 @@
  */
 #include <math.h>
 
+#include "runtime/amp/half.h"
 #include "runtime/ops/common.h"
 
 /* ======================================================================================= */
@@ -276,12 +277,20 @@ static mst_status batchnorm_backward(mst_ctx *ctx, const mst_op_call *c, mst_ten
 /* training: sum, squared deviations, apply (1 + 3 + 3 per element); eval: apply only */
 static int64_t batchnorm_flops(const mst_op_call *c) { return (c->attrs.i[0] ? 7 : 3) * c->in[0]->numel; }
 
+static mst_status batchnorm_half(mst_ctx *ctx, const mst_op_call *c);
+static mst_status batchnorm_grad_half(mst_ctx *ctx, const mst_op_call *c);
+
 const mst_op_desc mst_desc_batchnorm = {
     .name = "batchnorm", .min_inputs = 5, .max_inputs = 5, .n_outputs = 3, .flags = MST_OPF_RELU_EPILOGUE,
     .amp_class = MST_AMP_CLASS_NORM, .relu_in_kernel_attr = 1 + 1,     /* attr_i "relu" */
     .mutates = 1u << 3 | 1u << 4, .nondiff = 1u << 3 | 1u << 4,
     .attr_i = {"training", "relu"}, .attr_f = {"momentum", "eps"},
-    .infer = infer_batchnorm, .cpu = FLOAT_KERNEL_TABLE(batchnorm), .cpu_ref = FLOAT_KERNEL_TABLE(batchnorm_ref),
+    .infer = infer_batchnorm,
+    .cpu = {[MST_DTYPE_F32] = batchnorm_f32, [MST_DTYPE_F64] = batchnorm_f64, [MST_DTYPE_F16] = batchnorm_half,
+            [MST_DTYPE_BF16] = batchnorm_half},
+    /* the reference for half: the generic half kernel around the f32 reference */
+    .cpu_ref = {[MST_DTYPE_F32] = batchnorm_ref_f32, [MST_DTYPE_F64] = batchnorm_ref_f64, [MST_DTYPE_F16] = mst_half_kernel,
+                [MST_DTYPE_BF16] = mst_half_kernel},
     .backward = batchnorm_backward, .flops = batchnorm_flops,
 };
 
@@ -386,9 +395,214 @@ static int64_t batchnorm_grad_flops(const mst_op_call *c) { return (c->attrs.i[0
 const mst_op_desc mst_desc_batchnorm_grad = {
     .name = "batchnorm_grad", .min_inputs = 5, .max_inputs = 5, .n_outputs = 3, .flags = MST_OPF_GRAD_OP,
     .attr_i = {"training"},
-    .infer = infer_batchnorm_grad, .cpu = FLOAT_KERNEL_TABLE(batchnorm_grad),
-    .cpu_ref = FLOAT_KERNEL_TABLE(batchnorm_grad_ref), .flops = batchnorm_grad_flops,
+    .infer = infer_batchnorm_grad,
+    .cpu = {[MST_DTYPE_F32] = batchnorm_grad_f32, [MST_DTYPE_F64] = batchnorm_grad_f64, [MST_DTYPE_F16] = batchnorm_grad_half,
+            [MST_DTYPE_BF16] = batchnorm_grad_half},
+    .cpu_ref = {[MST_DTYPE_F32] = batchnorm_grad_ref_f32, [MST_DTYPE_F64] = batchnorm_grad_ref_f64,
+                [MST_DTYPE_F16] = mst_half_kernel, [MST_DTYPE_BF16] = mst_half_kernel},
+    .flops = batchnorm_grad_flops,
 };
+
+/* ---- batchnorm and batchnorm_grad on half x with f32 parameters (amp O2) ----
+ *
+ * Under O2, x, y, gy and gx are f16/bf16 while gamma, beta and every statistic stay f32. These
+ * kernels widen one (image, channel) row of S values at a time into a per-worker buffer that
+ * stays in L1/L2, run the f32 kernel's arithmetic on it operation for operation (the same double
+ * sums with four partials per row, the same f32 expressions), and round each output row to
+ * nearest even as it is stored. The result is the bits of the half-via-f32 kernel
+ * (runtime/amp/half_kernels.c: widen the tensor, run the f32 kernel, round; tests/amp/test_half.c
+ * checks it) while moving half the bytes of the f32 kernel instead of 2.5x them. Other dtype
+ * mixes (O3's half parameters) and (N, C) inputs keep the generic half kernel. */
+
+/* The sums of BN_ACCUMULATE over one row of s values: four partials, the tail into the first. */
+static inline double bn_row_sum(const float *x, int64_t s) {
+    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    int64_t i = 0;
+    for (; i + 4 <= s; i += 4) {
+        a0 += (double)x[i];
+        a1 += (double)x[i + 1];
+        a2 += (double)x[i + 2];
+        a3 += (double)x[i + 3];
+    }
+    for (; i < s; i++) a0 += (double)x[i];
+    return (a0 + a1) + (a2 + a3);
+}
+static inline double bn_dev2(const float *x, int64_t i, double m) { return ((double)x[i] - m) * ((double)x[i] - m); }
+static inline double bn_row_sum_dev2(const float *x, int64_t s, double m) {
+    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    int64_t i = 0;
+    for (; i + 4 <= s; i += 4) {
+        a0 += bn_dev2(x, i, m);
+        a1 += bn_dev2(x, i + 1, m);
+        a2 += bn_dev2(x, i + 2, m);
+        a3 += bn_dev2(x, i + 3, m);
+    }
+    for (; i < s; i++) a0 += bn_dev2(x, i, m);
+    return (a0 + a1) + (a2 + a3);
+}
+static inline double bn_gyx(const float *gy, const float *x, int64_t i, double m) { return (double)gy[i] * ((double)x[i] - m); }
+static inline double bn_row_sum_gyx(const float *gy, const float *x, int64_t s, double m) {
+    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    int64_t i = 0;
+    for (; i + 4 <= s; i += 4) {
+        a0 += bn_gyx(gy, x, i, m);
+        a1 += bn_gyx(gy, x, i + 1, m);
+        a2 += bn_gyx(gy, x, i + 2, m);
+        a3 += bn_gyx(gy, x, i + 3, m);
+    }
+    for (; i < s; i++) a0 += bn_gyx(gy, x, i, m);
+    return (a0 + a1) + (a2 + a3);
+}
+
+/* x (input x_index) and the other (N, C, ...) operands half, of one dtype, with S > 1; every
+ * (C) operand f32. */
+static bool bn_half_applies(const mst_op_call *c, int x_index) {
+    const mst_tensor *x = c->in[x_index];
+    if (!mst_dtype_is_half(x->dtype) || x->ndim != 4 || x->shape[2] * x->shape[3] <= 1) return false;
+    for (int i = 0; i < c->n_in; i++)
+        if (c->in[i]->dtype != (c->in[i]->ndim == 4 ? x->dtype : MST_DTYPE_F32)) return false;
+    for (int k = 0; k < c->n_out; k++)
+        if (c->out[k]->dtype != (c->out[k]->ndim == 4 ? x->dtype : MST_DTYPE_F32)) return false;
+    return true;
+}
+
+typedef struct {
+    const mst_op_call *c;
+    bn_dims d;
+    double *scratch;        /* as bn_job's */
+    float *rows;            /* per worker: k_bn_half_rows rows of S floats */
+    int64_t row_stride;     /* floats between rows */
+} bn_half_job;
+
+enum { k_bn_half_rows = 2 };
+
+/* A row's values: the half row (image n, channel ch) of t widened into buf. */
+static const float *bn_half_row(const mst_tensor *t, bn_dims d, int64_t n, int64_t ch, float *buf) {
+    mst_half_to_f32(t->dtype, (const uint16_t *)mst_tensor_data(t) + (n * d.c + ch) * d.s, buf, (size_t)d.s);
+    return buf;
+}
+static void bn_half_store(const mst_tensor *t, bn_dims d, int64_t n, int64_t ch, const float *row) {
+    mst_half_from_f32(t->dtype, row, (uint16_t *)mst_tensor_data(t) + (n * d.c + ch) * d.s, (size_t)d.s);
+}
+
+static void bn_fwd_half_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
+    const bn_half_job *j = arg;
+    const mst_op_call *c = j->c;
+    bn_dims d = j->d;
+    const mst_tensor *xt = c->in[0], *yt = c->out[0];
+    const float *gamma = mst_tensor_f32(c->in[1]), *beta = mst_tensor_f32(c->in[2]);
+    float *rmean = mst_tensor_f32(c->in[3]), *rvar = mst_tensor_f32(c->in[4]);
+    float *save_mean = mst_tensor_f32(c->out[1]), *save_invstd = mst_tensor_f32(c->out[2]);
+    float *xb = j->rows + (size_t)worker * k_bn_half_rows * (size_t)j->row_stride, *yb = xb + j->row_stride;
+    double momentum = c->attrs.f[0], eps = c->attrs.f[1];
+    double *mean = j->scratch, *invstd = mean + d.c, *acc = invstd + d.c, *scale = acc + d.c;
+    if (c->attrs.i[0]) {
+        for (int64_t ch = c0; ch < c1; ch++) mean[ch] = acc[ch] = invstd[ch] = 0;
+        for (int64_t n = 0; n < d.n; n++)
+            for (int64_t ch = c0; ch < c1; ch++) mean[ch] += bn_row_sum(bn_half_row(xt, d, n, ch, xb), d.s);
+        for (int64_t ch = c0; ch < c1; ch++) mean[ch] /= (double)d.m;
+        for (int64_t n = 0; n < d.n; n++)
+            for (int64_t ch = c0; ch < c1; ch++) acc[ch] += bn_row_sum_dev2(bn_half_row(xt, d, n, ch, xb), d.s, mean[ch]);
+        for (int64_t ch = c0; ch < c1; ch++) {
+            double var = acc[ch] / (double)d.m;
+            invstd[ch] = 1.0 / sqrt(var + eps);
+            rmean[ch] = (float)((1 - momentum) * (double)rmean[ch] + momentum * mean[ch]);
+            rvar[ch] = (float)((1 - momentum) * (double)rvar[ch] + momentum * var * (double)d.m / (double)(d.m - 1));
+        }
+    } else {
+        for (int64_t ch = c0; ch < c1; ch++) {
+            mean[ch] = (double)rmean[ch];
+            invstd[ch] = 1.0 / sqrt((double)rvar[ch] + eps);
+        }
+    }
+    for (int64_t ch = c0; ch < c1; ch++) {
+        save_mean[ch] = (float)mean[ch];
+        save_invstd[ch] = (float)invstd[ch];
+        scale[ch] = (double)gamma[ch] * invstd[ch];
+    }
+    bool relu = c->attrs.i[1] != 0;
+    for (int64_t n = 0; n < d.n; n++)
+        for (int64_t ch = c0; ch < c1; ch++) {
+            const float *x = bn_half_row(xt, d, n, ch, xb);
+            float m = (float)mean[ch], a = (float)scale[ch], b = beta[ch];
+            for (int64_t i = 0; i < d.s; i++) {
+                float v = (x[i] - m) * a + b;
+                yb[i] = relu && v <= 0 ? 0.0f : v;
+            }
+            bn_half_store(yt, d, n, ch, yb);
+        }
+}
+
+static void bn_grad_half_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
+    const bn_half_job *j = arg;
+    const mst_op_call *c = j->c;
+    bn_dims d = j->d;
+    const mst_tensor *gyt = c->in[0], *xt = c->in[1], *gxt = c->out[0];
+    const float *gamma = mst_tensor_f32(c->in[2]), *save_mean = mst_tensor_f32(c->in[3]);
+    const float *save_invstd = mst_tensor_f32(c->in[4]);
+    float *ggamma = mst_tensor_f32(c->out[1]), *gbeta = mst_tensor_f32(c->out[2]);
+    float *gyb = j->rows + (size_t)worker * k_bn_half_rows * (size_t)j->row_stride, *xb = gyb + j->row_stride;
+    double *sum_gy = j->scratch;
+    double *sum_gyx = sum_gy + d.c, *mean = sum_gyx + d.c, *scale = mean + d.c, *q = scale + d.c;
+    for (int64_t ch = c0; ch < c1; ch++) {
+        sum_gy[ch] = sum_gyx[ch] = 0;
+        mean[ch] = (double)save_mean[ch];
+    }
+    for (int64_t n = 0; n < d.n; n++)
+        for (int64_t ch = c0; ch < c1; ch++) {
+            const float *gy = bn_half_row(gyt, d, n, ch, gyb), *x = bn_half_row(xt, d, n, ch, xb);
+            sum_gy[ch] += bn_row_sum(gy, d.s);
+            sum_gyx[ch] += bn_row_sum_gyx(gy, x, d.s, mean[ch]);
+        }
+    double inv_m = d.m > 0 ? 1.0 / (double)d.m : 0;
+    for (int64_t ch = c0; ch < c1; ch++) {
+        double is = (double)save_invstd[ch];
+        ggamma[ch] = (float)(sum_gyx[ch] * is);
+        gbeta[ch] = (float)sum_gy[ch];
+        scale[ch] = (double)gamma[ch] * is;
+        q[ch] = sum_gyx[ch] * is * is * inv_m;
+        sum_gy[ch] *= inv_m;                                      /* now mean(gy) */
+    }
+    bool training = c->attrs.i[0] != 0;
+    for (int64_t n = 0; n < d.n; n++)
+        for (int64_t ch = c0; ch < c1; ch++) {
+            float *gy = (float *)bn_half_row(gyt, d, n, ch, gyb);
+            float a = (float)scale[ch];
+            if (training) {
+                const float *x = bn_half_row(xt, d, n, ch, xb);
+                float mg = (float)sum_gy[ch], m = (float)mean[ch], qc = (float)q[ch];
+                for (int64_t i = 0; i < d.s; i++) gy[i] = a * (gy[i] - mg - (x[i] - m) * qc);
+            } else {
+                for (int64_t i = 0; i < d.s; i++) gy[i] = a * gy[i];
+            }
+            bn_half_store(gxt, d, n, ch, gy);      /* gx, computed in place of the widened gy row */
+        }
+}
+
+/* The half kernels' run: k per-channel double arrays and two rows per worker, in one workspace. */
+static mst_status bn_half_run(mst_ctx *ctx, const mst_op_call *c, const mst_tensor *x, int k, mst_parallel_fn chunk) {
+    bn_dims d = bn_dims_of(x);
+    int64_t per_channel = d.m > 0 ? d.m : 1, min_chunk = (k_bn_min_chunk + per_channel - 1) / per_channel;
+    int workers = mst_parallel_chunks_ctx(ctx, d.c, min_chunk);
+    size_t doubles = (size_t)(k * d.c + 1), stride = ((size_t)d.s + 15) & ~(size_t)15;
+    double *scratch = (double *)mst_ctx_workspace(
+        ctx, doubles * sizeof(double) + 64 + (size_t)workers * k_bn_half_rows * stride * sizeof(float));
+    if (!scratch) return ctx->status;
+    float *rows = (float *)(((uintptr_t)(scratch + doubles) + 63) & ~(uintptr_t)63);
+    bn_half_job job = {c, d, scratch, rows, (int64_t)stride};
+    mst_parallel_for(ctx, d.c, min_chunk, chunk, &job);
+    return MST_OK;
+}
+
+static mst_status batchnorm_half(mst_ctx *ctx, const mst_op_call *c) {
+    if (!bn_half_applies(c, 0)) return mst_half_kernel(ctx, c);
+    return bn_half_run(ctx, c, c->in[0], 4, bn_fwd_half_chunk);
+}
+
+static mst_status batchnorm_grad_half(mst_ctx *ctx, const mst_op_call *c) {
+    if (!bn_half_applies(c, 1)) return mst_half_kernel(ctx, c);
+    return bn_half_run(ctx, c, c->in[1], 5, bn_grad_half_chunk);
+}
 
 /* ======================================================================================= */
 /* layernorm                                                                                */

@@ -268,6 +268,21 @@ static const hk_case cases[] = {
       {IN(4, 3, 4, 5, 5), IN_F(GC_POSITIVE, 1, 4), IN(1, 4), IN(1, 4), IN_F(GC_POSITIVE, 1, 4)}}, 1u << 3 | 1u << 4, 0},
     {{"batchnorm running var (f32)", b_batchnorm, "stats", 5,
       {IN(4, 3, 4, 5, 5), IN_F(GC_POSITIVE, 1, 4), IN(1, 4), IN(1, 4), IN_F(GC_POSITIVE, 1, 4)}}, 1u << 3 | 1u << 4, 0},
+    /* amp O2: half x, f32 parameters and statistics (the native half kernels of norm.c) */
+    {{"batchnorm (half x, f32 params)", b_batchnorm, NULL, 5,
+      {IN(4, 3, 4, 5, 5), IN_F(GC_POSITIVE, 1, 4), IN(1, 4), IN(1, 4), IN_F(GC_POSITIVE, 1, 4)}}, 0x1e, 0},
+    {{"batchnorm running var (half x, f32 params)", b_batchnorm, "stats", 5,
+      {IN(4, 3, 4, 5, 5), IN_F(GC_POSITIVE, 1, 4), IN(1, 4), IN(1, 4), IN_F(GC_POSITIVE, 1, 4)}}, 0x1e, 0},
+    {{"batchnorm_grad gx (half x, f32 params)", b_bn_grad, &k0, 5,
+      {IN(4, 3, 4, 5, 7), IN(4, 3, 4, 5, 7), IN_F(GC_POSITIVE, 1, 4), IN(1, 4), IN_F(GC_POSITIVE, 1, 4)}}, 0x1c, 0},
+    {{"batchnorm_grad ggamma (half x, f32 params)", b_bn_grad, &k1, 5,
+      {IN(4, 3, 4, 5, 7), IN(4, 3, 4, 5, 7), IN_F(GC_POSITIVE, 1, 4), IN(1, 4), IN_F(GC_POSITIVE, 1, 4)}}, 0x1c, 0},
+    {{"batchnorm_grad gbeta (half x, f32 params)", b_bn_grad, &k2, 5,
+      {IN(4, 3, 4, 5, 7), IN(4, 3, 4, 5, 7), IN_F(GC_POSITIVE, 1, 4), IN(1, 4), IN_F(GC_POSITIVE, 1, 4)}}, 0x1c, 0},
+    {{"batchnorm (half x, f32 params, many channels)", b_batchnorm, NULL, 5,
+      {IN(4, 8, 64, 16, 16), IN_F(GC_POSITIVE, 1, 64), IN(1, 64), IN(1, 64), IN_F(GC_POSITIVE, 1, 64)}}, 0x1e, 0},
+    {{"batchnorm_grad gx (half x, f32 params, many channels)", b_bn_grad, &k0, 5,
+      {IN(4, 8, 64, 16, 16), IN(4, 8, 64, 16, 16), IN_F(GC_POSITIVE, 1, 64), IN(1, 64), IN_F(GC_POSITIVE, 1, 64)}}, 0x1c, 0},
     {{"batchnorm (all half)", b_batchnorm, NULL, 5,
       {IN(2, 16, 6), IN_F(GC_POSITIVE, 1, 6), IN(1, 6), IN(1, 6), IN_F(GC_POSITIVE, 1, 6)}}, 0, 0},
     {{"batchnorm running var (half)", b_batchnorm, "stats", 5,
@@ -325,8 +340,8 @@ static mst_tensor *run(mst_ctx *ctx, const hk_case *hc, mst_tensor *const in[], 
     return y;
 }
 
-static void check_case(const hk_case *hc, mst_dtype half, bool force_ref, uint64_t seed) {
-    mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = seed, .n_threads = 1});
+static void check_case(const hk_case *hc, mst_dtype half, bool force_ref, uint64_t seed, int threads) {
+    mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = seed, .n_threads = threads});
     mst_grad_set_enabled(ctx, false);
     mst_ctx_set_force_ref(ctx, force_ref);
     mst_tensor *in[MST_MAX_OP_INPUTS] = {0}, *hin[MST_MAX_OP_INPUTS] = {0}, *win[MST_MAX_OP_INPUTS] = {0};
@@ -362,9 +377,11 @@ static void test_half_kernel_ops(void **state) {
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         printf("half kernel %-30s seed %llu\n", cases[i].c.name, (unsigned long long)seed);
         for (int force_ref = 0; force_ref < 2; force_ref++) {
-            check_case(&cases[i], MST_DTYPE_F16, force_ref, seed);
-            check_case(&cases[i], MST_DTYPE_BF16, force_ref, seed);
+            check_case(&cases[i], MST_DTYPE_F16, force_ref, seed, 1);
+            check_case(&cases[i], MST_DTYPE_BF16, force_ref, seed, 1);
         }
+        /* two threads: the fast kernels' ranges and blocks split over the pool, same bits */
+        check_case(&cases[i], MST_DTYPE_BF16, false, seed, 2);
     }
 }
 
