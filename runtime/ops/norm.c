@@ -13,6 +13,7 @@
 #include <math.h>
 
 #include "runtime/amp/half.h"
+#include "runtime/ops/bn_rows.h"
 #include "runtime/ops/common.h"
 
 /* ======================================================================================= */
@@ -110,6 +111,27 @@ static double *bn_scratch(mst_ctx *ctx, int64_t ch, int k) {
     return (double *)mst_ctx_workspace(ctx, (size_t)(k * ch + 1) * sizeof(double));
 }
 
+/* The f32 kernels' sums over channels [c0, c1) of (N, C, S) data with S > 1, row by row. */
+static void bn_rows_sum_x(bn_dims d, int64_t c0, int64_t c1, const float *x, double *acc) {
+    for (int64_t n = 0; n < d.n; n++)
+        for (int64_t ch = c0; ch < c1; ch++) acc[ch] += mst_bn_row_sum(x + (n * d.c + ch) * d.s, d.s);
+}
+static void bn_rows_sum_dev2(bn_dims d, int64_t c0, int64_t c1, const float *x, const double *mean, double *acc) {
+    for (int64_t n = 0; n < d.n; n++)
+        for (int64_t ch = c0; ch < c1; ch++) acc[ch] += mst_bn_row_sum_dev2(x + (n * d.c + ch) * d.s, d.s, mean[ch]);
+}
+static void bn_rows_sum_grad(bn_dims d, int64_t c0, int64_t c1, const float *gy, const float *x, const double *mean,
+                             double *sum_gy, double *sum_gyx) {
+    for (int64_t n = 0; n < d.n; n++)
+        for (int64_t ch = c0; ch < c1; ch++) {
+            int64_t r = (n * d.c + ch) * d.s;
+            sum_gy[ch] += mst_bn_row_sum(gy + r, d.s);
+            sum_gyx[ch] += mst_bn_row_sum_gyx(gy + r, x + r, d.s, mean[ch]);
+        }
+}
+/* Whether a fast kernel of element type T sums through the row functions above: f32 rows (S > 1). */
+#define BN_F32_ROWS(T, d) (sizeof(T) == sizeof(float) && (d).s > 1)
+
 /* Threads: the fast kernels split the channels into ranges over the context's pool. Every
  * per-channel sum runs over the same elements in the same order whatever the range, so the
  * results are the same bits for any thread count; the price is that each range walks all N
@@ -190,9 +212,11 @@ typedef struct {
         double *invstd = mean + d.c, *acc = invstd + d.c, *scale = acc + d.c;                        \
         if (c->attrs.i[0]) {                                                                         \
             for (int64_t ch = c0; ch < c1; ch++) mean[ch] = acc[ch] = invstd[ch] = 0;                \
-            BN_ACCUMULATE(d, c0, c1, mean, (double)x[i], acc, 0.0)                                   \
+            if (BN_F32_ROWS(T, d)) bn_rows_sum_x(d, c0, c1, (const float *)x, mean);                 \
+            else BN_ACCUMULATE(d, c0, c1, mean, (double)x[i], acc, 0.0)                              \
             for (int64_t ch = c0; ch < c1; ch++) mean[ch] /= (double)d.m;                            \
-            BN_ACCUMULATE(d, c0, c1, acc, ((double)x[i] - mean[ch]) * ((double)x[i] - mean[ch]), invstd, 0.0) \
+            if (BN_F32_ROWS(T, d)) bn_rows_sum_dev2(d, c0, c1, (const float *)x, mean, acc);         \
+            else BN_ACCUMULATE(d, c0, c1, acc, ((double)x[i] - mean[ch]) * ((double)x[i] - mean[ch]), invstd, 0.0) \
             for (int64_t ch = c0; ch < c1; ch++) {                                                   \
                 double var = acc[ch] / (double)d.m;                                                  \
                 invstd[ch] = 1.0 / sqrt(var + eps);                                                  \
@@ -336,7 +360,8 @@ static mst_status infer_batchnorm_grad(mst_ctx *ctx, const mst_op_call *c, mst_m
             sum_gy[ch] = sum_gyx[ch] = 0;                                                            \
             mean[ch] = (double)save_mean[ch];                                                        \
         }                                                                                            \
-        BN_ACCUMULATE(d, c0, c1, sum_gy, (double)gy[i], sum_gyx, (double)gy[i] * ((double)x[i] - mean[ch])) \
+        if (BN_F32_ROWS(T, d)) bn_rows_sum_grad(d, c0, c1, (const float *)gy, (const float *)x, mean, sum_gy, sum_gyx); \
+        else BN_ACCUMULATE(d, c0, c1, sum_gy, (double)gy[i], sum_gyx, (double)gy[i] * ((double)x[i] - mean[ch])) \
         double inv_m = d.m > 0 ? 1.0 / (double)d.m : 0;                                              \
         for (int64_t ch = c0; ch < c1; ch++) {                                                       \
             double is = (double)save_invstd[ch];                                                     \
@@ -407,52 +432,12 @@ const mst_op_desc mst_desc_batchnorm_grad = {
  *
  * Under O2, x, y, gy and gx are f16/bf16 while gamma, beta and every statistic stay f32. These
  * kernels widen one (image, channel) row of S values at a time into a per-worker buffer that
- * stays in L1/L2, run the f32 kernel's arithmetic on it operation for operation (the same double
- * sums with four partials per row, the same f32 expressions), and round each output row to
+ * stays in L1/L2, run the f32 kernel's arithmetic on it operation for operation (the same row
+ * sums, runtime/ops/bn_rows.h, and the same f32 expressions), and round each output row to
  * nearest even as it is stored. The result is the bits of the half-via-f32 kernel
  * (runtime/amp/half_kernels.c: widen the tensor, run the f32 kernel, round; tests/amp/test_half.c
  * checks it) while moving half the bytes of the f32 kernel instead of 2.5x them. Other dtype
  * mixes (O3's half parameters) and (N, C) inputs keep the generic half kernel. */
-
-/* The sums of BN_ACCUMULATE over one row of s values: four partials, the tail into the first. */
-static inline double bn_row_sum(const float *x, int64_t s) {
-    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-    int64_t i = 0;
-    for (; i + 4 <= s; i += 4) {
-        a0 += (double)x[i];
-        a1 += (double)x[i + 1];
-        a2 += (double)x[i + 2];
-        a3 += (double)x[i + 3];
-    }
-    for (; i < s; i++) a0 += (double)x[i];
-    return (a0 + a1) + (a2 + a3);
-}
-static inline double bn_dev2(const float *x, int64_t i, double m) { return ((double)x[i] - m) * ((double)x[i] - m); }
-static inline double bn_row_sum_dev2(const float *x, int64_t s, double m) {
-    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-    int64_t i = 0;
-    for (; i + 4 <= s; i += 4) {
-        a0 += bn_dev2(x, i, m);
-        a1 += bn_dev2(x, i + 1, m);
-        a2 += bn_dev2(x, i + 2, m);
-        a3 += bn_dev2(x, i + 3, m);
-    }
-    for (; i < s; i++) a0 += bn_dev2(x, i, m);
-    return (a0 + a1) + (a2 + a3);
-}
-static inline double bn_gyx(const float *gy, const float *x, int64_t i, double m) { return (double)gy[i] * ((double)x[i] - m); }
-static inline double bn_row_sum_gyx(const float *gy, const float *x, int64_t s, double m) {
-    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-    int64_t i = 0;
-    for (; i + 4 <= s; i += 4) {
-        a0 += bn_gyx(gy, x, i, m);
-        a1 += bn_gyx(gy, x, i + 1, m);
-        a2 += bn_gyx(gy, x, i + 2, m);
-        a3 += bn_gyx(gy, x, i + 3, m);
-    }
-    for (; i < s; i++) a0 += bn_gyx(gy, x, i, m);
-    return (a0 + a1) + (a2 + a3);
-}
 
 /* x (input x_index) and the other (N, C, ...) operands half, of one dtype, with S > 1; every
  * (C) operand f32. */
@@ -499,10 +484,10 @@ static void bn_fwd_half_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     if (c->attrs.i[0]) {
         for (int64_t ch = c0; ch < c1; ch++) mean[ch] = acc[ch] = invstd[ch] = 0;
         for (int64_t n = 0; n < d.n; n++)
-            for (int64_t ch = c0; ch < c1; ch++) mean[ch] += bn_row_sum(bn_half_row(xt, d, n, ch, xb), d.s);
+            for (int64_t ch = c0; ch < c1; ch++) mean[ch] += mst_bn_row_sum(bn_half_row(xt, d, n, ch, xb), d.s);
         for (int64_t ch = c0; ch < c1; ch++) mean[ch] /= (double)d.m;
         for (int64_t n = 0; n < d.n; n++)
-            for (int64_t ch = c0; ch < c1; ch++) acc[ch] += bn_row_sum_dev2(bn_half_row(xt, d, n, ch, xb), d.s, mean[ch]);
+            for (int64_t ch = c0; ch < c1; ch++) acc[ch] += mst_bn_row_sum_dev2(bn_half_row(xt, d, n, ch, xb), d.s, mean[ch]);
         for (int64_t ch = c0; ch < c1; ch++) {
             double var = acc[ch] / (double)d.m;
             invstd[ch] = 1.0 / sqrt(var + eps);
@@ -551,8 +536,8 @@ static void bn_grad_half_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     for (int64_t n = 0; n < d.n; n++)
         for (int64_t ch = c0; ch < c1; ch++) {
             const float *gy = bn_half_row(gyt, d, n, ch, gyb), *x = bn_half_row(xt, d, n, ch, xb);
-            sum_gy[ch] += bn_row_sum(gy, d.s);
-            sum_gyx[ch] += bn_row_sum_gyx(gy, x, d.s, mean[ch]);
+            sum_gy[ch] += mst_bn_row_sum(gy, d.s);
+            sum_gyx[ch] += mst_bn_row_sum_gyx(gy, x, d.s, mean[ch]);
         }
     double inv_m = d.m > 0 ? 1.0 / (double)d.m : 0;
     for (int64_t ch = c0; ch < c1; ch++) {

@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "runtime/ops/bn_rows.h"
+#include "runtime/rng.h"
 #include "tests/runtime/gradcheck.h"
 
 /* ---- builds: arg selects the mode (batchnorm) or eps (layernorm) ---- */
@@ -420,6 +422,51 @@ static void test_layernorm_errors(void **state) {
 
 /* The relu attribute graph mode's epilogue sets gives relu(batchnorm(x)) bit for bit, in the fast
  * and the reference kernel, and updates the running statistics the same way. */
+/* Batch norm's row sums are defined to the bit (runtime/ops/bn_rows.h): sixteen partial double
+ * sums, element i into partial i mod 16, a fixed tree. Computed here by hand on values spread over
+ * 2^-40..2^40 (so a different order would change the double result) and wanted bit for bit from
+ * the CPU's path and from the portable one, for lengths around the 16-lane blocks. CTest runs it
+ * again with AVX-512 masked (runtime.test_norm.noavx512). */
+static double lanes_total(const double a[16]) {
+    double s8[8], s4[4];
+    for (int k = 0; k < 8; k++) s8[k] = a[2 * k] + a[2 * k + 1];
+    for (int k = 0; k < 4; k++) s4[k] = s8[2 * k] + s8[2 * k + 1];
+    return (s4[0] + s4[1]) + (s4[2] + s4[3]);
+}
+
+static void test_row_sums_bits(void **state) {
+    enum { n_max = 100 };
+    float x[n_max], gy[n_max];
+    mst_rng rng = mst_rng_make(gc_seed(), 0);
+    for (int i = 0; i < n_max; i++) {
+        x[i] = (float)ldexp(mst_rng_normal(&rng), (int)(mst_rng_u64(&rng) % 81) - 40);
+        gy[i] = (float)ldexp(mst_rng_normal(&rng), (int)(mst_rng_u64(&rng) % 41) - 20);
+    }
+    const double m = 0.37;
+    int order_matters = 0;
+    for (int s = 0; s <= n_max; s++) {
+        double a[3][16] = {{0}};
+        double naive = 0;
+        for (int i = 0; i < s; i++) {
+            a[0][i % 16] += (double)x[i];
+            a[1][i % 16] += ((double)x[i] - m) * ((double)x[i] - m);
+            a[2][i % 16] += (double)gy[i] * ((double)x[i] - m);
+            naive += (double)x[i];
+        }
+        for (int k = 0; k < 3; k++) {
+            double want = lanes_total(a[k]);
+            for (int vector = 0; vector < 2; vector++) {
+                double got = mst_bn_row_sum_path((mst_bn_sum_kind)k, x, gy, s, m, vector);
+                if (memcmp(&want, &got, sizeof(double)) != 0)
+                    fail_msg("row sum kind %d, length %d, %s path: %.17g, defined %.17g", k, s, vector ? "CPU's" : "portable",
+                             got, want);
+            }
+        }
+        order_matters += naive != lanes_total(a[0]);
+    }
+    assert_true(order_matters > 10);    /* the data does tell one order from another */
+}
+
 static void test_relu_attribute(void **state) {
     for (int ref = 0; ref < 2; ref++) {
         mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 3, .n_threads = 2});
@@ -446,6 +493,7 @@ static void test_relu_attribute(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_relu_attribute),
+        cmocka_unit_test(test_row_sums_bits),
         cmocka_unit_test(test_gradients),
         cmocka_unit_test(test_fast_vs_reference),
         cmocka_unit_test(test_fast_vs_reference_stats),

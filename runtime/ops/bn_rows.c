@@ -1,0 +1,81 @@
+/* bn_rows.c — batch norm's per-row sums: the portable and AVX-512 paths of one definition
+ * (runtime/ops/bn_rows.h). */
+#include "runtime/ops/bn_rows.h"
+#include "runtime/cpu_features.h"
+
+enum { k_lanes = 16 };
+
+static double lanes_total(const double a[k_lanes]) {
+    double s8[8], s4[4];
+    for (int k = 0; k < 8; k++) s8[k] = a[2 * k] + a[2 * k + 1];
+    for (int k = 0; k < 4; k++) s4[k] = s8[2 * k] + s8[2 * k + 1];
+    return (s4[0] + s4[1]) + (s4[2] + s4[3]);
+}
+
+static inline double term(mst_bn_sum_kind k, const float *x, const float *gy, int64_t i, double m) {
+    switch (k) {
+    case MST_BN_SUM_X: return (double)x[i];
+    case MST_BN_SUM_DEV2: return ((double)x[i] - m) * ((double)x[i] - m);
+    default: return (double)gy[i] * ((double)x[i] - m);
+    }
+}
+
+static double row_sum_portable(mst_bn_sum_kind k, const float *x, const float *gy, int64_t s, double m) {
+    double a[k_lanes] = {0};
+    for (int64_t i = 0; i < s; i++) a[i & (k_lanes - 1)] += term(k, x, gy, i, m);
+    return lanes_total(a);
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+__attribute__((target("avx512f"))) static inline __m512d load8(const float *p, int64_t i) {
+    return _mm512_cvtps_pd(_mm256_loadu_ps(p + i));
+}
+
+__attribute__((target("avx512f"), always_inline)) static inline __m512d term8(mst_bn_sum_kind k, const float *x,
+                                                                              const float *gy, int64_t i, __m512d m) {
+    if (k == MST_BN_SUM_X) return load8(x, i);
+    __m512d d = _mm512_sub_pd(load8(x, i), m);
+    return k == MST_BN_SUM_DEV2 ? _mm512_mul_pd(d, d) : _mm512_mul_pd(load8(gy, i), d);
+}
+
+/* Inlined into one function per kind (below), so the loop carries no switch. */
+__attribute__((target("avx512f"), always_inline)) static inline double row_sum_avx512(mst_bn_sum_kind k, const float *x,
+                                                                                      const float *gy, int64_t s, double m) {
+    __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd(), mv = _mm512_set1_pd(m);
+    int64_t i = 0;
+    for (; i + k_lanes <= s; i += k_lanes) {
+        lo = _mm512_add_pd(lo, term8(k, x, gy, i, mv));
+        hi = _mm512_add_pd(hi, term8(k, x, gy, i + 8, mv));
+    }
+    double a[k_lanes];
+    _mm512_storeu_pd(a, lo);
+    _mm512_storeu_pd(a + 8, hi);
+    for (; i < s; i++) a[i & (k_lanes - 1)] += term(k, x, gy, i, m);
+    return lanes_total(a);
+}
+
+__attribute__((target("avx512f"))) static double row_sum_x_avx512(const float *x, int64_t s) {
+    return row_sum_avx512(MST_BN_SUM_X, x, 0, s, 0);
+}
+__attribute__((target("avx512f"))) static double row_sum_dev2_avx512(const float *x, int64_t s, double m) {
+    return row_sum_avx512(MST_BN_SUM_DEV2, x, 0, s, m);
+}
+__attribute__((target("avx512f"))) static double row_sum_gyx_avx512(const float *x, const float *gy, int64_t s, double m) {
+    return row_sum_avx512(MST_BN_SUM_GYX, x, gy, s, m);
+}
+#endif
+
+double mst_bn_row_sum_path(mst_bn_sum_kind k, const float *x, const float *gy, int64_t s, double m, bool vector) {
+#if defined(__x86_64__)
+    if (vector && mst_cpu_has(MST_CPU_AVX512F)) {
+        switch (k) {
+        case MST_BN_SUM_X: return row_sum_x_avx512(x, s);
+        case MST_BN_SUM_DEV2: return row_sum_dev2_avx512(x, s, m);
+        default: return row_sum_gyx_avx512(x, gy, s, m);
+        }
+    }
+#endif
+    return row_sum_portable(k, x, gy, s, m);
+}

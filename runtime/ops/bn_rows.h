@@ -1,0 +1,35 @@
+/* bn_rows.h — batch norm's per-row sums, defined to the bit (internal to runtime/ops).
+ *
+ * A channel's statistics sum one (image, channel) row of S f32 values at a time: sixteen partial
+ * sums in double, partial k taking the elements i = k (mod 16) in order, added up by one fixed
+ * tree ((p0 + p1) + (p2 + p3)) + ... . The AVX-512 path (two 8-lane accumulators, chosen at run
+ * time, MSTUNE_CPU_MASK honoured) and the portable path give the same bits, and every f32
+ * batch-norm kernel (the fast f32 one, the half one on widened rows) sums through these, so they
+ * agree with each other for any thread count. Double adds cannot be reordered by the compiler;
+ * sixteen independent chains keep the adds from waiting on each other.
+ *
+ *     double sum = mst_bn_row_sum(x + row, s);                 // sum of x
+ *     double dev = mst_bn_row_sum_dev2(x + row, s, mean);      // sum of (x - mean)^2
+ */
+#ifndef MST_RUNTIME_OPS_BN_ROWS_H
+#define MST_RUNTIME_OPS_BN_ROWS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* What a row's sum adds per element: x; (x - m)^2; gy (x - m). */
+typedef enum { MST_BN_SUM_X, MST_BN_SUM_DEV2, MST_BN_SUM_GYX } mst_bn_sum_kind;
+
+/* The sum of kind k over elements [0, s) (gy only for MST_BN_SUM_GYX); vector = false forces the
+ * portable path (tests). */
+double mst_bn_row_sum_path(mst_bn_sum_kind k, const float *x, const float *gy, int64_t s, double m, bool vector);
+
+static inline double mst_bn_row_sum(const float *x, int64_t s) { return mst_bn_row_sum_path(MST_BN_SUM_X, x, 0, s, 0, true); }
+static inline double mst_bn_row_sum_dev2(const float *x, int64_t s, double m) {
+    return mst_bn_row_sum_path(MST_BN_SUM_DEV2, x, 0, s, m, true);
+}
+static inline double mst_bn_row_sum_gyx(const float *gy, const float *x, int64_t s, double m) {
+    return mst_bn_row_sum_path(MST_BN_SUM_GYX, x, gy, s, m, true);
+}
+
+#endif
