@@ -38,8 +38,8 @@ static void list_ops(void) {
         char dtypes[64] = "";
         size_t k = 0;
         for (int t = 0; t < MST_DTYPE_COUNT; t++) {
-            bool via_f32 = !d->cpu[t] && mst_half_kernel_applies(d, (mst_dtype)t);
-            if (d->cpu[t] || via_f32)
+            bool via_f32 = !d->kernels[MST_DEVICE_CPU][t] && mst_half_kernel_applies(d, (mst_dtype)t);
+            if (d->kernels[MST_DEVICE_CPU][t] || via_f32)
                 k += (size_t)snprintf(dtypes + k, sizeof(dtypes) - k, "%s%s%s", k ? "," : "", mst_dtype_name((mst_dtype)t),
                                       via_f32 ? "*" : "");
         }

@@ -281,7 +281,7 @@ const mst_op_desc mst_desc_batchnorm = {
     .amp_class = MST_AMP_CLASS_NORM, .relu_in_kernel_attr = 1 + 1,     /* attr_i "relu" */
     .mutates = 1u << 3 | 1u << 4, .nondiff = 1u << 3 | 1u << 4,
     .attr_i = {"training", "relu"}, .attr_f = {"momentum", "eps"},
-    .infer = infer_batchnorm, .cpu = FLOAT_KERNEL_TABLE(batchnorm), .cpu_ref = FLOAT_KERNEL_TABLE(batchnorm_ref),
+    .infer = infer_batchnorm, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(batchnorm), .ref[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(batchnorm_ref),
     .backward = batchnorm_backward, .flops = batchnorm_flops,
 };
 
@@ -386,8 +386,8 @@ static int64_t batchnorm_grad_flops(const mst_op_call *c) { return (c->attrs.i[0
 const mst_op_desc mst_desc_batchnorm_grad = {
     .name = "batchnorm_grad", .min_inputs = 5, .max_inputs = 5, .n_outputs = 3, .flags = MST_OPF_GRAD_OP,
     .attr_i = {"training"},
-    .infer = infer_batchnorm_grad, .cpu = FLOAT_KERNEL_TABLE(batchnorm_grad),
-    .cpu_ref = FLOAT_KERNEL_TABLE(batchnorm_grad_ref), .flops = batchnorm_grad_flops,
+    .infer = infer_batchnorm_grad, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(batchnorm_grad),
+    .ref[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(batchnorm_grad_ref), .flops = batchnorm_grad_flops,
 };
 
 /* ======================================================================================= */
@@ -458,7 +458,7 @@ const mst_op_desc mst_desc_layernorm = {
     .name = "layernorm", .min_inputs = 3, .max_inputs = 3, .n_outputs = 3,
     .amp_class = MST_AMP_CLASS_KEEP_F32,
     .attr_f = {"eps"},
-    .infer = infer_layernorm, .cpu = FLOAT_KERNEL_TABLE(layernorm),
+    .infer = infer_layernorm, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(layernorm),
     .backward = layernorm_backward, .flops = layernorm_flops,
 };
 
@@ -532,7 +532,7 @@ static int64_t layernorm_grad_flops(const mst_op_call *c) { return 16 * c->in[0]
 
 const mst_op_desc mst_desc_layernorm_grad = {
     .name = "layernorm_grad", .min_inputs = 5, .max_inputs = 5, .n_outputs = 3, .flags = MST_OPF_GRAD_OP,
-    .infer = infer_layernorm_grad, .cpu = FLOAT_KERNEL_TABLE(layernorm_grad), .flops = layernorm_grad_flops,
+    .infer = infer_layernorm_grad, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(layernorm_grad), .flops = layernorm_grad_flops,
 };
 
 /* ======================================================================================= */
