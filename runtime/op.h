@@ -174,12 +174,13 @@ int64_t     mst_op_bytes(const mst_op_call *c);
 mst_status mst_op_fail(mst_ctx *ctx, const mst_op_call *c, mst_status s, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* The kernel both executors (eager dispatch, graph plans) run for an op on inputs of dtype key:
+/* The kernel both executors (eager dispatch, graph plans) run for an op on inputs of dtype key,
+ * as the context's backend answers it (runtime/device.h). On the CPU:
  * the reference kernel under force_ref, else the fast one, else the generic half-via-f32 kernel for
  * f16/bf16 (runtime/amp/half_kernels.c); where oneDNN serves the op and dtype (and
  * runtime.kernels allows it), a kernel that picks the provider per shape
  * (runtime/backend/kernel_choice.h). NULL when there is none. */
-mst_kernel_fn mst_op_kernel(const mst_ctx *ctx, const mst_op_desc *d, mst_dtype key);
+mst_kernel_fn mst_op_kernel(const mst_ctx *ctx, mst_op op, mst_dtype key);
 /* Every kernel function an executor may call — the descriptors' fast and reference kernels and the
  * providers' entry points (runtime/backend/) — into out[0..cap); returns how many. The sampler tells
  * kernel frames from dispatch frames by these addresses. */
