@@ -57,7 +57,7 @@ static double time_kernel_only(mst_ctx *ctx, int n_ops) {
     mst_tensor *a = mst_tensor_full(ctx, MST_DTYPE_F32, 1, (int64_t[]){1}, 1.0);
     mst_tensor *y = mst_add(ctx, a, a);
     mst_op_call c = {.op = MST_OP_ADD, .n_in = 2, .n_out = 1, .in = {a, a}, .out = {y}};
-    mst_kernel_fn k = mst_op_table[MST_OP_ADD]->cpu[MST_DTYPE_F32];
+    mst_kernel_fn k = mst_op_table[MST_OP_ADD]->kernels[MST_DEVICE_CPU][MST_DTYPE_F32];
     uint64_t t0 = mst_prof_now_ns();
     for (int i = 0; i < n_ops; i++) k(ctx, &c);
     uint64_t t1 = mst_prof_now_ns();

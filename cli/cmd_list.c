@@ -1,4 +1,4 @@
-/* cmd_list.c — `mstune list [workloads|datasets|ops|amp|cpu|keys]`: what this build offers. */
+/* cmd_list.c — `mstune list [workloads|datasets|ops|amp|cpu|devices|keys]`: what this build offers. */
 #include <stdio.h>
 #include <string.h>
 
@@ -7,6 +7,7 @@
 #include "runtime/amp/half.h"
 #include "runtime/backend/onednn.h"
 #include "runtime/cpu_features.h"
+#include "runtime/device.h"
 #include "runtime/op.h"
 #include "workloads/zoo.h"
 
@@ -38,8 +39,8 @@ static void list_ops(void) {
         char dtypes[64] = "";
         size_t k = 0;
         for (int t = 0; t < MST_DTYPE_COUNT; t++) {
-            bool via_f32 = !d->cpu[t] && mst_half_kernel_applies(d, (mst_dtype)t);
-            if (d->cpu[t] || via_f32)
+            bool via_f32 = !d->kernels[MST_DEVICE_CPU][t] && mst_half_kernel_applies(d, (mst_dtype)t);
+            if (mst_backend_cpu.supports((mst_op)op, (mst_dtype)t))
                 k += (size_t)snprintf(dtypes + k, sizeof(dtypes) - k, "%s%s%s", k ? "," : "", mst_dtype_name((mst_dtype)t),
                                       via_f32 ? "*" : "");
         }
@@ -105,6 +106,38 @@ static void list_cpu(void) {
     }
 }
 
+/* The backend registry (runtime/device.h): each device kind, whether this build has it, and per
+ * provider which ops and dtypes it serves. */
+static void list_devices(void) {
+    printf("devices:\n");
+    for (int k = 0; k < MST_DEVICE_COUNT; k++) {
+        const mst_backend *b = mst_backend_get((mst_device)k);
+        if (!b) {
+            printf("  %-6s %s\n", mst_device_name((mst_device)k), mst_device_unavailable((mst_device)k));
+            continue;
+        }
+        printf("  %-6s available; kernel providers:\n", b->name);
+        for (int p = 0; p < b->n_providers; p++) {
+            const mst_backend_provider *pv = &b->providers[p];
+            int n_ops = 0;
+            bool dt_any[MST_DTYPE_COUNT] = {false};
+            for (int op = 0; op < MST_OP_COUNT; op++) {
+                bool served = false;
+                for (int t = 0; t < MST_DTYPE_COUNT; t++)
+                    if (pv->serves((mst_op)op, (mst_dtype)t)) served = dt_any[t] = true;
+                n_ops += served;
+            }
+            char dts[64] = "";
+            size_t n = 0;
+            for (int t = 0; t < MST_DTYPE_COUNT; t++)
+                if (dt_any[t]) n += (size_t)snprintf(dts + n, sizeof(dts) - n, "%s%s", n ? "," : "", mst_dtype_name((mst_dtype)t));
+            const char *why = pv->unavailable();
+            printf("    %-15s %3d ops  %-24s %s%s\n", pv->name, n_ops, dts, why ? "unavailable: " : "available",
+                   why ? why : "");
+        }
+    }
+}
+
 static int on_topic(void *ctx, const mst_cli_opt *o, const char *value) {
     const char **what = ctx;
     if (o) return 0;
@@ -122,10 +155,10 @@ int mst_cmd_list(int argc, char **argv) {
     if (!what) what = "all";
     bool all = strcmp(what, "all") == 0;
     if (!(all || !strcmp(what, "workloads") || !strcmp(what, "datasets") || !strcmp(what, "ops") ||
-                      !strcmp(what, "amp") || !strcmp(what, "cpu") || !strcmp(what, "keys"))) {
-        static const char *const topics[] = {"workloads", "datasets", "ops", "amp", "cpu", "keys"};
-        const char *near = mst_cli_closest(what, topics, 6);
-        fprintf(stderr, "mstune list: unknown topic '%s'%s%s%s\nusage: mstune list [workloads|datasets|ops|amp|cpu|keys]\n", what,
+                      !strcmp(what, "amp") || !strcmp(what, "cpu") || !strcmp(what, "devices") || !strcmp(what, "keys"))) {
+        static const char *const topics[] = {"workloads", "datasets", "ops", "amp", "cpu", "devices", "keys"};
+        const char *near = mst_cli_closest(what, topics, 7);
+        fprintf(stderr, "mstune list: unknown topic '%s'%s%s%s\nusage: mstune list [workloads|datasets|ops|amp|cpu|devices|keys]\n", what,
                 near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
         return MST_EXIT_INPUT;
     }
@@ -138,6 +171,8 @@ int mst_cmd_list(int argc, char **argv) {
     if (all || !strcmp(what, "amp")) list_amp();
     if (all) putchar('\n');
     if (all || !strcmp(what, "cpu")) list_cpu();
+    if (all) putchar('\n');
+    if (all || !strcmp(what, "devices")) list_devices();
     if (!strcmp(what, "keys")) mst_job_schema_print(stdout);
     if (all) printf("\njob keys: mstune list keys\n");
     return MST_EXIT_OK;

@@ -12,7 +12,7 @@ static const mst_cli_opt compare_opts[] = {
     {"out", 'o', "DIR", "also write DIR/index.html and DIR/compare.json", MST_CLI_OPT_OUT},
     {NULL},
 };
-static const char *const list_words[] = {"workloads", "datasets", "ops", "amp", "cpu", "keys", NULL};
+static const char *const list_words[] = {"workloads", "datasets", "ops", "amp", "cpu", "devices", "keys", NULL};
 static const char *const gate_words[] = {"run", "record", "calibrate", NULL};
 static const char *const completion_words[] = {"bash", NULL};
 static const mst_cli_opt no_opts[] = {{NULL}};
@@ -82,7 +82,7 @@ const mst_cli_command_desc mst_cli_commands[] = {
      "expected.",
      no_opts, MST_CLI_SET_OPT, "mstune validate workloads/jobs/fashion_cnn.yaml --set amp.level=O2", mst_cmd_validate,
      NULL},
-    {"list", "[workloads|datasets|ops|amp|cpu|keys]", "what this build offers",
+    {"list", "[workloads|datasets|ops|amp|cpu|devices|keys]", "what this build offers",
      "List the workloads, datasets, ops (with their dtypes), the AMP policy per op, or every job key with its\n"
      "type, default and range.",
      no_opts, 0, "mstune list keys", mst_cmd_list, list_words},

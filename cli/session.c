@@ -10,6 +10,7 @@
 #include "runtime/comm/comm.h"
 #include "runtime/fpu.h"
 #include "runtime/backend/kernel_choice.h"
+#include "runtime/device.h"
 #include "cli/outdir.h"
 
 #include "workloads/zoo.h"
@@ -33,10 +34,16 @@ static const mst_lr_kind k_sched[MST_JOB_SCHED_COUNT] = {
     [MST_JOB_SCHED_CONSTANT] = MST_LR_CONSTANT, [MST_JOB_SCHED_STEP] = MST_LR_STEP, [MST_JOB_SCHED_COSINE] = MST_LR_COSINE,
 };
 
-/* Settings whose machinery arrives with later work are refused by name, not ignored. */
+static const mst_device k_device[MST_JOB_DEVICE_COUNT] = {
+    [MST_JOB_DEVICE_CPU] = MST_DEVICE_CPU, [MST_JOB_DEVICE_CUDA] = MST_DEVICE_CUDA,
+};
+
+/* Settings whose machinery this build lacks are refused by name, not ignored: a device without a
+ * backend in this build says so through the backend registry (runtime/device.h). */
 static int check_available(const mst_job *job, char *err, size_t errn) {
-    if (job->runtime.device != MST_JOB_DEVICE_CPU) {
-        snprintf(err, errn, "runtime.device: 'cuda' is not available in this build; use 'cpu'");
+    const char *why = mst_device_unavailable(k_device[job->runtime.device]);
+    if (why) {
+        snprintf(err, errn, "runtime.device: %s", why);
         return -1;
     }
     return 0;
@@ -189,6 +196,10 @@ int mst_session_open(mst_session *s, const mst_job *job, const char *out_dir, bo
                                                .flush_denormals = job->runtime.flush_denormals});
     if (!s->ctx) {
         snprintf(err, errn, "out of memory creating the runtime context");
+        goto fail;
+    }
+    if (mst_ctx_set_device(s->ctx, k_device[job->runtime.device]) != MST_OK) {  /* checked above; before any tensor */
+        snprintf(err, errn, "runtime.device: %s", mst_ctx_error(s->ctx));
         goto fail;
     }
     /* auto (the default) keeps the context's own default, which MSTUNE_KERNELS may have forced */

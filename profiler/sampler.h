@@ -12,7 +12,7 @@
  *
  * Usage (the layering keeps profiler/ free of runtime/: the caller supplies the kernels):
  *     mst_sampler *s = mst_sampler_new(1000, 64, 1 << 16);       // 1 kHz, 64 frames, 64k samples
- *     mst_sampler_set_kernel_addrs(s, kernels, n_kernels);       // mst_op_table[op]->cpu / cpu_ref
+ *     mst_sampler_set_kernel_addrs(s, kernels, n_kernels);       // mst_op_table[op]->kernels / ref
  *     mst_sampler_add_thread(s);                                 // on each thread to sample
  *     mst_sampler_start(s);
  *     ... train ...
@@ -58,7 +58,7 @@ void         mst_sampler_free(mst_sampler *s);          /* stops it first if run
 /* Before the first add_thread (each thread's timer is created there). */
 void         mst_sampler_set_clock(mst_sampler *s, mst_sampler_clock clock);
 
-/* The op table's kernel functions (cpu and cpu_ref slots): a frame whose function starts at
+/* The op table's kernel functions (kernels and ref slots): a frame whose function starts at
  * one of these addresses is kernel work. Copied; set before the first drain or stop (samples are
  * classified there). */
 int          mst_sampler_set_kernel_addrs(mst_sampler *s, const void *const *addrs, size_t n);

@@ -13,12 +13,14 @@
 #include "runtime/fpu.h"
 #include "runtime/backend/kernel_choice.h"
 #include "runtime/backend/onednn.h"
+#include "runtime/device.h"
 
 mst_ctx *mst_ctx_new(const mst_ctx_config *cfg) {
     mst_ctx *ctx = calloc(1, sizeof(*ctx));
     if (!ctx) return NULL;
     ctx->alloc = mst_allocator_new();
     if (!ctx->alloc) { free(ctx); return NULL; }
+    ctx->backend = &mst_backend_cpu;
     ctx->seed = cfg ? cfg->seed : 0;
     ctx->rng = mst_rng_make(mst_hash64(ctx->seed), 0);
     ctx->grad_enabled = true;
@@ -50,8 +52,8 @@ void mst_ctx_free(mst_ctx *ctx) {
     MST_ASSERT(ctx->tape_len == 0);
     mst_threadpool_free(ctx->threadpool);
     mst_onednn_ctx_free(ctx);
-    mst_free(ctx->alloc, ctx->workspace);
-    mst_free(ctx->alloc, ctx->graph_arena);
+    ctx->backend->free(ctx, ctx->workspace);
+    ctx->backend->free(ctx, ctx->graph_arena);
     for (mst_tensor *t = ctx->free_tensors, *next; t; t = next) { next = t->grad; free(t); }
     for (mst_storage *s = ctx->free_storages, *next; s; s = next) { next = s->data; free(s); }
     free(ctx->pool);
@@ -108,8 +110,8 @@ void mst_ctx_set_force_ref(mst_ctx *ctx, bool on) { ctx->force_ref = on; }
 
 void *mst_ctx_workspace(mst_ctx *ctx, size_t bytes) {
     if (bytes <= ctx->workspace_size) return ctx->workspace;
-    mst_free(ctx->alloc, ctx->workspace);
-    ctx->workspace = mst_alloc(ctx->alloc, bytes, MST_MEM_WORKSPACE);
+    ctx->backend->free(ctx, ctx->workspace);
+    ctx->workspace = ctx->backend->alloc(ctx, bytes, MST_MEM_WORKSPACE);
     if (!ctx->workspace) {
         ctx->workspace_size = 0;
         mst_ctx_fail(ctx, MST_ERR_OOM, "out of memory: kernel workspace of %zu bytes", bytes);

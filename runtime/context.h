@@ -29,6 +29,7 @@ typedef struct {
 
 struct mst_ctx {
     mst_allocator *alloc;
+    const struct mst_backend *backend;  /* the device its tensors live on and its kernels run on (runtime/device.h) */
     uint64_t seed;
     mst_rng rng;                    /* parameter init, dropout seeds */
     int n_threads;

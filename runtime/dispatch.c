@@ -13,6 +13,7 @@
 #include "runtime/autograd.h"
 #include "runtime/backend/kernel_choice.h"
 #include "runtime/context.h"
+#include "runtime/device.h"
 #include "runtime/graph/trace.h"
 #include "runtime/op.h"
 #include "runtime/ops.h"
@@ -77,10 +78,9 @@ static uint64_t sig_key(const mst_op_call *c) {
     return h;
 }
 
-/* The provider choice (builtin, oneDNN) is runtime/backend/kernel_choice.c's. */
-mst_kernel_fn mst_op_kernel(const mst_ctx *ctx, const mst_op_desc *d, mst_dtype key) {
-    return mst_kernel_lookup(ctx, d, key);
-}
+/* The context's backend answers (runtime/device.h); on the CPU the provider choice (builtin,
+ * oneDNN) is runtime/backend/kernel_choice.c's. */
+mst_kernel_fn mst_op_kernel(const mst_ctx *ctx, mst_op op, mst_dtype key) { return ctx->backend->kernel(ctx, op, key); }
 
 mst_status mst_dispatch(mst_ctx *ctx, mst_op op, int n_in, mst_tensor *const in[], const mst_attrs *attrs,
                         mst_tensor *out[]) {
@@ -111,9 +111,9 @@ mst_status mst_dispatch(mst_ctx *ctx, mst_op op, int n_in, mst_tensor *const in[
     mst_kernel_fn kernel = NULL;
     if (s == MST_OK && !(d->flags & MST_OPF_VIEW)) {
         mst_dtype key = c.n_in > 0 ? c.in[d->dtype_arg]->dtype : meta[0].dtype;
-        kernel = mst_op_kernel(ctx, d, key);
+        kernel = mst_op_kernel(ctx, op, key);
         if (!kernel)
-            s = mst_op_fail(ctx, &c, MST_ERR_DTYPE, "no cpu kernel for dtype %s", mst_dtype_name(key));
+            s = mst_op_fail(ctx, &c, MST_ERR_DTYPE, "no %s kernel for dtype %s", ctx->backend->name, mst_dtype_name(key));
     }
 
     /* graph mode: while tracing, outputs are shape-only and the call is recorded, not run */

@@ -1,5 +1,5 @@
 /* op.h — the one op table. Every op is described once, here and in its family file under
- * runtime/ops/: name, arity, attribute schema, shape/dtype inference, CPU kernels per dtype
+ * runtime/ops/: name, arity, attribute schema, shape/dtype inference, kernels per (device, dtype)
  * (fast and reference), FLOP and byte formulas, and a backward rule written in terms of other ops.
  * The eager dispatcher (dispatch.c) runs a call at once; graph mode will trace the same calls.
  *
@@ -144,8 +144,10 @@ typedef struct mst_op_desc {
     const char *attr_i[MST_MAX_ATTR_I];    /* names of the used integer slots, NULL-terminated */
     const char *attr_f[MST_MAX_ATTR_F];
     mst_infer_fn infer;
-    mst_kernel_fn cpu[MST_DTYPE_COUNT];      /* fast CPU kernels */
-    mst_kernel_fn cpu_ref[MST_DTYPE_COUNT];  /* plain reference kernels; NULL = the fast one is the reference */
+    /* The op's own kernels per (device, dtype) — the builtin provider of each backend
+     * (runtime/device.h); executors reach them only through the backend's kernel lookup. */
+    mst_kernel_fn kernels[MST_DEVICE_COUNT][MST_DTYPE_COUNT];   /* fast kernels */
+    mst_kernel_fn ref[MST_DEVICE_COUNT][MST_DTYPE_COUNT];       /* plain reference kernels; NULL = the fast one is the reference */
     mst_backward_fn backward;                /* NULL: not differentiable */
     mst_cost_fn flops;                       /* NULL: 0 */
     mst_cost_fn bytes;                       /* NULL: bytes of all inputs and outputs */
@@ -172,12 +174,13 @@ int64_t     mst_op_bytes(const mst_op_call *c);
 mst_status mst_op_fail(mst_ctx *ctx, const mst_op_call *c, mst_status s, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* The kernel both executors (eager dispatch, graph plans) run for an op on inputs of dtype key:
+/* The kernel both executors (eager dispatch, graph plans) run for an op on inputs of dtype key,
+ * as the context's backend answers it (runtime/device.h). On the CPU:
  * the reference kernel under force_ref, else the fast one, else the generic half-via-f32 kernel for
  * f16/bf16 (runtime/amp/half_kernels.c); where oneDNN serves the op and dtype (and
  * runtime.kernels allows it), a kernel that picks the provider per shape
  * (runtime/backend/kernel_choice.h). NULL when there is none. */
-mst_kernel_fn mst_op_kernel(const mst_ctx *ctx, const mst_op_desc *d, mst_dtype key);
+mst_kernel_fn mst_op_kernel(const mst_ctx *ctx, mst_op op, mst_dtype key);
 /* Every kernel function an executor may call — the descriptors' fast and reference kernels and the
  * providers' entry points (runtime/backend/) — into out[0..cap); returns how many. The sampler tells
  * kernel frames from dispatch frames by these addresses. */

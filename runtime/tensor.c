@@ -12,6 +12,7 @@
 
 #include "runtime/autograd.h"
 #include "runtime/context.h"
+#include "runtime/device.h"
 #include "runtime/graph/trace.h"
 #include "util/checked.h"
 
@@ -34,7 +35,7 @@ static mst_storage *storage_new(mst_ctx *ctx, size_t nbytes, mst_mem_cat cat) {
     mst_storage *s = ctx->free_storages;
     if (s) ctx->free_storages = s->data;
     else if (!(s = malloc(sizeof(*s)))) return NULL;
-    s->data = mst_alloc(ctx->alloc, nbytes, cat);
+    s->data = ctx->backend->alloc(ctx, nbytes, cat);
     if (!s->data) {
         s->data = ctx->free_storages;
         ctx->free_storages = s;
@@ -43,7 +44,7 @@ static mst_storage *storage_new(mst_ctx *ctx, size_t nbytes, mst_mem_cat cat) {
     s->nbytes = nbytes;
     s->refcount = 1;
     s->cat = cat;
-    s->device = MST_DEVICE_CPU;
+    s->device = ctx->backend->kind;
     s->ctx = ctx;
     return s;
 }
@@ -51,7 +52,7 @@ static mst_storage *storage_new(mst_ctx *ctx, size_t nbytes, mst_mem_cat cat) {
 static void storage_release(mst_storage *s) {
     if (--s->refcount > 0) return;
     mst_ctx *ctx = s->ctx;
-    if (s->data) mst_free(ctx->alloc, s->data);     /* meta storage (graph tracing) has none */
+    if (s->data) mst_backend_get(s->device)->free(ctx, s->data);    /* meta storage (graph tracing) has none */
     s->data = ctx->free_storages;
     ctx->free_storages = s;
 }
@@ -140,7 +141,7 @@ mst_tensor *mst_tensor_meta_new(mst_ctx *ctx, mst_dtype dtype, int ndim, const i
     t->dtype = dtype;
     mst_tensor_set_shape(t, ndim, shape);
     *s = (mst_storage){.data = NULL, .nbytes = mst_tensor_nbytes(t), .refcount = 1, .cat = ctx->out_cat,
-                       .device = MST_DEVICE_CPU, .ctx = ctx};
+                       .device = ctx->backend->kind, .ctx = ctx};
     t->storage = s;
     pool_add(ctx, t);
     return t;

@@ -247,11 +247,11 @@ static mst_status run_blocks(mst_ctx *ctx, const mst_op_desc *d, const mst_op_ca
 }
 
 static mst_kernel_fn f32_kernel(const mst_ctx *ctx, const mst_op_desc *d) {
-    return ctx->force_ref && d->cpu_ref[MST_DTYPE_F32] ? d->cpu_ref[MST_DTYPE_F32] : d->cpu[MST_DTYPE_F32];
+    return ctx->force_ref && d->ref[MST_DEVICE_CPU][MST_DTYPE_F32] ? d->ref[MST_DEVICE_CPU][MST_DTYPE_F32] : d->kernels[MST_DEVICE_CPU][MST_DTYPE_F32];
 }
 
 bool mst_half_kernel_applies(const mst_op_desc *d, mst_dtype key) {
-    return mst_dtype_is_half(key) && d->cpu[MST_DTYPE_F32] != NULL;
+    return mst_dtype_is_half(key) && d->kernels[MST_DEVICE_CPU][MST_DTYPE_F32] != NULL;
 }
 
 mst_status mst_half_kernel(mst_ctx *ctx, const mst_op_call *c) {

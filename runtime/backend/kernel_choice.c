@@ -124,7 +124,7 @@ static void cache_append(const char *op, const char *dtype, uint64_t hash, mst_p
 }
 
 mst_kernel_fn mst_kernel_builtin(const mst_ctx *ctx, const mst_op_desc *d, mst_dtype key) {
-    mst_kernel_fn kernel = ctx->force_ref && d->cpu_ref[key] ? d->cpu_ref[key] : d->cpu[key];
+    mst_kernel_fn kernel = ctx->force_ref && d->ref[MST_DEVICE_CPU][key] ? d->ref[MST_DEVICE_CPU][key] : d->kernels[MST_DEVICE_CPU][key];
     if (!kernel && mst_half_kernel_applies(d, key)) kernel = mst_half_kernel;   /* f16/bf16 via f32 */
     return kernel;
 }
@@ -291,10 +291,11 @@ size_t mst_op_kernel_addrs(const void **out, size_t cap) {
     for (int op = 0; op < MST_OP_COUNT; op++) {
         const mst_op_desc *d = mst_op_table[op];
         if (!d) continue;
-        for (int t = 0; t < MST_DTYPE_COUNT; t++) {
-            if (d->cpu[t] && n < cap) out[n++] = (const void *)d->cpu[t];
-            if (d->cpu_ref[t] && n < cap) out[n++] = (const void *)d->cpu_ref[t];
-        }
+        for (int dev = 0; dev < MST_DEVICE_COUNT; dev++)
+            for (int t = 0; t < MST_DTYPE_COUNT; t++) {
+                if (d->kernels[dev][t] && n < cap) out[n++] = (const void *)d->kernels[dev][t];
+                if (d->ref[dev][t] && n < cap) out[n++] = (const void *)d->ref[dev][t];
+            }
     }
     mst_kernel_fn providers[] = {choose_and_run, mst_onednn_kernel(MST_OP_MATMUL, MST_DTYPE_F32, MST_ONEDNN_PLAIN),
                                  mst_onednn_kernel(MST_OP_CONV2D, MST_DTYPE_F32, MST_ONEDNN_BLOCKED)};

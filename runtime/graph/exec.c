@@ -21,6 +21,7 @@
 #include "profiler/events.h"
 #include "runtime/amp/half.h"
 #include "runtime/context.h"
+#include "runtime/device.h"
 #include "runtime/graph/graph.h"
 
 enum { k_block = 512, k_fused_min_elems = 1 << 16, k_optim_min_elems = 1 << 15 };
@@ -120,7 +121,7 @@ static void bind_views(mst_graph_exec *ex) {
 static mst_kernel_fn pick_kernel(mst_ctx *ctx, const mst_op_call *c) {
     const mst_op_desc *d = mst_op_table[c->op];
     mst_dtype key = c->n_in > 0 ? c->in[d->dtype_arg]->dtype : c->out[0]->dtype;
-    return mst_op_kernel(ctx, d, key);
+    return mst_op_kernel(ctx, c->op, key);
 }
 
 static void make_call(mst_graph_exec *ex, const mst_gnode *n, mst_op_call *c) {
@@ -324,7 +325,7 @@ mst_graph_exec *mst_graph_exec_new(mst_ctx *ctx, const mst_graph *g, const mst_g
     if (!ex->hdr || !ex->t || !ex->steps) goto oom;
     ex->arena_bytes = p->arena_bytes;
     ex->arena = (mst_storage){.nbytes = (size_t)p->arena_bytes, .refcount = 1 << 30, .cat = MST_MEM_ACT,
-                              .device = MST_DEVICE_CPU, .ctx = ctx};
+                              .device = ctx->backend->kind, .ctx = ctx};
     /* arena.data is the context's shared graph arena, attached at each run (grow_arena) */
     init_headers(ex, p);
     for (int i = 0; i < g->n_nodes; i++) {
@@ -628,9 +629,9 @@ static mst_status attach_arena(mst_graph_exec *ex) {
     mst_ctx *ctx = ex->ctx;
     size_t need = (size_t)ex->arena_bytes + MST_GRAPH_ALIGN;
     if (ctx->graph_arena_bytes < need) {
-        void *a = mst_alloc(ctx->alloc, need, MST_MEM_ACT);
+        void *a = ctx->backend->alloc(ctx, need, MST_MEM_ACT);
         if (!a) return mst_ctx_fail(ctx, MST_ERR_OOM, "out of memory: graph arena of %lld bytes", (long long)ex->arena_bytes);
-        mst_free(ctx->alloc, ctx->graph_arena);
+        ctx->backend->free(ctx, ctx->graph_arena);
         ctx->graph_arena = a;
         ctx->graph_arena_bytes = need;
     }

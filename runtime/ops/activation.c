@@ -149,7 +149,7 @@ COST_PER_ELEMENT(sigmoid_grad, 3)
     const mst_op_desc mst_desc_##NAME = {                                                 \
         .name = #NAME, .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,                  \
         .flags = MST_OPF_ELEMENTWISE, .amp_class = AMP,                                   \
-        .infer = op_infer_like_input0, .cpu = FLOAT_KERNEL_TABLE(NAME),                   \
+        .infer = op_infer_like_input0, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(NAME),                   \
         .backward = BACKWARD, .flops = cost_##NAME, .elem_f32 = NAME##_elem_f32,          \
     };
 /* (gy, x) or (gy, y): same dtype and shape, checked by op_infer_like_input0 */
@@ -157,7 +157,7 @@ COST_PER_ELEMENT(sigmoid_grad, 3)
     const mst_op_desc mst_desc_##NAME = {                                                 \
         .name = #NAME, .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,                  \
         .flags = MST_OPF_ELEMENTWISE | MST_OPF_GRAD_OP,                                   \
-        .infer = op_infer_like_input0, .cpu = FLOAT_KERNEL_TABLE(NAME),                   \
+        .infer = op_infer_like_input0, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(NAME),                   \
         .flops = cost_##NAME, .elem_f32 = NAME##_elem_f32,                                \
     };
 

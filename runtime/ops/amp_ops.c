@@ -59,7 +59,7 @@ const mst_op_desc mst_desc_amp_unscale_check = {
     .name = "amp_unscale_check", .min_inputs = 3, .max_inputs = 3, .n_outputs = 0,
     .mutates = 1u << 0 | 1u << 2, .nondiff = 0x7u,
     .attr_i = {"reset"},
-    .infer = infer_unscale, .cpu = FLOAT_KERNEL_TABLE(amp_unscale_check),
+    .infer = infer_unscale, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(amp_unscale_check),
     .flops = cost_unscale, .bytes = cost_unscale_bytes,
 };
 
@@ -114,7 +114,7 @@ const mst_op_desc mst_desc_amp_update_scale = {
     .name = "amp_update_scale", .min_inputs = 3, .max_inputs = 3, .n_outputs = 0,
     .mutates = 1u << 0 | 1u << 1, .nondiff = 0x7u,
     .attr_i = {"window"}, .attr_f = {"factor", "floor"},
-    .infer = infer_update_scale, .cpu = FLOAT_KERNEL_TABLE(amp_update_scale),
+    .infer = infer_update_scale, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(amp_update_scale),
 };
 
 /* ---- clip_coef: sum of squares () -> coef (), norm (); f = max_norm ---- */
@@ -145,7 +145,7 @@ FLOAT_KERNELS(clip_coef, CLIP_COEF_BODY)
 const mst_op_desc mst_desc_clip_coef = {
     .name = "clip_coef", .min_inputs = 1, .max_inputs = 1, .n_outputs = 2, .nondiff = 0x1u,
     .attr_f = {"max_norm"},
-    .infer = infer_clip_coef, .cpu = FLOAT_KERNEL_TABLE(clip_coef),
+    .infer = infer_clip_coef, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(clip_coef),
 };
 
 /* ---- public constructors ---- */

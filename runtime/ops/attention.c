@@ -167,8 +167,8 @@ const mst_op_desc mst_desc_masked_softmax = {
     .amp_class = MST_AMP_CLASS_KEEP_F32,
     .nondiff = 1u << 1,         /* keep */
     .infer = infer_masked_softmax,
-    .cpu = {[MST_DTYPE_F32] = masked_softmax_f32, [MST_DTYPE_F64] = masked_softmax_f64},
-    .cpu_ref = {[MST_DTYPE_F32] = masked_softmax_ref, [MST_DTYPE_F64] = masked_softmax_ref},
+    .kernels[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = masked_softmax_f32, [MST_DTYPE_F64] = masked_softmax_f64},
+    .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = masked_softmax_ref, [MST_DTYPE_F64] = masked_softmax_ref},
     .backward = masked_softmax_backward, .flops = cost_masked_softmax,
 };
 

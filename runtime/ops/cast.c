@@ -75,7 +75,7 @@ static mst_status cast_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *
 const mst_op_desc mst_desc_cast = {
     .name = "cast", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .flags = MST_OPF_ELEMENTWISE,
     .attr_i = {"to"},
-    .infer = infer_cast, .cpu = ALL_DTYPES(cast_any), .backward = cast_backward,
+    .infer = infer_cast, .kernels[MST_DEVICE_CPU] = ALL_DTYPES(cast_any), .backward = cast_backward,
 };
 
 /* A cast to the same dtype returns x itself (no copy, nothing recorded). */

@@ -37,14 +37,14 @@ static int64_t cost_bytes(const mst_op_call *c) {
 const mst_op_desc mst_desc_allreduce_start = {
     .name = "allreduce_start", .min_inputs = 1, .max_inputs = MST_MAX_OP_INPUTS, .n_outputs = 0,
     .mutates = 1u << 0, .nondiff = 0xffu, .attr_i = {"slot"},
-    .infer = infer_allreduce, .cpu = {[MST_DTYPE_F32] = start_kernel, [MST_DTYPE_F64] = start_kernel},
+    .infer = infer_allreduce, .kernels[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = start_kernel, [MST_DTYPE_F64] = start_kernel},
     .bytes = cost_bytes,
 };
 
 const mst_op_desc mst_desc_allreduce_wait = {
     .name = "allreduce_wait", .min_inputs = 1, .max_inputs = MST_MAX_OP_INPUTS, .n_outputs = 0,
     .mutates = 0xffu, .nondiff = 0xffu, .attr_i = {"slot"}, .attr_f = {"scale"},
-    .infer = infer_allreduce, .cpu = {[MST_DTYPE_F32] = wait_kernel, [MST_DTYPE_F64] = wait_kernel},
+    .infer = infer_allreduce, .kernels[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = wait_kernel, [MST_DTYPE_F64] = wait_kernel},
     .bytes = cost_bytes,
 };
 

@@ -477,7 +477,7 @@ const mst_op_desc mst_desc_conv2d = {
     .name = "conv2d", .min_inputs = 2, .max_inputs = 3, .n_outputs = 1, .flags = MST_OPF_PROMOTE | MST_OPF_RELU_EPILOGUE,
     .amp_class = MST_AMP_CLASS_ALLOW,
     .attr_i = {"stride_h", "stride_w", "pad_h", "pad_w"},
-    .infer = infer_conv2d, .cpu = FLOAT_KERNEL_TABLE(conv2d), .cpu_ref = FLOAT_KERNEL_TABLE(conv2d_ref),
+    .infer = infer_conv2d, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(conv2d), .ref[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(conv2d_ref),
     .backward = conv2d_backward, .flops = conv_flops,
 };
 
@@ -561,8 +561,8 @@ const mst_op_desc mst_desc_conv2d_grad_input = {
     .name = "conv2d_grad_input", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .flags = MST_OPF_GRAD_OP | MST_OPF_PROMOTE,
     .attr_i = {"stride_h", "stride_w", "pad_h", "pad_w", "in_h", "in_w"},
-    .infer = infer_conv2d_grad_input, .cpu = FLOAT_KERNEL_TABLE(conv2d_grad_input),
-    .cpu_ref = FLOAT_KERNEL_TABLE(conv2d_grad_input_ref), .flops = conv_flops,
+    .infer = infer_conv2d_grad_input, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(conv2d_grad_input),
+    .ref[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(conv2d_grad_input_ref), .flops = conv_flops,
 };
 
 /* ---- conv2d_grad_weight: gy (N, K, P, Q), x (N, C, H, W) -> gw (K, C, R, S) ---- */
@@ -655,8 +655,8 @@ const mst_op_desc mst_desc_conv2d_grad_weight = {
     .name = "conv2d_grad_weight", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .flags = MST_OPF_GRAD_OP | MST_OPF_PROMOTE,
     .attr_i = {"stride_h", "stride_w", "pad_h", "pad_w", "k_h", "k_w"},
-    .infer = infer_conv2d_grad_weight, .cpu = FLOAT_KERNEL_TABLE(conv2d_grad_weight),
-    .cpu_ref = FLOAT_KERNEL_TABLE(conv2d_grad_weight_ref), .flops = conv_flops,
+    .infer = infer_conv2d_grad_weight, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(conv2d_grad_weight),
+    .ref[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(conv2d_grad_weight_ref), .flops = conv_flops,
 };
 
 /* ---- public constructors ---- */

@@ -29,7 +29,7 @@ static int64_t cost_copy(const mst_op_call *c) { return 2 * (int64_t)mst_tensor_
 
 const mst_op_desc mst_desc_copy = {
     .name = "copy", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .flags = MST_OPF_ELEMENTWISE,
-    .infer = infer_copy, .cpu = ALL_DTYPES(copy_kernel), .backward = copy_backward, .bytes = cost_copy,
+    .infer = infer_copy, .kernels[MST_DEVICE_CPU] = ALL_DTYPES(copy_kernel), .backward = copy_backward, .bytes = cost_copy,
 };
 
 mst_tensor *mst_copy(mst_ctx *ctx, mst_tensor *x) {

@@ -64,7 +64,7 @@ const mst_op_desc mst_desc_dropout = {
     .amp_class = MST_AMP_CLASS_HALF,
     .flags = MST_OPF_RANDOM,
     .attr_i = {"seed"}, .attr_f = {"p"},
-    .infer = infer_dropout, .cpu = FLOAT_KERNEL_TABLE(dropout),
+    .infer = infer_dropout, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(dropout),
     .backward = dropout_backward, .flops = cost_dropout,
 };
 

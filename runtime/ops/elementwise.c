@@ -107,7 +107,7 @@ BINARY_ELEM(div, x1 / x2)
         .name = #NAME, .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,        \
         .flags = MST_OPF_ELEMENTWISE | MST_OPF_PROMOTE,                         \
         .amp_class = MST_AMP_CLASS_HALF,                                        \
-        .infer = infer_binary, .cpu = FLOAT_KERNEL_TABLE(NAME),                 \
+        .infer = infer_binary, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(NAME),                 \
         .backward = BACKWARD, .flops = op_cost_numel,                           \
         .elem_f32 = NAME##_elem_f32,                                            \
     };
@@ -155,7 +155,7 @@ const mst_op_desc mst_desc_scale = {
     .name = "scale", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .flags = MST_OPF_ELEMENTWISE,
     .amp_class = MST_AMP_CLASS_HALF,
     .attr_f = {"scale"},
-    .infer = op_infer_like_input0, .cpu = FLOAT_KERNEL_TABLE(scale),
+    .infer = op_infer_like_input0, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(scale),
     .backward = scale_backward, .flops = op_cost_numel, .elem_f32 = scale_elem_f32,
 };
 
@@ -245,7 +245,7 @@ const mst_op_desc mst_desc_sum_to = {
     .name = "sum_to", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .amp_class = MST_AMP_CLASS_HALF,
     .attr_i = {"rank", "d0", "d1", "d2", "d3", "d4", "d5"},
-    .infer = infer_sum_to, .cpu = FLOAT_KERNEL_TABLE(sum_to),
+    .infer = infer_sum_to, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(sum_to),
     .backward = sum_to_backward, .flops = cost_input_numel,
 };
 
@@ -253,7 +253,7 @@ const mst_op_desc mst_desc_broadcast_to = {
     .name = "broadcast_to", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .amp_class = MST_AMP_CLASS_HALF,
     .attr_i = {"rank", "d0", "d1", "d2", "d3", "d4", "d5"},
-    .infer = infer_broadcast_to, .cpu = FLOAT_KERNEL_TABLE(broadcast_to),
+    .infer = infer_broadcast_to, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(broadcast_to),
     .backward = broadcast_to_backward,
 };
 

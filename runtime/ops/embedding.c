@@ -77,7 +77,7 @@ const mst_op_desc mst_desc_embedding = {
     .nondiff = 1u << 0,         /* indices */
     .dtype_arg = 1,             /* the weight selects the kernel */
     .infer = infer_embedding,
-    .cpu = {[MST_DTYPE_F32] = embedding_rows, [MST_DTYPE_F64] = embedding_rows,
+    .kernels[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = embedding_rows, [MST_DTYPE_F64] = embedding_rows,
             [MST_DTYPE_F16] = embedding_rows, [MST_DTYPE_BF16] = embedding_rows},
     .backward = embedding_backward, .flops = cost_zero, .bytes = bytes_embedding,
 };
@@ -131,7 +131,7 @@ static int64_t bytes_embedding_grad(const mst_op_call *c) {
 const mst_op_desc mst_desc_embedding_grad = {
     .name = "embedding_grad", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .flags = MST_OPF_GRAD_OP,
     .attr_i = {"num_embeddings"},
-    .infer = infer_embedding_grad, .cpu = FLOAT_KERNEL_TABLE(embedding_grad),
+    .infer = infer_embedding_grad, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(embedding_grad),
     .flops = cost_embedding_grad, .bytes = bytes_embedding_grad,
 };
 

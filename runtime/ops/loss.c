@@ -4,7 +4,7 @@
  *
  * Used by the super-resolution model (L1 as in ESRGAN's pre-training stage, MSE for PSNR-oriented
  * training). Sums accumulate in double in a fixed order, so the loss is reproducible bit for bit;
- * the kernels are single loops that are their own reference (cpu_ref NULL). sign(0) = 0, as
+ * the kernels are single loops that are their own reference (ref NULL). sign(0) = 0, as
  * torch.sign, so the L1 gradient at an exact match is 0. FLOPs: 3 per element forward, 3 backward.
  */
 #include <math.h>
@@ -119,23 +119,23 @@ static int64_t cost_loss_grad(const mst_op_call *c) { return 3 * c->out[0]->nume
 const mst_op_desc mst_desc_l1_loss = {
     .name = "l1_loss", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .amp_class = MST_AMP_CLASS_KEEP_F32,
-    .infer = infer_loss, .cpu = LOSS_KERNELS(l1_loss_kernel), .backward = l1_loss_backward, .flops = cost_loss,
+    .infer = infer_loss, .kernels[MST_DEVICE_CPU] = LOSS_KERNELS(l1_loss_kernel), .backward = l1_loss_backward, .flops = cost_loss,
 };
 
 const mst_op_desc mst_desc_l1_loss_grad = {
     .name = "l1_loss_grad", .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .flags = MST_OPF_GRAD_OP, .dtype_arg = 1,
-    .infer = infer_loss_grad, .cpu = LOSS_KERNELS(l1_loss_grad_kernel), .flops = cost_loss_grad,
+    .infer = infer_loss_grad, .kernels[MST_DEVICE_CPU] = LOSS_KERNELS(l1_loss_grad_kernel), .flops = cost_loss_grad,
 };
 
 const mst_op_desc mst_desc_mse_loss = {
     .name = "mse_loss", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .amp_class = MST_AMP_CLASS_KEEP_F32,
-    .infer = infer_loss, .cpu = LOSS_KERNELS(mse_loss_kernel), .backward = mse_loss_backward, .flops = cost_loss,
+    .infer = infer_loss, .kernels[MST_DEVICE_CPU] = LOSS_KERNELS(mse_loss_kernel), .backward = mse_loss_backward, .flops = cost_loss,
 };
 
 const mst_op_desc mst_desc_mse_loss_grad = {
     .name = "mse_loss_grad", .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .flags = MST_OPF_GRAD_OP, .dtype_arg = 1,
-    .infer = infer_loss_grad, .cpu = LOSS_KERNELS(mse_loss_grad_kernel), .flops = cost_loss_grad,
+    .infer = infer_loss_grad, .kernels[MST_DEVICE_CPU] = LOSS_KERNELS(mse_loss_grad_kernel), .flops = cost_loss_grad,
 };
 
 mst_tensor *mst_l1_loss(mst_ctx *ctx, mst_tensor *pred, mst_tensor *target) {

@@ -191,7 +191,7 @@ const mst_op_desc mst_desc_matmul = {
     .name = "matmul", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .flags = MST_OPF_PROMOTE,
     .amp_class = MST_AMP_CLASS_ALLOW,
     .attr_i = {"trans_a", "trans_b"},
-    .infer = infer_matmul, .cpu = FLOAT_KERNEL_TABLE(matmul), .cpu_ref = FLOAT_KERNEL_TABLE(matmul_ref),
+    .infer = infer_matmul, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(matmul), .ref[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(matmul_ref),
     .backward = matmul_backward, .flops = matmul_flops,
 };
 
@@ -296,7 +296,7 @@ static int64_t linear_flops(const mst_op_call *c) {
 const mst_op_desc mst_desc_linear = {
     .name = "linear", .min_inputs = 2, .max_inputs = 3, .n_outputs = 1, .flags = MST_OPF_PROMOTE | MST_OPF_RELU_EPILOGUE,
     .amp_class = MST_AMP_CLASS_ALLOW,
-    .infer = infer_linear, .cpu = FLOAT_KERNEL_TABLE(linear), .cpu_ref = FLOAT_KERNEL_TABLE(linear_ref),
+    .infer = infer_linear, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(linear), .ref[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(linear_ref),
     .backward = linear_backward, .flops = linear_flops,
 };
 

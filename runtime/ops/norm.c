@@ -310,10 +310,10 @@ const mst_op_desc mst_desc_batchnorm = {
     .mutates = 1u << 3 | 1u << 4, .nondiff = 1u << 3 | 1u << 4,
     .attr_i = {"training", "relu"}, .attr_f = {"momentum", "eps"},
     .infer = infer_batchnorm,
-    .cpu = {[MST_DTYPE_F32] = batchnorm_f32, [MST_DTYPE_F64] = batchnorm_f64, [MST_DTYPE_F16] = batchnorm_half,
+    .kernels[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = batchnorm_f32, [MST_DTYPE_F64] = batchnorm_f64, [MST_DTYPE_F16] = batchnorm_half,
             [MST_DTYPE_BF16] = batchnorm_half},
     /* the reference for half: the generic half kernel around the f32 reference */
-    .cpu_ref = {[MST_DTYPE_F32] = batchnorm_ref_f32, [MST_DTYPE_F64] = batchnorm_ref_f64, [MST_DTYPE_F16] = mst_half_kernel,
+    .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = batchnorm_ref_f32, [MST_DTYPE_F64] = batchnorm_ref_f64, [MST_DTYPE_F16] = mst_half_kernel,
                 [MST_DTYPE_BF16] = mst_half_kernel},
     .backward = batchnorm_backward, .flops = batchnorm_flops,
 };
@@ -421,9 +421,9 @@ const mst_op_desc mst_desc_batchnorm_grad = {
     .name = "batchnorm_grad", .min_inputs = 5, .max_inputs = 5, .n_outputs = 3, .flags = MST_OPF_GRAD_OP,
     .attr_i = {"training"},
     .infer = infer_batchnorm_grad,
-    .cpu = {[MST_DTYPE_F32] = batchnorm_grad_f32, [MST_DTYPE_F64] = batchnorm_grad_f64, [MST_DTYPE_F16] = batchnorm_grad_half,
+    .kernels[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = batchnorm_grad_f32, [MST_DTYPE_F64] = batchnorm_grad_f64, [MST_DTYPE_F16] = batchnorm_grad_half,
             [MST_DTYPE_BF16] = batchnorm_grad_half},
-    .cpu_ref = {[MST_DTYPE_F32] = batchnorm_grad_ref_f32, [MST_DTYPE_F64] = batchnorm_grad_ref_f64,
+    .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = batchnorm_grad_ref_f32, [MST_DTYPE_F64] = batchnorm_grad_ref_f64,
                 [MST_DTYPE_F16] = mst_half_kernel, [MST_DTYPE_BF16] = mst_half_kernel},
     .flops = batchnorm_grad_flops,
 };
@@ -657,7 +657,7 @@ const mst_op_desc mst_desc_layernorm = {
     .name = "layernorm", .min_inputs = 3, .max_inputs = 3, .n_outputs = 3,
     .amp_class = MST_AMP_CLASS_KEEP_F32,
     .attr_f = {"eps"},
-    .infer = infer_layernorm, .cpu = FLOAT_KERNEL_TABLE(layernorm),
+    .infer = infer_layernorm, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(layernorm),
     .backward = layernorm_backward, .flops = layernorm_flops,
 };
 
@@ -731,7 +731,7 @@ static int64_t layernorm_grad_flops(const mst_op_call *c) { return 16 * c->in[0]
 
 const mst_op_desc mst_desc_layernorm_grad = {
     .name = "layernorm_grad", .min_inputs = 5, .max_inputs = 5, .n_outputs = 3, .flags = MST_OPF_GRAD_OP,
-    .infer = infer_layernorm_grad, .cpu = FLOAT_KERNEL_TABLE(layernorm_grad), .flops = layernorm_grad_flops,
+    .infer = infer_layernorm_grad, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(layernorm_grad), .flops = layernorm_grad_flops,
 };
 
 /* ======================================================================================= */

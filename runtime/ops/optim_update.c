@@ -184,7 +184,7 @@ const mst_op_desc mst_desc_sgd_update = {
     .mutates = 1u << IN_PARAM | 1u << IN_STEPS | 1u << IN_STATE0, .nondiff = 0x3fu,
     .attr_i = {"index", "nesterov"},
     .attr_f = {"momentum", "dampening", "weight_decay"},
-    .infer = infer_sgd, .cpu = FLOAT_KERNEL_TABLE(sgd_update),
+    .infer = infer_sgd, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(sgd_update),
     .param_index_attr = 1 + ATTR_INDEX, .update_begin = sgd_begin, .update_range = FLOAT_KERNEL_TABLE(sgd_range),
     .flops = cost_sgd, .bytes = cost_bytes_inplace,
 };
@@ -267,7 +267,7 @@ const mst_op_desc mst_desc_adam_update = {
     .mutates = 1u << IN_PARAM | 1u << IN_STEPS | 1u << IN_STATE0 | 1u << (IN_STATE0 + 1), .nondiff = 0x7fu,
     .attr_i = {"index", "decoupled"},
     .attr_f = {"beta1", "beta2", "eps", "weight_decay"},
-    .infer = infer_adam, .cpu = FLOAT_KERNEL_TABLE(adam_update),
+    .infer = infer_adam, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(adam_update),
     .param_index_attr = 1 + ATTR_INDEX, .update_begin = adam_begin, .update_range = FLOAT_KERNEL_TABLE(adam_range),
     .flops = cost_adam, .bytes = cost_bytes_inplace,
 };

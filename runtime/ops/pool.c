@@ -261,8 +261,8 @@ const mst_op_desc mst_desc_maxpool2d = {
     .name = "maxpool2d", .min_inputs = 1, .max_inputs = 1, .n_outputs = 2,
     .amp_class = MST_AMP_CLASS_HALF,
     .attr_i = POOL_ATTRS,
-    .infer = infer_maxpool2d, .cpu = {[MST_DTYPE_F32] = maxpool2d_fast_f32, [MST_DTYPE_F64] = maxpool2d_ref_f64},
-    .cpu_ref = FLOAT_KERNEL_TABLE(maxpool2d_ref),
+    .infer = infer_maxpool2d, .kernels[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = maxpool2d_fast_f32, [MST_DTYPE_F64] = maxpool2d_ref_f64},
+    .ref[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(maxpool2d_ref),
     .backward = maxpool2d_backward, .flops = pool_flops,
 };
 
@@ -316,7 +316,7 @@ const mst_op_desc mst_desc_maxpool2d_grad = {
     .name = "maxpool2d_grad", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .flags = MST_OPF_GRAD_OP,
     .nondiff = 1u << 1,
     .attr_i = {"in_h", "in_w"},
-    .infer = infer_maxpool2d_grad, .cpu = FLOAT_KERNEL_TABLE(maxpool2d_grad), .flops = maxpool2d_grad_flops,
+    .infer = infer_maxpool2d_grad, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(maxpool2d_grad), .flops = maxpool2d_grad_flops,
 };
 
 /* ---- avgpool2d: x (N, C, H, W) -> (N, C, P, Q), divisor k_h k_w ---- */
@@ -362,7 +362,7 @@ const mst_op_desc mst_desc_avgpool2d = {
     .name = "avgpool2d", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .amp_class = MST_AMP_CLASS_HALF,
     .attr_i = POOL_ATTRS,
-    .infer = infer_avgpool2d, .cpu = FLOAT_KERNEL_TABLE(avgpool2d),
+    .infer = infer_avgpool2d, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(avgpool2d),
     .backward = avgpool2d_backward, .flops = pool_flops,
 };
 
@@ -420,7 +420,7 @@ static int64_t avgpool2d_grad_flops(const mst_op_call *c) { return c->in[0]->num
 const mst_op_desc mst_desc_avgpool2d_grad = {
     .name = "avgpool2d_grad", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .flags = MST_OPF_GRAD_OP,
     .attr_i = {"k_h", "k_w", "stride_h", "stride_w", "pad_h", "pad_w", "in_h", "in_w"},
-    .infer = infer_avgpool2d_grad, .cpu = FLOAT_KERNEL_TABLE(avgpool2d_grad), .flops = avgpool2d_grad_flops,
+    .infer = infer_avgpool2d_grad, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(avgpool2d_grad), .flops = avgpool2d_grad_flops,
 };
 
 /* ---- global_avgpool: (N, C, H, W) -> (N, C), the plane mean accumulated in double ---- */
@@ -466,7 +466,7 @@ static int64_t global_avgpool_flops(const mst_op_call *c) { return c->in[0]->num
 const mst_op_desc mst_desc_global_avgpool = {
     .name = "global_avgpool", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .amp_class = MST_AMP_CLASS_HALF,
-    .infer = infer_global_avgpool, .cpu = FLOAT_KERNEL_TABLE(global_avgpool),
+    .infer = infer_global_avgpool, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(global_avgpool),
     .backward = global_avgpool_backward, .flops = global_avgpool_flops,
 };
 

@@ -169,8 +169,8 @@ static int64_t cost_input_numel(const mst_op_call *c) { return c->in[0]->numel; 
     const mst_op_desc mst_desc_##NAME = {                                        \
         .name = #NAME, .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,         \
         .attr_i = {"axes", "keepdim"}, .amp_class = MST_AMP_CLASS_KEEP_F32,      \
-        .infer = infer_reduce, .cpu = FLOAT_KERNEL_TABLE(reduce_fast),           \
-        .cpu_ref = FLOAT_KERNEL_TABLE(reduce_ref),                               \
+        .infer = infer_reduce, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(reduce_fast),           \
+        .ref[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(reduce_ref),                               \
         .backward = BACKWARD, .flops = cost_input_numel,                         \
     };
 REDUCE_DESC(sum, sum_backward)

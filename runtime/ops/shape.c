@@ -237,7 +237,7 @@ static mst_status permute_backward(mst_ctx *ctx, const mst_op_call *c, mst_tenso
 const mst_op_desc mst_desc_transpose = {
     .name = "transpose", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .attr_i = {"p0", "p1", "p2", "p3", "p4", "p5"},
-    .infer = infer_permute, .cpu = ALL_DTYPES(permute_fast), .cpu_ref = ALL_DTYPES(permute_ref),
+    .infer = infer_permute, .kernels[MST_DEVICE_CPU] = ALL_DTYPES(permute_fast), .ref[MST_DEVICE_CPU] = ALL_DTYPES(permute_ref),
     .backward = permute_backward, .flops = cost_zero,
 };
 
@@ -340,7 +340,7 @@ static mst_status concat_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor
 const mst_op_desc mst_desc_concat = {
     .name = "concat", .min_inputs = 1, .max_inputs = MST_MAX_OP_INPUTS, .n_outputs = 1,
     .attr_i = {"axis"},
-    .infer = infer_concat, .cpu = ALL_DTYPES(concat_kernel),
+    .infer = infer_concat, .kernels[MST_DEVICE_CPU] = ALL_DTYPES(concat_kernel),
     .backward = concat_backward, .flops = cost_zero,
 };
 
@@ -437,14 +437,14 @@ static int64_t cost_slice_bytes(const mst_op_call *c) { return 2 * (int64_t)mst_
 const mst_op_desc mst_desc_slice = {
     .name = "slice", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .attr_i = {"axis", "start", "length"},
-    .infer = infer_slice, .cpu = ALL_DTYPES(slice_kernel),
+    .infer = infer_slice, .kernels[MST_DEVICE_CPU] = ALL_DTYPES(slice_kernel),
     .backward = slice_backward, .flops = cost_zero, .bytes = cost_slice_bytes,
 };
 
 const mst_op_desc mst_desc_slice_grad = {
     .name = "slice_grad", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .flags = MST_OPF_GRAD_OP,
     .attr_i = {"axis", "start", "full_length"},
-    .infer = infer_slice_grad, .cpu = ALL_DTYPES(slice_grad_kernel),
+    .infer = infer_slice_grad, .kernels[MST_DEVICE_CPU] = ALL_DTYPES(slice_grad_kernel),
     .backward = slice_grad_backward, .flops = cost_zero,
 };
 

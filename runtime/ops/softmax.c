@@ -293,29 +293,29 @@ static int64_t cost_softmax_grad(const mst_op_call *c) { return 4 * c->out[0]->n
 const mst_op_desc mst_desc_softmax = {
     .name = "softmax", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .attr_i = {"axis"},
     .amp_class = MST_AMP_CLASS_KEEP_F32,
-    .infer = infer_softmax, .cpu = FLOAT_KERNEL_TABLE(softmax), .cpu_ref = FLOAT_KERNEL_TABLE(softmax_ref),
+    .infer = infer_softmax, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(softmax), .ref[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(softmax_ref),
     .backward = softmax_backward, .flops = cost_softmax,
 };
 
 const mst_op_desc mst_desc_log_softmax = {
     .name = "log_softmax", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .attr_i = {"axis"},
     .amp_class = MST_AMP_CLASS_KEEP_F32,
-    .infer = infer_softmax, .cpu = FLOAT_KERNEL_TABLE(log_softmax), .cpu_ref = FLOAT_KERNEL_TABLE(log_softmax_ref),
+    .infer = infer_softmax, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(log_softmax), .ref[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(log_softmax_ref),
     .backward = log_softmax_backward, .flops = cost_softmax,
 };
 
 const mst_op_desc mst_desc_softmax_grad = {
     .name = "softmax_grad", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .flags = MST_OPF_GRAD_OP,
     .attr_i = {"axis"},
-    .infer = infer_softmax_grad, .cpu = FLOAT_KERNEL_TABLE(softmax_grad),
-    .cpu_ref = FLOAT_KERNEL_TABLE(softmax_grad_ref), .flops = cost_softmax_grad,
+    .infer = infer_softmax_grad, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(softmax_grad),
+    .ref[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(softmax_grad_ref), .flops = cost_softmax_grad,
 };
 
 const mst_op_desc mst_desc_log_softmax_grad = {
     .name = "log_softmax_grad", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .flags = MST_OPF_GRAD_OP,
     .attr_i = {"axis"},
-    .infer = infer_softmax_grad, .cpu = FLOAT_KERNEL_TABLE(log_softmax_grad),
-    .cpu_ref = FLOAT_KERNEL_TABLE(log_softmax_grad_ref), .flops = cost_softmax_grad,
+    .infer = infer_softmax_grad, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(log_softmax_grad),
+    .ref[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(log_softmax_grad_ref), .flops = cost_softmax_grad,
 };
 
 /* ---- cross-entropy: logits (N, C), labels i32 (N) -> loss (), probs (N, C) ---- */
@@ -434,13 +434,13 @@ const mst_op_desc mst_desc_cross_entropy = {
     .name = "cross_entropy", .min_inputs = 2, .max_inputs = 2, .n_outputs = 2,
     .amp_class = MST_AMP_CLASS_KEEP_F32,
     .nondiff = 1u << 1,         /* labels */
-    .infer = infer_cross_entropy, .cpu = FLOAT_KERNEL_TABLE(cross_entropy),
+    .infer = infer_cross_entropy, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(cross_entropy),
     .backward = cross_entropy_backward, .flops = cost_cross_entropy,
 };
 
 const mst_op_desc mst_desc_cross_entropy_grad = {
     .name = "cross_entropy_grad", .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .flags = MST_OPF_GRAD_OP,
-    .infer = infer_cross_entropy_grad, .cpu = FLOAT_KERNEL_TABLE(cross_entropy_grad),
+    .infer = infer_cross_entropy_grad, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(cross_entropy_grad),
     .flops = cost_cross_entropy_grad,
 };
 

@@ -24,7 +24,7 @@ static mst_status spin_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *
 
 const mst_op_desc mst_desc_spin = {
     .name = "spin", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .attr_i = {"ns"},
-    .infer = infer_spin, .cpu = ALL_DTYPES(spin_kernel), .backward = spin_backward,
+    .infer = infer_spin, .kernels[MST_DEVICE_CPU] = ALL_DTYPES(spin_kernel), .backward = spin_backward,
 };
 
 mst_tensor *mst_spin(mst_ctx *ctx, mst_tensor *x, int64_t ns) {

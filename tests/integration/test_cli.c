@@ -173,6 +173,22 @@ static void test_bash_completion(void **state) {
 
 /* GSL (report/stats.c) brings libgslcblas along; the program's GEMM must still bind to OpenBLAS
  * (CMakeLists.txt links libgsl alone for this). glibc's LD_DEBUG says where cblas_sgemm bound. */
+/* The backend registry as the CLI shows it, and a device this build lacks refused with exit 2. */
+static void test_devices(void **state) {
+    assert_int_equal(run("list devices"), 0);
+    expect("cpu    available; kernel providers:");
+    expect("builtin");
+    expect("onednn");
+#ifndef MSTUNE_HAVE_CUDA
+    expect("cuda   device cuda is not available in this build");
+    char dir[512];
+    e2e_tmpdir(dir, sizeof(dir));
+    assert_int_equal(run("train " JOB " --set runtime.device=cuda --out %s/out", dir), 2);
+    expect("runtime.device: device cuda is not available in this build");
+    e2e_rmtree(dir);
+#endif
+}
+
 static void test_gemm_binds_openblas(void **state) {
     const char *bin = getenv("MSTUNE_BIN");
     if (!bin) bin = "build/mstune";
@@ -196,6 +212,7 @@ int main(void) {
         cmocka_unit_test(test_did_you_mean),          cmocka_unit_test(test_opt_equals_value_and_many_sets),
         cmocka_unit_test(test_long_out_refused),      cmocka_unit_test(test_man_page),
         cmocka_unit_test(test_bash_completion),      cmocka_unit_test(test_gemm_binds_openblas),
+        cmocka_unit_test(test_devices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -121,7 +121,7 @@ static void test_descriptor(void **state) {
     assert_string_equal(d->name, "masked_softmax");
     assert_int_equal(d->nondiff, 1u << 1);
     assert_non_null(d->backward);
-    assert_non_null(d->cpu_ref[MST_DTYPE_F32]);
+    assert_non_null(d->ref[MST_DEVICE_CPU][MST_DTYPE_F32]);
     assert_int_equal(mst_op_parse("masked_softmax"), MST_OP_MASKED_SOFTMAX);
 }
 

@@ -202,7 +202,7 @@ static void test_every_op_has_a_descriptor(void **state) {
         assert_true(d->n_outputs <= MST_MAX_OP_OUTPUTS);
         /* every op can run in f32 and f64 (gradient checks run in f64) */
         if (!(d->flags & MST_OPF_VIEW)) {
-            if (!d->cpu[MST_DTYPE_F32] || !d->cpu[MST_DTYPE_F64]) fail_msg("%s lacks an f32 or f64 kernel", d->name);
+            if (!d->kernels[MST_DEVICE_CPU][MST_DTYPE_F32] || !d->kernels[MST_DEVICE_CPU][MST_DTYPE_F64]) fail_msg("%s lacks an f32 or f64 kernel", d->name);
         }
     }
 }

@@ -131,7 +131,7 @@ static void test_against_reference(void **state) {
                 served_blocked += layout == MST_ONEDNN_BLOCKED;
                 assert_int_equal(fn(ctx, &c), MST_OK);
                 f32_twin(ctx, &c, &r);
-                assert_int_equal(mst_op_table[k->op]->cpu_ref[MST_DTYPE_F32](ctx, &r), MST_OK);
+                assert_int_equal(mst_op_table[k->op]->ref[MST_DEVICE_CPU][MST_DTYPE_F32](ctx, &r), MST_OK);
                 compare(k, ctx, c.out[0], r.out[0], dt);
                 printf("  %-26s %-4s %-7s %s\n", k->name, mst_dtype_name(dt), lname, mst_onednn_impl(ctx, &c, dt, layout));
             }
@@ -154,10 +154,10 @@ static void test_choice(void **state) {
     mst_grad_set_enabled(ctx, false);
     const mst_op_desc *d = mst_op_table[MST_OP_CONV2D];
     mst_ctx_set_kernels(ctx, MST_KERNELS_BUILTIN);
-    assert_ptr_equal(mst_op_kernel(ctx, d, MST_DTYPE_F32), d->cpu[MST_DTYPE_F32]);
+    assert_ptr_equal(mst_op_kernel(ctx, MST_OP_CONV2D, MST_DTYPE_F32), d->kernels[MST_DEVICE_CPU][MST_DTYPE_F32]);
     mst_ctx_set_force_ref(ctx, true);
     mst_ctx_set_kernels(ctx, MST_KERNELS_ONEDNN);
-    assert_ptr_equal(mst_op_kernel(ctx, d, MST_DTYPE_F32), d->cpu_ref[MST_DTYPE_F32]);
+    assert_ptr_equal(mst_op_kernel(ctx, MST_OP_CONV2D, MST_DTYPE_F32), d->ref[MST_DEVICE_CPU][MST_DTYPE_F32]);
     mst_ctx_set_force_ref(ctx, false);
     for (int m = MST_KERNELS_AUTO; m <= MST_KERNELS_ONEDNN; m++)
         for (size_t i = 0; i < sizeof(k_cases) / sizeof(k_cases[0]); i += 3)
@@ -170,7 +170,7 @@ static void test_choice(void **state) {
                 b = c, o = c;
                 b.out[0] = mst_tensor_new(ctx, dt, c.out[0]->ndim, c.out[0]->shape);
                 o.out[0] = mst_tensor_new(ctx, dt, c.out[0]->ndim, c.out[0]->shape);
-                mst_kernel_fn fn = mst_op_kernel(ctx, mst_op_table[k->op], dt);
+                mst_kernel_fn fn = mst_op_kernel(ctx, k->op, dt);
                 assert_int_equal(fn(ctx, &c), MST_OK);
                 mst_provider p = mst_kernel_provider(ctx, &c);
                 if (m == MST_KERNELS_ONEDNN)

@@ -319,8 +319,8 @@ static void test_descriptors(void **state) {
         assert_true(mst_op_table[grads[i]]->flags & MST_OPF_GRAD_OP);
         assert_null(mst_op_table[grads[i]]->backward);
     }
-    assert_non_null(mst_op_table[MST_OP_SOFTMAX]->cpu_ref[MST_DTYPE_F32]);
-    assert_non_null(mst_op_table[MST_OP_LOG_SOFTMAX_GRAD]->cpu_ref[MST_DTYPE_F64]);
+    assert_non_null(mst_op_table[MST_OP_SOFTMAX]->ref[MST_DEVICE_CPU][MST_DTYPE_F32]);
+    assert_non_null(mst_op_table[MST_OP_LOG_SOFTMAX_GRAD]->ref[MST_DEVICE_CPU][MST_DTYPE_F64]);
 }
 
 int main(void) {
