@@ -16,6 +16,7 @@
  */
 #include <math.h>
 
+#include "runtime/amp/half.h"
 #include "runtime/cpu_features.h"
 #include "runtime/ops/common.h"
 
@@ -310,13 +311,83 @@ static mst_status infer_maxpool2d_grad(mst_ctx *ctx, const mst_op_call *c, mst_m
     }
 FLOAT_KERNELS(maxpool2d_grad, MAXPOOL_GRAD_BODY)
 
+/* The fast f32 and half kernels: planes spread over the pool, each plane's scatter-add in the
+ * reference order. A half plane is accumulated in an f32 buffer of H*W values that stays in cache
+ * (zeroed, gy's plane added in widened, rounded once into gx), which is what the half-via-f32
+ * kernel computes (f32 zeros plus f32 gy values, rounded) without its passes over the whole
+ * tensor. An index outside the plane is found by position; the earliest is reported. */
+typedef struct {
+    const mst_op_call *c;
+    float *buf;             /* half: per worker, P*Q + H*W floats */
+    int64_t *bad_pos;       /* per chunk: the first position with a bad index, or -1 */
+} mpg_job;
+
+static void maxpool_grad_chunk(void *arg, int64_t pl0, int64_t pl1, int worker) {
+    mpg_job *j = arg;
+    const mst_op_call *c = j->c;
+    const mst_tensor *gyt = c->in[0], *gxt = c->out[0];
+    int64_t PQ = gyt->shape[2] * gyt->shape[3], HW = gxt->shape[2] * gxt->shape[3];
+    bool half = mst_dtype_is_half(gyt->dtype);
+    const int32_t *idx = mst_tensor_i32(c->in[1]);
+    float *buf = half ? j->buf + (size_t)worker * (size_t)(PQ + HW) : NULL;
+    j->bad_pos[worker] = -1;
+    for (int64_t pl = pl0; pl < pl1; pl++) {
+        const int32_t *ip = idx + pl * PQ;
+        const float *gyp;
+        float *gxp;
+        if (half) {
+            mst_half_to_f32(gyt->dtype, (const uint16_t *)mst_tensor_data(gyt) + pl * PQ, buf, (size_t)PQ);
+            gyp = buf;
+            gxp = buf + PQ;
+        } else {
+            gyp = mst_tensor_f32(gyt) + pl * PQ;
+            gxp = mst_tensor_f32(gxt) + pl * HW;
+        }
+        memset(gxp, 0, (size_t)HW * sizeof(float));
+        for (int64_t q = 0; q < PQ; q++) {
+            int64_t k = ip[q];
+            if (k < 0 || k >= HW) {
+                j->bad_pos[worker] = pl * PQ + q;
+                return;
+            }
+            gxp[k] += gyp[q];
+        }
+        if (half) mst_half_from_f32(gxt->dtype, gxp, (uint16_t *)mst_tensor_data(gxt) + pl * HW, (size_t)HW);
+    }
+}
+
+static mst_status maxpool2d_grad_fast(mst_ctx *ctx, const mst_op_call *c) {
+    const mst_tensor *gyt = c->in[0], *gxt = c->out[0];
+    int64_t planes = gyt->shape[0] * gyt->shape[1], PQ = gyt->shape[2] * gyt->shape[3], HW = gxt->shape[2] * gxt->shape[3];
+    int64_t per_plane = PQ + HW > 0 ? PQ + HW : 1, min_chunk = (k_pool_min_chunk + per_plane - 1) / per_plane;
+    int workers = mst_parallel_chunks_ctx(ctx, planes, min_chunk);
+    size_t buf_floats = mst_dtype_is_half(gyt->dtype) ? (size_t)workers * (size_t)(PQ + HW) : 0;
+    int64_t *bad_pos = mst_ctx_workspace(ctx, (size_t)workers * sizeof(int64_t) + buf_floats * sizeof(float));
+    if (!bad_pos) return ctx->status;
+    mpg_job job = {.c = c, .buf = (float *)(bad_pos + workers), .bad_pos = bad_pos};
+    mst_parallel_for(ctx, planes, min_chunk, maxpool_grad_chunk, &job);
+    int64_t bad = -1;
+    for (int w = 0; w < workers; w++)
+        if (job.bad_pos[w] >= 0 && (bad < 0 || job.bad_pos[w] < bad)) bad = job.bad_pos[w];
+    if (bad >= 0)
+        return mst_op_fail(ctx, c, MST_ERR_ARG, "index %lld at position %lld is outside [0, %lld) (in_h * in_w)",
+                           (long long)mst_tensor_i32(c->in[1])[bad], (long long)bad, (long long)HW);
+    return MST_OK;
+}
+
 static int64_t maxpool2d_grad_flops(const mst_op_call *c) { return c->in[0]->numel; }
 
 const mst_op_desc mst_desc_maxpool2d_grad = {
     .name = "maxpool2d_grad", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .flags = MST_OPF_GRAD_OP,
     .nondiff = 1u << 1,
     .attr_i = {"in_h", "in_w"},
-    .infer = infer_maxpool2d_grad, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(maxpool2d_grad), .flops = maxpool2d_grad_flops,
+    .infer = infer_maxpool2d_grad,
+    .kernels[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = maxpool2d_grad_fast, [MST_DTYPE_F64] = maxpool2d_grad_f64,
+                                [MST_DTYPE_F16] = maxpool2d_grad_fast, [MST_DTYPE_BF16] = maxpool2d_grad_fast},
+    /* the references: the serial f32/f64 kernel, the half kernel around the f32 one */
+    .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = maxpool2d_grad_f32, [MST_DTYPE_F64] = maxpool2d_grad_f64,
+                            [MST_DTYPE_F16] = mst_half_kernel, [MST_DTYPE_BF16] = mst_half_kernel},
+    .flops = maxpool2d_grad_flops,
 };
 
 /* ---- avgpool2d: x (N, C, H, W) -> (N, C, P, Q), divisor k_h k_w ---- */
