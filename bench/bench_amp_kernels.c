@@ -1,9 +1,10 @@
 /* bench_amp_kernels.c — what mixed precision costs per kernel on this CPU, and what conversions run at.
  *
- * 1. Per-kernel time of linear, conv2d, relu and batchnorm (forward, through the eager dispatcher)
- *    in f32, f16 and bf16. This CPU has no half arithmetic: half ops run the f32 kernel between a
- *    widening and a narrowing pass (runtime/amp/half_kernels.c), so the half columns show that
- *    overhead; memory falls, speed does not rise.
+ * 1. Per-kernel time of linear, conv2d, relu, relu_grad, batchnorm and its gradient (through the
+ *    eager dispatcher) in f32, f16 and bf16, batch norm with O2's f32 parameters. Without half
+ *    arithmetic half values are computed in f32: GEMM and conv on oneDNN's bf16 kernels where
+ *    the CPU has them, batch norm and elementwise ops widening cache-sized pieces
+ *    (runtime/ops/norm.c, runtime/amp/half_kernels.c), so the columns show what that costs or saves.
  * 2. Conversion throughput (GB/s, bytes read + written) of f32 <-> f16/bf16 for the scalar,
  *    AVX2+F16C and AVX-512F paths.
  * 3. OpenBLAS's cblas_sbgemm, looked up at run time (Debian's 0.3.21 declares it but does not export
@@ -43,7 +44,9 @@ static const kernel_case kcases[] = {
     {"linear 128x784 -> 256", 3, {2, 2, 1}, {{128, 784}, {256, 784}, {256}}},
     {"conv2d 32x16x14x14, 16x3x3", 2, {4, 4}, {{32, 16, 14, 14}, {16, 16, 3, 3}}},
     {"relu 32x16x28x28", 1, {4}, {{32, 16, 28, 28}}},
-    {"batchnorm 32x16x28x28 (train)", 5, {4, 1, 1, 1, 1}, {{32, 16, 28, 28}, {16}, {16}, {16}, {16}}},
+    {"batchnorm 32x16x28x28 (train; O2: f32 params)", 5, {4, 1, 1, 1, 1}, {{32, 16, 28, 28}, {16}, {16}, {16}, {16}}},
+    {"relu_grad 32x16x28x28", 2, {4, 4}, {{32, 16, 28, 28}, {32, 16, 28, 28}}},
+    {"batchnorm_grad 32x16x28x28 (O2: f32 params)", 5, {4, 4, 1, 1, 1}, {{32, 16, 28, 28}, {32, 16, 28, 28}, {16}, {16}, {16}}},
 };
 
 static mst_tensor *run_kernel(mst_ctx *ctx, int which, mst_tensor *const in[]) {
@@ -51,7 +54,12 @@ static mst_tensor *run_kernel(mst_ctx *ctx, int which, mst_tensor *const in[]) {
     case 0: return mst_linear(ctx, in[0], in[1], in[2]);
     case 1: return mst_conv2d(ctx, in[0], in[1], NULL, 1, 1, 1, 1);
     case 2: return mst_relu(ctx, in[0]);
-    default: return mst_batchnorm(ctx, in[0], in[1], in[2], in[3], in[4], true, 0.1, 1e-5);
+    case 3: return mst_batchnorm(ctx, in[0], in[1], in[2], in[3], in[4], true, 0.1, 1e-5);
+    case 4: return mst_relu_grad(ctx, in[0], in[1]);
+    default: {
+        mst_tensor *out[3] = {0};
+        return mst_batchnorm_grad(ctx, in[0], in[1], in[2], in[3], in[4], true, out) == MST_OK ? out[0] : NULL;
+    }
     }
 }
 
@@ -60,9 +68,11 @@ static double time_kernel(mst_ctx *ctx, int which, mst_dtype dt) {
     const kernel_case *k = &kcases[which];
     mst_tensor *in[5];
     for (int i = 0; i < k->n_in; i++) {
-        bool stats = which == 3 && i >= 3;
+        /* batch norm's vectors stay f32 as amp O2 keeps them (gamma, beta, statistics) */
+        bool vec = (which == 3 || which == 5) && k->ndim[i] == 1, stats = vec && i >= 3;
         mst_tensor *t = mst_tensor_randn(ctx, MST_DTYPE_F32, k->ndim[i], k->shape[i], stats ? 1 : 0, stats ? 0.1 : 1);
-        in[i] = mst_tensor_retain(stats ? t : mst_cast(ctx, t, dt));
+        if (which == 5 && i == 4) t = mst_tensor_full(ctx, MST_DTYPE_F32, 1, k->shape[i], 1.0);   /* invstd */
+        in[i] = mst_tensor_retain(vec ? t : mst_cast(ctx, t, dt));
     }
     int calls = 1;
     for (;;) {      /* warm up and size a repeat */
@@ -90,7 +100,7 @@ static double time_kernel(mst_ctx *ctx, int which, mst_dtype dt) {
 }
 
 static void bench_kernels(mst_ctx *ctx) {
-    printf("## Kernels (forward, eager dispatch, median of %d repeats)\n\n", k_repeats);
+    printf("## Kernels (eager dispatch, median of %d repeats)\n\n", k_repeats);
     printf("| kernel | f32 (us) | f16 (us) | bf16 (us) | f16 / f32 | bf16 / f32 |\n|---|---:|---:|---:|---:|---:|\n");
     mst_grad_set_enabled(ctx, false);
     for (int i = 0; i < (int)(sizeof(kcases) / sizeof(kcases[0])); i++) {
