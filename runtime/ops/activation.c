@@ -20,6 +20,8 @@
  */
 #include <math.h>
 
+#include "runtime/amp/half.h"
+#include "runtime/cpu_features.h"
 #include "runtime/ops/common.h"
 
 /* libm by element type: float calls the f-suffixed function. */
@@ -89,6 +91,76 @@ static mst_status run_split(mst_ctx *ctx, const mst_op_call *c, mst_parallel_fn 
 ACT_KERNELS(relu, UNARY_LOOP, x <= 0 ? (T)0 : x)
 ACT_KERNELS(relu_grad, GRAD_LOOP, x > 0 ? g : (T)0)
 
+/* ---- relu and relu_grad on f16/bf16: selects, done on the bits ----
+ * Both only pick a value or zero, so on half tensors they run on the 16-bit patterns: what the
+ * half-via-f32 kernel computes (widen, the f32 select, round to nearest even), which is the value
+ * itself, a NaN made quiet, or +0. 32 lanes a step with AVX-512BW; the scalar loop is the
+ * definition (tests/amp/test_half.c compares both with the half-via-f32 kernel; its
+ * amp.test_half.noavx512 run masks AVX-512). No reference of their own: these are exact. */
+typedef struct { uint16_t abs_mask, inf, quiet; } half_bits;
+
+static half_bits half_bits_of(mst_dtype t) {
+    return t == MST_DTYPE_BF16 ? (half_bits){0x7fff, 0x7f80, 0x0040} : (half_bits){0x7fff, 0x7c00, 0x0200};
+}
+static inline bool hb_nan(half_bits b, uint16_t v) { return (v & b.abs_mask) > b.inf; }
+static inline uint16_t hb_quiet(half_bits b, uint16_t v) { return hb_nan(b, v) ? (uint16_t)(v | b.quiet) : v; }
+/* v > 0 as the f32 compare decides it: positive, nonzero, not NaN */
+static inline bool hb_positive(half_bits b, uint16_t v) { return (int16_t)v > 0 && !hb_nan(b, v); }
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+/* 32 lanes: the mask of lanes whose value is NaN, and of lanes that are > 0 */
+__attribute__((target("avx512f,avx512bw"))) static inline __mmask32 hb_nan32(__m512i v, __m512i abs, __m512i inf) {
+    return _mm512_cmpgt_epu16_mask(_mm512_and_si512(v, abs), inf);
+}
+__attribute__((target("avx512f,avx512bw"))) static int64_t relu_half_avx512(half_bits b, const uint16_t *x, uint16_t *y,
+                                                                            const uint16_t *g, int64_t n) {
+    const __m512i abs = _mm512_set1_epi16((short)b.abs_mask), inf = _mm512_set1_epi16((short)b.inf);
+    const __m512i quiet = _mm512_set1_epi16((short)b.quiet), zero = _mm512_setzero_si512();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512i xv = _mm512_loadu_si512(x + i);
+        __mmask32 xnan = hb_nan32(xv, abs, inf);
+        __mmask32 pos = _mm512_cmpgt_epi16_mask(xv, zero) & ~xnan;
+        __m512i v = g ? _mm512_loadu_si512(g + i) : xv;             /* relu_grad picks g, relu x */
+        __mmask32 vnan = g ? hb_nan32(v, abs, inf) : xnan;
+        v = _mm512_mask_blend_epi16(vnan, v, _mm512_or_si512(v, quiet));
+        /* relu keeps x where x > 0 or x is NaN; relu_grad keeps g where x > 0 */
+        __mmask32 keep = g ? pos : (__mmask32)(pos | xnan);
+        _mm512_storeu_si512(y + i, _mm512_maskz_mov_epi16(keep, v));
+    }
+    return i;
+}
+#endif
+
+/* relu (g NULL: y = x <= 0 ? 0 : x) or relu_grad (y = x > 0 ? g : 0) on half elements [0, n). */
+static void relu_half_range(half_bits b, const uint16_t *x, uint16_t *y, const uint16_t *g, int64_t n) {
+    int64_t i = 0;
+#if defined(__x86_64__)
+    if (mst_cpu_has(MST_CPU_AVX512F) && mst_cpu_has(MST_CPU_AVX512BW)) i = relu_half_avx512(b, x, y, g, n);
+#endif
+    for (; i < n; i++) {
+        bool pos = hb_positive(b, x[i]);
+        if (g) y[i] = pos ? hb_quiet(b, g[i]) : 0;
+        else y[i] = pos || hb_nan(b, x[i]) ? hb_quiet(b, x[i]) : 0;
+    }
+}
+
+static void relu_half_chunk(void *arg, int64_t begin, int64_t end, int worker) {
+    const mst_op_call *c = arg;
+    half_bits b = half_bits_of(c->out[0]->dtype);
+    const uint16_t *x = (const uint16_t *)mst_tensor_data(c->in[c->n_in - 1]);
+    const uint16_t *g = c->n_in == 2 ? (const uint16_t *)mst_tensor_data(c->in[0]) : NULL;
+    relu_half_range(b, x + begin, (uint16_t *)mst_tensor_data(c->out[0]) + begin, g ? g + begin : NULL, end - begin);
+}
+
+/* Half relu/relu_grad whose operands all have the output's half dtype; other mixes take the half kernel. */
+static mst_status relu_half(mst_ctx *ctx, const mst_op_call *c) {
+    for (int i = 0; i < c->n_in; i++)
+        if (c->in[i]->dtype != c->out[0]->dtype) return mst_half_kernel(ctx, c);
+    return run_split(ctx, c, relu_half_chunk);
+}
+
 /* Phi(x) = 0.5 erfc(-x / sqrt 2), phi(x) = exp(-x^2 / 2) / sqrt(2 pi) */
 ACT_KERNELS(gelu, UNARY_LOOP, (T)0.5 * x * ERFC(-x * (T)K_SQRT1_2))
 ACT_KERNELS(gelu_grad, GRAD_LOOP, g * ((T)0.5 * ERFC(-x * (T)K_SQRT1_2) + x * (T)K_INV_SQRT_2PI * EXP((T)-0.5 * x * x)))
@@ -145,30 +217,33 @@ COST_PER_ELEMENT(tanh_grad, 3)
 COST_PER_ELEMENT(sigmoid, 4)
 COST_PER_ELEMENT(sigmoid_grad, 3)
 
-#define ACTIVATION_DESC(NAME, BACKWARD, AMP)                                              \
+/* HALF: a kernel of the op's own for f16/bf16 (NULL: the generic half kernel). */
+#define ACTIVATION_KERNELS(NAME, HALF) \
+    {[MST_DTYPE_F32] = NAME##_f32, [MST_DTYPE_F64] = NAME##_f64, [MST_DTYPE_F16] = HALF, [MST_DTYPE_BF16] = HALF}
+#define ACTIVATION_DESC(NAME, BACKWARD, AMP, HALF)                                        \
     const mst_op_desc mst_desc_##NAME = {                                                 \
         .name = #NAME, .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,                  \
         .flags = MST_OPF_ELEMENTWISE, .amp_class = AMP,                                   \
-        .infer = op_infer_like_input0, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(NAME),                   \
+        .infer = op_infer_like_input0, .kernels[MST_DEVICE_CPU] = ACTIVATION_KERNELS(NAME, HALF), \
         .backward = BACKWARD, .flops = cost_##NAME, .elem_f32 = NAME##_elem_f32,          \
     };
 /* (gy, x) or (gy, y): same dtype and shape, checked by op_infer_like_input0 */
-#define ACTIVATION_GRAD_DESC(NAME)                                                        \
+#define ACTIVATION_GRAD_DESC(NAME, HALF)                                                  \
     const mst_op_desc mst_desc_##NAME = {                                                 \
         .name = #NAME, .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,                  \
         .flags = MST_OPF_ELEMENTWISE | MST_OPF_GRAD_OP,                                   \
-        .infer = op_infer_like_input0, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(NAME),                   \
+        .infer = op_infer_like_input0, .kernels[MST_DEVICE_CPU] = ACTIVATION_KERNELS(NAME, HALF), \
         .flops = cost_##NAME, .elem_f32 = NAME##_elem_f32,                                \
     };
 
-ACTIVATION_DESC(relu, relu_backward, MST_AMP_CLASS_ALLOW)
-ACTIVATION_DESC(gelu, gelu_backward, MST_AMP_CLASS_HALF)
-ACTIVATION_DESC(tanh, tanh_backward, MST_AMP_CLASS_HALF)
-ACTIVATION_DESC(sigmoid, sigmoid_backward, MST_AMP_CLASS_HALF)
-ACTIVATION_GRAD_DESC(relu_grad)
-ACTIVATION_GRAD_DESC(gelu_grad)
-ACTIVATION_GRAD_DESC(tanh_grad)
-ACTIVATION_GRAD_DESC(sigmoid_grad)
+ACTIVATION_DESC(relu, relu_backward, MST_AMP_CLASS_ALLOW, relu_half)
+ACTIVATION_DESC(gelu, gelu_backward, MST_AMP_CLASS_HALF, NULL)
+ACTIVATION_DESC(tanh, tanh_backward, MST_AMP_CLASS_HALF, NULL)
+ACTIVATION_DESC(sigmoid, sigmoid_backward, MST_AMP_CLASS_HALF, NULL)
+ACTIVATION_GRAD_DESC(relu_grad, relu_half)
+ACTIVATION_GRAD_DESC(gelu_grad, NULL)
+ACTIVATION_GRAD_DESC(tanh_grad, NULL)
+ACTIVATION_GRAD_DESC(sigmoid_grad, NULL)
 
 /* ---- public constructors ---- */
 

@@ -411,6 +411,43 @@ static void test_half_kernel_scratch(void **state) {
     mst_ctx_free(ctx);
 }
 
+/* relu and relu_grad on half tensors select on the bits (runtime/ops/activation.c): every pattern
+ * of each half type, NaNs and signed zeros included, against widen + the f32 select + round. The
+ * tensors are large enough to split over two threads. */
+static void test_half_relu_all_patterns(void **state) {
+    mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = gc_seed(), .n_threads = 2});
+    mst_grad_set_enabled(ctx, false);
+    const mst_dtype types[2] = {MST_DTYPE_F16, MST_DTYPE_BF16};
+    const int64_t n = 4 * 65536;
+    for (int t = 0; t < 2; t++) {
+        mst_tensor *x = mst_tensor_new(ctx, types[t], 1, &n), *g = mst_tensor_new(ctx, types[t], 1, &n);
+        uint16_t *xv = mst_tensor_data(x), *gv = mst_tensor_data(g);
+        for (int64_t i = 0; i < n; i++) {
+            xv[i] = (uint16_t)i;
+            gv[i] = (uint16_t)(i * 40503u + 17);
+        }
+        mst_tensor *y = mst_relu(ctx, x), *gx = mst_relu_grad(ctx, g, x);
+        assert_non_null(y);
+        assert_non_null(gx);
+        const uint16_t *yv = mst_tensor_data(y), *gxv = mst_tensor_data(gx);
+        for (int64_t i = 0; i < n; i++) {
+            float xf, gf, r, rg;
+            mst_half_to_f32_path(MST_HALF_PATH_SCALAR, types[t], &xv[i], &xf, 1);
+            mst_half_to_f32_path(MST_HALF_PATH_SCALAR, types[t], &gv[i], &gf, 1);
+            r = xf <= 0 ? 0.0f : xf;
+            rg = xf > 0 ? gf : 0.0f;
+            uint16_t want, want_g;
+            mst_half_from_f32_path(MST_HALF_PATH_SCALAR, types[t], &r, &want, 1);
+            mst_half_from_f32_path(MST_HALF_PATH_SCALAR, types[t], &rg, &want_g, 1);
+            if (yv[i] != want) fail_msg("%s relu(0x%04x) = 0x%04x, want 0x%04x", mst_dtype_name(types[t]), xv[i], yv[i], want);
+            if (gxv[i] != want_g)
+                fail_msg("%s relu_grad(g 0x%04x, x 0x%04x) = 0x%04x, want 0x%04x", mst_dtype_name(types[t]), gv[i], xv[i],
+                         gxv[i], want_g);
+        }
+    }
+    mst_ctx_free(ctx);
+}
+
 /* An op with no f32 kernel gets no half kernel: the error names the dtype. */
 static void test_half_kernel_applies(void **state) {
     assert_true(mst_half_kernel_applies(mst_op_table[MST_OP_CONV2D], MST_DTYPE_F16));
@@ -446,7 +483,7 @@ int main(void) {
         cmocka_unit_test(test_f16_widen_all_patterns), cmocka_unit_test(test_bf16_widen_all_patterns),
         cmocka_unit_test(test_f16_narrow),             cmocka_unit_test(test_bf16_narrow),
         cmocka_unit_test(test_cast_op_paths_agree),    cmocka_unit_test(test_half_kernel_ops),
-        cmocka_unit_test(test_half_kernel_scratch),    cmocka_unit_test(test_half_kernel_applies),
+        cmocka_unit_test(test_half_kernel_scratch),    cmocka_unit_test(test_half_kernel_applies), cmocka_unit_test(test_half_relu_all_patterns),
         cmocka_unit_test(test_batchnorm_dtype_mix),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
