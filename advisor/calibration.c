@@ -360,25 +360,26 @@ int mst_amp_calibrate(rpt_profile *p, const mst_amp_calib_opts *o, mst_amp_calib
             }
         }
     }
-    /* O2's parameter copies: every parameter cast to half once per step */
+    /* O2's casts per step: every parameter to half once (autocast's cache), and its gradient back
+     * to f32 for the master (the cast's backward) */
     out->param_elems = o->param_elems > 0 ? o->param_elems : param_elems(p);
-    if (out->param_elems > 0) {
-        parsed_sig ps = {.n_in = 1, .ndim = {1}, .dtype = {MST_DTYPE_F32}};
+    for (int dir = 0; dir < 2 && out->param_elems > 0; dir++) {
+        mst_dtype from = dir == 0 ? MST_DTYPE_F32 : half, to = dir == 0 ? half : MST_DTYPE_F32;
+        parsed_sig ps = {.n_in = 1, .ndim = {1}, .dtype = {from}};
         ps.shape[0][0] = out->param_elems;
-        ps.attrs.i[0] = half;
+        ps.attrs.i[0] = to;
         char sig[96], why[128];
-        snprintf(sig, sizeof(sig), "[[%lld]]|f32|i:%d", (long long)out->param_elems, (int)half);
+        snprintf(sig, sizeof(sig), "[[%lld]]|%s|i:%d", (long long)out->param_elems, mst_dtype_name(from), (int)to);
         double a, b;
         if (cache_find(&k, "cast", sig, &a, &b)) {
-            out->cast_ns = b;
+            out->cast_ns += b;
             out->cast_cached = true;
-        } else {
-            double tt[2];
-            double t = time_pair(ctx, MST_OP_CAST, &ps, -1, half, tt, why, sizeof(why)) == 0 ? tt[0] : -1;
-            if (t > 0) {
-                out->cast_ns = t;
-                cache_append(&k, "cast", sig, t, t);
-            }
+            continue;
+        }
+        double tt[2];
+        if (time_pair(ctx, MST_OP_CAST, &ps, -1, half, tt, why, sizeof(why)) == 0 && tt[0] > 0) {
+            out->cast_ns += tt[0];
+            cache_append(&k, "cast", sig, tt[0], tt[0]);
         }
     }
     out->seconds = (now_ns() - t0) / 1e9;

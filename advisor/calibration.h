@@ -2,7 +2,8 @@
  * profile recorded (its op, input shapes and attributes: profiler/profile_view.h rpt_op_sig) is
  * rebuilt and timed in f32 and with the inputs O2 would give it in the half dtype, through the
  * runtime's own kernel lookup (so oneDNN, AMX where present and the half-via-f32 path all show as
- * they would in training), plus the parameter casts O2 adds per step.
+ * they would in training), plus the casts O2 adds per step (parameters to half, their gradients
+ * back to f32; the loss scaler's unscale pass is not estimated).
  *
  * Results are cached per machine in a tab-separated file, one line per call signature:
  *   amp1 <TAB> machine <TAB> build <TAB> kernels <TAB> threads <TAB> half <TAB> op <TAB> signature <TAB> f32 us <TAB> half us
@@ -54,8 +55,9 @@ typedef struct {
     char half[8];
     mst_amp_calib_row rows[MST_AMP_CALIB_MAX];
     int n;
-    int64_t param_elems;        /* parameter elements O2 casts each step (from the profile's memory) */
-    double cast_ns;             /* their cast to half, measured per step; 0 when unknown */
+    int64_t param_elems;        /* parameter elements O2 casts each step */
+    double cast_ns;             /* their cast to half and their gradients' back to f32, measured, per
+                                   step; 0 when unknown */
     bool cast_cached;
     char path[512];             /* the cache file ("" none) */
     int n_measured, n_cached;

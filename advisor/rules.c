@@ -288,7 +288,7 @@ static void rule_amp_level(const rpt_profile *p, const mst_rule_env *env, sink *
         snprintf(src, sizeof(src), "%d signatures from %s", cal->n_cached, cal->path);
     if (left)
         snprintf(f->evidence + len, left,
-                 "calibrated %s/f32 kernel time: %s; O2's parameter casts %.3g ms/step; %.0f%% of kernel time uncalibrated (x1); "
+                 "calibrated %s/f32 kernel time: %s; O2's parameter and gradient casts %.3g ms/step; %.0f%% of kernel time uncalibrated (x1); "
                  "predicted %.3fx (%.200s)",
                  half, cite, cal->cast_ns / 1e6, 100 * uncal, f->predicted, src);
     /* how far to trust it: isolated kernels, no fusion or memory effects; less when much is uncalibrated */

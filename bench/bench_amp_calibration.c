@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
         else
             printf("%-22s %-44s %8lld %12s %12s %7s  %s\n", r->name, sig, (long long)r->calls, "-", "-", "-", r->note);
     }
-    printf("parameter casts per step: %lld elements, %.3f ms%s\n", (long long)c.param_elems, c.cast_ns / 1e6,
+    printf("O2 casts per step (parameters to half, gradients to f32): %lld elements, %.3f ms%s\n", (long long)c.param_elems, c.cast_ns / 1e6,
            c.cast_cached ? " (cached)" : "");
     double k = p.bd.share[MST_CAT_KERNEL], uncal;
     char cite[400];
