@@ -249,12 +249,43 @@ static void test_cache_foreign_and_corrupt(void **state) {
     cJSON_Delete(x.p.config);
 }
 
+/* attribute slots from the signature: a padded conv and batch norm's gradient (half activations
+ * beside f32 per-channel inputs) rebuild and time; a conv whose attributes do not fit its shapes
+ * is a row that says why */
+static void test_rebuild_with_attributes(void **state) {
+    (void)state;
+    static fixture x;
+    static mst_amp_calib c;
+    char err[300];
+    setup(&x, 1.0);
+    snprintf(x.ops[0].name, sizeof(x.ops[0].name), "conv2d");
+    snprintf(x.ops[1].name, sizeof(x.ops[1].name), "batchnorm_grad");
+    char *sigs[3] = {"[[2,3,8,8],[4,3,3,3]]|f32,f32|i:1,1,1,1", "[[2,3,8,8],[4,3,9,9]]|f32,f32|i:1,1,0,0",
+                     "[[2,4,8,8],[2,4,8,8],[4],[4],[4]]|f32,f32,f32,f32,f32|i:1"};
+    const char *names[3] = {"conv2d", "conv2d", "batchnorm_grad"};
+    int ops[3] = {MST_OP_CONV2D, MST_OP_CONV2D, MST_OP_BATCHNORM_GRAD};
+    for (int i = 0; i < 3; i++) x.sigs[i] = (rpt_op_sig){.name = (char *)names[i], .op = ops[i], .sig = sigs[i], .calls = 10};
+    x.p.sigs = x.sigs;
+    x.p.n_sigs = 3;
+    mst_amp_calib_opts o = {.half = "bf16", .kernels = "builtin", .n_threads = 1, .budget_s = 5, .cache_path = "off"};
+    assert_int_equal(mst_amp_calibrate(&x.p, &o, &c, err, sizeof(err)), 0);
+    assert_int_equal(c.n, 3);
+    assert_true(c.rows[0].measured && c.rows[0].half_ns > 0);
+    assert_false(c.rows[1].measured);                   /* a 9x9 kernel on 8x8 without padding: rejected by inference */
+    assert_true(c.rows[1].note[0] != '\0');
+    assert_true(c.rows[2].measured && c.rows[2].half_ns > 0);
+    assert_int_equal(c.n_measured, 2);
+    assert_true(mst_amp_calib_ratio(&c, "conv2d", NULL) > 0);
+    cJSON_Delete(x.p.config);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_predict_formula),
         cmocka_unit_test(test_rule_cites_calibration),
         cmocka_unit_test(test_cache_round_trip),
         cmocka_unit_test(test_cache_foreign_and_corrupt),
+        cmocka_unit_test(test_rebuild_with_attributes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
