@@ -113,8 +113,26 @@ int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, siz
         return -1;
     }
     double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    mst_rule_env env = {cores, phys > 0 ? phys : 0, summary, adv->resolvable_speedup, cfg->mpi_available};
+    mst_rule_env env = {cores, phys > 0 ? phys : 0, summary, adv->resolvable_speedup, cfg->mpi_available, NULL};
+    /* the AMP rule's per-op rates: from the machine's calibration file, the missing ones measured
+     * now at the job's own shapes (an O0 job only: that is where the rule proposes a level) */
+    mst_amp_calib *cal = calloc(1, sizeof(*cal));      /* ~50 KB: 64 signatures */
+    if (cal && strcmp(mst_cfg_str(prof.config, "amp.level", "O0"), "O0") == 0) {
+        mst_amp_calib_opts co = {.half = strcmp(mst_cfg_str(prof.config, "runtime.device", "cpu"), "cuda") == 0 ? "f16" : "bf16",
+                                 .kernels = mst_cfg_str(prof.config, "runtime.kernels", "auto"),
+                                 .n_threads = (int)mst_cfg_num(prof.config, "runtime.threads", 0), .budget_s = 5,
+                                 .param_elems = (int64_t)mst_cfg_num(summary, "model_params", 0)};
+        char cerr[300];
+        if (mst_amp_calibrate(&prof, &co, cal, cerr, sizeof(cerr)) == 0) {
+            env.amp_calib = cal;
+            if (log) fprintf(log, "amp calibration: %d kernel signatures measured in %.1f s, %d cached (%s)\n", cal->n_measured,
+                             cal->seconds, cal->n_cached, cal->path[0] ? cal->path : "no cache file");
+        } else if (log) {
+            fprintf(log, "amp calibration: %s\n", cerr);
+        }
+    }
     adv->n_findings = mst_advisor_diagnose(&prof, &env, adv->findings, MST_MAX_FINDINGS);
+    free(cal);
     rpt_profile_free(&prof);
     cJSON_Delete(summary);
     if (log) fprintf(log, "diagnosis: %d finding%s\n", adv->n_findings, adv->n_findings == 1 ? "" : "s");

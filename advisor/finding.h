@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "advisor/calibration.h"
 #include "advisor/trial.h"
 #include "profiler/profile_view.h"
 
@@ -29,7 +30,7 @@ typedef struct {
     const char *rule;                   /* "graph_mode", "amp_level", "loss_scale", "loader", ... */
     mst_goal goal;
     char title[160];                    /* one line: "eager dispatch is 41% of the step" */
-    char evidence[512];                 /* the numbers the rule saw */
+    char evidence[1024];                 /* the numbers the rule saw */
     char sets[MST_FINDING_MAX_SETS][MST_SET_LEN];   /* the change as job overrides "key=value" */
     int n_sets;
     char change[192];                   /* for people: "runtime.mode eager -> graph" */
@@ -47,10 +48,18 @@ typedef struct {
     double resolvable_speedup;          /* the smallest gain the trial protocol resolves (the baseline's
                                            run-to-run spread, at least the minimum speedup); 0: 1.10 */
     bool mpi_available;                 /* trials may run several ranks (--nproc) */
+    const mst_amp_calib *amp_calib;     /* the AMP rule's per-op rates on this machine (advisor/calibration.h);
+                                           NULL: the rule reports that it cannot predict */
 } mst_rule_env;
 
 /* Runs every rule; fills at most cap findings, largest score first; returns the count. */
 int mst_advisor_diagnose(const rpt_profile *p, const mst_rule_env *env, mst_finding *out, int cap);
+
+/* The AMP rule's prediction (rules.c): the step's speedup at O2 from the profile's per-op kernel
+ * time (p50 x calls) and the calibrated half/f32 ratios: 1 / ((1 - k) + k * T2 / T), T the kernel
+ * time, T2 the same ops scaled by their ratios (1 where uncalibrated) plus O2's parameter casts,
+ * k the kernel share of the step. *uncal: the share of T without a ratio; cite: "op 0.52x, ...". */
+double mst_amp_predict(const rpt_profile *p, const mst_amp_calib *cal, double kernel_share, double *uncal, char *cite, size_t n);
 
 /* A string / number (a bool reads as 0 or 1) at a dotted path of a JSON object — the job config
  * stored with the profile, a run's summary.json — or the fallback. */

@@ -202,8 +202,44 @@ static void cpu_half_facts(const cJSON *summary, char *out, size_t n) {
     if (!found && len < n) snprintf(out + len, n - len, " none detected (%d features recorded)", cJSON_GetArraySize(feats));
 }
 
+/* The AMP prediction from the calibration: each op's kernel time (p50 x calls) scaled by its
+ * calibrated half/f32 ratio (1 where none was measured), plus the parameter casts O2 adds per step,
+ * over the kernel time as it is; the rest of the step (dispatch, data, ...) stays as it is. Writes
+ * the cited ratios (largest share of kernel time first) into cite. Returns the predicted speedup of
+ * the step; *uncal gets the share of kernel time with no calibrated ratio. */
+double mst_amp_predict(const rpt_profile *p, const mst_amp_calib *cal, double kernel_share, double *uncal, char *cite,
+                       size_t n) {
+    double t = 0, t2 = 0, none = 0;
+    size_t len = 0;
+    if (n) cite[0] = '\0';
+    for (int i = 0; i < p->n_ops; i++) {
+        double ti = op_typical_ns(&p->ops[i]);
+        double r = mst_amp_calib_ratio(cal, p->ops[i].name, NULL);
+        t += ti;
+        if (isnan(r)) {
+            none += ti;
+            r = 1;
+        }
+        t2 += ti * r;
+    }
+    /* cite the ops in time order (p->ops is largest first), measured ones with their ratio */
+    for (int i = 0, shown = 0; i < p->n_ops && len + 48 < n && shown < 8; i++) {
+        int rows = 0;
+        double r = mst_amp_calib_ratio(cal, p->ops[i].name, &rows);
+        if (rows == 0) continue;
+        len += (size_t)snprintf(cite + len, n - len, "%s%s %.2fx", shown++ ? ", " : "", p->ops[i].name, r);
+    }
+    int64_t steps = p->n_steps > 0 ? p->n_steps : p->bd.steps;
+    if (cal->cast_ns > 0 && steps > 0) t2 += cal->cast_ns * (double)steps;
+    *uncal = t > 0 ? none / t : 1;
+    if (!(t > 0)) return 1.0;
+    double k = kernel_share > 0 && kernel_share <= 1 ? kernel_share : 1;
+    return 1.0 / ((1 - k) + k * t2 / t);
+}
+
 /* O0 and GEMM/conv-dominated kernels: propose O2 with the half type the device handles best. The
- * evidence cites the detected CPU features and the GEMMs' measured rate; the trial decides. */
+ * prediction comes from the per-op rates calibrated on this machine (advisor/calibration.h); the
+ * proposal stands whatever it predicts and the trial decides (docs/advisor.md says why). */
 static void rule_amp_level(const rpt_profile *p, const mst_rule_env *env, sink *s) {
     const char *level = mst_cfg_str(p->config, "amp.level", "O0");
     double k = step_share(p, MST_CAT_KERNEL), g = gemm_share_of_kernels(p);
@@ -224,18 +260,39 @@ static void rule_amp_level(const rpt_profile *p, const mst_rule_env *env, sink *
     cpu_half_facts(env->summary, facts, sizeof(facts));
     snprintf(f->title, sizeof(f->title), "kernels are %.0f%% of the step, %.0f%% of them GEMM/conv, in f32", 100 * k,
              100 * g);
-    snprintf(f->evidence, sizeof(f->evidence),
-             "kernel %.1f%% of the step (median of per-step shares), matmul/linear/conv2d %.1f%% of kernel time (p50 x calls); "
-             "their measured f32 rate %.3g GFLOP/s; amp.level O0 on %s; %s",
-             100 * k, 100 * g, ns > 0 ? flops / ns : 0, device, facts);
+    int len = snprintf(f->evidence, sizeof(f->evidence),
+                       "kernel %.1f%% of the step, matmul/linear/conv2d %.1f%% of kernel time (p50 x calls); their f32 rate %.3g "
+                       "GFLOP/s; %s; ",
+                       100 * k, 100 * g, ns > 0 ? flops / ns : 0, facts);
     add_set(f, "amp.level=%s", "O2");
     add_set(f, "amp.dtype=%s", half);
     snprintf(f->change, sizeof(f->change), "amp.level O0 -> O2 (%s)", half);
-    /* memory-bound share (everything but GEMM/conv) moves half the bytes; whether the GEMMs gain
-     * depends on kernels this prediction does not know: the trial measures it */
-    double mem_bound = k * (1 - g);
-    f->predicted = strcmp(device, "cuda") == 0 ? 1.0 / (1.0 - 0.5 * k) : 1.0 / (1.0 - 0.5 * mem_bound);
-    f->confidence = strcmp(device, "cuda") == 0 ? 0.6 : 0.2;
+    const mst_amp_calib *cal = env->amp_calib;
+    size_t left = len > 0 && (size_t)len < sizeof(f->evidence) ? sizeof(f->evidence) - (size_t)len : 0;
+    if (!cal || (cal->n_measured + cal->n_cached) == 0) {
+        if (left)
+            snprintf(f->evidence + len, left, "no per-op calibration on this machine%s: no prediction, the trial measures",
+                     cal ? " (no kernel call of the profile could be timed: profiler level below ops?)" : "");
+        f->predicted = NAN;
+        f->confidence = 0.2;
+        f->score = 1.0;
+        return;
+    }
+    char cite[400], src[640];
+    double uncal;
+    f->predicted = mst_amp_predict(p, cal, k, &uncal, cite, sizeof(cite));
+    if (cal->n_measured > 0)
+        snprintf(src, sizeof(src), "%d signatures measured now in %.1f s, %d from %s", cal->n_measured, cal->seconds, cal->n_cached,
+                 cal->path[0] ? cal->path : "(no cache file)");
+    else
+        snprintf(src, sizeof(src), "%d signatures from %s", cal->n_cached, cal->path);
+    if (left)
+        snprintf(f->evidence + len, left,
+                 "calibrated %s/f32 kernel time: %s; O2's parameter and gradient casts %.3g ms/step; %.0f%% of kernel time uncalibrated (x1); "
+                 "predicted %.3fx (%.200s)",
+                 half, cite, cal->cast_ns / 1e6, 100 * uncal, f->predicted, src);
+    /* how far to trust it: isolated kernels, no fusion or memory effects; less when much is uncalibrated */
+    f->confidence = uncal < 0.2 ? (f->predicted >= resolvable(env) ? 0.6 : 0.4) : 0.2;
     f->score = f->predicted;
 }
 

@@ -245,6 +245,35 @@ static int read_ops(reader *r, rpt_profile *p) {
     return 0;
 }
 
+/* Kernel BEGIN events carry the interned signature of their inputs (events.a, an id in names). */
+static int read_sigs(reader *r, rpt_profile *p) {
+    sqlite3_stmt *st;
+    const char *sql = "SELECT kn.name, e.op, sn.name, count(*) AS c FROM events e JOIN names sn ON sn.id = e.a "
+                      "JOIN names kn ON kn.id = e.name WHERE e.kind = 0 AND e.cat = 1 AND e.a > 0 "
+                      "GROUP BY e.name, e.op, e.a ORDER BY kn.name, c DESC";
+    if (sqlite3_prepare_v2(r->db, sql, -1, &st, NULL) != SQLITE_OK) return fail(r, "events (kernel signatures)");
+    int64_t cap = 0;
+    int rc = 0, s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        if (p->n_sigs >= 1 << 20 || grow(&p->sigs, p->n_sigs, &cap, sizeof(*p->sigs)) != 0) { rc = oom(r); break; }
+        rpt_op_sig *g = &p->sigs[p->n_sigs];
+        g->name = dup_col(st, 0);
+        g->op = sqlite3_column_int(st, 1);
+        g->sig = dup_col(st, 2);
+        g->calls = sqlite3_column_int64(st, 3);
+        if (!g->name || !g->sig) {
+            free(g->name);
+            free(g->sig);
+            rc = oom(r);
+            break;
+        }
+        p->n_sigs++;
+    }
+    if (rc == 0 && s != SQLITE_DONE) rc = fail(r, "events (kernel signatures)");
+    sqlite3_finalize(st);
+    return rc;
+}
+
 static int read_samples(reader *r, rpt_profile *p) {
     sqlite3_stmt *st = NULL;
     int64_t cap = 0;
@@ -382,6 +411,11 @@ void rpt_profile_free(rpt_profile *p) {
     free(p->mem_steps);
     for (int i = 0; i < p->n_peaks; i++) free(p->peak_cat[i]);
     free(p->ops);
+    for (int i = 0; i < p->n_sigs; i++) {
+        free(p->sigs[i].name);
+        free(p->sigs[i].sig);
+    }
+    free(p->sigs);
     for (int64_t i = 0; i < p->n_samples; i++) free(p->samples[i].stack);
     free(p->samples);
     for (int i = 0; i < p->n_trials; i++) {
@@ -395,6 +429,15 @@ void rpt_profile_free(rpt_profile *p) {
     free(p->path);
     memset(p, 0, sizeof(*p));
     p->job_name = p->model_name = "";
+}
+
+int rpt_profile_load_sigs(rpt_profile *p, char *err, size_t errn) {
+    if (p->sigs) return 0;
+    reader r = {mst_store_open_db(p->path, err, errn), p->path, err, errn};
+    if (!r.db) return -1;
+    int rc = read_sigs(&r, p);
+    sqlite3_close(r.db);
+    return rc;
 }
 
 const char *rpt_profile_meta(const rpt_profile *p, const char *key) {

@@ -39,6 +39,16 @@ typedef struct {
 /* An op's statistics: the store's one row type (profiler/store.h). */
 typedef mst_op_row rpt_op;
 
+/* One call signature of a kernel as the events recorded it (kernel BEGIN payloads, profiler level
+ * ops): the slice's name (the op_stats row it counts in), the op id, the signature text
+ * ("[[64,784],[256,784]]|f32,f32|i:0,1", runtime/op.h: mst_op_signature) and its number of calls. */
+typedef struct {
+    char *name;
+    int op;
+    char *sig;
+    int64_t calls;
+} rpt_op_sig;
+
 typedef struct {
     char *stack;        /* "root;...;leaf" */
     int64_t count;      /* summed over threads */
@@ -85,6 +95,10 @@ typedef struct {
     rpt_op *ops;
     int n_ops;
     int64_t ops_total_ns;
+    /* kernel call signatures, most calls first within an op, after rpt_profile_load_sigs (none
+     * below level ops, or from profiles written before signatures were recorded) */
+    rpt_op_sig *sigs;
+    int n_sigs;
     /* sampler */
     rpt_sample *samples;
     int64_t n_samples, samples_total;
@@ -103,6 +117,9 @@ typedef struct {
  * profile, wrong schema version, unreadable table). */
 int rpt_profile_load(rpt_profile *p, const char *path, char *err, size_t errn);
 void rpt_profile_free(rpt_profile *p);
+/* Read the kernel call signatures into p->sigs (a scan of the events: only its users pay it). 0, or
+ * -1 with a message naming the path. */
+int rpt_profile_load_sigs(rpt_profile *p, char *err, size_t errn);
 /* A run metadata value, or NULL. */
 const char *rpt_profile_meta(const rpt_profile *p, const char *key);
 /* The category with the largest share of step time. */

@@ -276,7 +276,8 @@ static int add_signature(exporter *x, cJSON *args, int64_t sig) {
     }
     cJSON *types = cJSON_CreateArray();
     for (const char *p = bar + 1; types && *p;) {
-        size_t len = strcspn(p, ",");
+        if (*p == '|') break;   /* the attribute fields follow the dtypes */
+        size_t len = strcspn(p, ",|");
         char t[32];
         snprintf(t, sizeof(t), "%.*s", (int)(len < sizeof(t) ? len : sizeof(t) - 1), p);
         cJSON_AddItemToArray(types, cJSON_CreateString(t));

@@ -48,10 +48,16 @@ static mst_status promote(mst_ctx *ctx, mst_op_call *c) {
     return MST_OK;
 }
 
-/* The trace's view of a call (profiler/events.h: mst_prof_intern_sig): "[[d0,d1],..]|f32,..". */
-static void sig_text(const void *arg, char *buf, size_t n) {
-    const mst_op_call *c = arg;
+/* The trace's view of a call (profiler/events.h: mst_prof_intern_sig): "[[d0,d1],..]|f32,..", then
+ * the attribute slots the op names, "|i:1,1,0,0" and "|f:0.1,1e-05" (exact: %.17g), so a call can be
+ * rebuilt from the profile (the advisor's AMP calibration does). */
+void mst_op_signature(const mst_op_call *c, char *buf, size_t n) {
+    const mst_op_desc *d = mst_op_table[c->op];
     size_t k = 0;
+    if (n < 8) {
+        if (n) buf[0] = '\0';
+        return;
+    }
     buf[k++] = '[';
     for (int i = 0; i < c->n_in && k + 64 < n; i++) {
         if (i) buf[k++] = ',';
@@ -64,16 +70,30 @@ static void sig_text(const void *arg, char *buf, size_t n) {
     buf[k++] = '|';
     for (int i = 0; i < c->n_in && k + 16 < n; i++)
         k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? "," : "", mst_dtype_name(c->in[i]->dtype));
+    for (int j = 0; d && j < MST_MAX_ATTR_I && d->attr_i[j] && k + 24 < n; j++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld", j ? "," : "|i:", (long long)c->attrs.i[j]);
+    for (int j = 0; d && j < MST_MAX_ATTR_F && d->attr_f[j] && k + 32 < n; j++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%.17g", j ? "," : "|f:", c->attrs.f[j]);
     buf[k < n ? k : n - 1] = '\0';
 }
 
-static uint64_t sig_key(const mst_op_call *c) {
-    uint64_t h = 1469598103934665603ull;        /* FNV-1a over what sig_text prints */
+static void sig_text(const void *arg, char *buf, size_t n) { mst_op_signature(arg, buf, n); }
+
+uint64_t mst_op_signature_key(const mst_op_call *c) {
+    const mst_op_desc *d = mst_op_table[c->op];
+    uint64_t h = 1469598103934665603ull;        /* FNV-1a over what mst_op_signature prints */
+    h = (h ^ (uint64_t)c->op) * 1099511628211ull;
     h = (h ^ (uint64_t)c->n_in) * 1099511628211ull;
     for (int i = 0; i < c->n_in; i++) {
         h = (h ^ (uint64_t)c->in[i]->dtype) * 1099511628211ull;
         h = (h ^ (uint64_t)c->in[i]->ndim) * 1099511628211ull;
         for (int j = 0; j < c->in[i]->ndim; j++) h = (h ^ (uint64_t)c->in[i]->shape[j]) * 1099511628211ull;
+    }
+    for (int j = 0; d && j < MST_MAX_ATTR_I && d->attr_i[j]; j++) h = (h ^ (uint64_t)c->attrs.i[j]) * 1099511628211ull;
+    for (int j = 0; d && j < MST_MAX_ATTR_F && d->attr_f[j]; j++) {
+        uint64_t bits;
+        memcpy(&bits, &c->attrs.f[j], sizeof(bits));
+        h = (h ^ bits) * 1099511628211ull;
     }
     return h;
 }
@@ -130,7 +150,7 @@ mst_status mst_dispatch(mst_ctx *ctx, mst_op op, int n_in, mst_tensor *const in[
         if (mst_prof_on(MST_PROF_LEVEL_OPS)) {     /* shapes, dtypes and the forward-backward link for the trace */
             int64_t bwd = mst_prof_flow_backward_of();
             if (!bwd && ctx->grad_enabled && d->backward) c.prof_seq = mst_prof_flow_next();
-            mst_prof_kernel_begin(prof_name, op, mst_prof_intern_sig(sig_key(&c), sig_text, &c), bwd ? -bwd : c.prof_seq);
+            mst_prof_kernel_begin(prof_name, op, mst_prof_intern_sig(mst_op_signature_key(&c), sig_text, &c), bwd ? -bwd : c.prof_seq);
         }
         s = kernel(ctx, &c);
         if (mst_prof_on(MST_PROF_LEVEL_OPS))

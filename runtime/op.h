@@ -170,6 +170,12 @@ int         mst_op_parse(const char *name);             /* -1 if unknown */
 int64_t     mst_op_flops(const mst_op_call *c);
 int64_t     mst_op_bytes(const mst_op_call *c);
 
+/* A call's signature as the profile stores it (kernel BEGIN events): the inputs' shapes and dtypes,
+ * then the attribute slots the descriptor names: "[[64,784],[256,784],[256]]|f32,f32,f32", a conv
+ * "[[64,1,28,28],[16,1,3,3]]|f32,f32|i:1,1,1,1". key hashes what the text says (with the op). */
+void     mst_op_signature(const mst_op_call *c, char *buf, size_t n);
+uint64_t mst_op_signature_key(const mst_op_call *c);
+
 /* Record an op error in the context: "conv2d: input f32(64, 3, 28, 28) ...". Returns status. */
 mst_status mst_op_fail(mst_ctx *ctx, const mst_op_call *c, mst_status s, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -11,6 +11,7 @@
 #include "runtime/autograd.h"
 #include "runtime/checkpoint.h"
 #include "runtime/amp/autocast.h"
+#include "runtime/amp/half.h"
 #include "runtime/ops.h"
 #include "runtime/step_runner.h"
 #include "runtime/step.h"
@@ -53,7 +54,12 @@ void mst_train_result_free(mst_train_result *res) {
 static void batch_tensors(mst_ctx *ctx, const mst_batch *b, const mst_train_config *cfg, mst_tensor **x, mst_tensor **y) {
     const int64_t *shape = cfg->sample_shape, *ts = cfg->target_shape;
     if (b->tokens) *x = mst_tensor_from_data(ctx, MST_DTYPE_I32, 2, (int64_t[]){b->size, shape[0] * shape[1] * shape[2]}, b->tokens);
-    else *x = mst_tensor_from_data(ctx, MST_DTYPE_F32, 4, (int64_t[]){b->size, shape[0], shape[1], shape[2]}, b->x);
+    else if (ctx->amp_level >= 2 && mst_dtype_is_half(ctx->amp_dtype)) {
+        /* O2/O3: the images enter in the half type. Autocast would cast them to half at the first
+         * op anyway, and that copy (saved for backward) beside the f32 batch held the input twice */
+        *x = mst_tensor_new(ctx, ctx->amp_dtype, 4, (int64_t[]){b->size, shape[0], shape[1], shape[2]});
+        if (*x) mst_half_from_f32_path(mst_half_best_path(), ctx->amp_dtype, b->x, mst_tensor_data(*x), (size_t)(*x)->numel);
+    } else *x = mst_tensor_from_data(ctx, MST_DTYPE_F32, 4, (int64_t[]){b->size, shape[0], shape[1], shape[2]}, b->x);
     if (b->target) *y = mst_tensor_from_data(ctx, MST_DTYPE_F32, 4, (int64_t[]){b->size, ts[0], ts[1], ts[2]}, b->target);
     else *y = mst_tensor_from_data(ctx, MST_DTYPE_I32, 1, (int64_t[]){b->size}, b->y);
 }

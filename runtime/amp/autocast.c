@@ -146,7 +146,12 @@ static mst_tensor *cast_param(mst_ctx *ctx, mst_tensor *p, mst_dtype to) {
         slot = e;
         break;
     }
+    /* the half copy is the parameter's (DESIGN: f32 masters with one half copy each), kept for the
+     * pass: counted as parameter memory, not as an activation */
+    mst_mem_cat cat_was = ctx->out_cat;
+    ctx->out_cat = MST_MEM_PARAM;
     mst_tensor *h = mst_cast(ctx, p, to);
+    ctx->out_cat = cat_was;
     if (!h) return NULL;
     c->n_casts++;
     if (!slot) {

@@ -54,6 +54,7 @@ typedef struct {
     step_kind kind;
     int op;
     uint32_t prof_name;
+    uint32_t prof_sig;              /* STEP_KERNEL: the interned call signature the trace shows (0: none) */
     mst_kernel_fn kernel;
     mst_op_call call;
     mst_attrs traced_attrs;
@@ -278,6 +279,8 @@ static mst_status build_optim(mst_graph_exec *ex, const mst_gnode *n, exec_step 
     return build_optim_split(ex, s);
 }
 
+static void sig_text(const void *arg, char *buf, size_t n) { mst_op_signature(arg, buf, n); }
+
 static mst_status build_step(mst_graph_exec *ex, const mst_gnode *n, exec_step *s) {
     s->op = n->op;
     s->seed_slot = -1;
@@ -310,6 +313,8 @@ static mst_status build_step(mst_graph_exec *ex, const mst_gnode *n, exec_step *
         snprintf(name, sizeof(name), "%s+relu", mst_op_name(n->op));
         s->prof_name = mst_prof_intern(name);
     }
+    /* shapes (at the traced batch) and attributes, as eager kernel slices carry them */
+    if (mst_prof_on(MST_PROF_LEVEL_OPS)) s->prof_sig = mst_prof_intern_sig(mst_op_signature_key(&s->call), sig_text, &s->call);
     return MST_OK;
 }
 
@@ -646,7 +651,7 @@ mst_status mst_graph_exec_run(mst_graph_exec *ex, mst_tensor *const in[], int n_
     for (int i = 0; i < ex->n_steps && st == MST_OK; i++) {
         exec_step *s = &ex->steps[i];
         if (s->kind == STEP_VIEW) continue;
-        mst_prof_op_begin(MST_CAT_KERNEL, s->prof_name, s->op);
+        mst_prof_kernel_begin(s->prof_name, s->op, s->prof_sig, 0);
         st = run_step(ctx, s);
         if (mst_prof_on(MST_PROF_LEVEL_OPS)) {
             int64_t bytes, flops = step_flops(s, &bytes);
