@@ -179,7 +179,7 @@ static int prepare(mst_ctx *ctx, mst_op op, const parsed_sig *ps, int mask, mst_
     for (int k = 0; k < pr->c.n_out; k++)
         if (!(pr->c.out[k] = mst_tensor_new(ctx, meta[k].dtype, meta[k].ndim, meta[k].shape))) goto fail;
     mst_dtype key = pr->c.n_in > 0 ? pr->c.in[d->dtype_arg]->dtype : pr->c.out[0]->dtype;
-    if (!(pr->kernel = mst_op_kernel(ctx, d, key))) return snprintf(why, n, "no kernel for %s", mst_dtype_name(key)), -1;
+    if (!(pr->kernel = mst_op_kernel(ctx, pr->c.op, key))) return snprintf(why, n, "no kernel for %s", mst_dtype_name(key)), -1;
     if (pr->kernel(ctx, &pr->c) != MST_OK) goto fail;      /* warm-up, and the provider choice */
     return 0;
 fail:
