@@ -40,8 +40,13 @@ typedef struct {
 typedef struct {
     int64_t allreduce_calls;
     int64_t allreduce_bytes;    /* payload bytes all-reduced (each rank's buffer) */
-    uint64_t busy_ns;           /* start-to-completion time of the all-reduces, summed */
-    uint64_t wait_ns;           /* time the caller spent waiting for them (the exposed part) */
+    uint64_t busy_ns;           /* time at least one collective was in flight: the union of their
+                                 * start-to-completion intervals (two buckets in flight at once count
+                                 * once, so busy - wait is what ran while the caller computed) */
+    uint64_t wait_ns;           /* time the caller spent inside the communicator for them: its waits
+                                 * plus its progress polls (the exposed part) */
+    uint64_t progress_ns;       /* the part of wait_ns spent in mst_comm_poll outside a wait: on a
+                                 * CPU the caller's polls run the transfer's copies and reductions */
 } mst_comm_stats;
 
 typedef struct {
@@ -61,6 +66,8 @@ struct mst_comm {
     int rank, size;
     double timeout_s;           /* a wait longer than this fails; <= 0: wait forever */
     mst_comm_stats stats;
+    int inflight;               /* collectives started and not seen complete */
+    uint64_t busy_since;        /* when inflight last went from 0 to 1 */
     void *impl;
     char err[512];
 };
@@ -96,7 +103,9 @@ mst_status mst_comm_barrier(mst_comm *c);
  * caller until the wait. */
 mst_status mst_comm_iallreduce_sum_f32(mst_comm *c, const float *send, float *recv, int64_t n, mst_comm_req *req);
 mst_status mst_comm_iallreduce_sum_f64(mst_comm *c, const double *send, double *recv, int64_t n, mst_comm_req *req);
-/* Drives progress without waiting: 1 when req is complete, 0 when not, < 0 on failure. */
+/* Drives progress without waiting: 1 when req is complete, 0 when not, < 0 on failure. Its time
+ * counts as exposed (stats.wait_ns, stats.progress_ns): OpenMPI moves a shared-memory transfer
+ * inside the caller's MPI calls, so a poll may spend a copy's time on the caller's core. */
 int mst_comm_poll(mst_comm *c, mst_comm_req *req);
 /* Waits for req (timing the wait as exposed), failing after the communicator's timeout with a
  * message naming what was waited for. */
@@ -105,8 +114,7 @@ mst_status mst_comm_wait(mst_comm *c, mst_comm_req *req, const char *what);
 /* Make every rank exit with code (rank 0's outputs are whatever it had written atomically). */
 void mst_comm_abort(mst_comm *c, int code);
 
-static inline void mst_comm_stats_reset(mst_comm *c) {
-    if (c) c->stats = (mst_comm_stats){0};
-}
+/* Zeroes the totals (a collective in flight across the reset counts as busy from here on). */
+void mst_comm_stats_reset(mst_comm *c);
 
 #endif
