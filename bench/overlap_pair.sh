@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # overlap_pair.sh — the overlap bar of issue 19: one data-parallel job, 2 ranks x 1 thread, run with
-# runtime.comm.overlap false and true alternated ROUNDS times (off, on, off, on, ...), so both
-# settings see the same drift of the machine. Per run it reads summary.json: rank 0's median step,
+# runtime.comm.overlap false and true (and with OVERLAP_THREAD=1 overlap on plus the progress thread)
+# alternated ROUNDS times (off, on, off, on, ...), so the settings see the same drift of the machine. Per run it reads summary.json: rank 0's median step,
 # each rank's median exposed comm per step (the time the main thread spends in the communicator:
 # waits plus progress polls) and hidden comm (in flight while the thread computed); the run's exposed
 # and hidden are the mean of the two ranks'. Prints every run, then the median over the rounds per
@@ -16,6 +16,7 @@
 #     OVERLAP_MODE=graph                                     # eager (default) or graph
 #     OVERLAP_BATCH=32 OVERLAP_BUCKET_MB=1 OVERLAP_STEPS=80  # per-rank batch, bucket size, steps
 #     OVERLAP_BIND=core                                      # mpirun --bind-to core instead of none
+#     OVERLAP_THREAD=1                                       # a third setting: overlap on + runtime.comm.progress_thread
 #     OVERLAP_PROFILE_DIR=DIR                                # then one `mstune profile` pair: DIR/off, DIR/on
 #     (OMPI_MCA_* in the environment reach the ranks, e.g. OMPI_MCA_coll_libnbc_iallreduce_algorithm=1)
 set -euo pipefail
@@ -27,6 +28,8 @@ batch=${OVERLAP_BATCH:-32}
 bucket=${OVERLAP_BUCKET_MB:-1}
 steps=${OVERLAP_STEPS:-80}
 bind=${OVERLAP_BIND:-none}
+settings="off on"
+[ "${OVERLAP_THREAD:-0}" != 0 ] && settings="off on thread"
 py3=/usr/bin/python3
 mstune="$build/mstune"
 [ -x "$mstune" ] || { echo "overlap_pair.sh: $mstune not built (cmake --build $build)" >&2; exit 2; }
@@ -84,9 +87,11 @@ run_mstune train "$tmp/job.yaml" --set runtime.threads=1 --out "$tmp/single"
 single=$($py3 -c "import json, sys; print('%.3f' % json.load(open(sys.argv[1]))['step_time_ms_median'])" "$tmp/single/summary.json")
 runs=""
 for ((r = 1; r <= rounds; r++)); do
-    for ov in false true; do
-        run_mstune train "$tmp/job.yaml" --nproc 2 --set runtime.comm.overlap=$ov --out "$tmp/r$r-$ov"
-        runs+="$r $ov $(read_run "$tmp/r$r-$ov/summary.json")"$'\n'
+    for st in $settings; do
+        ov=$([ $st = off ] && echo false || echo true)
+        th=$([ $st = thread ] && echo true || echo false)
+        run_mstune train "$tmp/job.yaml" --nproc 2 --set runtime.comm.overlap=$ov --set runtime.comm.progress_thread=$th --out "$tmp/r$r-$st"
+        runs+="$r $st $(read_run "$tmp/r$r-$st/summary.json")"$'\n'
     done
 done
 echo "# overlap pair: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores;" \
@@ -95,7 +100,7 @@ echo "# $(mpirun --version 2>/dev/null | head -1); load average at the end: $(cu
 echo "# job: mlp 784-1024-1024-10, $mode, 2 ranks x 1 thread, per-rank batch $batch, bucket_mb $bucket, $steps steps, --bind-to $bind," \
      "$rounds alternated rounds$(env | grep -o '^OMPI_MCA_[A-Za-z0-9_]*=[^ ]*' | sed 's/^/; /' | tr -d '\n')"
 echo
-echo "| round | overlap | step ms | exposed comm ms/step | exposed rank 0 / rank 1 | hidden ms/step |"
+echo "| round | setting | step ms | exposed comm ms/step | exposed rank 0 / rank 1 | hidden ms/step |"
 echo "|---|---|---|---|---|---|"
 echo -n "$runs" | awk '{printf "| %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $6, $5}'
 echo
@@ -104,26 +109,31 @@ import statistics as st, sys
 rows = [l.split() for l in sys.stdin if l.strip()]
 single = float(sys.argv[1])
 med = {}
-print('| overlap | median step ms | median exposed comm ms/step | median hidden ms/step | step - 1-rank step ms |')
+label = {'off': 'overlap off', 'on': 'overlap on', 'thread': 'overlap on + progress thread'}
+print('| setting | median step ms | median exposed comm ms/step | median hidden ms/step | step - 1-rank step ms |')
 print('|---|---|---|---|---|')
-for ov in ('false', 'true'):
-    x = [r for r in rows if r[1] == ov]
-    med[ov] = [st.median(float(r[k]) for r in x) for k in (2, 3, 4)]
-    print('| %s | %.3f | %.3f | %.3f | %.3f |' % (ov, med[ov][0], med[ov][1], med[ov][2], med[ov][0] - single))
+for k in sys.argv[3].split():
+    x = [r for r in rows if r[1] == k]
+    med[k] = [st.median(float(r[j]) for r in x) for j in (2, 3, 4)]
+    print('| %s | %.3f | %.3f | %.3f | %.3f |' % (label[k], med[k][0], med[k][1], med[k][2], med[k][0] - single))
 print()
 print('one process, 1 thread, batch %s (no communication): %.3f ms/step' % (sys.argv[2], single))
-off, on = med['false'][1], med['true'][1]
-if off > 0:
-    print('exposed(on) / exposed(off) = %.3f (the bar: <= 0.5: %s); step(on) / step(off) = %.3f'
-          % (on / off, 'met' if on / off <= 0.5 else 'not met', med['true'][0] / med['false'][0]))
-else:
-    print('exposed comm with overlap off measured 0: no ratio')
-" "$single" "$batch"
+off = med['off'][1]
+for k in sys.argv[3].split()[1:]:
+    if off > 0:
+        print('%s: exposed / exposed(off) = %.3f (the bar: <= 0.5: %s); step / step(off) = %.3f'
+              % (label[k], med[k][1] / off, 'met' if med[k][1] / off <= 0.5 else 'not met', med[k][0] / med['off'][0]))
+    else:
+        print('exposed comm with overlap off measured 0: no ratio')
+" "$single" "$batch" "$settings"
 if [ -n "${OVERLAP_PROFILE_DIR:-}" ]; then
     mkdir -p "$OVERLAP_PROFILE_DIR"
-    for ov in false true; do
-        d="$OVERLAP_PROFILE_DIR/$([ $ov = true ] && echo on || echo off)"
-        run_mstune profile "$tmp/job.yaml" --nproc 2 --set runtime.comm.overlap=$ov --set profile.sampler=false --out "$d"
-        echo "profile, overlap $ov: $d/profile.db (rank 1: $d.rank1/profile.db), report $d/report"
+    for st in $settings; do
+        ov=$([ $st = off ] && echo false || echo true)
+        th=$([ $st = thread ] && echo true || echo false)
+        d="$OVERLAP_PROFILE_DIR/$st"
+        run_mstune profile "$tmp/job.yaml" --nproc 2 --set runtime.comm.overlap=$ov --set runtime.comm.progress_thread=$th \
+            --set profile.sampler=false --out "$d"
+        echo "profile, $st: $d/profile.db (rank 1: $d.rank1/profile.db), report $d/report"
     done
 fi

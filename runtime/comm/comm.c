@@ -13,7 +13,9 @@ const char *mst_comm_error(const mst_comm *c) { return c ? c->err : "no communic
 const char *mst_comm_name(const mst_comm *c) { return c ? c->ops->name : "none"; }
 
 void mst_comm_free(mst_comm *c) {
-    if (c) c->ops->free(c);
+    if (!c) return;
+    mst_comm_progress_thread(c, false);
+    c->ops->free(c);
 }
 
 void mst_comm_abort(mst_comm *c, int code) {
@@ -73,6 +75,16 @@ void mst_comm_stats_reset(mst_comm *c) {
 
 static int poll_once(mst_comm *c, mst_comm_req *req) {
     if (req->done || !req->impl) return 1;
+    if (req->handed) {          /* the progress thread tests it: read its outcome */
+        int st = mst_comm_prog_state(c, req->impl);
+        if (st == 0) return 0;
+        free(req->impl);
+        req->impl = NULL;
+        req->handed = false;
+        req->done = st > 0;
+        req_end(c);
+        return st > 0 ? 1 : -1;
+    }
     int r = c->ops->test(c, req);
     if (r == 1) req->done = true;
     if (r != 0) req_end(c);
@@ -146,14 +158,37 @@ static void count(mst_comm *c, mst_comm_req *req, int64_t bytes) {
     c->stats.allreduce_bytes += bytes;
 }
 
+/* With a progress thread, the implementation's request lives in a record the thread tests;
+ * req->impl points at the record. */
+static mst_status iallreduce(mst_comm *c, const void *send, void *recv, int64_t n, bool f64, mst_comm_req *req) {
+    count(c, req, n * (int64_t)(f64 ? sizeof(double) : sizeof(float)));
+    req->handed = false;
+    mst_comm_prog_rec *rec = c->progress ? mst_comm_prog_rec_new() : NULL;
+    if (c->progress && !rec) {
+        snprintf(c->err, sizeof(c->err), "rank %d: out of memory for a progress record", c->rank);
+        return req_started(c, req, MST_ERR_OOM);
+    }
+    mst_comm_req *r = rec ? mst_comm_prog_rec_req(rec) : req;
+    mst_status s = f64 ? c->ops->iallreduce_f64(c, send, recv, n, r) : c->ops->iallreduce_f32(c, send, recv, n, r);
+    if (rec) {
+        if (s == MST_OK && r->impl) {
+            req->impl = rec;
+            req->handed = true;
+            mst_comm_prog_push(c, rec);
+        } else {
+            free(rec);
+            req->impl = NULL;
+        }
+    }
+    return req_started(c, req, s);
+}
+
 mst_status mst_comm_iallreduce_sum_f32(mst_comm *c, const float *send, float *recv, int64_t n, mst_comm_req *req) {
-    count(c, req, n * (int64_t)sizeof(float));
-    return req_started(c, req, c->ops->iallreduce_f32(c, send, recv, n, req));
+    return iallreduce(c, send, recv, n, false, req);
 }
 
 mst_status mst_comm_iallreduce_sum_f64(mst_comm *c, const double *send, double *recv, int64_t n, mst_comm_req *req) {
-    count(c, req, n * (int64_t)sizeof(double));
-    return req_started(c, req, c->ops->iallreduce_f64(c, send, recv, n, req));
+    return iallreduce(c, send, recv, n, true, req);
 }
 
 mst_status mst_comm_allreduce_sum_f32(mst_comm *c, float *buf, int64_t n) {

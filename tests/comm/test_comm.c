@@ -116,6 +116,20 @@ static void test_busy_union(void **state) {
     assert_int_equal(comm->inflight, 0);
 }
 
+/* This test asks MPI for MPI_THREAD_FUNNELED (the default): the progress thread is refused with a
+ * message naming what it needs (tests/comm/test_dp_train.c runs it under MPI_THREAD_MULTIPLE). */
+static void test_progress_thread_refused(void **state) {
+    if (mst_comm_size(comm) < 2) {
+        assert_int_equal(mst_comm_progress_thread(comm, true), MST_OK);     /* one process: nothing to do */
+        assert_null(comm->progress);
+        return;
+    }
+    assert_false(comm->threads_ok);
+    assert_int_equal(mst_comm_progress_thread(comm, true), MST_ERR_ARG);
+    assert_non_null(strstr(mst_comm_error(comm), "MPI_THREAD_MULTIPLE"));
+    assert_null(comm->progress);
+}
+
 /* Rank 0 waits with a short timeout for an all-reduce rank 1 joins a second later: the wait fails
  * with the message, and a second wait without a limit completes it (no state was lost). */
 static void test_timeout(void **state) {
@@ -146,7 +160,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rank_size),  cmocka_unit_test(test_allreduce), cmocka_unit_test(test_broadcast_barrier),
         cmocka_unit_test(test_any),        cmocka_unit_test(test_iallreduce), cmocka_unit_test(test_busy_union),
-        cmocka_unit_test(test_timeout),
+        cmocka_unit_test(test_timeout),    cmocka_unit_test(test_progress_thread_refused),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     mst_comm_free(comm);
