@@ -587,6 +587,33 @@ static void rule_comm_bucket(const rpt_profile *p, const mst_rule_env *env, sink
     f->score = f->predicted;
 }
 
+/* Overlap on, several buckets, and the exposed all-reduce still visible: the transfers move only
+ * inside the main thread's MPI calls (its polls run their copies), so hand them to a progress
+ * thread (runtime.comm.progress_thread) — only where each rank has a core to spare for it beyond
+ * its compute threads (runtime.threads, 0 = every core, split over the ranks). Predicted as the
+ * overlap rule: the last bucket stays exposed, half of the rest hidden. */
+static void rule_comm_progress(const rpt_profile *p, const mst_rule_env *env, sink *s) {
+    dp_facts d = dp_read(p, env);
+    if (d.ranks < 2 || !d.overlap || d.buckets < 2 || d.share < 0.10) return;
+    if (mst_cfg_num(p->config, "runtime.comm.progress_thread", 0) != 0) return;
+    const int cores = env->n_cores > 0 ? env->n_cores : 1;
+    const int budget = mst_f64_to_int_or(mst_cfg_num(p->config, "runtime.threads", 0), 0, 1 << 20, 0);
+    const int per_rank = (budget > 0 ? budget : cores) / d.ranks > 1 ? (budget > 0 ? budget : cores) / d.ranks : 1;
+    if (d.ranks * (per_rank + 1) > cores) return;       /* no spare core: the thread would take backward's */
+    mst_finding *f = add(s, "comm_progress", MST_GOAL_SPEED);
+    if (!f) return;
+    snprintf(f->title, sizeof(f->title), "the all-reduce moves only when the main thread polls it: give it a thread");
+    snprintf(f->evidence, sizeof(f->evidence),
+             "%d ranks x %d compute threads on %d cores; overlap on, %d buckets; exposed comm %.3f ms of a %.3f ms median "
+             "step (%.0f%%); runtime.comm.progress_thread false", d.ranks, per_rank, cores, d.buckets, d.exposed_ms, d.step_ms,
+             100 * d.share);
+    add_set(f, "runtime.comm.progress_thread=%s", "true");
+    snprintf(f->change, sizeof(f->change), "runtime.comm.progress_thread false -> true");
+    f->predicted = 1.0 / (1.0 - d.share * (1.0 - 1.0 / d.buckets) / 2);
+    f->confidence = 0.3;
+    f->score = f->predicted;
+}
+
 /* Processes vs threads on this machine, with the same global batch either way (the same
  * training): many ranks whose step is mostly all-reduce -> one process with the whole thread
  * budget; one process whose step is mostly eager dispatch (one thread's work) -> two ranks, each
@@ -668,6 +695,7 @@ static const rule_entry k_rules[] = {
     {"memory_headroom", "peak < 25% of memory; batch_size: batch < 64 and dispatch >= 10%", rule_memory_and_batch},
     {"comm_overlap", "ranks > 1, exposed comm >= 10% of the step, overlap off (one bucket: also quarter them)", rule_comm_overlap},
     {"comm_bucket", "ranks > 1, exposed comm >= 10%, overlap on, one bucket", rule_comm_bucket},
+    {"comm_progress", "ranks > 1, exposed comm >= 10%, overlap on, >= 2 buckets, a spare core per rank", rule_comm_progress},
     {"procs_threads", "ranks > 1 and exposed comm >= 25%; or 1 rank, eager, dispatch >= 30%, >= 2 cores, MPI", rule_procs_threads},
     {"slow_rank", "ranks > 1, step-time imbalance (max - min) / mean > 5%", rule_slow_rank},
 };
