@@ -593,8 +593,11 @@ static dp_facts dp_read(const rpt_profile *p, const mst_rule_env *env) {
     return d;
 }
 
-/* Exposed all-reduce with overlap off: start the buckets during backward. At best the exposed
- * time hides behind backward entirely; predicted as half of it hidden. */
+/* Exposed all-reduce with overlap off: start the buckets during backward. The last bucket (the
+ * first layers' gradients) is complete only when backward ends, so of nb buckets at most
+ * (nb - 1) / nb of the exposed time can hide; predicted as half of that (on a CPU the transfer's
+ * copies run in the main thread's polls, docs/distributed.md). With one bucket nothing can start
+ * early: the same change quarters the buckets. */
 static void rule_comm_overlap(const rpt_profile *p, const mst_rule_env *env, sink *s) {
     dp_facts d = dp_read(p, env);
     if (d.ranks < 2 || d.overlap || d.share < 0.10) return;
@@ -606,7 +609,16 @@ static void rule_comm_overlap(const rpt_profile *p, const mst_rule_env *env, sin
              "runtime.comm.overlap false", d.ranks, d.exposed_ms, d.step_ms, d.buckets, d.grad_mb);
     add_set(f, "runtime.comm.overlap=%s", "true");
     snprintf(f->change, sizeof(f->change), "runtime.comm.overlap false -> true");
-    f->predicted = 1.0 / (1.0 - d.share / 2);
+    int nb = d.buckets > 1 ? d.buckets : 1;
+    if (nb == 1 && d.grad_mb > 0) {
+        char v[32];
+        snprintf(v, sizeof(v), "%.3g", d.grad_mb / 4 > 0.01 ? d.grad_mb / 4 : 0.01);
+        add_set(f, "runtime.comm.bucket_mb=%s", v);
+        snprintf(f->change, sizeof(f->change), "runtime.comm.overlap false -> true, runtime.comm.bucket_mb %g -> %s (4 buckets)",
+                 mst_cfg_num(p->config, "runtime.comm.bucket_mb", 25), v);
+        nb = 4;
+    }
+    f->predicted = 1.0 / (1.0 - d.share * (1.0 - 1.0 / nb) / 2);
     f->confidence = 0.4;
     f->score = f->predicted;
 }
@@ -628,6 +640,33 @@ static void rule_comm_bucket(const rpt_profile *p, const mst_rule_env *env, sink
     add_set(f, "runtime.comm.bucket_mb=%s", v);
     snprintf(f->change, sizeof(f->change), "runtime.comm.bucket_mb %g -> %s (4 buckets)", cur, v);
     f->predicted = 1.0 / (1.0 - d.share / 4);
+    f->confidence = 0.3;
+    f->score = f->predicted;
+}
+
+/* Overlap on, several buckets, and the exposed all-reduce still visible: the transfers move only
+ * inside the main thread's MPI calls (its polls run their copies), so hand them to a progress
+ * thread (runtime.comm.progress_thread) — only where each rank has a core to spare for it beyond
+ * its compute threads (runtime.threads, 0 = every core, split over the ranks). Predicted as the
+ * overlap rule: the last bucket stays exposed, half of the rest hidden. */
+static void rule_comm_progress(const rpt_profile *p, const mst_rule_env *env, sink *s) {
+    dp_facts d = dp_read(p, env);
+    if (d.ranks < 2 || !d.overlap || d.buckets < 2 || d.share < 0.10) return;
+    if (mst_cfg_num(p->config, "runtime.comm.progress_thread", 0) != 0) return;
+    const int cores = env->n_cores > 0 ? env->n_cores : 1;
+    const int budget = mst_f64_to_int_or(mst_cfg_num(p->config, "runtime.threads", 0), 0, 1 << 20, 0);
+    const int per_rank = (budget > 0 ? budget : cores) / d.ranks > 1 ? (budget > 0 ? budget : cores) / d.ranks : 1;
+    if (d.ranks * (per_rank + 1) > cores) return;       /* no spare core: the thread would take backward's */
+    mst_finding *f = add(s, "comm_progress", MST_GOAL_SPEED);
+    if (!f) return;
+    snprintf(f->title, sizeof(f->title), "the all-reduce moves only when the main thread polls it: give it a thread");
+    snprintf(f->evidence, sizeof(f->evidence),
+             "%d ranks x %d compute threads on %d cores; overlap on, %d buckets; exposed comm %.3f ms of a %.3f ms median "
+             "step (%.0f%%); runtime.comm.progress_thread false", d.ranks, per_rank, cores, d.buckets, d.exposed_ms, d.step_ms,
+             100 * d.share);
+    add_set(f, "runtime.comm.progress_thread=%s", "true");
+    snprintf(f->change, sizeof(f->change), "runtime.comm.progress_thread false -> true");
+    f->predicted = 1.0 / (1.0 - d.share * (1.0 - 1.0 / d.buckets) / 2);
     f->confidence = 0.3;
     f->score = f->predicted;
 }
@@ -711,8 +750,9 @@ static const rule_entry k_rules[] = {
     {"recompile", "graph mode, > 1 compile, no dynamic batch", rule_recompile},
     {"denormals", ">= 0.1% subnormal parameters, or step time rising every quarter to >= 1.3x", rule_denormals},
     {"memory_headroom", "peak < 25% of memory; batch_size: batch < 64 and dispatch >= 10%", rule_memory_and_batch},
-    {"comm_overlap", "ranks > 1, exposed comm >= 10% of the step, overlap off", rule_comm_overlap},
+    {"comm_overlap", "ranks > 1, exposed comm >= 10% of the step, overlap off (one bucket: also quarter them)", rule_comm_overlap},
     {"comm_bucket", "ranks > 1, exposed comm >= 10%, overlap on, one bucket", rule_comm_bucket},
+    {"comm_progress", "ranks > 1, exposed comm >= 10%, overlap on, >= 2 buckets, a spare core per rank", rule_comm_progress},
     {"procs_threads", "ranks > 1 and exposed comm >= 25%; or 1 rank, eager, dispatch >= 30%, >= 2 cores, MPI", rule_procs_threads},
     {"slow_rank", "ranks > 1, step-time imbalance (max - min) / mean > 5%", rule_slow_rank},
 };

@@ -116,6 +116,7 @@ typedef struct mst_job {
         struct {                            /* data parallelism over several ranks (docs/distributed.md) */
             double bucket_mb;               /* gradient bucket size, MiB */
             bool overlap;                   /* all-reduce each bucket during backward */
+            bool progress_thread;           /* test the buckets' all-reduces on a thread of their own */
             double timeout_s;               /* a collective waiting longer fails the run; 0 = never */
         } comm;
     } runtime;

@@ -162,6 +162,8 @@ const mst_job_key mst_job_keys[] = {
         "data parallel (--nproc N): gradient bucket size in MiB; each bucket is one all-reduce"),
     BOOL("runtime.comm.overlap", runtime.comm.overlap, "true",
          "data parallel: start each bucket's all-reduce during backward as soon as its gradients are complete"),
+    BOOL("runtime.comm.progress_thread", runtime.comm.progress_thread, "false",
+         "data parallel: test the buckets' all-reduces on a thread of their own, so transfers move while backward computes (needs a spare core)"),
     FLT("runtime.comm.timeout_s", runtime.comm.timeout_s, "120", 0, 86400, MST_JOB_HAS_MAX,
         "data parallel: a collective that waits longer for the other ranks fails the run (0 = wait forever)"),
 

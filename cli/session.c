@@ -160,8 +160,13 @@ int mst_session_open(mst_session *s, const mst_job *job, const char *out_dir, bo
     s->ranks = 1;
     if (mst_comm_launched(NULL)) {      /* one of several ranks (mstune --nproc N, or mpirun): data parallel */
         char cerr[512];
+        mst_comm_want_threads(job->runtime.comm.progress_thread);      /* MPI_THREAD_MULTIPLE for it */
         if (!(s->comm = mst_comm_new_auto(job->runtime.comm.timeout_s, cerr, sizeof(cerr)))) {
             snprintf(err, errn, "data parallel: %s", cerr);
+            goto fail;
+        }
+        if (job->runtime.comm.progress_thread && mst_comm_progress_thread(s->comm, true) != MST_OK) {
+            snprintf(err, errn, "data parallel: %s", mst_comm_error(s->comm));
             goto fail;
         }
         s->rank = mst_comm_rank(s->comm);

@@ -27,21 +27,29 @@
 #include "runtime/status.h"
 
 typedef struct mst_comm mst_comm;
+typedef struct mst_comm_prog_rec mst_comm_prog_rec;
 
 /* A non-blocking all-reduce in flight. */
 typedef struct {
-    void *impl;                 /* the implementation's request; NULL when none is in flight */
+    void *impl;                 /* the implementation's request, or the progress thread's record
+                                 * (handed); NULL when none is in flight */
     uint64_t start_ns;          /* when it was started */
     int64_t bytes;              /* payload */
     bool done;
+    bool handed;                /* tested by the progress thread: impl is an mst_comm_prog_rec */
 } mst_comm_req;
 
 /* Totals since the last mst_comm_stats_reset: what the profiler and the report read. */
 typedef struct {
     int64_t allreduce_calls;
     int64_t allreduce_bytes;    /* payload bytes all-reduced (each rank's buffer) */
-    uint64_t busy_ns;           /* start-to-completion time of the all-reduces, summed */
-    uint64_t wait_ns;           /* time the caller spent waiting for them (the exposed part) */
+    uint64_t busy_ns;           /* time at least one collective was in flight: the union of their
+                                 * start-to-completion intervals (two buckets in flight at once count
+                                 * once, so busy - wait is what ran while the caller computed) */
+    uint64_t wait_ns;           /* time the caller spent inside the communicator for them: its waits
+                                 * plus its progress polls (the exposed part) */
+    uint64_t progress_ns;       /* the part of wait_ns spent in mst_comm_poll outside a wait: on a
+                                 * CPU the caller's polls run the transfer's copies and reductions */
 } mst_comm_stats;
 
 typedef struct {
@@ -61,9 +69,17 @@ struct mst_comm {
     int rank, size;
     double timeout_s;           /* a wait longer than this fails; <= 0: wait forever */
     mst_comm_stats stats;
+    int inflight;               /* collectives started and not seen complete */
+    bool threads_ok;            /* callable from several threads at once (MPI_THREAD_MULTIPLE) */
+    struct mst_comm_progress *progress;     /* the progress thread, or NULL (progress.c) */
+    uint64_t busy_since;        /* when inflight last went from 0 to 1 */
     void *impl;
     char err[512];
 };
+
+/* Ask the MPI communicator created next for MPI_THREAD_MULTIPLE (needed by the progress thread;
+ * MPI's thread level is chosen once per process, at its first communicator). Default: FUNNELED. */
+void mst_comm_want_threads(bool on);
 
 /* One process: rank 0 of 1. Never NULL except out of memory. */
 mst_comm *mst_comm_single_new(void);
@@ -96,17 +112,34 @@ mst_status mst_comm_barrier(mst_comm *c);
  * caller until the wait. */
 mst_status mst_comm_iallreduce_sum_f32(mst_comm *c, const float *send, float *recv, int64_t n, mst_comm_req *req);
 mst_status mst_comm_iallreduce_sum_f64(mst_comm *c, const double *send, double *recv, int64_t n, mst_comm_req *req);
-/* Drives progress without waiting: 1 when req is complete, 0 when not, < 0 on failure. */
+/* Drives progress without waiting: 1 when req is complete, 0 when not, < 0 on failure. Its time
+ * counts as exposed (stats.wait_ns, stats.progress_ns): OpenMPI moves a shared-memory transfer
+ * inside the caller's MPI calls, so a poll may spend a copy's time on the caller's core. */
 int mst_comm_poll(mst_comm *c, mst_comm_req *req);
 /* Waits for req (timing the wait as exposed), failing after the communicator's timeout with a
  * message naming what was waited for. */
 mst_status mst_comm_wait(mst_comm *c, mst_comm_req *req, const char *what);
 
+/* The progress thread (runtime.comm.progress_thread, progress.c): non-blocking all-reduces started
+ * after it is on are tested on a thread of their own, so a transfer moves (and over shared memory
+ * its copies run) while the caller computes, as gloo's and Horovod's background threads do; the
+ * caller's polls and waits only read the outcome. Needs threads_ok (mst_comm_want_threads before
+ * the communicator is made). Off: joins the thread (nothing may be in flight). One process: a
+ * no-op. The blocking collectives stay on the caller's thread. */
+mst_status mst_comm_progress_thread(mst_comm *c, bool on);
+/* Stops every progress thread (MPI's finalize at exit calls it first). */
+void mst_comm_progress_stop_all(void);
+/* The handover (comm.c): a record, its inner request to start, the push, and its state
+ * (0 in flight, 1 complete, -1 failed with the message copied to c->err). */
+mst_comm_prog_rec *mst_comm_prog_rec_new(void);
+mst_comm_req *mst_comm_prog_rec_req(mst_comm_prog_rec *r);
+void mst_comm_prog_push(mst_comm *c, mst_comm_prog_rec *r);
+int mst_comm_prog_state(mst_comm *c, mst_comm_prog_rec *r);
+
 /* Make every rank exit with code (rank 0's outputs are whatever it had written atomically). */
 void mst_comm_abort(mst_comm *c, int code);
 
-static inline void mst_comm_stats_reset(mst_comm *c) {
-    if (c) c->stats = (mst_comm_stats){0};
-}
+/* Zeroes the totals (a collective in flight across the reset counts as busy from here on). */
+void mst_comm_stats_reset(mst_comm *c);
 
 #endif

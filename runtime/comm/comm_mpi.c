@@ -1,7 +1,8 @@
 /* comm_mpi.c — the communicator over MPI (OpenMPI; see comm.h). One duplicate of MPI_COMM_WORLD
  * with MPI_ERRORS_RETURN as its error handler, so a failed collective comes back as a status with
  * MPI's own message instead of aborting inside the library. Only the thread that created the
- * communicator calls MPI (MPI_THREAD_FUNNELED): the step's kernels and the trainer run there.
+ * communicator calls MPI (MPI_THREAD_FUNNELED: the step's kernels and the trainer run there),
+ * unless mst_comm_want_threads asked for MPI_THREAD_MULTIPLE for the progress thread (progress.c).
  * Requests are heap records holding the MPI_Request, released when a test finds them complete. */
 #include "runtime/comm/comm.h"
 
@@ -17,6 +18,7 @@ typedef struct {
 /* MPI can be initialized once per process: communicators come and go (a trial per session), and
  * MPI_Finalize runs at exit. */
 static void finalize_at_exit(void) {
+    mst_comm_progress_stop_all();       /* no thread may be inside MPI during MPI_Finalize */
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) MPI_Finalize();
@@ -117,6 +119,10 @@ static const mst_comm_ops mpi_ops = {
 
 bool mst_comm_mpi_available(void) { return true; }
 
+static bool g_want_threads;
+
+void mst_comm_want_threads(bool on) { g_want_threads = on; }
+
 mst_comm *mst_comm_mpi_new(double timeout_s, char *err, size_t errn) {
     mst_comm *c = calloc(1, sizeof(*c));
     mpi_impl *m = calloc(1, sizeof(*m));
@@ -126,17 +132,18 @@ mst_comm *mst_comm_mpi_new(double timeout_s, char *err, size_t errn) {
         mst_errf(err, errn, "out of memory: MPI communicator");
         return NULL;
     }
-    int inited = 0;
+    int inited = 0, provided = 0;
     MPI_Initialized(&inited);
     if (!inited) {
-        int provided = 0;
-        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        if (MPI_Init_thread(NULL, NULL, g_want_threads ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
             mst_errf(err, errn, "MPI_Init_thread failed (is this process started by mpirun?)");
             free(c);
             free(m);
             return NULL;
         }
         atexit(finalize_at_exit);
+    } else {
+        MPI_Query_thread(&provided);
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     int rc = MPI_Comm_dup(MPI_COMM_WORLD, &m->world);
@@ -154,6 +161,7 @@ mst_comm *mst_comm_mpi_new(double timeout_s, char *err, size_t errn) {
     }
     c->ops = &mpi_ops;
     c->impl = m;
+    c->threads_ok = provided >= MPI_THREAD_MULTIPLE;
     c->timeout_s = timeout_s;
     return c;
 }

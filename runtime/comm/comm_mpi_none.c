@@ -8,3 +8,5 @@ mst_comm *mst_comm_mpi_new(double timeout_s, char *err, size_t errn) {
     mst_errf(err, errn, "this build has no MPI: install libopenmpi-dev (and openmpi-bin) and rebuild to run several ranks");
     return NULL;
 }
+
+void mst_comm_want_threads(bool on) { (void)on; }

@@ -42,7 +42,7 @@ struct mst_dp {
     bucket *buckets;
     int n_buckets;
     int64_t grad_bytes;
-    uint32_t name_wait;
+    uint32_t name_wait, name_progress;
 };
 
 bool mst_dp_active(const mst_ctx *ctx) { return ctx->dp && mst_comm_size(ctx->dp->comm) > 1; }
@@ -73,6 +73,7 @@ mst_status mst_dp_attach(mst_ctx *ctx, mst_comm *comm, const mst_dp_config *cfg)
     dp->comm = comm;
     dp->cfg = *cfg;
     dp->name_wait = mst_prof_intern("allreduce.wait");
+    dp->name_progress = mst_prof_intern("allreduce.progress");
     mst_dp_free(ctx->dp);
     ctx->dp = dp;
     return MST_OK;
@@ -146,6 +147,23 @@ void mst_dp_backward_begin(mst_ctx *ctx) {
     }
 }
 
+/* Drives the transfers in flight but `skip` (OpenMPI progresses inside MPI calls). The polls'
+ * time is communication on this thread (a poll may run a copy or a reduction of the transfer):
+ * a comm span, and exposed in the communicator's totals. */
+static void progress(mst_dp *dp, int skip) {
+    bool any = false;
+    for (int i = 0; i < dp->n_slots && !any; i++) any = i != skip && dp->slots[i].in_flight && !dp->slots[i].req.done;
+    if (!any) return;
+    mst_prof_begin(MST_CAT_COMM, dp->name_progress, -1);
+    for (int i = 0; i < dp->n_slots; i++)
+        if (i != skip && dp->slots[i].in_flight) mst_comm_poll(dp->comm, &dp->slots[i].req);
+    mst_prof_end(MST_CAT_COMM, dp->name_progress, -1);
+}
+
+void mst_dp_progress(mst_ctx *ctx) {
+    if (ctx->dp) progress(ctx->dp, -1);
+}
+
 static mst_status start_bucket(mst_ctx *ctx, int id) {
     mst_dp *dp = ctx->dp;
     bucket *b = &dp->buckets[id];
@@ -169,9 +187,7 @@ mst_status mst_dp_entry_done(mst_ctx *ctx, size_t tape_index) {
             if (s != MST_OK) return s;
         }
     }
-    if (!ctx->tracer)       /* drive the transfers in flight (OpenMPI progresses inside MPI calls) */
-        for (int i = 0; i < dp->n_slots; i++)
-            if (dp->slots[i].in_flight) mst_comm_poll(dp->comm, &dp->slots[i].req);
+    if (!ctx->tracer) progress(dp, -1);     /* graph mode: the plan's allreduce_start ops poll */
     return MST_OK;
 }
 
@@ -235,8 +251,7 @@ mst_status mst_dp_bucket_start(mst_ctx *ctx, int id, mst_tensor *const g[], int 
                                               : mst_comm_iallreduce_sum_f64(dp->comm, sl->send, sl->recv, sl->n, &sl->req);
     if (s != MST_OK) return mst_ctx_fail(ctx, s, "%s", mst_comm_error(dp->comm));
     sl->in_flight = true;
-    for (int i = 0; i < dp->n_slots; i++)       /* drive the earlier buckets while we are inside MPI */
-        if (i != id && dp->slots[i].in_flight) mst_comm_poll(dp->comm, &dp->slots[i].req);
+    progress(dp, id);                           /* drive the earlier buckets while we are inside MPI */
     return MST_OK;
 }
 

@@ -41,6 +41,9 @@ mst_status mst_dp_arm(mst_ctx *ctx, mst_tensor *const params[], int n_params);
 void mst_dp_backward_begin(mst_ctx *ctx);
 mst_status mst_dp_entry_done(mst_ctx *ctx, size_t tape_index);
 mst_status mst_dp_sync(mst_ctx *ctx);
+/* Polls the buckets in flight (eager calls it after each tape entry, graph mode's plan after each
+ * step): OpenMPI moves a transfer only inside MPI calls. Nothing in flight: returns at once. */
+void mst_dp_progress(mst_ctx *ctx);
 /* Buckets of the last armed step (their count and gradient bytes). */
 int mst_dp_bucket_count(const mst_ctx *ctx);
 int64_t mst_dp_grad_bytes(const mst_ctx *ctx);

@@ -20,6 +20,7 @@
 
 #include "profiler/events.h"
 #include "runtime/amp/half.h"
+#include "runtime/comm/dp.h"
 #include "runtime/context.h"
 #include "runtime/device.h"
 #include "runtime/graph/graph.h"
@@ -657,6 +658,7 @@ mst_status mst_graph_exec_run(mst_graph_exec *ex, mst_tensor *const in[], int n_
             int64_t bytes, flops = step_flops(s, &bytes);
             mst_prof_record_(MST_EV_END, MST_CAT_KERNEL, s->prof_name, s->op, flops, bytes);
         }
+        if (ctx->dp) mst_dp_progress(ctx);      /* a bucket's all-reduce in flight moves on between steps, as in eager */
     }
     return st;
 }

@@ -289,7 +289,9 @@ static void test_comm_rules(void **state) {
     const mst_finding *f = find(&x, "comm_overlap");
     assert_non_null(f);
     assert_string_equal(f->sets[0], "runtime.comm.overlap=true");
-    assert_true(fabs(f->predicted - 1.0 / 0.8) < 1e-9);
+    assert_int_equal(f->n_sets, 2);                 /* one bucket: overlap alone could hide nothing */
+    assert_string_equal(f->sets[1], "runtime.comm.bucket_mb=0.25");
+    assert_true(fabs(f->predicted - 1.0 / (1.0 - 0.4 * 0.75 / 2)) < 1e-9);      /* 3 of 4 buckets can hide, half predicted */
     assert_null(find(&x, "comm_bucket"));           /* overlap is off: buckets are not the problem yet */
     f = find(&x, "procs_threads");
     assert_non_null(f);
@@ -299,6 +301,34 @@ static void test_comm_rules(void **state) {
     assert_non_null(f);
     assert_int_equal(f->goal, MST_GOAL_NONE);
     assert_non_null(strstr(f->title, "rank 1"));
+    teardown_fixture(&x);
+
+    /* overlap off, 2 buckets: overlap alone; the last bucket stays exposed (half of 1/2 predicted hidden) */
+    setup_profile(&x, "{\"runtime\": {\"mode\": \"eager\", \"comm\": {\"overlap\": false, \"bucket_mb\": 1}}, \"data\": {\"batch_size\": 32}}",
+                  0.0, 0.6, 0.0);
+    dp_summary(&x, "{\"ranks\": 2, \"buckets\": 2, \"comm_exposed_ms_median\": 2.0, \"grad_bytes_per_step\": 7454760, "
+                   "\"imbalance\": 0.0, \"imbalance_flagged\": false}", 5.0);
+    diagnose(&x);
+    f = find(&x, "comm_overlap");
+    assert_non_null(f);
+    assert_int_equal(f->n_sets, 1);
+    assert_true(fabs(f->predicted - 1.0 / (1.0 - 0.4 * 0.5 / 2)) < 1e-9);
+    teardown_fixture(&x);
+
+    /* overlap on, 4 buckets, 30% exposed, 2 ranks x 2 threads: a progress thread where cores are spare */
+    setup_profile(&x, "{\"runtime\": {\"mode\": \"eager\", \"threads\": 4, \"comm\": {\"overlap\": true, \"bucket_mb\": 1}}, "
+                      "\"data\": {\"batch_size\": 32}}", 0.0, 0.6, 0.0);
+    dp_summary(&x, "{\"ranks\": 2, \"buckets\": 4, \"comm_exposed_ms_median\": 1.5, \"grad_bytes_per_step\": 4194304, "
+                   "\"imbalance\": 0.0, \"imbalance_flagged\": false}", 5.0);
+    mst_rule_env env6 = {6, 0, x.summary, 0, true};
+    x.n = mst_advisor_diagnose(&x.p, &env6, x.f, MST_MAX_FINDINGS);
+    f = find(&x, "comm_progress");
+    assert_non_null(f);
+    assert_string_equal(f->sets[0], "runtime.comm.progress_thread=true");
+    assert_true(fabs(f->predicted - 1.0 / (1.0 - 0.3 * 0.75 / 2)) < 1e-9);
+    mst_rule_env env4 = {4, 0, x.summary, 0, true};     /* 2 x 2 threads on 4 cores: no core to spare */
+    x.n = mst_advisor_diagnose(&x.p, &env4, x.f, MST_MAX_FINDINGS);
+    assert_null(find(&x, "comm_progress"));
     teardown_fixture(&x);
 
     /* overlap on, one bucket, 15% exposed: smaller buckets; balanced ranks: no slow rank */

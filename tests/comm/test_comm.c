@@ -79,6 +79,57 @@ static void test_iallreduce(void **state) {
     free(recv);
 }
 
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Two all-reduces in flight at once, waited one after the other while the peer is late: the busy
+ * time is the union of their intervals (not their sum, which counted the second one's wait under
+ * the first as "hidden": 2x the elapsed time), and nearly all of it is the caller's wait. A poll
+ * of a request not complete yet counts as exposed progress time. */
+static void test_busy_union(void **state) {
+    if (mst_comm_size(comm) < 2) skip();
+    const int r = mst_comm_rank(comm);
+    float a = 1, ra = 0, b = 2, rb = 0;
+    mst_comm_req qa = {0}, qb = {0};
+    assert_int_equal(mst_comm_barrier(comm), MST_OK);
+    if (r == 1) nanosleep(&(struct timespec){0, 300000000}, NULL);     /* the late rank */
+    mst_comm_stats_reset(comm);
+    const uint64_t t0 = now_ns();
+    assert_int_equal(mst_comm_iallreduce_sum_f32(comm, &a, &ra, 1, &qa), MST_OK);
+    assert_int_equal(mst_comm_iallreduce_sum_f32(comm, &b, &rb, 1, &qb), MST_OK);
+    if (r == 0) {
+        assert_int_equal(mst_comm_poll(comm, &qa), 0);                 /* rank 1 is still asleep */
+        assert_true(comm->stats.progress_ns > 0 && comm->stats.wait_ns == comm->stats.progress_ns);
+    }
+    assert_int_equal(mst_comm_wait(comm, &qa, "first"), MST_OK);
+    assert_int_equal(mst_comm_wait(comm, &qb, "second"), MST_OK);
+    const uint64_t elapsed = now_ns() - t0;
+    assert_true(ra == 2 && rb == 4);
+    assert_true(comm->stats.busy_ns <= elapsed);
+    if (r == 0) {
+        assert_true(comm->stats.busy_ns > 250000000ull);                /* it waited for the sleep */
+        assert_true(comm->stats.busy_ns - comm->stats.wait_ns < elapsed / 10);
+    }
+    assert_int_equal(comm->inflight, 0);
+}
+
+/* This test asks MPI for MPI_THREAD_FUNNELED (the default): the progress thread is refused with a
+ * message naming what it needs (tests/comm/test_dp_train.c runs it under MPI_THREAD_MULTIPLE). */
+static void test_progress_thread_refused(void **state) {
+    if (mst_comm_size(comm) < 2) {
+        assert_int_equal(mst_comm_progress_thread(comm, true), MST_OK);     /* one process: nothing to do */
+        assert_null(comm->progress);
+        return;
+    }
+    assert_false(comm->threads_ok);
+    assert_int_equal(mst_comm_progress_thread(comm, true), MST_ERR_ARG);
+    assert_non_null(strstr(mst_comm_error(comm), "MPI_THREAD_MULTIPLE"));
+    assert_null(comm->progress);
+}
+
 /* Rank 0 waits with a short timeout for an all-reduce rank 1 joins a second later: the wait fails
  * with the message, and a second wait without a limit completes it (no state was lost). */
 static void test_timeout(void **state) {
@@ -108,7 +159,8 @@ int main(void) {
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rank_size),  cmocka_unit_test(test_allreduce), cmocka_unit_test(test_broadcast_barrier),
-        cmocka_unit_test(test_any),        cmocka_unit_test(test_iallreduce), cmocka_unit_test(test_timeout),
+        cmocka_unit_test(test_any),        cmocka_unit_test(test_iallreduce), cmocka_unit_test(test_busy_union),
+        cmocka_unit_test(test_timeout),    cmocka_unit_test(test_progress_thread_refused),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     mst_comm_free(comm);

@@ -5,7 +5,10 @@
  *     validation accuracy) within the reduction order's tolerance, eager and graph, O0 and O2,
  *     overlap on and off, buckets of several sizes;
  *   - overflow agreement: an inf in one rank's batch makes both ranks skip the update;
- *   - resume: 1 epoch, checkpoint (rank 0 writes), resume to 2 epochs = 2 epochs straight. */
+ *   - resume: 1 epoch, checkpoint (rank 0 writes), resume to 2 epochs = 2 epochs straight;
+ *   - the progress thread (MPI_THREAD_MULTIPLE, asked for before the communicator is made): the
+ *     equivalence with it on, and its handed-over all-reduces: values, a timeout on a late rank
+ *     that then completes, the busy time. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -131,9 +135,10 @@ static double param_diff(const run *a, const run *b) {
 
 static void test_equivalence(void **state) {
     if (mst_comm_size(world) != 2) skip();
-    const struct { bool graph; int amp; bool overlap; double bucket_mb; double tol; } cases[] = {
-        {false, 0, true, 0.004, 1e-5}, {false, 0, false, 25, 1e-5}, {true, 0, true, 0.004, 1e-5},
-        {true, 0, false, 0.05, 1e-5},  {false, 2, true, 0.004, 2e-2}, {true, 2, true, 0.004, 2e-2},
+    const struct { bool graph; int amp; bool overlap; double bucket_mb; double tol; bool thread; } cases[] = {
+        {false, 0, true, 0.004, 1e-5, false}, {false, 0, false, 25, 1e-5, false}, {true, 0, true, 0.004, 1e-5, false},
+        {true, 0, false, 0.05, 1e-5, false},  {false, 2, true, 0.004, 2e-2, false}, {true, 2, true, 0.004, 2e-2, false},
+        {false, 0, true, 0.004, 1e-5, true},  {true, 0, true, 0.004, 1e-5, true},
     };
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         run ref, dp;
@@ -141,11 +146,15 @@ static void test_equivalence(void **state) {
                       .bucket_mb = cases[c].bucket_mb, .epochs = 1, .max_steps = 10};
         run_train(&ref, &o);
         o.dp = true;
+        if (cases[c].thread) assert_int_equal(mst_comm_progress_thread(world, true), MST_OK);
         run_train(&dp, &o);
+        assert_int_equal(mst_comm_progress_thread(world, false), MST_OK);
+        assert_int_equal(world->inflight, 0);
         double d = param_diff(&ref, &dp);
-        printf("rank %d: %s O%d overlap %d bucket %.3f MiB (%d buckets, %lld gradient bytes): max relative parameter difference %.3g, "
+        printf("rank %d: %s O%d overlap %d thread %d bucket %.3f MiB (%d buckets, %lld gradient bytes): max relative parameter difference %.3g, "
                "val accuracy %.4f vs %.4f, loss %.6f vs %.6f, parameters moved %.3g\n",
-               mst_comm_rank(world), cases[c].graph ? "graph" : "eager", cases[c].amp, cases[c].overlap, cases[c].bucket_mb,
+               mst_comm_rank(world), cases[c].graph ? "graph" : "eager", cases[c].amp, cases[c].overlap, cases[c].thread,
+               cases[c].bucket_mb,
                dp.res.comm_buckets, (long long)dp.res.comm_grad_bytes, d, dp.res.val_accuracy, ref.res.val_accuracy,
                dp.res.final_loss, ref.res.final_loss, ref.moved);
         assert_true(ref.moved > 10 * cases[c].tol);       /* training moved them: the comparison means something */
@@ -234,8 +243,57 @@ static void test_resume(void **state) {
     run_free(&resumed);
 }
 
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* All-reduces handed to the progress thread while rank 1 is late: rank 0's poll reads "not yet",
+ * a wait with a short limit fails with the message and a second one completes; the sums are
+ * right and the busy time is the union of the two requests' intervals. */
+static void test_progress_thread(void **state) {
+    if (mst_comm_size(world) != 2) skip();
+    assert_true(world->threads_ok);
+    assert_int_equal(mst_comm_progress_thread(world, true), MST_OK);
+    assert_non_null(world->progress);
+    const int r = mst_comm_rank(world);
+    enum { N = 1 << 16 };
+    float *send = malloc(N * sizeof(float)), *recv = malloc(N * sizeof(float)), b = (float)(r + 1), rb = 0;
+    for (int i = 0; i < N; i++) send[i] = (float)((i % 5) * (r + 1));
+    assert_int_equal(mst_comm_barrier(world), MST_OK);
+    if (r == 1) nanosleep(&(struct timespec){0, 300000000}, NULL);     /* the late rank */
+    mst_comm_stats_reset(world);
+    const uint64_t t0 = now_ns();
+    mst_comm_req qa = {0}, qb = {0};
+    assert_int_equal(mst_comm_iallreduce_sum_f32(world, send, recv, N, &qa), MST_OK);
+    assert_int_equal(mst_comm_iallreduce_sum_f32(world, &b, &rb, 1, &qb), MST_OK);
+    assert_true(qa.handed && qb.handed);
+    if (r == 0) {
+        assert_int_equal(mst_comm_poll(world, &qa), 0);
+        world->timeout_s = 0.05;
+        assert_int_equal(mst_comm_wait(world, &qa, "handed all-reduce"), MST_ERR_IO);
+        assert_non_null(strstr(mst_comm_error(world), "waited more than"));
+        world->timeout_s = 0;
+    }
+    assert_int_equal(mst_comm_wait(world, &qa, "handed all-reduce"), MST_OK);
+    assert_int_equal(mst_comm_wait(world, &qb, "handed all-reduce"), MST_OK);
+    const uint64_t elapsed = now_ns() - t0;
+    world->timeout_s = 60;
+    for (int i = 0; i < N; i++) assert_true(recv[i] == (float)((i % 5) * 3));
+    assert_true(rb == 3);
+    assert_true(world->stats.busy_ns <= elapsed);
+    if (r == 0) assert_true(world->stats.busy_ns > 250000000ull);
+    assert_int_equal(world->inflight, 0);
+    assert_int_equal(mst_comm_progress_thread(world, false), MST_OK);
+    assert_null(world->progress);
+    free(send);
+    free(recv);
+}
+
 int main(void) {
     char err[256] = "";
+    mst_comm_want_threads(true);        /* MPI_THREAD_MULTIPLE: the progress thread's cases */
     world = mst_comm_new_auto(60, err, sizeof(err));
     if (!world) {
         fprintf(stderr, "communicator: %s\n", err);
@@ -245,6 +303,7 @@ int main(void) {
         cmocka_unit_test(test_equivalence),
         cmocka_unit_test(test_overflow_agreement),
         cmocka_unit_test(test_resume),
+        cmocka_unit_test(test_progress_thread),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     mst_comm_free(world);
