@@ -9,6 +9,7 @@
 #
 #     bench/torch_compare.sh [BUILD_DIR]            # the full table (minutes on a quiet machine)
 #     TORCH_COMPARE_QUICK=1 bench/torch_compare.sh  # mlp:32 cnn:32, 2 threads, few repeats (a check)
+#     TORCH_COMPARE_ROWS="cnn:64" TORCH_COMPARE_THREADS=2 bench/torch_compare.sh   # a subset, full repeats
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -19,6 +20,9 @@ py_repeats=30
 if [ -n "${TORCH_COMPARE_QUICK:-}" ] && [ "${TORCH_COMPARE_QUICK}" != 0 ]; then
     rows=(mlp:32 cnn:32); thread_counts=(2); mst_repeats=3; py_repeats=3
 fi
+# a subset at full repeats: TORCH_COMPARE_ROWS="cnn:64 mlp:256" TORCH_COMPARE_THREADS=2 (no workloads table)
+if [ -n "${TORCH_COMPARE_ROWS:-}" ]; then read -r -a rows <<<"$TORCH_COMPARE_ROWS"; fi
+if [ -n "${TORCH_COMPARE_THREADS:-}" ]; then read -r -a thread_counts <<<"$TORCH_COMPARE_THREADS"; fi
 py3=/usr/bin/python3    # Debian's interpreter: python3-torch installs for it, not for a pyenv/venv python
 if ! $py3 -c "import torch" 2>/dev/null; then
     echo "torch_compare: installing python3-torch (Debian's PyTorch 1.13)" >&2
@@ -62,4 +66,6 @@ for t in "${thread_counts[@]}"; do
                      m, b, pf, pft, pb, pbt, me, mg, mo, pf / mg, pf / mo, pb / mo }'
     done
 done
-echo; bench/torch_compare_workloads.sh "$build" "${thread_counts[-1]}"    # the transformer and the SR net, at the most threads above
+# the transformer and the SR net, at the most threads above (not for a TORCH_COMPARE_ROWS subset)
+[ -z "${TORCH_COMPARE_ROWS:-}" ] && { echo; bench/torch_compare_workloads.sh "$build" "${thread_counts[-1]}"; }
+exit 0

@@ -3,10 +3,10 @@
  * A channel's statistics sum one (image, channel) row of S f32 values at a time: sixteen partial
  * sums in double, partial k taking the elements i = k (mod 16) in order, added up by one fixed
  * tree ((p0 + p1) + (p2 + p3)) + ... . The AVX-512 path (two 8-lane accumulators, chosen at run
- * time, MSTUNE_CPU_MASK honoured) and the portable path give the same bits, and every f32
- * batch-norm kernel (the fast f32 one, the half one on widened rows) sums through these, so they
- * agree with each other for any thread count. Double adds cannot be reordered by the compiler;
- * sixteen independent chains keep the adds from waiting on each other.
+ * time, MSTUNE_CPU_MASK honoured) and the portable path give the same bits, for any thread
+ * count. The half batch-norm kernels (runtime/ops/norm.c) sum their widened rows through these.
+ * Double adds cannot be reordered by the compiler; sixteen independent chains keep the adds from
+ * waiting on each other.
  *
  *     double sum = mst_bn_row_sum(x + row, s);                 // sum of x
  *     double dev = mst_bn_row_sum_dev2(x + row, s, mean);      // sum of (x - mean)^2

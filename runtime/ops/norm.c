@@ -111,27 +111,6 @@ static double *bn_scratch(mst_ctx *ctx, int64_t ch, int k) {
     return (double *)mst_ctx_workspace(ctx, (size_t)(k * ch + 1) * sizeof(double));
 }
 
-/* The f32 kernels' sums over channels [c0, c1) of (N, C, S) data with S > 1, row by row. */
-static void bn_rows_sum_x(bn_dims d, int64_t c0, int64_t c1, const float *x, double *acc) {
-    for (int64_t n = 0; n < d.n; n++)
-        for (int64_t ch = c0; ch < c1; ch++) acc[ch] += mst_bn_row_sum(x + (n * d.c + ch) * d.s, d.s);
-}
-static void bn_rows_sum_dev2(bn_dims d, int64_t c0, int64_t c1, const float *x, const double *mean, double *acc) {
-    for (int64_t n = 0; n < d.n; n++)
-        for (int64_t ch = c0; ch < c1; ch++) acc[ch] += mst_bn_row_sum_dev2(x + (n * d.c + ch) * d.s, d.s, mean[ch]);
-}
-static void bn_rows_sum_grad(bn_dims d, int64_t c0, int64_t c1, const float *gy, const float *x, const double *mean,
-                             double *sum_gy, double *sum_gyx) {
-    for (int64_t n = 0; n < d.n; n++)
-        for (int64_t ch = c0; ch < c1; ch++) {
-            int64_t r = (n * d.c + ch) * d.s;
-            sum_gy[ch] += mst_bn_row_sum(gy + r, d.s);
-            sum_gyx[ch] += mst_bn_row_sum_gyx(gy + r, x + r, d.s, mean[ch]);
-        }
-}
-/* Whether a fast kernel of element type T sums through the row functions above: f32 rows (S > 1). */
-#define BN_F32_ROWS(T, d) (sizeof(T) == sizeof(float) && (d).s > 1)
-
 /* Threads: the fast kernels split the channels into ranges over the context's pool. Every
  * per-channel sum runs over the same elements in the same order whatever the range, so the
  * results are the same bits for any thread count; the price is that each range walks all N
@@ -212,11 +191,9 @@ typedef struct {
         double *invstd = mean + d.c, *acc = invstd + d.c, *scale = acc + d.c;                        \
         if (c->attrs.i[0]) {                                                                         \
             for (int64_t ch = c0; ch < c1; ch++) mean[ch] = acc[ch] = invstd[ch] = 0;                \
-            if (BN_F32_ROWS(T, d)) bn_rows_sum_x(d, c0, c1, (const float *)x, mean);                 \
-            else BN_ACCUMULATE(d, c0, c1, mean, (double)x[i], acc, 0.0)                              \
+            BN_ACCUMULATE(d, c0, c1, mean, (double)x[i], acc, 0.0)                                   \
             for (int64_t ch = c0; ch < c1; ch++) mean[ch] /= (double)d.m;                            \
-            if (BN_F32_ROWS(T, d)) bn_rows_sum_dev2(d, c0, c1, (const float *)x, mean, acc);         \
-            else BN_ACCUMULATE(d, c0, c1, acc, ((double)x[i] - mean[ch]) * ((double)x[i] - mean[ch]), invstd, 0.0) \
+            BN_ACCUMULATE(d, c0, c1, acc, ((double)x[i] - mean[ch]) * ((double)x[i] - mean[ch]), invstd, 0.0) \
             for (int64_t ch = c0; ch < c1; ch++) {                                                   \
                 double var = acc[ch] / (double)d.m;                                                  \
                 invstd[ch] = 1.0 / sqrt(var + eps);                                                  \
@@ -360,8 +337,7 @@ static mst_status infer_batchnorm_grad(mst_ctx *ctx, const mst_op_call *c, mst_m
             sum_gy[ch] = sum_gyx[ch] = 0;                                                            \
             mean[ch] = (double)save_mean[ch];                                                        \
         }                                                                                            \
-        if (BN_F32_ROWS(T, d)) bn_rows_sum_grad(d, c0, c1, (const float *)gy, (const float *)x, mean, sum_gy, sum_gyx); \
-        else BN_ACCUMULATE(d, c0, c1, sum_gy, (double)gy[i], sum_gyx, (double)gy[i] * ((double)x[i] - mean[ch])) \
+        BN_ACCUMULATE(d, c0, c1, sum_gy, (double)gy[i], sum_gyx, (double)gy[i] * ((double)x[i] - mean[ch])) \
         double inv_m = d.m > 0 ? 1.0 / (double)d.m : 0;                                              \
         for (int64_t ch = c0; ch < c1; ch++) {                                                       \
             double is = (double)save_invstd[ch];                                                     \
@@ -432,12 +408,17 @@ const mst_op_desc mst_desc_batchnorm_grad = {
  *
  * Under O2, x, y, gy and gx are f16/bf16 while gamma, beta and every statistic stay f32. These
  * kernels widen one (image, channel) row of S values at a time into a per-worker buffer that
- * stays in L1/L2, run the f32 kernel's arithmetic on it operation for operation (the same row
- * sums, runtime/ops/bn_rows.h, and the same f32 expressions), and round each output row to
- * nearest even as it is stored. The result is the bits of the half-via-f32 kernel
- * (runtime/amp/half_kernels.c: widen the tensor, run the f32 kernel, round; tests/amp/test_half.c
- * checks it) while moving half the bytes of the f32 kernel instead of 2.5x them. Other dtype
- * mixes (O3's half parameters) and (N, C) inputs keep the generic half kernel. */
+ * stays in L1/L2, run the f32 kernel's formulas on it (the same f32 expressions for every output
+ * element; the per-channel double sums through runtime/ops/bn_rows.h, sixteen partials with an
+ * AVX-512 path, where the f32 kernel keeps four scalar partials), and round each output row to
+ * nearest even as it is stored. They move half the bytes of the f32 kernel instead of the generic
+ * half kernel's 2.5x. Only the order of the double sums differs from the half-via-f32 kernel
+ * (runtime/amp/half_kernels.c: widen the tensor, run the f32 kernel, round); a double-sum ulp
+ * rarely survives the rounding to f32 and then to half, and tests/amp/test_half.c finds the same
+ * bits on its cases (seeds 1-10 tried), but it is not guaranteed at a rounding tie. The f32
+ * kernel keeps its own sums: routed through the row functions it
+ * measured slower (bench/bench_amp_kernels, Zen 5), for reasons not found. Other dtype mixes (O3's
+ * half parameters) and (N, C) inputs keep the generic half kernel. */
 
 /* x (input x_index) and the other (N, C, ...) operands half, of one dtype, with S > 1; every
  * (C) operand f32. */
