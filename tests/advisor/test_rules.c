@@ -412,13 +412,24 @@ static void test_denormals(void **state) {
     uniform_steps(&x, 100, 0.02);
     for (int i = 0; i < 100; i++) x.steps[i].wall_ms = 1.0 + 3.0 * i / 99;
     diagnose(&x);
+    assert_null(find(&x, "denormals"));     /* the growth is outside the kernels: not subnormal arithmetic */
+    for (int i = 0; i < 100; i++) x.steps[i].cat_ms[MST_CAT_KERNEL] = x.steps[i].wall_ms - 0.02;
+    diagnose(&x);
     f = find(&x, "denormals");
     assert_non_null(f);
     assert_true(f->predicted > 1.5 && f->predicted < 3);    /* the run's time over the first quarter's speed */
+    assert_true(f->score < 1.05);     /* timing alone, nothing counted: ranked below counted findings */
+    cJSON_Delete(x.summary);
+    x.summary = cJSON_Parse("{\"steps\": 100, \"subnormal_fraction\": {\"params\": 0, \"grads\": 0.0001}}");
+    diagnose(&x);
+    f = find(&x, "denormals");
+    assert_non_null(f);
+    assert_true(f->score == f->predicted && f->predicted > 1.5);     /* the rise with subnormal gradients counted */
     teardown_fixture(&x);
     setup_profile(&x, "{\"runtime\": {\"mode\": \"eager\", \"flush_denormals\": true}}", 0.02, 0.95, 0.0);   /* already on */
     uniform_steps(&x, 100, 0.02);
     for (int i = 0; i < 100; i++) x.steps[i].wall_ms = 1.0 + 3.0 * i / 99;
+    for (int i = 0; i < 100; i++) x.steps[i].cat_ms[MST_CAT_KERNEL] = x.steps[i].wall_ms - 0.02;
     diagnose(&x);
     assert_null(find(&x, "denormals"));
     teardown_fixture(&x);
