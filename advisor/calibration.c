@@ -163,7 +163,8 @@ static int prepare(mst_ctx *ctx, mst_op op, const parsed_sig *ps, int mask, mst_
     mst_meta meta[MST_MAX_OP_OUTPUTS];
     memset(pr, 0, sizeof(*pr));
     pr->c = (mst_op_call){.op = op, .n_in = ps->n_in, .n_out = d->n_outputs, .attrs = ps->attrs};
-    if (d->n_outputs < 1 || d->n_outputs > MST_MAX_OP_OUTPUTS || (d->flags & MST_OPF_VIEW) || !d->infer)
+    /* an op with no outputs computes only when it mutates an input (amp_unscale_check) */
+    if ((d->n_outputs < 1 && !d->mutates) || d->n_outputs > MST_MAX_OP_OUTPUTS || (d->flags & MST_OPF_VIEW) || !d->infer)
         return snprintf(why, n, "not a computing op"), -1;
     if (ps->n_in < d->min_inputs || ps->n_in > d->max_inputs)
         return snprintf(why, n, "%d inputs, the op takes %d..%d", ps->n_in, d->min_inputs, d->max_inputs), -1;
@@ -380,6 +381,23 @@ int mst_amp_calibrate(rpt_profile *p, const mst_amp_calib_opts *o, mst_amp_calib
         if (time_pair(ctx, MST_OP_CAST, &ps, -1, half, tt, why, sizeof(why)) == 0 && tt[0] > 0) {
             out->cast_ns += tt[0];
             cache_append(&k, "cast", sig, tt[0], tt[0]);
+        }
+    }
+    /* O2's dynamic loss scaler (amp.loss_scale.type auto is dynamic at O2): amp_unscale_check over
+     * every f32 gradient per step, timed as one tensor of all the parameters' elements */
+    if (out->param_elems > 0) {
+        parsed_sig ps = {.n_in = 3, .ndim = {1, 0, 0}, .dtype = {MST_DTYPE_F32, MST_DTYPE_F32, MST_DTYPE_F32}};
+        ps.shape[0][0] = out->param_elems;
+        ps.attrs.i[0] = 1;
+        char sig[96], why[128];
+        snprintf(sig, sizeof(sig), "[[%lld],[],[]]|f32,f32,f32|i:1", (long long)out->param_elems);
+        double a, b, tt[2];
+        if (cache_find(&k, "amp_unscale_check", sig, &a, &b)) {
+            out->unscale_ns = a;
+            out->unscale_cached = true;
+        } else if (time_pair(ctx, MST_OP_AMP_UNSCALE_CHECK, &ps, -1, half, tt, why, sizeof(why)) == 0 && tt[0] > 0) {
+            out->unscale_ns = tt[0];
+            cache_append(&k, "amp_unscale_check", sig, tt[0], tt[0]);
         }
     }
     out->seconds = (now_ns() - t0) / 1e9;

@@ -3,7 +3,7 @@
  * rebuilt and timed in f32 and with the inputs O2 would give it in the half dtype, through the
  * runtime's own kernel lookup (so oneDNN, AMX where present and the half-via-f32 path all show as
  * they would in training), plus the casts O2 adds per step (parameters to half, their gradients
- * back to f32; the loss scaler's unscale pass is not estimated).
+ * back to f32) and the dynamic loss scaler's unscale-and-check pass over the gradients.
  *
  * Results are cached per machine in a tab-separated file, one line per call signature:
  *   amp1 <TAB> machine <TAB> build <TAB> kernels <TAB> threads <TAB> half <TAB> op <TAB> signature <TAB> f32 us <TAB> half us
@@ -59,6 +59,8 @@ typedef struct {
     double cast_ns;             /* their cast to half and their gradients' back to f32, measured, per
                                    step; 0 when unknown */
     bool cast_cached;
+    double unscale_ns;          /* the loss scaler's amp_unscale_check over every gradient, per step; 0 unknown */
+    bool unscale_cached;
     char path[512];             /* the cache file ("" none) */
     int n_measured, n_cached;
     double seconds;             /* spent measuring now */

@@ -205,7 +205,8 @@ static void cpu_half_facts(const cJSON *summary, char *out, size_t n) {
 }
 
 /* The AMP prediction from the calibration: each op's kernel time (p50 x calls) scaled by its
- * calibrated half/f32 ratio (1 where none was measured), plus the parameter casts O2 adds per step,
+ * calibrated half/f32 ratio (1 where none was measured), plus the parameter casts and the loss
+ * scaler's unscale pass O2 adds per step,
  * over the kernel time as it is; the rest of the step (dispatch, data, ...) stays as it is. Writes
  * the cited ratios (largest share of kernel time first) into cite. Returns the predicted speedup of
  * the step; *uncal gets the share of kernel time with no calibrated ratio. */
@@ -233,6 +234,7 @@ double mst_amp_predict(const rpt_profile *p, const mst_amp_calib *cal, double ke
     }
     int64_t steps = p->n_steps > 0 ? p->n_steps : p->bd.steps;
     if (cal->cast_ns > 0 && steps > 0) t2 += cal->cast_ns * (double)steps;
+    if (cal->unscale_ns > 0 && steps > 0) t2 += cal->unscale_ns * (double)steps;
     *uncal = t > 0 ? none / t : 1;
     if (!(t > 0)) return 1.0;
     double k = kernel_share > 0 && kernel_share <= 1 ? kernel_share : 1;
@@ -290,9 +292,9 @@ static void rule_amp_level(const rpt_profile *p, const mst_rule_env *env, sink *
         snprintf(src, sizeof(src), "%d signatures from %s", cal->n_cached, cal->path);
     if (left)
         snprintf(f->evidence + len, left,
-                 "calibrated %s/f32 kernel time: %s; O2's parameter and gradient casts %.3g ms/step; %.0f%% of kernel time uncalibrated (x1); "
-                 "predicted %.3fx (%.200s)",
-                 half, cite, cal->cast_ns / 1e6, 100 * uncal, f->predicted, src);
+                 "calibrated %s/f32 kernel time: %s; O2's parameter and gradient casts %.3g ms/step, its loss scaler's "
+                 "unscale pass %.3g ms/step; %.0f%% of kernel time uncalibrated (x1); predicted %.3fx (%.200s)",
+                 half, cite, cal->cast_ns / 1e6, cal->unscale_ns / 1e6, 100 * uncal, f->predicted, src);
     /* how far to trust it: isolated kernels, no fusion or memory effects; less when much is uncalibrated */
     f->confidence = uncal < 0.2 ? (f->predicted >= resolvable(env) ? 0.6 : 0.4) : 0.2;
     f->score = f->predicted;

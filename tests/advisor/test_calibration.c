@@ -87,6 +87,10 @@ static void test_predict_formula(void **state) {
     c.cast_ns = 10;
     s = mst_amp_predict(&x.p, &c, 1.0, &uncal, cite, sizeof(cite));
     assert_true(fabs(s - 1 / 1.2) < 1e-9);
+    /* and the loss scaler's unscale pass: 5 ns per step, 50 more */
+    c.unscale_ns = 5;
+    s = mst_amp_predict(&x.p, &c, 1.0, &uncal, cite, sizeof(cite));
+    assert_true(fabs(s - 1 / 1.25) < 1e-9);
     cJSON_Delete(x.p.config);
 }
 
@@ -185,6 +189,15 @@ static void test_cache_round_trip(void **state) {
     assert_int_equal(mst_amp_calibrate(&x.p, &o, &c, err, sizeof(err)), 0);
     assert_int_equal(c.n_measured, 2);
     assert_int_equal(count_lines(path), 4);
+    /* with the parameters known: their two casts and the loss scaler's unscale pass, timed and cached */
+    o.param_elems = 4096;
+    assert_int_equal(mst_amp_calibrate(&x.p, &o, &c, err, sizeof(err)), 0);
+    assert_true(c.cast_ns > 0 && !c.cast_cached);
+    assert_true(c.unscale_ns > 0 && !c.unscale_cached);
+    assert_int_equal(count_lines(path), 7);
+    assert_int_equal(mst_amp_calibrate(&x.p, &o, &c, err, sizeof(err)), 0);
+    assert_true(c.cast_cached && c.unscale_cached && c.unscale_ns > 0);
+    assert_int_equal(count_lines(path), 7);
     unlink(path);
     cJSON_Delete(x.p.config);
 }
