@@ -234,7 +234,9 @@ double mst_amp_predict(const rpt_profile *p, const mst_amp_calib *cal, double ke
     }
     int64_t steps = p->n_steps > 0 ? p->n_steps : p->bd.steps;
     if (cal->cast_ns > 0 && steps > 0) t2 += cal->cast_ns * (double)steps;
-    if (cal->unscale_ns > 0 && steps > 0) t2 += cal->unscale_ns * (double)steps;
+    /* the scaler unscales unless the job turned loss scaling off (auto is dynamic at O2) */
+    if (cal->unscale_ns > 0 && steps > 0 && strcmp(mst_cfg_str(p->config, "amp.loss_scale.type", "auto"), "none") != 0)
+        t2 += cal->unscale_ns * (double)steps;
     *uncal = t > 0 ? none / t : 1;
     if (!(t > 0)) return 1.0;
     double k = kernel_share > 0 && kernel_share <= 1 ? kernel_share : 1;

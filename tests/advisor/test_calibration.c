@@ -91,6 +91,11 @@ static void test_predict_formula(void **state) {
     c.unscale_ns = 5;
     s = mst_amp_predict(&x.p, &c, 1.0, &uncal, cite, sizeof(cite));
     assert_true(fabs(s - 1 / 1.25) < 1e-9);
+    /* with loss scaling turned off there is no unscale pass */
+    cJSON *amp = cJSON_GetObjectItemCaseSensitive(x.p.config, "amp");
+    cJSON_AddItemToObject(amp, "loss_scale", cJSON_Parse("{\"type\": \"none\"}"));
+    s = mst_amp_predict(&x.p, &c, 1.0, &uncal, cite, sizeof(cite));
+    assert_true(fabs(s - 1 / 1.2) < 1e-9);
     cJSON_Delete(x.p.config);
 }
 
