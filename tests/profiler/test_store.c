@@ -12,6 +12,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -628,6 +629,94 @@ static void test_bounded_queue(void **state) {
     rm_db(path);
 }
 
+/* The writer is SCHED_IDLE: with a busy thread on every core it gets (almost) no cycles, so a small
+ * queue fills and the recording thread drains it at its hand-off (drain_one), and close drains the
+ * rest; every step arrives, in order, and the run says how its writer was scheduled. */
+static atomic_int g_busy_stop;
+static void *busy(void *arg) {
+    (void)arg;
+    volatile uint64_t x = 0;
+    while (!atomic_load(&g_busy_stop)) x++;
+    return NULL;
+}
+
+/* One spinning thread per core (at most 64); returns how many to hand to stop_busy. */
+static long start_busy(pthread_t th[64]) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1 || cores > 64) cores = 2;
+    atomic_store(&g_busy_stop, 0);
+    for (long i = 0; i < cores; i++) pthread_create(&th[i], NULL, busy, NULL);
+    return cores;
+}
+
+static void stop_busy(pthread_t th[64], long n) {
+    atomic_store(&g_busy_stop, 1);
+    for (long i = 0; i < n; i++) pthread_join(th[i], NULL);
+}
+
+static void test_idle_writer_under_load(void **state) {
+    (void)state;
+    char path[512], err[512];
+    tmp_db(path, sizeof(path), "idle");
+    pthread_t th[64];
+    const long cores = start_busy(th);
+    mst_store_options opt = {.queue_events = 256, .commit_steps = 4};
+    mst_store *st = mst_store_open_opts(path, NULL, 2, &opt, err, sizeof(err));
+    if (!st) fail_msg("%s", err);
+    mst_profiler *p = mst_profiler_new();
+    mst_profiler_set_sink(p, mst_store_sink, st);
+    assert_int_equal(mst_profiler_start(p), 0);
+    const names nm = intern_names();
+    run_steps(&nm, 0, 200, NULL, 0);
+    mst_profiler_stop(p);
+    const mst_store_stats s = mst_store_get_stats(st);
+    assert_int_equal(s.dropped, 0);
+    if (mst_store_close(st, err, sizeof(err)) != 0) fail_msg("%s", err);
+    stop_busy(th, cores);
+    sqlite3 *db = db_open(path);
+    assert_sums(db);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM steps"), 200);
+    assert_int_equal(q_int(db, "SELECT min(step) FROM steps"), 0);
+    assert_int_equal(q_int(db, "SELECT max(step) FROM steps"), 199);
+    char sched[200];
+    q_text(db, "SELECT value FROM run WHERE key = 'profiler.writer_sched'", sched, sizeof(sched));
+    assert_true(strcmp(sched, "SCHED_IDLE") == 0 || strncmp(sched, "SCHED_OTHER (SCHED_IDLE refused: ", 33) == 0);
+    sqlite3_close(db);
+    mst_profiler_free(p);
+    rm_db(path);
+}
+
+/* With room in the queue, a starved writer must still not let it age (what a kill loses is bounded):
+ * by the first hand-off after 200 ms every older step is in the database. (On the 2-core VM the
+ * idle writer's small share kept up with these steps even without the hand-off's drain, so this
+ * checks the bound and the drain's order and counts, not that the drain was needed.) */
+static void test_starved_writer_queue_does_not_age(void **state) {
+    (void)state;
+    char path[512], err[512];
+    tmp_db(path, sizeof(path), "stale");
+    pthread_t th[64];
+    const long cores = start_busy(th);
+    mst_store *st = mst_store_open(path, NULL, 2, err, sizeof(err));      /* the default 8 MiB queue */
+    if (!st) fail_msg("%s", err);
+    mst_profiler *p = mst_profiler_new();
+    mst_profiler_set_sink(p, mst_store_sink, st);
+    assert_int_equal(mst_profiler_start(p), 0);
+    const names nm = intern_names();
+    run_steps(&nm, 0, 400, NULL, 0);        /* ~7 ms of the writer's work: more than its idle share */
+    spin_ns(250000000);
+    run_steps(&nm, 400, 1, NULL, 0);
+    const mst_store_stats s = mst_store_get_stats(st);
+    assert_true(s.steps >= 400);
+    mst_profiler_stop(p);
+    if (mst_store_close(st, err, sizeof(err)) != 0) fail_msg("%s", err);
+    stop_busy(th, cores);
+    sqlite3 *db = db_open(path);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM steps"), 401);
+    sqlite3_close(db);
+    mst_profiler_free(p);
+    rm_db(path);
+}
+
 /* The database per step at level 1 with ~600 records per step (a cnn step): measured, bounded. */
 static mst_prof_event op_ev(mst_prof_kind kind, mst_prof_cat cat, uint32_t name, int op, uint64_t t, int64_t a, int64_t b) {
     mst_prof_event e = ev_make(kind, cat, name, t, a);
@@ -851,7 +940,9 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_store_stream),    cmocka_unit_test(test_store_real_ops),
         cmocka_unit_test(test_trace_limits),    cmocka_unit_test(test_unbalanced_and_repeated_steps),
-        cmocka_unit_test(test_bounded_queue),   cmocka_unit_test(test_db_size_per_step),
+        cmocka_unit_test(test_bounded_queue),   cmocka_unit_test(test_idle_writer_under_load),
+        cmocka_unit_test(test_starved_writer_queue_does_not_age),
+        cmocka_unit_test(test_db_size_per_step),
         cmocka_unit_test(test_kill_safety),     cmocka_unit_test(test_store_full),
         cmocka_unit_test(test_errors),
     };
