@@ -175,8 +175,8 @@ const mst_job_key mst_job_keys[] = {
     INT("profile.repeat", profile.repeat, "0", 0, "schedule: windows (0 = until the run ends)"),
     INT("profile.trace_steps", profile.trace_steps, "20", 0, "steps whose raw events are kept for the trace"),
     BOOL("profile.sampler", profile.sampler, "true", "sample call stacks (libunwind) to cross-check dispatch time"),
-    INTMAX("profile.sample_hz", profile.sample_hz, "97", 1, 10000,
-           "sampler rate per thread (97: the default profile stays within ~2% of step time, bench/profile_cost.sh)"),
+    INTMAX("profile.sample_hz", profile.sample_hz, "29", 1, 10000,
+           "sampler rate per thread (29: the default profile stays within 2% of step time, bench/profile_cost.sh)"),
 
     ENUM("amp.level", amp.level, "O0", amp_names,
          "mixed precision: O0 f32, O1 allow-list half, O2 half but norms/loss, O3 all half"),
