@@ -666,6 +666,7 @@ static int has_room(const mst_store *s, uint64_t n) {
 
 void mst_store_sink(void *user, uint32_t tid, const mst_prof_event *ev, size_t n) {
     mst_store *s = user;
+    const uint64_t t_call = now_ns();       /* the items' age is measured from here */
     pthread_mutex_lock(&s->qlock);
     while (n > 0) {
         if (s->failed_q || s->closing) {
@@ -689,7 +690,7 @@ void mst_store_sink(void *user, uint32_t tid, const mst_prof_event *ev, size_t n
         const uint64_t first = piece < s->cap - at ? piece : s->cap - at;
         memcpy(&s->ring[at], ev, first * sizeof(*ev));
         if (first < piece) memcpy(&s->ring[0], ev + first, (piece - first) * sizeof(*ev));
-        s->items[s->itail & (QUEUE_ITEMS - 1)] = (q_item){tid, (uint32_t)piece, s->tail, now_ns()};
+        s->items[s->itail & (QUEUE_ITEMS - 1)] = (q_item){tid, (uint32_t)piece, s->tail, t_call};
         s->itail++;
         s->tail += piece;
         s->received += piece;
@@ -703,9 +704,10 @@ void mst_store_sink(void *user, uint32_t tid, const mst_prof_event *ev, size_t n
      * WRITER_STALE_NS plus the commit window (docs/profile-schema.md), so the recording thread
      * drains an aged queue itself, timed in its hand-off (flush_ns). */
     uint64_t stale = 0;     /* the items queued now: others' later hand-offs are theirs to drain */
-    if (s->ihead != s->itail && !s->failed_q && !s->closing &&
-        now_ns() - s->items[s->ihead & (QUEUE_ITEMS - 1)].t_ns > WRITER_STALE_NS)
-        stale = s->itail - s->ihead;
+    if (s->ihead != s->itail && !s->failed_q && !s->closing) {
+        const uint64_t queued_at = s->items[s->ihead & (QUEUE_ITEMS - 1)].t_ns;     /* may be after t_call */
+        if (t_call > queued_at && t_call - queued_at > WRITER_STALE_NS) stale = s->itail - s->ihead;
+    }
     pthread_mutex_unlock(&s->qlock);
     for (; stale > 0 && drain_one(s); stale--) {}
 }
