@@ -1,4 +1,5 @@
-/* store.c — the SQLite profile store: bounded queue, writer thread, per-step attribution,
+/* store.c — the SQLite profile store: bounded queue, writer thread (SCHED_IDLE, helped by the recording
+ * threads when it falls behind), per-step attribution,
  * finalisation at close, and the read side used by the CLI summary.
  *
  * Trade-off: the database keeps one row per step (and per step and counter) for the whole run,
@@ -32,11 +33,6 @@
 #define QUEUE_ITEMS 4096                /* sink calls in flight; a power of two */
 #define WRITER_POLL_NS 20000000ull      /* an idle writer looks at the queue every 20 ms */
 #define WRITER_STALE_NS 200000000ull    /* a queued item older than 200 ms: the recording thread drains */
-/* The writer is a SCHED_IDLE thread: it runs on cycles no other thread of the machine wants, and
- * its wake-ups never preempt a kernel's thread. As an ordinary thread its ~75 us of work per cnn
- * step (0.3% of the step's CPU) cost +1.2 to +3.1% of step time on 2 cores, since preempting one
- * thread of a parallel region stalls the region (docs/benchmarks.md). When it falls behind, the
- * recording threads and close drain the queue themselves (drain_one). */
 #define MAX_THREADS 1024
 #define MAX_MEM_CATS 32
 #define MAX_STEP_COUNTERS 64
@@ -750,6 +746,11 @@ static int drain_one(mst_store *s) {
     return 1;
 }
 
+/* The writer is a SCHED_IDLE thread: it runs on cycles no other thread of the machine wants, and
+ * its wake-ups never preempt a kernel's thread. As an ordinary thread its ~75 us of work per cnn
+ * step (0.3% of the step's CPU) cost +1.2 to +3.1% of step time on 2 cores, since preempting one
+ * thread of a parallel region stalls the region (docs/benchmarks.md). When it falls behind, the
+ * recording threads and close drain the queue themselves (drain_one). */
 static void *writer_main(void *arg) {
     mst_store *s = arg;
     const struct sched_param idle = {0};
