@@ -1,8 +1,8 @@
 /* exec.c — running a planned graph (see exec.h).
  *
  * Every value has a tensor: persistent and constant values use the live tensor or snapshot
- * itself; the rest use headers owned here, whose storage is the arena (offset from the plan),
- * the bound input's storage, or their base's (views). Headers are never pooled or freed by
+ * itself; the rest use headers owned here, whose storage is the arena region of the value's
+ * memory category (offset from the plan), the bound input's storage, or their base's (views). Headers are never pooled or freed by
  * anyone else: their refcount is pinned.
  *
  * Fused elementwise groups (fuse.c) run as one loop over blocks of k_block elements: operands
@@ -80,7 +80,7 @@ struct mst_graph_exec {
     const mst_graph *g;
     mst_tensor *hdr;                /* per value */
     mst_tensor **t;                 /* per value: the tensor kernels see */
-    mst_storage arena;
+    mst_storage arena[MST_MEM_COUNT];   /* one region per category, each its own allocation */
     int64_t arena_bytes;
     exec_step *steps;
     int n_steps, n_kernels;
@@ -103,7 +103,8 @@ static void init_headers(mst_graph_exec *ex, const mst_graph_plan *p) {
         h->refcount = 1 << 30;
         h->ctx = ex->ctx;
         memcpy(h->name, x->name, sizeof(h->name));
-        h->storage = &ex->arena;
+        int b = p->buffer[v];
+        h->storage = &ex->arena[b >= 0 ? p->buf_cat[b] : MST_MEM_ACT];
         h->offset = p->offset[v] >= 0 ? (size_t)p->offset[v] : 0;
         ex->t[v] = h;
     }
@@ -330,9 +331,10 @@ mst_graph_exec *mst_graph_exec_new(mst_ctx *ctx, const mst_graph *g, const mst_g
     ex->steps = calloc((size_t)g->n_nodes + 1, sizeof(*ex->steps));
     if (!ex->hdr || !ex->t || !ex->steps) goto oom;
     ex->arena_bytes = p->arena_bytes;
-    ex->arena = (mst_storage){.nbytes = (size_t)p->arena_bytes, .refcount = 1 << 30, .cat = MST_MEM_ACT,
-                              .device = ctx->backend->kind, .ctx = ctx};
-    /* arena.data is the context's shared graph arena, attached at each run (grow_arena) */
+    for (int c = 0; c < MST_MEM_COUNT; c++)
+        ex->arena[c] = (mst_storage){.nbytes = (size_t)p->region_bytes[c], .refcount = 1 << 30, .cat = (mst_mem_cat)c,
+                                     .device = ctx->backend->kind, .ctx = ctx};
+    /* arena[c].data is the context's shared region of category c, attached at each run (attach_arena) */
     init_headers(ex, p);
     for (int i = 0; i < g->n_nodes; i++) {
         if (g->nodes[i].dead) continue;
@@ -630,18 +632,24 @@ static mst_status run_step(mst_ctx *ctx, exec_step *s) {
     return MST_OK;
 }
 
-/* Attach the context's shared arena, grown (once) when this plan needs more than it has. */
+/* Attach the context's shared arena regions, each grown (once) under its own category when this
+ * plan's region needs more than it has; a category this plan does not use is left as it is. */
 static mst_status attach_arena(mst_graph_exec *ex) {
     mst_ctx *ctx = ex->ctx;
-    size_t need = (size_t)ex->arena_bytes + MST_GRAPH_ALIGN;
-    if (ctx->graph_arena_bytes < need) {
-        void *a = ctx->backend->alloc(ctx, need, MST_MEM_ACT);
-        if (!a) return mst_ctx_fail(ctx, MST_ERR_OOM, "out of memory: graph arena of %lld bytes", (long long)ex->arena_bytes);
-        ctx->backend->free(ctx, ctx->graph_arena);
-        ctx->graph_arena = a;
-        ctx->graph_arena_bytes = need;
+    for (int c = 0; c < MST_MEM_COUNT; c++) {
+        if (!ex->arena[c].nbytes) continue;
+        size_t need = ex->arena[c].nbytes + MST_GRAPH_ALIGN;
+        if (ctx->graph_arena_bytes[c] < need) {
+            void *a = ctx->backend->alloc(ctx, need, (mst_mem_cat)c);
+            if (!a)
+                return mst_ctx_fail(ctx, MST_ERR_OOM, "out of memory: graph arena region %s of %zu bytes",
+                                    mst_mem_cat_name((mst_mem_cat)c), ex->arena[c].nbytes);
+            ctx->backend->free(ctx, ctx->graph_arena[c]);
+            ctx->graph_arena[c] = a;
+            ctx->graph_arena_bytes[c] = need;
+        }
+        ex->arena[c].data = ctx->graph_arena[c];
     }
-    ex->arena.data = ctx->graph_arena;
     return MST_OK;
 }
 
