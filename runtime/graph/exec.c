@@ -2,8 +2,8 @@
  *
  * Every value has a tensor: persistent and constant values use the live tensor or snapshot
  * itself; the rest use headers owned here, whose storage is the arena region of the value's
- * memory category (offset from the plan), the bound input's storage, or their base's (views). Headers are never pooled or freed by
- * anyone else: their refcount is pinned.
+ * memory category (offset from the plan), the bound input's storage, or their base's (views).
+ * Headers are never pooled or freed by anyone else: their refcount is pinned.
  *
  * Fused elementwise groups (fuse.c) run as one loop over blocks of k_block elements: operands
  * are read in place (or gathered when broadcast), each member's block function writes a block of
