@@ -53,7 +53,7 @@ void mst_ctx_free(mst_ctx *ctx) {
     mst_threadpool_free(ctx->threadpool);
     mst_onednn_ctx_free(ctx);
     ctx->backend->free(ctx, ctx->workspace);
-    for (int c = 0; c < MST_MEM_COUNT; c++) ctx->backend->free(ctx, ctx->graph_arena[c]);
+    ctx->backend->free(ctx, ctx->graph_arena);
     for (mst_tensor *t = ctx->free_tensors, *next; t; t = next) { next = t->grad; free(t); }
     for (mst_storage *s = ctx->free_storages, *next; s; s = next) { next = s->data; free(s); }
     free(ctx->pool);
