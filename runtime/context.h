@@ -69,11 +69,11 @@ struct mst_ctx {
     /* graph mode (runtime/graph/): while a tracer is set, the dispatcher records every call into
      * it and runs no kernel; outputs are shape-only tensors */
     struct mst_tracer *tracer;
-    /* the arena every graph plan of this context runs in, one region per memory category (plan.h),
-     * each allocated under its category: plans run one at a time and copy their outputs out, so
-     * one grow-only block per category sized for the largest plan's region serves them all */
-    void *graph_arena[MST_MEM_COUNT];
-    size_t graph_arena_bytes[MST_MEM_COUNT];
+    /* the arena every graph plan of this context runs in: plans run one at a time and copy their
+     * outputs out, so one grow-only block sized for the largest plan serves them all. It is
+     * reserved memory (alloc.h): the plans account their live values by category as they run */
+    void *graph_arena;
+    size_t graph_arena_bytes;
 
     /* mixed precision (runtime/amp/): the level (0..3 = O0..O3) and half type autocast uses, whether
      * autocast applies now (forward passes; never in backward or the optimizer), and the cache of

@@ -1,10 +1,10 @@
-/* plan.c — liveness intervals and best-fit packing into one region per memory category (see plan.h).
+/* plan.c — liveness intervals, best-fit packing into one arena, and the live bytes per category
+ * at each node (see plan.h).
  *
  * The trade-off: greedy by size with best fit is not optimal (the problem is NP-hard, a form of
  * dynamic storage allocation) but is what TFLite's and ggml-alloc's planners do, and it is close
- * to the peak of simultaneously live bytes on training graphs. Packing each category apart gives
- * up the sharing between categories (a gradient can no longer take the slot an activation left),
- * which costs some arena bytes in exchange for per-category counts that mean what eager's mean.
+ * to the peak of simultaneously live bytes on training graphs. All categories share the arena (a
+ * gradient takes the slot an activation left); per-category counts come from the liveness instead.
  */
 #include "runtime/graph/plan.h"
 
@@ -81,18 +81,16 @@ static void sort_order(const mst_graph_plan *p, int *order) {
     free(k);
 }
 
-/* Best fit within each buffer's own region: only buffers of the same category compete for bytes. */
 static void place(mst_graph_plan *p, const int *order) {
     range *busy = malloc(((size_t)p->n_buffers + 1) * sizeof(range));
     bool *placed = calloc((size_t)p->n_buffers + 1, sizeof(bool));
     MST_ASSERT(busy && placed);
-    for (int c = 0; c < MST_MEM_COUNT; c++) p->region_bytes[c] = 0;
+    p->arena_bytes = 0;
     for (int q = 0; q < p->n_buffers; q++) {
         int b = order[q];
         int n = 0;
         for (int o = 0; o < p->n_buffers; o++)
-            if (placed[o] && p->buf_cat[o] == p->buf_cat[b] && p->buf_start[o] <= p->buf_end[b] &&
-                p->buf_start[b] <= p->buf_end[o])
+            if (placed[o] && p->buf_start[o] <= p->buf_end[b] && p->buf_start[b] <= p->buf_end[o])
                 busy[n++] = (range){p->buf_offset[o], p->buf_offset[o] + p->buf_size[o]};
         qsort(busy, (size_t)n, sizeof(range), cmp_range);
         int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
@@ -106,16 +104,33 @@ static void place(mst_graph_plan *p, const int *order) {
         }
         p->buf_offset[b] = best;
         placed[b] = true;
-        int64_t *region = &p->region_bytes[p->buf_cat[b]];
-        if (best + p->buf_size[b] > *region) *region = best + p->buf_size[b];
+        if (best + p->buf_size[b] > p->arena_bytes) p->arena_bytes = best + p->buf_size[b];
     }
-    p->arena_bytes = 0;
-    for (int c = 0; c < MST_MEM_COUNT; c++) {
-        p->region_bytes[c] = align_up(p->region_bytes[c]);
-        p->arena_bytes += p->region_bytes[c];
-    }
+    p->arena_bytes = align_up(p->arena_bytes);
     free(busy);
     free(placed);
+}
+
+/* Per node and category, the bytes that become live before it runs (buffers starting there) and
+ * that die after it (ending there; row n_nodes: the graph outputs, after the run); and walking
+ * them in order, each category's peak of live bytes. */
+static void account(const mst_graph *g, mst_graph_plan *p, const int64_t *own) {
+    size_t rows = (size_t)g->n_nodes + 1;
+    p->born = calloc(rows * MST_MEM_COUNT, sizeof(int64_t));
+    p->died = calloc(rows * MST_MEM_COUNT, sizeof(int64_t));
+    MST_ASSERT(p->born && p->died);
+    for (int b = 0; b < p->n_buffers; b++) {
+        if (p->buf_start[b] < 0) continue;
+        p->born[(size_t)p->buf_start[b] * MST_MEM_COUNT + p->buf_cat[b]] += own[b];
+        p->died[(size_t)p->buf_end[b] * MST_MEM_COUNT + p->buf_cat[b]] += own[b];
+    }
+    int64_t live[MST_MEM_COUNT] = {0};
+    for (size_t i = 0; i < rows; i++)
+        for (int c = 0; c < MST_MEM_COUNT; c++) {
+            live[c] += p->born[i * MST_MEM_COUNT + c];
+            if (live[c] > p->live_peak[c]) p->live_peak[c] = live[c];
+            live[c] -= p->died[i * MST_MEM_COUNT + c];
+        }
 }
 
 void mst_graph_plan_build(const mst_graph *g, mst_graph_plan *p) {
@@ -138,9 +153,9 @@ void mst_graph_plan_build(const mst_graph *g, mst_graph_plan *p) {
             if (n->inplace[k] >= 0) unite(parent, mst_graph_root(g, n->in[n->inplace[k]]), n->out[k]);
         if (n->relu_epilogue) unite(parent, mst_graph_root(g, n->out[0]), n->relu_value);
     }
-    /* one buffer per class of materialized intermediates; it takes the category of the class's
-     * first value, the one whose storage eager allocates (the in-place pass shares a buffer only
-     * between values of one category, so the rest of a class agrees with it) */
+    /* one buffer per class of materialized intermediates; it is counted under the category of the
+     * class's first value, the one whose storage eager allocates (the in-place pass shares a
+     * buffer only between values of one category, so the rest of a class agrees with it) */
     for (int v = 0; v < nv; v++) buf_of_root[v] = -1;
     int *class_buf = malloc(((size_t)nv + 1) * sizeof(int));
     mst_mem_cat *class_cat = malloc(((size_t)nv + 1) * sizeof(mst_mem_cat));
@@ -164,12 +179,15 @@ void mst_graph_plan_build(const mst_graph *g, mst_graph_plan *p) {
     p->buf_cat = malloc(((size_t)nb + 1) * sizeof(mst_mem_cat));
     MST_ASSERT(p->buf_size && p->buf_offset && p->buf_start && p->buf_end && p->buf_cat);
     memcpy(p->buf_cat, class_cat, (size_t)nb * sizeof(mst_mem_cat));
+    int64_t *own = calloc((size_t)nb + 1, sizeof(int64_t));    /* per buffer: the bytes eager would allocate */
+    MST_ASSERT(own);
     for (int b = 0; b < nb; b++) p->buf_start[b] = p->buf_end[b] = -1;
     for (int v = 0; v < nv; v++) {
         int b = buf_of_root[v];
         if (b < 0) continue;
-        int64_t bytes = align_up(mst_gvalue_bytes(&g->values[v]));
-        if (bytes > p->buf_size[b]) p->buf_size[b] = bytes;
+        int64_t bytes = mst_gvalue_bytes(&g->values[v]);
+        if (bytes > own[b]) own[b] = bytes;
+        if (align_up(bytes) > p->buf_size[b]) p->buf_size[b] = align_up(bytes);
     }
     for (int i = 0; i < g->n_nodes; i++)
         if (!g->nodes[i].dead) node_touches(g, &g->nodes[i], i, buf_of_root, p->buf_start, p->buf_end);
@@ -181,12 +199,14 @@ void mst_graph_plan_build(const mst_graph *g, mst_graph_plan *p) {
     MST_ASSERT(order);
     sort_order(p, order);
     place(p, order);
+    account(g, p, own);
     for (int v = 0; v < nv; v++) {
         int b = g->values[v].kind == MST_GV_VIEW ? buf_of_root[mst_graph_root(g, v)] : buf_of_root[v];
         p->buffer[v] = b;
         p->offset[v] = b >= 0 ? p->buf_offset[b] : -1;
     }
     free(order);
+    free(own);
     free(class_buf);
     free(class_cat);
     free(parent);
@@ -202,23 +222,19 @@ void mst_graph_plan_free(mst_graph_plan *p) {
     free(p->buf_start);
     free(p->buf_end);
     free(p->buf_cat);
+    free(p->born);
+    free(p->died);
     memset(p, 0, sizeof(*p));
 }
 
 int mst_graph_plan_check(const mst_graph *g, const mst_graph_plan *p) {
     (void)g;
     int bad = 0;
-    int64_t total = 0;
-    for (int c = 0; c < MST_MEM_COUNT; c++) total += p->region_bytes[c];
-    if (total != p->arena_bytes) bad++;
     for (int a = 0; a < p->n_buffers; a++) {
         if ((unsigned)p->buf_cat[a] >= MST_MEM_COUNT || p->buf_offset[a] < 0 || p->buf_offset[a] % MST_GRAPH_ALIGN ||
-            p->buf_offset[a] + p->buf_size[a] > p->region_bytes[p->buf_cat[a]]) {
+            p->buf_offset[a] + p->buf_size[a] > p->arena_bytes)
             bad++;
-            continue;
-        }
         for (int b = a + 1; b < p->n_buffers; b++) {
-            if (p->buf_cat[b] != p->buf_cat[a]) continue;       /* different regions: never the same bytes */
             bool live_together = p->buf_start[a] <= p->buf_end[b] && p->buf_start[b] <= p->buf_end[a];
             bool overlap = p->buf_offset[a] < p->buf_offset[b] + p->buf_size[b] &&
                            p->buf_offset[b] < p->buf_offset[a] + p->buf_size[a];
