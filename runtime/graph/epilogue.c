@@ -5,8 +5,8 @@
  * becomes relu_grad(gy, y): relu(x) > 0 exactly when x > 0 (NaN included: both false), so the
  * bits are unchanged and the pre-activation x dies at the relu instead of living until backward.
  * Applies only when x has no other reader, no view, no in-place update and is not an output, and
- * when x and y are counted under one memory category (they share a buffer, and a buffer lives in
- * one category's region of the arena: plan.h).
+ * when x and y are counted under one memory category (they share a buffer, and a buffer is
+ * counted under one category while live: plan.h).
  */
 #include "runtime/graph/passes.h"
 

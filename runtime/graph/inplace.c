@@ -4,8 +4,9 @@
  * Safe because elementwise kernels read element i before writing element i (the fused loop
  * reads a whole block before writing it). Only arena intermediates qualify: never inputs,
  * persistent or constant values, views or values with views, or graph outputs; and only within
- * one memory category (mst_gvalue.cat): the planner packs each category in its own region, so a
- * gradient written over a dying activation would have to be counted as one or the other.
+ * one memory category (mst_gvalue.cat): a buffer is counted under one category while live
+ * (plan.h), so a gradient written over a dying activation would have to be counted as one or the
+ * other.
  */
 #include "runtime/graph/passes.h"
 
