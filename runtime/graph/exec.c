@@ -675,8 +675,7 @@ mst_status mst_graph_exec_run(mst_graph_exec *ex, mst_tensor *const in[], int n_
     mst_ctx *ctx = ex->ctx;
     mst_status st = attach_arena(ex);
     if (st == MST_OK) st = bind_inputs(ex, in, n_in);
-    int i = 0;
-    for (; i < ex->n_steps && st == MST_OK; i++) {
+    for (int i = 0; i < ex->n_steps && st == MST_OK; i++) {
         exec_step *s = &ex->steps[i];
         account(ex, &ex->born[(size_t)i * MST_MEM_COUNT], 1);
         if (s->kind != STEP_VIEW) {
