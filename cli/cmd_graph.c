@@ -88,6 +88,10 @@ int mst_cmd_graph(int argc, char **argv) {
                    (long long)st.nodes_traced, (long long)st.nodes_after_passes, (long long)st.kernels,
                    (long long)st.arena_bytes, (long long)st.intermediate_bytes,
                    st.intermediate_bytes ? (double)st.arena_bytes / (double)st.intermediate_bytes : 0.0, st.compile_ms);
+            printf("arena live peak by category:");
+            for (int c = 0; c < MST_MEM_COUNT; c++)
+                if (st.arena_cat_bytes[c]) printf(" %s %lld bytes", mst_mem_cat_name((mst_mem_cat)c), (long long)st.arena_cat_bytes[c]);
+            printf("\n");
             mst_graph_cache_describe_fusions(gc, stdout);
             rc = MST_EXIT_OK;
             if (dot_path) {

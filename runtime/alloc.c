@@ -92,8 +92,15 @@ void mst_allocator_reset_peak(mst_allocator *a) {
     a->stats.peak_total = a->stats.in_use_total;
 }
 
-void *mst_alloc(mst_allocator *a, size_t bytes, mst_mem_cat cat) {
+void mst_allocator_account(mst_allocator *a, mst_mem_cat cat, int64_t delta) {
     MST_ASSERT((unsigned)cat < MST_MEM_COUNT);
+    a->stats.in_use[cat] += delta;
+    if (a->stats.in_use[cat] > a->stats.peak[cat]) a->stats.peak[cat] = a->stats.in_use[cat];
+    mst_prof_counter_detail(a->counter_names[cat], a->stats.in_use[cat]);
+}
+
+void *mst_alloc(mst_allocator *a, size_t bytes, mst_mem_cat cat) {
+    MST_ASSERT((unsigned)cat <= MST_MEM_COUNT);     /* MST_MEM_COUNT: MST_MEM_RESERVED */
     if (a->fail_countdown > 0 && --a->fail_countdown == 0) return NULL;
     if (bytes > ((size_t)1 << 46)) return NULL;
     unsigned cls = size_class(bytes ? bytes : 1);
@@ -118,11 +125,10 @@ void *mst_alloc(mst_allocator *a, size_t bytes, mst_mem_cat cat) {
     b->cat = (uint16_t)cat;
     b->requested = bytes;
     a->stats.n_alloc++;
-    a->stats.in_use[cat] += (int64_t)bytes;
     a->stats.in_use_total += (int64_t)bytes;
-    if (a->stats.in_use[cat] > a->stats.peak[cat]) a->stats.peak[cat] = a->stats.in_use[cat];
     if (a->stats.in_use_total > a->stats.peak_total) a->stats.peak_total = a->stats.in_use_total;
-    mst_prof_counter_detail(a->counter_names[cat], a->stats.in_use[cat]);
+    if (cat == MST_MEM_RESERVED) a->stats.reserved_bytes += (int64_t)bytes;
+    else mst_allocator_account(a, cat, (int64_t)bytes);
     return (char *)b + HEADER;
 }
 
@@ -131,9 +137,9 @@ void mst_free(mst_allocator *a, void *p) {
     block *b = (block *)((char *)p - HEADER);
     MST_ASSERT(b->magic == MAGIC_LIVE);         /* double free or foreign pointer */
     b->magic = MAGIC_FREE;
-    a->stats.in_use[b->cat] -= (int64_t)b->requested;
     a->stats.in_use_total -= (int64_t)b->requested;
-    mst_prof_counter_detail(a->counter_names[b->cat], a->stats.in_use[b->cat]);
+    if (b->cat == MST_MEM_RESERVED) a->stats.reserved_bytes -= (int64_t)b->requested;
+    else mst_allocator_account(a, (mst_mem_cat)b->cat, -(int64_t)b->requested);
     b->next_free = a->free_list[b->cls];
     a->free_list[b->cls] = b;
     a->stats.cached_bytes += (int64_t)class_size(b->cls);

@@ -70,7 +70,8 @@ struct mst_ctx {
      * it and runs no kernel; outputs are shape-only tensors */
     struct mst_tracer *tracer;
     /* the arena every graph plan of this context runs in: plans run one at a time and copy their
-     * outputs out, so one grow-only block sized for the largest plan serves them all */
+     * outputs out, so one grow-only block sized for the largest plan serves them all. It is
+     * reserved memory (alloc.h): the plans account their live values by category as they run */
     void *graph_arena;
     size_t graph_arena_bytes;
 

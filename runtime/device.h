@@ -50,8 +50,8 @@ typedef struct mst_backend {
     mst_device kind;
     const char *name;                       /* "cpu", as runtime.device names it */
 
-    /* Memory of the device, counted by category in the context's allocator statistics. NULL on
-     * failure, with the context's error set by the caller. */
+    /* Memory of the device, counted by category in the context's allocator statistics (cat may be
+     * MST_MEM_RESERVED: in no category, alloc.h). NULL on failure, the caller setting the error. */
     void *(*alloc)(mst_ctx *ctx, size_t bytes, mst_mem_cat cat);
     void (*free)(mst_ctx *ctx, void *p);
     /* Copy bytes; host pointers are ordinary memory. Returns a status (a CUDA error is recoverable). */

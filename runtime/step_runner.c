@@ -110,4 +110,6 @@ void mst_step_runner_stats(const mst_step_runner *r, mst_graph_stats *st) {
     st->compile_count = a.compile_count + b.compile_count;
     st->compile_ms = a.compile_ms + b.compile_ms;
     if (b.arena_bytes > st->arena_bytes) st->arena_bytes = b.arena_bytes;
+    for (int c = 0; c < MST_MEM_COUNT; c++)     /* per category, the larger plan's peak live bytes */
+        if (b.arena_cat_bytes[c] > st->arena_cat_bytes[c]) st->arena_cat_bytes[c] = b.arena_cat_bytes[c];
 }

@@ -33,7 +33,8 @@ mst_status mst_step_runner_eval(mst_step_runner *r, mst_tensor *x, mst_tensor *y
 mst_graph_cache *mst_step_runner_train_cache(const mst_step_runner *r);
 
 /* Graph mode: compiles and planned memory of the training and evaluation plans, summed
- * (arena_bytes: the larger plan's arena). All zero in eager mode. */
+ * (arena_bytes: the larger plan's arena; arena_cat_bytes: per category, the larger plan's peak live bytes).
+ * All zero in eager mode. */
 void mst_step_runner_stats(const mst_step_runner *r, mst_graph_stats *st);
 
 #endif

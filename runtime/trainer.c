@@ -560,6 +560,7 @@ out:
     res->compile_ms = gs.compile_ms;
     res->arena_bytes = gs.arena_bytes;
     res->intermediate_bytes = gs.intermediate_bytes;
+    memcpy(res->arena_cat_bytes, gs.arena_cat_bytes, sizeof(res->arena_cat_bytes));
     free(step_ms);
     free(comm_exp);
     free(comm_hid);

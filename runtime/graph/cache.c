@@ -221,6 +221,7 @@ void mst_graph_cache_stats(const mst_graph_cache *gc, mst_graph_stats *st) {
     const plan_entry *e = &gc->entries[gc->last];
     st->arena_bytes = e->plan.arena_bytes;
     st->intermediate_bytes = e->plan.intermediate_bytes;
+    for (int c = 0; c < MST_MEM_COUNT; c++) st->arena_cat_bytes[c] = e->plan.live_peak[c];
     st->nodes_traced = e->traced->n_nodes;
     st->nodes_after_passes = mst_graph_live_nodes(e->g);
     st->kernels = mst_graph_exec_kernels(e->ex);

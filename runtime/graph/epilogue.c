@@ -4,7 +4,9 @@
  * right after its kernel (one profiler range, no extra buffer). The backward's relu_grad(gy, x)
  * becomes relu_grad(gy, y): relu(x) > 0 exactly when x > 0 (NaN included: both false), so the
  * bits are unchanged and the pre-activation x dies at the relu instead of living until backward.
- * Applies only when x has no other reader, no view, no in-place update and is not an output.
+ * Applies only when x has no other reader, no view, no in-place update and is not an output, and
+ * when x and y are counted under one memory category (they share a buffer, and a buffer is
+ * counted under one category while live: plan.h).
  */
 #include "runtime/graph/passes.h"
 
@@ -30,7 +32,8 @@ int mst_pass_relu_epilogue(mst_graph *g) {
         int x = n->in[0], y = n->out[0];
         int pi = mst_graph_producer(g, x);
         if (pi < 0 || !producer_ok(&g->nodes[pi]) || g->nodes[pi].out[0] != x) continue;
-        if (g->values[x].kind != MST_GV_INTERMEDIATE || mst_graph_is_output(g, x) || mst_graph_has_views(g, x) ||
+        if (g->values[x].kind != MST_GV_INTERMEDIATE || g->values[x].cat != g->values[y].cat ||
+            mst_graph_is_output(g, x) || mst_graph_has_views(g, x) ||
             mst_graph_value_mutated(g, x) || mst_graph_value_mutated(g, y) || !readers_ok(g, x, i))
             continue;
         for (int j = i + 1; j < g->n_nodes; j++) {

@@ -5,6 +5,10 @@
  * the bound input's storage, or their base's (views). Headers are never pooled or freed by
  * anyone else: their refcount is pinned.
  *
+ * The arena is reserved memory (alloc.h): around each step the executor accounts the plan's
+ * bytes becoming live and dying per category (plan.h's born/died), so the allocator's in_use and
+ * peak per category follow the live values as in eager mode, for a few adds per node.
+ *
  * Fused elementwise groups (fuse.c) run as one loop over blocks of k_block elements: operands
  * are read in place (or gathered when broadcast), each member's block function writes a block of
  * scratch, and group outputs are stored. Blocks are independent, so the thread split cannot
@@ -82,6 +86,8 @@ struct mst_graph_exec {
     mst_tensor **t;                 /* per value: the tensor kernels see */
     mst_storage arena;
     int64_t arena_bytes;
+    int64_t *born, *died;           /* per step, then the end of the run: x MST_MEM_COUNT (plan.h) */
+    int64_t live[MST_MEM_COUNT];    /* accounted by the run in progress */
     exec_step *steps;
     int n_steps, n_kernels;
     int64_t traced_batch, batch;
@@ -329,13 +335,19 @@ mst_graph_exec *mst_graph_exec_new(mst_ctx *ctx, const mst_graph *g, const mst_g
     ex->t = calloc((size_t)g->n_values + 1, sizeof(*ex->t));
     ex->steps = calloc((size_t)g->n_nodes + 1, sizeof(*ex->steps));
     if (!ex->hdr || !ex->t || !ex->steps) goto oom;
+    ex->born = calloc(((size_t)g->n_nodes + 1) * MST_MEM_COUNT, sizeof(int64_t));
+    ex->died = calloc(((size_t)g->n_nodes + 1) * MST_MEM_COUNT, sizeof(int64_t));
+    if (!ex->born || !ex->died) goto oom;
     ex->arena_bytes = p->arena_bytes;
-    ex->arena = (mst_storage){.nbytes = (size_t)p->arena_bytes, .refcount = 1 << 30, .cat = MST_MEM_ACT,
+    ex->arena = (mst_storage){.nbytes = (size_t)p->arena_bytes, .refcount = 1 << 30, .cat = MST_MEM_RESERVED,
                               .device = ctx->backend->kind, .ctx = ctx};
-    /* arena.data is the context's shared graph arena, attached at each run (grow_arena) */
+    /* arena.data is the context's shared graph arena, attached at each run (attach_arena) */
     init_headers(ex, p);
     for (int i = 0; i < g->n_nodes; i++) {
         if (g->nodes[i].dead) continue;
+        size_t row = (size_t)ex->n_steps * MST_MEM_COUNT, node = (size_t)i * MST_MEM_COUNT;
+        memcpy(&ex->born[row], &p->born[node], MST_MEM_COUNT * sizeof(int64_t));
+        memcpy(&ex->died[row], &p->died[node], MST_MEM_COUNT * sizeof(int64_t));
         exec_step *s = &ex->steps[ex->n_steps++];
         if (build_step(ex, &g->nodes[i], s) != MST_OK) {
             mst_graph_exec_free(ex);
@@ -343,6 +355,8 @@ mst_graph_exec *mst_graph_exec_new(mst_ctx *ctx, const mst_graph *g, const mst_g
         }
         ex->n_kernels += s->kind != STEP_VIEW;
     }
+    memcpy(&ex->died[(size_t)ex->n_steps * MST_MEM_COUNT], &p->died[(size_t)g->n_nodes * MST_MEM_COUNT],
+           MST_MEM_COUNT * sizeof(int64_t));
     return ex;
 oom:
     mst_ctx_fail(ctx, MST_ERR_OOM, "out of memory: graph executor (arena %lld bytes)", (long long)p->arena_bytes);
@@ -367,6 +381,8 @@ void mst_graph_exec_free(mst_graph_exec *ex) {
         free(s->active);
     }
     free(ex->steps);
+    free(ex->born);
+    free(ex->died);
     free(ex->hdr);
     free(ex->t);
     free(ex);
@@ -630,12 +646,13 @@ static mst_status run_step(mst_ctx *ctx, exec_step *s) {
     return MST_OK;
 }
 
-/* Attach the context's shared arena, grown (once) when this plan needs more than it has. */
+/* Attach the context's shared arena, grown (once) when this plan needs more than it has. It is
+ * reserved memory: counted in no category (the values in it are, by account). */
 static mst_status attach_arena(mst_graph_exec *ex) {
     mst_ctx *ctx = ex->ctx;
     size_t need = (size_t)ex->arena_bytes + MST_GRAPH_ALIGN;
     if (ctx->graph_arena_bytes < need) {
-        void *a = ctx->backend->alloc(ctx, need, MST_MEM_ACT);
+        void *a = ctx->backend->alloc(ctx, need, MST_MEM_RESERVED);
         if (!a) return mst_ctx_fail(ctx, MST_ERR_OOM, "out of memory: graph arena of %lld bytes", (long long)ex->arena_bytes);
         ctx->backend->free(ctx, ctx->graph_arena);
         ctx->graph_arena = a;
@@ -645,21 +662,37 @@ static mst_status attach_arena(mst_graph_exec *ex) {
     return MST_OK;
 }
 
+/* Count a row of born (sign 1) or died (sign -1) bytes in the allocator, by category. */
+static void account(mst_graph_exec *ex, const int64_t *row, int sign) {
+    for (int c = 0; c < MST_MEM_COUNT; c++) {
+        if (!row[c]) continue;
+        ex->live[c] += sign * row[c];
+        mst_allocator_account(ex->ctx->alloc, (mst_mem_cat)c, sign * row[c]);
+    }
+}
+
 mst_status mst_graph_exec_run(mst_graph_exec *ex, mst_tensor *const in[], int n_in) {
     mst_ctx *ctx = ex->ctx;
     mst_status st = attach_arena(ex);
     if (st == MST_OK) st = bind_inputs(ex, in, n_in);
     for (int i = 0; i < ex->n_steps && st == MST_OK; i++) {
         exec_step *s = &ex->steps[i];
-        if (s->kind == STEP_VIEW) continue;
-        mst_prof_kernel_begin(s->prof_name, s->op, s->prof_sig, 0);
-        st = run_step(ctx, s);
-        if (mst_prof_on(MST_PROF_LEVEL_OPS)) {
-            int64_t bytes, flops = step_flops(s, &bytes);
-            mst_prof_record_(MST_EV_END, MST_CAT_KERNEL, s->prof_name, s->op, flops, bytes);
+        account(ex, &ex->born[(size_t)i * MST_MEM_COUNT], 1);
+        if (s->kind != STEP_VIEW) {
+            mst_prof_kernel_begin(s->prof_name, s->op, s->prof_sig, 0);
+            st = run_step(ctx, s);
+            if (mst_prof_on(MST_PROF_LEVEL_OPS)) {
+                int64_t bytes, flops = step_flops(s, &bytes);
+                mst_prof_record_(MST_EV_END, MST_CAT_KERNEL, s->prof_name, s->op, flops, bytes);
+            }
+            if (ctx->dp) mst_dp_progress(ctx);      /* a bucket's all-reduce in flight moves on between steps, as in eager */
         }
-        if (ctx->dp) mst_dp_progress(ctx);      /* a bucket's all-reduce in flight moves on between steps, as in eager */
+        account(ex, &ex->died[(size_t)i * MST_MEM_COUNT], -1);
     }
+    if (st == MST_OK) account(ex, &ex->died[(size_t)ex->n_steps * MST_MEM_COUNT], -1);  /* the outputs, copied out */
+    int64_t left[MST_MEM_COUNT];                /* nothing after a failed step: release what it left */
+    memcpy(left, ex->live, sizeof(left));
+    account(ex, left, -1);
     return st;
 }
 

@@ -3,7 +3,10 @@
  *
  * Safe because elementwise kernels read element i before writing element i (the fused loop
  * reads a whole block before writing it). Only arena intermediates qualify: never inputs,
- * persistent or constant values, views or values with views, or graph outputs.
+ * persistent or constant values, views or values with views, or graph outputs; and only within
+ * one memory category (mst_gvalue.cat): a buffer is counted under one category while live
+ * (plan.h), so a gradient written over a dying activation would have to be counted as one or the
+ * other.
  */
 #include "runtime/graph/passes.h"
 
@@ -25,7 +28,7 @@ int mst_pass_inplace(mst_graph *g) {
                 const mst_gvalue *x = &g->values[e];
                 bool taken = false;
                 for (int q = 0; q < MST_MAX_OP_OUTPUTS; q++) taken |= n->inplace[q] == j;
-                if (taken || x->kind != MST_GV_INTERMEDIATE || x->dtype != o->dtype ||
+                if (taken || x->kind != MST_GV_INTERMEDIATE || x->dtype != o->dtype || x->cat != o->cat ||
                     !mst_shape_equal(x->ndim, x->shape, o->ndim, o->shape) || mst_graph_has_views(g, e) ||
                     mst_graph_last_use(g, e) != i)
                     continue;

@@ -87,6 +87,7 @@ int mst_graph_add_value(mst_graph *g, mst_gvalue_kind kind, mst_dtype dtype, int
     for (int d = 0; d < ndim; d++) v->shape[d] = shape[d];
     v->view_of = -1;
     v->input_index = -1;
+    v->cat = MST_MEM_ACT;
     return g->n_values++;
 }
 

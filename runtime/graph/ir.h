@@ -7,7 +7,10 @@
  * order the trace met them; in-place updates are explicit (`mutates` bits, as in the op table),
  * so program order is the semantics: a node sees every update made by the nodes before it.
  * Passes rewrite nodes (marking removed ones dead, then compacting) and may turn a chain into a
- * fused node; `inplace` says an output reuses an input's buffer.
+ * fused node; `inplace` says an output reuses an input's buffer. Each value carries the memory
+ * category eager mode gives its storage (`cat`: the tracer reads it off the shape-only tensor,
+ * made under ctx->out_cat as an eager output would be), so the planner can count the arena as
+ * eager counts tensors: gradients as gradients, parameters' half copies as parameters.
  *
  *     mst_graph *g = mst_graph_new("step");
  *     int x = mst_graph_add_value(g, MST_GV_INPUT, MST_DTYPE_F32, 2, (int64_t[]){8, 4});
@@ -43,6 +46,7 @@ typedef struct {
     int view_of;            /* VIEW: the base value; -1 otherwise */
     int input_index;        /* INPUT: position in the run's in[] */
     mst_tensor *tensor;     /* PERSISTENT: the live tensor; CONSTANT: the snapshot (both retained) */
+    mst_mem_cat cat;        /* INTERMEDIATE: the category eager allocates it under (MST_MEM_ACT by default) */
     char name[40];
 } mst_gvalue;
 

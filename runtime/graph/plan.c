@@ -1,8 +1,10 @@
-/* plan.c — liveness intervals and best-fit packing into one arena (see plan.h).
+/* plan.c — liveness intervals, best-fit packing into one arena, and the live bytes per category
+ * at each node (see plan.h).
  *
  * The trade-off: greedy by size with best fit is not optimal (the problem is NP-hard, a form of
  * dynamic storage allocation) but is what TFLite's and ggml-alloc's planners do, and it is close
- * to the peak of simultaneously live bytes on training graphs.
+ * to the peak of simultaneously live bytes on training graphs. All categories share the arena (a
+ * gradient takes the slot an activation left); per-category counts come from the liveness instead.
  */
 #include "runtime/graph/plan.h"
 
@@ -109,6 +111,28 @@ static void place(mst_graph_plan *p, const int *order) {
     free(placed);
 }
 
+/* Per node and category, the bytes that become live before it runs (buffers starting there) and
+ * that die after it (ending there; row n_nodes: the graph outputs, after the run); and walking
+ * them in order, each category's peak of live bytes. */
+static void account(const mst_graph *g, mst_graph_plan *p, const int64_t *own) {
+    size_t rows = (size_t)g->n_nodes + 1;
+    p->born = calloc(rows * MST_MEM_COUNT, sizeof(int64_t));
+    p->died = calloc(rows * MST_MEM_COUNT, sizeof(int64_t));
+    MST_ASSERT(p->born && p->died);
+    for (int b = 0; b < p->n_buffers; b++) {
+        if (p->buf_start[b] < 0) continue;
+        p->born[(size_t)p->buf_start[b] * MST_MEM_COUNT + p->buf_cat[b]] += own[b];
+        p->died[(size_t)p->buf_end[b] * MST_MEM_COUNT + p->buf_cat[b]] += own[b];
+    }
+    int64_t live[MST_MEM_COUNT] = {0};
+    for (size_t i = 0; i < rows; i++)
+        for (int c = 0; c < MST_MEM_COUNT; c++) {
+            live[c] += p->born[i * MST_MEM_COUNT + c];
+            if (live[c] > p->live_peak[c]) p->live_peak[c] = live[c];
+            live[c] -= p->died[i * MST_MEM_COUNT + c];
+        }
+}
+
 void mst_graph_plan_build(const mst_graph *g, mst_graph_plan *p) {
     memset(p, 0, sizeof(*p));
     int nv = g->n_values;
@@ -129,15 +153,21 @@ void mst_graph_plan_build(const mst_graph *g, mst_graph_plan *p) {
             if (n->inplace[k] >= 0) unite(parent, mst_graph_root(g, n->in[n->inplace[k]]), n->out[k]);
         if (n->relu_epilogue) unite(parent, mst_graph_root(g, n->out[0]), n->relu_value);
     }
-    /* one buffer per class of materialized intermediates */
+    /* one buffer per class of materialized intermediates; it is counted under the category of the
+     * class's first value, the one whose storage eager allocates (the in-place pass shares a
+     * buffer only between values of one category, so the rest of a class agrees with it) */
     for (int v = 0; v < nv; v++) buf_of_root[v] = -1;
     int *class_buf = malloc(((size_t)nv + 1) * sizeof(int));
-    MST_ASSERT(class_buf);
+    mst_mem_cat *class_cat = malloc(((size_t)nv + 1) * sizeof(mst_mem_cat));
+    MST_ASSERT(class_buf && class_cat);
     for (int v = 0; v < nv; v++) class_buf[v] = -1;
     for (int v = 0; v < nv; v++) {
         if (g->values[v].kind != MST_GV_INTERMEDIATE || !mat[v]) continue;
         int c = find(parent, v);
-        if (class_buf[c] < 0) class_buf[c] = p->n_buffers++;
+        if (class_buf[c] < 0) {
+            class_cat[p->n_buffers] = (unsigned)g->values[v].cat < MST_MEM_COUNT ? g->values[v].cat : MST_MEM_ACT;
+            class_buf[c] = p->n_buffers++;
+        }
         buf_of_root[v] = class_buf[c];
         p->intermediate_bytes += mst_gvalue_bytes(&g->values[v]);
     }
@@ -146,13 +176,18 @@ void mst_graph_plan_build(const mst_graph *g, mst_graph_plan *p) {
     p->buf_offset = calloc((size_t)nb + 1, sizeof(int64_t));
     p->buf_start = malloc(((size_t)nb + 1) * sizeof(int));
     p->buf_end = malloc(((size_t)nb + 1) * sizeof(int));
-    MST_ASSERT(p->buf_size && p->buf_offset && p->buf_start && p->buf_end);
+    p->buf_cat = malloc(((size_t)nb + 1) * sizeof(mst_mem_cat));
+    MST_ASSERT(p->buf_size && p->buf_offset && p->buf_start && p->buf_end && p->buf_cat);
+    memcpy(p->buf_cat, class_cat, (size_t)nb * sizeof(mst_mem_cat));
+    int64_t *own = calloc((size_t)nb + 1, sizeof(int64_t));    /* per buffer: the bytes eager would allocate */
+    MST_ASSERT(own);
     for (int b = 0; b < nb; b++) p->buf_start[b] = p->buf_end[b] = -1;
     for (int v = 0; v < nv; v++) {
         int b = buf_of_root[v];
         if (b < 0) continue;
-        int64_t bytes = align_up(mst_gvalue_bytes(&g->values[v]));
-        if (bytes > p->buf_size[b]) p->buf_size[b] = bytes;
+        int64_t bytes = mst_gvalue_bytes(&g->values[v]);
+        if (bytes > own[b]) own[b] = bytes;
+        if (align_up(bytes) > p->buf_size[b]) p->buf_size[b] = align_up(bytes);
     }
     for (int i = 0; i < g->n_nodes; i++)
         if (!g->nodes[i].dead) node_touches(g, &g->nodes[i], i, buf_of_root, p->buf_start, p->buf_end);
@@ -164,13 +199,16 @@ void mst_graph_plan_build(const mst_graph *g, mst_graph_plan *p) {
     MST_ASSERT(order);
     sort_order(p, order);
     place(p, order);
+    account(g, p, own);
     for (int v = 0; v < nv; v++) {
         int b = g->values[v].kind == MST_GV_VIEW ? buf_of_root[mst_graph_root(g, v)] : buf_of_root[v];
         p->buffer[v] = b;
         p->offset[v] = b >= 0 ? p->buf_offset[b] : -1;
     }
     free(order);
+    free(own);
     free(class_buf);
+    free(class_cat);
     free(parent);
     free(buf_of_root);
     free(mat);
@@ -183,6 +221,9 @@ void mst_graph_plan_free(mst_graph_plan *p) {
     free(p->buf_offset);
     free(p->buf_start);
     free(p->buf_end);
+    free(p->buf_cat);
+    free(p->born);
+    free(p->died);
     memset(p, 0, sizeof(*p));
 }
 
@@ -190,7 +231,7 @@ int mst_graph_plan_check(const mst_graph *g, const mst_graph_plan *p) {
     (void)g;
     int bad = 0;
     for (int a = 0; a < p->n_buffers; a++) {
-        if (p->buf_offset[a] < 0 || p->buf_offset[a] % MST_GRAPH_ALIGN ||
+        if ((unsigned)p->buf_cat[a] >= MST_MEM_COUNT || p->buf_offset[a] < 0 || p->buf_offset[a] % MST_GRAPH_ALIGN ||
             p->buf_offset[a] + p->buf_size[a] > p->arena_bytes)
             bad++;
         for (int b = a + 1; b < p->n_buffers; b++) {

@@ -91,6 +91,7 @@ void mst_trace_forget(mst_tracer *tr, const mst_tensor *t) {
 static int value_like(mst_tracer *tr, mst_gvalue_kind kind, const mst_tensor *t) {
     int v = mst_graph_add_value(tr->g, kind, t->dtype, t->ndim, t->shape);
     memcpy(tr->g->values[v].name, t->name, sizeof(tr->g->values[v].name));
+    if (t->storage) tr->g->values[v].cat = t->storage->cat;    /* what eager would count it as */
     map_put(tr, t, v);
     return v;
 }

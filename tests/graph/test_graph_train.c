@@ -20,7 +20,12 @@
 
 #include "runtime/autograd.h"
 #include "runtime/context.h"
+#include "runtime/amp/autocast.h"
+#include "runtime/graph/exec.h"
 #include "runtime/graph/graph.h"
+#include "runtime/graph/passes.h"
+#include "runtime/graph/plan.h"
+#include "runtime/graph/trace.h"
 #include "runtime/ops.h"
 #include "runtime/optim.h"
 #include "workloads/zoo.h"
@@ -212,6 +217,164 @@ static void dynamic_case(bool dynamic) {
 static void test_dynamic_batch_no_recompile(void **state) { (void)state; dynamic_case(true); }
 static void test_static_batch_recompiles(void **state) { (void)state; dynamic_case(false); }
 
+/* ---- the arena counted by category (plan.h) ---- */
+
+/* train_step with the forward under autocast, as the trainer's step runs it (no-op at O0). */
+static mst_status amp_train_step(mst_ctx *ctx, void *arg, mst_tensor *const in[], int n_in, mst_tensor *out[], int *n_out) {
+    (void)n_in;
+    trainer *t = arg;
+    mst_amp_autocast(ctx, true);
+    mst_tensor *logits = t->model->forward(t->model, ctx, in[0], true);
+    mst_tensor *loss = mst_cross_entropy(ctx, logits, in[1]);
+    mst_amp_autocast(ctx, false);
+    mst_status s = mst_backward(ctx, loss);
+    if (s == MST_OK) s = mst_optim_apply(t->opt, NULL);
+    mst_zero_grad(t->model->params, t->model->n_params);
+    out[0] = loss;
+    *n_out = 1;
+    return s;
+}
+
+/* Traces amp_train_step on shape-only copies of in[] and runs the passes (cache.c's compile, by hand). */
+static mst_graph *trace_step(trainer *t, mst_tensor *const in[2]) {
+    mst_ctx *ctx = t->ctx;
+    mst_graph *g = mst_graph_new("train");
+    mst_tracer *tr = mst_tracer_new(ctx, g);
+    assert_non_null(tr);
+    mst_rng saved = ctx->rng;
+    mst_pool_push(ctx);
+    mst_tensor *meta[2], *out[1];
+    for (int i = 0; i < 2; i++) {
+        meta[i] = mst_tensor_meta_new(ctx, in[i]->dtype, in[i]->ndim, in[i]->shape);
+        mst_trace_bind_input(tr, meta[i], i);
+    }
+    ctx->tracer = tr;
+    int n_out = 0;
+    assert_int_equal(amp_train_step(ctx, t, meta, 2, out, &n_out), MST_OK);
+    mst_graph_add_output(g, mst_trace_value_of(tr, out[0]));
+    mst_pool_pop(ctx);
+    mst_tape_clear(ctx);
+    ctx->tracer = NULL;
+    ctx->rng = saved;
+    mst_tracer_free(tr);
+    mst_graph_optimize(g, NULL);
+    return g;
+}
+
+static bool param_shaped(const trainer *t, const mst_gvalue *x) {
+    for (int q = 0; q < t->model->n_params; q++)
+        if (mst_shape_equal(x->ndim, x->shape, t->model->params[q]->ndim, t->model->params[q]->shape)) return true;
+    return false;
+}
+
+/* Each value is counted under the category eager allocates it under: every gradient the optimizer
+ * reads as a gradient (their bytes = the parameters' f32 bytes), nothing parameter-shaped among
+ * the activations, at O2 the parameters' half copies as parameters. The categories share one
+ * arena (a gradient takes a dead activation's slot); the arena is reserved memory, and running the
+ * plan moves each category's in-use bytes by its live values: its peak grows by exactly the plan's
+ * live peak and in-use is back where it was after the run. The loss equals eager's bit for bit. */
+static void arena_categories_case(int amp_level) {
+    enum { batch = 24 };    /* no activation of the mlp (24 x 48, 24 x 32, 24 x 10, 24) has a parameter's shape */
+    trainer e, t;
+    trainer_init(&e, &k_mlp, 0.05);
+    trainer_init(&t, &k_mlp, 0.05);
+    assert_int_equal(mst_amp_set(e.ctx, amp_level, MST_DTYPE_BF16), MST_OK);
+    assert_int_equal(mst_amp_set(t.ctx, amp_level, MST_DTYPE_BF16), MST_OK);
+    mst_ctx *ctx = t.ctx;
+    mst_pool_push(ctx);
+    mst_tensor *x, *y;
+    make_batch(ctx, &k_mlp, batch, 0, &x, &y);
+    mst_graph *g = trace_step(&t, (mst_tensor *[]){x, y});
+    mst_graph_plan p;
+    mst_graph_plan_build(g, &p);
+    assert_int_equal(mst_graph_plan_check(g, &p), 0);
+
+    int64_t param_bytes = 0, grad_bytes = 0;
+    int n_grads = 0, n_half = 0;
+    for (int q = 0; q < t.model->n_params; q++) param_bytes += (int64_t)mst_tensor_nbytes(t.model->params[q]);
+    for (int v = 0; v < g->n_values; v++) {
+        const mst_gvalue *x_v = &g->values[v];
+        if (p.buffer[v] < 0 || x_v->kind == MST_GV_VIEW) continue;
+        mst_mem_cat c = p.buf_cat[p.buffer[v]];
+        assert_int_equal(c, x_v->cat);
+        if (param_shaped(&t, x_v) && c == MST_MEM_ACT) fail_msg("%%%d (%s) is parameter-shaped but counted as an activation", v, x_v->name);
+        if (c == MST_MEM_PARAM) {       /* only the half copies autocast makes of the parameters */
+            assert_true(amp_level >= 2 && x_v->dtype == MST_DTYPE_BF16 && param_shaped(&t, x_v));
+            n_half++;
+        }
+    }
+    for (int i = 0; i < g->n_nodes; i++) {     /* what the optimizer updates with: the gradients */
+        const mst_gnode *n = &g->nodes[i];
+        int n_m = n->kind == MST_GN_FUSED_OPTIM ? n->n_members : 1;
+        for (int m = 0; m < n_m; m++) {
+            const mst_gnode *u = n->kind == MST_GN_FUSED_OPTIM ? &n->members[m] : n;
+            if (!(mst_op_table[u->op]->flags & MST_OPF_PARAM_UPDATE)) continue;
+            for (int k = 0; k < u->n_in; k++) {
+                const mst_gvalue *gv = &g->values[mst_graph_root(g, u->in[k])];
+                if (gv->kind != MST_GV_INTERMEDIATE) continue;
+                assert_int_equal(gv->cat, MST_MEM_GRAD);
+                assert_int_equal(gv->dtype, MST_DTYPE_F32);
+                grad_bytes += mst_gvalue_bytes(gv);
+                n_grads++;
+            }
+        }
+    }
+    assert_int_equal(n_grads, t.model->n_params);
+    assert_int_equal(grad_bytes, param_bytes);
+    assert_true(p.live_peak[MST_MEM_GRAD] >= param_bytes);     /* all live at the fused update */
+    assert_true(p.live_peak[MST_MEM_ACT] > 0);
+    if (amp_level >= 2) assert_true(n_half > 0 && p.live_peak[MST_MEM_PARAM] > 0);
+    else assert_int_equal(p.live_peak[MST_MEM_PARAM], 0);
+    assert_int_equal(p.live_peak[MST_MEM_OPTIM], 0);
+    /* one arena for all categories: some gradient lies in bytes an activation used earlier */
+    bool shared = false;
+    for (int a = 0; a < p.n_buffers; a++)
+        for (int b = 0; b < p.n_buffers; b++)
+            shared |= p.buf_cat[a] == MST_MEM_ACT && p.buf_cat[b] == MST_MEM_GRAD && p.buf_end[a] < p.buf_start[b] &&
+                      p.buf_offset[a] < p.buf_offset[b] + p.buf_size[b] && p.buf_offset[b] < p.buf_offset[a] + p.buf_size[a];
+    assert_true(shared);
+
+    mst_graph_exec *ex = mst_graph_exec_new(ctx, g, &p, -1);
+    assert_non_null(ex);
+    mst_allocator_reset_peak(ctx->alloc);
+    mst_alloc_stats before = *mst_allocator_stats(ctx->alloc);
+    assert_int_equal(mst_graph_exec_run(ex, (mst_tensor *[]){x, y}, 2), MST_OK);
+    const mst_alloc_stats *after = mst_allocator_stats(ctx->alloc);
+    assert_int_equal(after->reserved_bytes - before.reserved_bytes, p.arena_bytes + MST_GRAPH_ALIGN);
+    for (int c = MST_MEM_PARAM; c <= MST_MEM_ACT; c++) {    /* workspace: the half kernel's scratch grows at O2 */
+        if (after->in_use[c] != before.in_use[c])
+            fail_msg("O%d %s: in use %lld after the run, %lld before", amp_level, mst_mem_cat_name((mst_mem_cat)c),
+                     (long long)after->in_use[c], (long long)before.in_use[c]);
+        if (after->peak[c] - before.in_use[c] != p.live_peak[c])
+            fail_msg("O%d %s: peak grew by %lld, the plan's live peak is %lld", amp_level, mst_mem_cat_name((mst_mem_cat)c),
+                     (long long)(after->peak[c] - before.in_use[c]), (long long)p.live_peak[c]);
+    }
+    mst_optim_count_step(t.opt);
+    double lg = mst_tensor_get(mst_graph_exec_value(ex, g->outputs[0]), 0);
+    mst_pool_push(e.ctx);
+    mst_tensor *ex_in, *ey, *out[1];
+    int n_out;
+    make_batch(e.ctx, &k_mlp, batch, 0, &ex_in, &ey);
+    assert_int_equal(amp_train_step(e.ctx, &e, (mst_tensor *[]){ex_in, ey}, 2, out, &n_out), MST_OK);
+    mst_optim_count_step(e.opt);
+    double le = mst_tensor_get(out[0], 0);
+    mst_pool_pop(e.ctx);
+    if (le != lg) fail_msg("O%d: eager loss %.9g, graph %.9g", amp_level, le, lg);
+    assert_int_equal(compare_models(&e, &t), 0);
+    print_message("O%d: arena %lld bytes; live peaks: activations %lld, gradients %lld, parameters %lld\n", amp_level,
+                  (long long)p.arena_bytes, (long long)p.live_peak[MST_MEM_ACT], (long long)p.live_peak[MST_MEM_GRAD],
+                  (long long)p.live_peak[MST_MEM_PARAM]);
+    mst_graph_exec_free(ex);
+    mst_graph_plan_free(&p);
+    mst_graph_free(g);
+    mst_pool_pop(ctx);
+    trainer_free(&e);
+    trainer_free(&t);
+}
+
+static void test_arena_categories_o0(void **state) { (void)state; arena_categories_case(0); }
+static void test_arena_categories_o2(void **state) { (void)state; arena_categories_case(2); }
+
 /* A step that updates a tensor it made itself: neither state nor a graph value. */
 static mst_status bad_update(mst_ctx *ctx, void *arg, mst_tensor *const in[], int n_in, mst_tensor *out[], int *n_out) {
     (void)arg, (void)n_in;
@@ -282,6 +445,8 @@ int main(void) {
         cmocka_unit_test(test_cnn_steps),
         cmocka_unit_test(test_dynamic_batch_no_recompile),
         cmocka_unit_test(test_static_batch_recompiles),
+        cmocka_unit_test(test_arena_categories_o0),
+        cmocka_unit_test(test_arena_categories_o2),
         cmocka_unit_test(test_untraceable_update_is_a_clear_error),
         cmocka_unit_test(test_host_read_while_tracing_aborts),
     };

@@ -44,6 +44,33 @@ static void test_alloc_accounting(void **state) {
     mst_allocator_free(a);
 }
 
+/* A reserved block counts in the totals and reserved_bytes only; accounted bytes move a category's
+ * in_use and peak as a block would, not the totals. */
+static void test_alloc_reserved(void **state) {
+    mst_allocator *a = mst_allocator_new();
+    const mst_alloc_stats *s = mst_allocator_stats(a);
+    void *r = mst_alloc(a, 5000, MST_MEM_RESERVED);
+    assert_non_null(r);
+    assert_int_equal(s->reserved_bytes, 5000);
+    assert_int_equal(s->in_use_total, 5000);
+    for (int c = 0; c < MST_MEM_COUNT; c++) assert_int_equal(s->in_use[c] + s->peak[c], 0);
+    mst_allocator_account(a, MST_MEM_ACT, 3000);
+    mst_allocator_account(a, MST_MEM_GRAD, 1500);
+    mst_allocator_account(a, MST_MEM_ACT, -3000);
+    mst_allocator_account(a, MST_MEM_GRAD, 2000);
+    assert_int_equal(s->in_use[MST_MEM_ACT], 0);
+    assert_int_equal(s->peak[MST_MEM_ACT], 3000);
+    assert_int_equal(s->in_use[MST_MEM_GRAD], 3500);
+    assert_int_equal(s->peak[MST_MEM_GRAD], 3500);
+    assert_int_equal(s->in_use_total, 5000);
+    mst_allocator_account(a, MST_MEM_GRAD, -3500);
+    mst_free(a, r);
+    assert_int_equal(s->reserved_bytes, 0);
+    assert_int_equal(s->in_use_total, 0);
+    assert_int_equal(s->peak_total, 5000);
+    mst_allocator_free(a);
+}
+
 static void test_alloc_size_classes(void **state) {
     mst_allocator *a = mst_allocator_new();
     /* every size gets a block at least that large: write the whole block */
@@ -328,6 +355,7 @@ static void test_rng_reproducible(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_alloc_accounting),
+        cmocka_unit_test(test_alloc_reserved),
         cmocka_unit_test(test_alloc_size_classes),
         cmocka_unit_test(test_alloc_fail_at),
         cmocka_unit_test(test_oom_every_allocation),
