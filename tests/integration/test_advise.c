@@ -431,10 +431,23 @@ static void test_low_dispatch(void **state) {
     e2e_rmtree(dir);
 }
 
-/* Run `mstune profile` on the scenario and stop the process (SIGSTOP) for stop_ms once its profile
- * store exists and start_ms have passed, i.e. inside the training loop; returns its exit status,
- * with its output in out_path. */
-static int profile_with_stop(const char *job, const char *dir, const char *out_path, int start_ms, int stop_ms) {
+static int64_t staged_steps(const char *db_path) {
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    int64_t n = -1;
+    if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM steps", -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return n;
+}
+
+/* Run `mstune profile` on the scenario and stop the process (SIGSTOP) for stop_ms once its staged
+ * profile holds at least min_steps committed steps, i.e. inside the training loop whatever the
+ * build's speed (sanitizers make the set-up slower); returns its exit status, with its output in
+ * out_path. */
+static int profile_with_stop(const char *job, const char *dir, const char *out_path, int64_t min_steps, int stop_ms) {
     const char *bin = getenv("MSTUNE_BIN");
     if (!bin) bin = "build/mstune";
     pid_t pid = fork();
@@ -448,12 +461,15 @@ static int profile_with_stop(const char *job, const char *dir, const char *out_p
     }
     char staged[1200];
     snprintf(staged, sizeof(staged), "%s/" ".run-new" "/profile.db", dir);
-    for (int i = 0; i < 20000 && !e2e_exists(staged); i++) usleep(1000);       /* the store opens just before the loop */
-    usleep((useconds_t)start_ms * 1000);
+    int st = 0;
+    for (int i = 0; i < 60000; i++) {         /* up to a minute; the run may also end first */
+        if (waitpid(pid, &st, WNOHANG) == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        if (e2e_exists(staged) && staged_steps(staged) >= min_steps) break;
+        usleep(1000);
+    }
     kill(pid, SIGSTOP);
     usleep((useconds_t)stop_ms * 1000);
     kill(pid, SIGCONT);
-    int st = 0;
     waitpid(pid, &st, 0);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
@@ -471,8 +487,8 @@ static void test_one_slow_step(void **state) {
     snprintf(text_path, sizeof(text_path), "%s/stdout.txt", dir);
     double max_ms = 0, sum_share = NAN, median_share = NAN;
     for (int attempt = 0; attempt < 4 && max_ms < 500; attempt++) {
-        /* the stop must land inside the loop (~0.3 s here, longer under sanitizers): 40 ms in */
-        assert_int_equal(profile_with_stop("workloads/scenarios/one_slow_step.yaml", out_path, text_path, 40, 1200), 0);
+        /* the stop must land inside the loop (~0.3 s of 10,000 steps here, longer under sanitizers) */
+        assert_int_equal(profile_with_stop("workloads/scenarios/one_slow_step.yaml", out_path, text_path, 100, 1200), 0);
         sqlite3 *db = NULL;
         assert_int_equal(sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
         max_ms = q_double(db, "SELECT max(wall_ns) / 1e6 FROM steps WHERE warmup = 0");
