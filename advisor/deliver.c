@@ -168,6 +168,12 @@ static cJSON *verdict_json(const mst_verdict *v) {
         cJSON_AddNumberToObject(o, "count_baseline", v->count_base);
         cJSON_AddNumberToObject(o, "count_trial", v->count_trial);
     }
+    if (v->kind != MST_VERDICT_NOT_RUN) {     /* what it was judged on: the first N runs of each side, at this level */
+        cJSON_AddNumberToObject(o, "baseline_runs_judged", v->baseline_runs);
+        cJSON_AddNumberToObject(o, "runs_judged", v->trial_runs);
+        cJSON_AddNumberToObject(o, "speed_confidence", v->speed_confidence);
+        if (v->extended_from > 0) cJSON_AddNumberToObject(o, "extended_from", v->extended_from);
+    }
     cJSON_AddStringToObject(o, "reason", v->reason);
     return o;
 }

@@ -126,7 +126,8 @@ int mst_trial_run(mst_trial_set *t, const char *bin, const char *job_path, const
     if (repeats > MST_TRIAL_MAX_RUNS) repeats = MST_TRIAL_MAX_RUNS;
     int done = 0;
     double t0 = (double)mst_prof_now_ns() * 1e-9;
-    for (int i = 0; i < repeats && !(stop && *stop); i++) {
+    for (int done_here = 0; done_here < repeats && t->n_runs < MST_TRIAL_MAX_RUNS && !(stop && *stop); done_here++) {
+        int i = t->n_runs;              /* the run's index in the set: its seed offset and folder */
         mst_run_result *r = &t->runs[t->n_runs++];
         memset(r, 0, sizeof(*r));
         r->val_accuracy = -1;
@@ -176,7 +177,7 @@ int mst_trial_run(mst_trial_set *t, const char *bin, const char *job_path, const
         }
         done += r->ok;
         if (log)
-            fprintf(log, "  %-28s run %d/%d: %s (%.1fs)\n", t->name, i + 1, repeats,
+            fprintf(log, "  %-28s run %d/%d: %s (%.1fs)\n", t->name, i + 1, i - done_here + repeats,
                     r->ok ? "ok" : r->error, (double)mst_prof_now_ns() * 1e-9 - r0);
         if (!r->ok && r->exit_code != 0) break;     /* a failing configuration fails the same way again */
     }

@@ -51,8 +51,9 @@ typedef struct {
     double wall_s;                  /* all runs together */
 } mst_trial_set;
 
-/* Run `bin <command> job --set ... --out dir/<name>-r<i>` repeats times (command "train" or
- * "profile"); first_profile: the first run is `profile` (the diagnosis run); t->seeded: run i
+/* Run `bin <command> job --set ... --out dir/<name>-r<i>` repeats more times (command "train" or
+ * "profile"), appended to the runs t already has (i counts from its first run, so a set can be
+ * extended by more seeds); first_profile: run 0 is `profile` (the diagnosis run); t->seeded: run i
  * also gets train.seed = t->seed0 + i. Extra sets
  * (e.g. train.checkpoint=false) are appended by the caller. Returns the number of runs that
  * completed; a failed run is recorded with its exit code and error, and a run that was stopped
@@ -92,6 +93,14 @@ typedef struct {
     double count_base, count_trial; /* its medians over runs (NAN when none) */
     double memory_delta_bytes;      /* median peak, trial - baseline */
     double memory_ratio;            /* trial / baseline peak */
+    double speed_confidence;        /* the level of the speed intervals (stricter on an extended look) */
+    int baseline_runs;              /* the baseline runs it was judged against (the first N: a later
+                                       extension adds runs that an earlier verdict did not see) */
+    bool speed_unresolved;          /* a speed change whose estimate reached the minimum effect but whose
+                                       interval did not exclude 1 (nor show it slower), accuracy not
+                                       inferior, every run fine: more seeds could decide it */
+    int trial_runs;                 /* the trial's runs it was judged on (the first N) */
+    int extended_from;              /* runs per side before the extension; 0 when not extended */
     char reason[700];
 } mst_verdict;
 
@@ -99,6 +108,11 @@ typedef struct {
  * the metric's unit (accuracy: percentage points; PSNR: dB), applied in its direction. */
 void mst_verdict_decide(const mst_trial_set *base, const mst_trial_set *trial, int goal, mst_count_kind count,
                         double tolerance, double min_speedup, double confidence, mst_verdict *v);
+/* The same with the speed intervals at their own level (speed_confidence): the extended look of a
+ * trial that the first K seeds left unresolved is judged at a stricter level, so that looking twice
+ * does not raise the rate of accepting a change that gains nothing (docs/advisor.md). */
+void mst_verdict_decide_at(const mst_trial_set *base, const mst_trial_set *trial, int goal, mst_count_kind count,
+                           double tolerance, double min_speedup, double confidence, double speed_confidence, mst_verdict *v);
 const char *mst_verdict_name(mst_verdict_kind k);
 
 #endif

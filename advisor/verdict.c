@@ -131,8 +131,16 @@ static int paired_metric(const mst_trial_set *base, const mst_trial_set *trial, 
 
 void mst_verdict_decide(const mst_trial_set *base, const mst_trial_set *trial, int goal, mst_count_kind count,
                         double tolerance, double min_speedup, double confidence, mst_verdict *v) {
+    mst_verdict_decide_at(base, trial, goal, count, tolerance, min_speedup, confidence, confidence, v);
+}
+
+void mst_verdict_decide_at(const mst_trial_set *base, const mst_trial_set *trial, int goal, mst_count_kind count,
+                           double tolerance, double min_speedup, double confidence, double speed_confidence, mst_verdict *v) {
     double tolerance_pp = tolerance;      /* in the metric's unit (the name kept from accuracy-only days) */
     memset(v, 0, sizeof(*v));
+    v->speed_confidence = speed_confidence;
+    v->baseline_runs = base->n_runs;
+    v->trial_runs = trial->n_runs;
     v->kind = MST_VERDICT_REJECTED;
     v->speedup = v->ci_low = v->ci_high = v->accuracy_delta_pp = v->memory_delta_bytes = v->memory_ratio = NAN;
     v->accuracy_ci_low = v->accuracy_ci_high = v->seed_spread_pp = v->step_speedup = NAN;
@@ -151,7 +159,7 @@ void mst_verdict_decide(const mst_trial_set *base, const mst_trial_set *trial, i
         return;
     }
     mst_shift s;
-    if (mst_stats_hodges_lehmann(bt, nb, tt, nt, confidence, &s) == 0) {
+    if (mst_stats_hodges_lehmann(bt, nb, tt, nt, speed_confidence, &s) == 0) {
         v->speedup = exp(-s.estimate);
         v->ci_low = s.bounded ? exp(-s.hi) : NAN;
         v->ci_high = s.bounded ? exp(-s.lo) : NAN;
@@ -159,7 +167,7 @@ void mst_verdict_decide(const mst_trial_set *base, const mst_trial_set *trial, i
     /* the per-step median: secondary, and robust to one preempted step that a loop total is not */
     double step_ci_low = NAN;
     int nbs = ok_values(base, V_LOG_STEP, bt), nts = ok_values(trial, V_LOG_STEP, tt);
-    if (nbs > 0 && nts > 0 && mst_stats_hodges_lehmann(bt, nbs, tt, nts, confidence, &s) == 0) {
+    if (nbs > 0 && nts > 0 && mst_stats_hodges_lehmann(bt, nbs, tt, nts, speed_confidence, &s) == 0) {
         v->step_speedup = exp(-s.estimate);
         step_ci_low = s.bounded ? exp(-s.hi) : NAN;
     }
@@ -206,7 +214,7 @@ void mst_verdict_decide(const mst_trial_set *base, const mst_trial_set *trial, i
     char speed[128], acc[200], mem[64], cnt[96] = "";
     if (isnan(v->ci_low)) snprintf(speed, sizeof(speed), "%.3fx per applied update (too few runs for an interval)", v->speedup);
     else snprintf(speed, sizeof(speed), "%.3fx per applied update (%.0f%% interval %.3f-%.3f; per-step median %.3fx)", v->speedup,
-                  100 * confidence, v->ci_low, v->ci_high, v->step_speedup);
+                  100 * speed_confidence, v->ci_low, v->ci_high, v->step_speedup);
     const char *un = u[0] ? u : "units";        /* the tolerance's unit, in words */
     bool acc_metric = strcmp(mname, "accuracy") == 0;
     if (isnan(v->accuracy_delta_pp))
@@ -272,6 +280,14 @@ void mst_verdict_decide(const mst_trial_set *base, const mst_trial_set *trial, i
                  tolerance_pp, un, speed, mem, mname);
         return;
     }
+    /* a speed change that reached the minimum effect in either figure (the loop total of a short run
+     * can swing +-30% with its one-off costs while the per-step median shows the gain) without
+     * separating from the baseline, its
+     * accuracy measured and non-inferior: more seeds could decide it either way (the advisor may
+     * extend the trial and decide again; without a measured accuracy it could only end in "cannot
+     * verify") */
+    v->speed_unresolved = goal == MST_GOAL_SPEED && count == MST_COUNT_NONE && !faster && !slower && noninferior &&
+                          (v->speedup >= min_speedup || v->step_speedup >= min_speedup);
     /* a count change: the count decides (exactly), provided the time is not worse beyond noise */
     bool gained = count != MST_COUNT_NONE ? count_fewer && !slower && (faster || isnan(v->ci_low) || v->ci_high >= 1) : faster;
     if (gained && noninferior) {

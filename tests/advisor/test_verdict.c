@@ -54,6 +54,57 @@ static void test_overlap_rejected(void **state) {
     assert_non_null(strstr(v.reason, "not faster beyond noise"));
 }
 
+/* Faster in the estimate but not separated at 3 vs 3: rejected now, flagged for more seeds; a
+ * trial below the minimum effect, a clear win and a slowdown are not flagged. */
+static void test_unresolved_flagged_for_more_seeds(void **state) {
+    (void)state;
+    mst_trial_set b, t;
+    make(&b, (double[]){10.0, 10.5, 9.5}, 3, 0.85, 1e6);
+    make(&t, (double[]){9.6, 9.9, 9.2}, 3, 0.85, 1e6);
+    mst_verdict v;
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, MST_COUNT_NONE, 0.5, 1.02, 0.90, &v);
+    assert_int_equal(v.kind, MST_VERDICT_REJECTED);
+    assert_true(v.speedup >= 1.02 && v.ci_low < 1);
+    assert_true(v.speed_unresolved);
+    assert_int_equal(v.baseline_runs, 3);
+    assert_int_equal(v.trial_runs, 3);
+    assert_true(fabs(v.speed_confidence - 0.90) < 1e-12);
+    make(&t, (double[]){9.9, 10.4, 9.6}, 3, 0.85, 1e6);     /* 1.01x: below the minimum effect */
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, MST_COUNT_NONE, 0.5, 1.02, 0.90, &v);
+    assert_false(v.speed_unresolved);
+    make(&t, (double[]){5.0, 5.1, 5.05}, 3, 0.85, 1e6);
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, MST_COUNT_NONE, 0.5, 1.02, 0.90, &v);
+    assert_int_equal(v.kind, MST_VERDICT_ACCEPTED);
+    assert_false(v.speed_unresolved);
+    make(&t, (double[]){9.6, 9.9, 9.2}, 3, 0.85, 1e6);     /* a count change is never extended */
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, MST_COUNT_COMPILES, 0.5, 1.02, 0.90, &v);
+    assert_false(v.speed_unresolved);
+}
+
+/* The extended look: 6 vs 6 at 95% accepts a gain with 3 of 36 pairs out of order (one slow trial
+ * run), which fewer trial runs with that run among them did not resolve; and runs with the gain
+ * gone stay rejected. */
+static void test_extended_look_tolerates_one_slow_run(void **state) {
+    (void)state;
+    mst_trial_set b, t;
+    make(&b, (double[]){10.0, 10.2, 9.9, 10.1, 10.3, 9.6}, 6, 0.85, 1e6);
+    mst_verdict v;
+    make(&t, (double[]){9.95, 9.6, 9.4}, 3, 0.85, 1e6);      /* its first three: 3 pairs out of order, 2 allowed */
+    mst_verdict_decide(&b, &t, MST_GOAL_SPEED, MST_COUNT_NONE, 0.5, 1.02, 0.90, &v);
+    assert_int_equal(v.kind, MST_VERDICT_REJECTED);
+    make(&t, (double[]){9.95, 9.6, 9.4, 9.55, 9.45, 9.5}, 6, 0.85, 1e6);
+    mst_verdict_decide_at(&b, &t, MST_GOAL_SPEED, MST_COUNT_NONE, 0.5, 1.02, 0.90, 0.95, &v);
+    assert_int_equal(v.kind, MST_VERDICT_ACCEPTED);
+    assert_true(v.ci_low > 1);
+    assert_true(fabs(v.speed_confidence - 0.95) < 1e-12);
+    assert_int_equal(v.accuracy_pairs, 6);
+    assert_non_null(strstr(v.reason, "95% interval"));
+    make(&t, (double[]){10.05, 9.9, 10.2, 9.8, 10.1, 10.0}, 6, 0.85, 1e6);
+    mst_verdict_decide_at(&b, &t, MST_GOAL_SPEED, MST_COUNT_NONE, 0.5, 1.02, 0.90, 0.95, &v);
+    assert_int_equal(v.kind, MST_VERDICT_REJECTED);
+    assert_false(v.speed_unresolved);
+}
+
 static void test_accuracy_loss_rejected(void **state) {
     (void)state;
     mst_trial_set b, t;
@@ -225,6 +276,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_faster_accepted),
         cmocka_unit_test(test_overlap_rejected),
+        cmocka_unit_test(test_unresolved_flagged_for_more_seeds),
+        cmocka_unit_test(test_extended_look_tolerates_one_slow_run),
         cmocka_unit_test(test_accuracy_loss_rejected),
         cmocka_unit_test(test_slower_but_smaller_noted_for_memory),
         cmocka_unit_test(test_failed_run_rejected),
