@@ -278,18 +278,47 @@ static void test_recompile(void **state) {
 }
 
 /* Churn from a 2-step growth window: the rule names the window, not the initial scale. */
+/* The top finding and every verdict that does not rest on timing (changes judged on an exact count,
+ * accuracy fixes, safety corrections), as one string: what three advise runs must agree on. A
+ * speed verdict near the trials' resolution may differ between runs of a noisy machine (that is
+ * bench/advisor_stability.sh's table, not a test's pass/fail). */
+static void untimed_outcome(const cJSON *j, char *out, size_t n) {
+    const cJSON *findings = cJSON_GetObjectItemCaseSensitive(j, "findings"), *f;
+    size_t len = (size_t)snprintf(out, n, "top %s;", cJSON_GetArraySize(findings) > 0
+                                  ? cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(findings, 0), "rule")->valuestring : "-");
+    cJSON_ArrayForEach(f, findings) {
+        const char *goal = cJSON_GetObjectItemCaseSensitive(f, "goal")->valuestring;
+        if (strcmp(goal, "speed") == 0 && !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(f, "count"))) continue;
+        const cJSON *res = cJSON_GetObjectItemCaseSensitive(f, "result");
+        if (len < n)
+            len += (size_t)snprintf(out + len, n - len, " %s=%s", cJSON_GetObjectItemCaseSensitive(f, "rule")->valuestring,
+                                    cJSON_GetObjectItemCaseSensitive(res, "verdict")->valuestring);
+    }
+}
+
+/* Class 8, and the stability the issue asks of the accepted set: churn_window three times. The
+ * window is proposed and judged on the exact count of skipped steps each time, and the three runs
+ * agree on the top finding and on every verdict that does not rest on timing. */
 static void test_churn_window(void **state) {
     (void)state;
-    cJSON *j;
-    char dir[1024];
-    advise("churn_window", NULL, NULL, &j, dir, sizeof(dir));
-    const cJSON *f = finding_of(j, "loss_scale");
-    assert_non_null(f);
-    assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(f, "sets"), 0)->valuestring,
-                        "amp.loss_scale.window=2000");
-    assert_string_equal(cJSON_GetObjectItemCaseSensitive(f, "count")->valuestring, "skipped_steps");
-    cJSON_Delete(j);
-    e2e_rmtree(dir);
+    char first[512] = "";
+    for (int rerun = 0; rerun < 3; rerun++) {
+        cJSON *j;
+        char dir[1024], outcome[512];
+        advise("churn_window", NULL, NULL, &j, dir, sizeof(dir));
+        const cJSON *f = finding_of(j, "loss_scale");
+        assert_non_null(f);
+        assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(f, "sets"), 0)->valuestring,
+                            "amp.loss_scale.window=2000");
+        assert_string_equal(cJSON_GetObjectItemCaseSensitive(f, "count")->valuestring, "skipped_steps");
+        untimed_outcome(j, outcome, sizeof(outcome));
+        fprintf(stderr, "churn_window rerun %d: %s\n", rerun + 1, outcome);
+        assert_non_null(strstr(outcome, "loss_scale=accepted"));
+        if (rerun == 0) memcpy(first, outcome, sizeof(first));
+        else assert_string_equal(outcome, first);
+        cJSON_Delete(j);
+        e2e_rmtree(dir);
+    }
 }
 
 /* The profiled run's summary.json (its own record of the underflow probe). */
