@@ -404,6 +404,8 @@ double mst_sampler_cost_ns(const mst_sampler *s) {
     return (double)atomic_load(&s->handler_ns) + (double)atomic_load(&s->deliveries) * s->delivery_ns;
 }
 
+int64_t mst_sampler_deliveries(const mst_sampler *s) { return atomic_load(&s->deliveries); }
+
 int mst_sampler_start(mst_sampler *s) {
     pthread_mutex_lock(&s->lock);
     int rc = 0;

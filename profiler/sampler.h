@@ -104,6 +104,8 @@ int64_t      mst_sampler_stray(const mst_sampler *s);
  * and recording, measured on every delivery) plus, per delivery, the kernel's signal entry and
  * return (calibrated at start by signalling the calling thread). */
 double       mst_sampler_cost_ns(const mst_sampler *s);
+/* Signals the handler served since start (the calibration's own taken out). */
+int64_t      mst_sampler_deliveries(const mst_sampler *s);
 /* The last failure's message ("timer_create: Invalid argument"); "" when none. */
 const char  *mst_sampler_error(const mst_sampler *s);
 

@@ -1,5 +1,5 @@
-/* store.c — the SQLite profile store: bounded queue, writer thread (SCHED_IDLE, helped by the recording
- * threads when it falls behind), per-step attribution,
+/* store.c — the SQLite profile store: bounded queue written by the recording threads between steps
+ * (a SCHED_IDLE backstop thread writes what they leave too long), per-step attribution,
  * finalisation at close, and the read side used by the CLI summary.
  *
  * Trade-off: the database keeps one row per step (and per step and counter) for the whole run,
@@ -31,7 +31,7 @@
 
 #define DEFAULT_QUEUE_EVENTS (1u << 18)
 #define QUEUE_ITEMS 4096                /* sink calls in flight; a power of two */
-#define WRITER_POLL_NS 20000000ull      /* an idle writer looks at the queue every 20 ms */
+#define WRITER_POLL_NS 100000000ull     /* the backstop writer looks at the queue every 100 ms */
 #define WRITER_STALE_NS 200000000ull    /* a queued item older than 200 ms: the recording thread drains */
 #define MAX_THREADS 1024
 #define MAX_MEM_CATS 32
@@ -692,13 +692,14 @@ void mst_store_sink(void *user, uint32_t tid, const mst_prof_event *ev, size_t n
         s->received += piece;
         ev += piece;
         n -= piece;
-        /* Wake the writer only when the queue fills up; otherwise it polls every WRITER_POLL_NS.
-         * A wake-up per step would put the writer on a core the step's kernels are using. */
+        /* Wake the backstop writer only when the queue fills up (writer_main); the recording
+         * threads drain it below, between steps. */
         if (s->tail - s->head >= s->cap / 4 || s->itail - s->ihead >= QUEUE_ITEMS / 4) pthread_cond_signal(&s->q_data);
     }
-    /* A writer starved of cycles must not let the queue age: what a kill loses stays bounded by
-     * WRITER_STALE_NS plus the commit window (docs/profile-schema.md), so the recording thread
-     * drains an aged queue itself, timed in its hand-off (flush_ns). */
+    /* The recording thread writes the queue itself once its oldest item is WRITER_STALE_NS old,
+     * timed in its hand-off (flush_ns): the writing happens between steps, where the estimate
+     * sees it, and what a kill loses stays bounded by WRITER_STALE_NS plus the commit window
+     * (docs/profile-schema.md). */
     uint64_t stale = 0;     /* the items queued now: others' later hand-offs are theirs to drain */
     if (s->ihead != s->itail && !s->failed_q && !s->closing) {
         const uint64_t queued_at = s->items[s->ihead & (QUEUE_ITEMS - 1)].t_ns;     /* may be after t_call */
@@ -746,40 +747,44 @@ static int drain_one(mst_store *s) {
     return 1;
 }
 
-/* The writer is a SCHED_IDLE thread: it runs on cycles no other thread of the machine wants, and
- * its wake-ups never preempt a kernel's thread. As an ordinary thread its ~75 us of work per cnn
- * step (0.3% of the step's CPU) cost +1.2 to +3.1% of step time on 2 cores, since preempting one
- * thread of a parallel region stalls the region (docs/benchmarks.md). When it falls behind, the
- * recording threads and close drain the queue themselves (drain_one). */
+/* The writer is a backstop, not the one who writes. The recording threads write the queue
+ * themselves at their hand-off once its oldest item is WRITER_STALE_NS old (the trainer hands each
+ * step over as it ends, so that is every ~200 ms, between steps), timed in flush_ns and so in the
+ * overhead estimate. A writer thread doing that work while the step's kernels ran cost far more
+ * than its CPU time: as an ordinary thread ~75 us of work per cnn step cost +1.2 to +3.1% of step
+ * time on 2 cores (preempting one thread of a parallel region stalls the region), and even as
+ * SCHED_IDLE +1.5 to +2.7%, against a deferred writer's +0.5 to +0.9% (docs/benchmarks.md) — cost
+ * the estimate could not see. So this thread (SCHED_IDLE) wakes every WRITER_POLL_NS and drains
+ * only what nobody handed over for WRITER_STALE_NS (a long step, an evaluation pass, a stalled
+ * run) or a queue filling up, and commits a transaction left open past its deadline with nothing
+ * queued: what a kill loses stays bounded while the recording threads are away. */
 static void *writer_main(void *arg) {
     mst_store *s = arg;
     const struct sched_param idle = {0};
     s->writer_sched_errno = pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);    /* read after the join */
     for (;;) {
-        if (drain_one(s)) continue;
-        pthread_mutex_lock(&s->dblock);
-        const int txn_open = s->txn_open;
-        const uint64_t deadline = s->txn_t0 + s->commit_ns;
-        pthread_mutex_unlock(&s->dblock);
         pthread_mutex_lock(&s->qlock);
-        if (s->ihead != s->itail) {     /* arrived meanwhile */
-            pthread_mutex_unlock(&s->qlock);
-            continue;
-        }
         if (s->closing) {
             pthread_mutex_unlock(&s->qlock);
             break;
         }
-        if (!txn_open || now_ns() < deadline) {     /* idle: look again at the poll period or the commit deadline */
-            struct timespec ts;
-            deadline_ts(txn_open ? deadline : now_ns() + WRITER_POLL_NS, &ts);
-            pthread_cond_timedwait(&s->q_data, &s->qlock, &ts);
+        const uint64_t now = now_ns(), queued = s->itail - s->ihead;
+        const uint64_t oldest = queued ? s->items[s->ihead & (QUEUE_ITEMS - 1)].t_ns : now;
+        const int due = queued > 0 && ((now > oldest && now - oldest >= WRITER_STALE_NS) || s->tail - s->head >= s->cap / 4 ||
+                                       queued >= QUEUE_ITEMS / 4);
+        if (due) {
             pthread_mutex_unlock(&s->qlock);
+            for (uint64_t k = 0; k < queued && drain_one(s); k++) {}
             continue;
         }
+        struct timespec ts;
+        deadline_ts(now + WRITER_POLL_NS, &ts);
+        pthread_cond_timedwait(&s->q_data, &s->qlock, &ts);
+        const int empty = s->ihead == s->itail;
         pthread_mutex_unlock(&s->qlock);
+        if (!empty) continue;
         pthread_mutex_lock(&s->dblock);     /* an open transaction past its deadline with nothing queued */
-        if (!s->failed && s->txn_open) commit(s);
+        if (!s->failed && s->txn_open && now_ns() - s->txn_t0 >= s->commit_ns) commit(s);
         const int failed = s->failed;
         pthread_mutex_unlock(&s->dblock);
         if (failed) {
