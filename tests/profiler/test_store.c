@@ -872,7 +872,9 @@ static void test_kill_safety(void **state) {
 static void test_store_full(void **state) {
     char path[512], err[512];
     tmp_db(path, sizeof(path), "full");
-    mst_store_options opt = {.max_db_bytes = 400 * 1024};
+    /* commits every 16 steps: the database fills within the default 256, and what was committed
+     * before the fill is what this test reads back */
+    mst_store_options opt = {.max_db_bytes = 400 * 1024, .commit_steps = 16};
     mst_store *st = mst_store_open_opts(path, NULL, 100000, &opt, err, sizeof(err));    /* trace everything */
     if (!st) fail_msg("%s", err);
     const uint32_t k = mst_prof_intern("conv2d");
