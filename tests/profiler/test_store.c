@@ -816,7 +816,7 @@ static void test_kill_safety(void **state) {
         }
     }
     close(fds[1]);
-    /* read the delivered step numbers with their arrival times; kill 400 ms after step 40 */
+    /* read the delivered step numbers with their arrival times; kill 800 ms after step 40 */
     enum { MAX = 1 << 16 };
     static int64_t steps[MAX];
     static uint64_t when[MAX];
@@ -832,7 +832,7 @@ static void test_kill_safety(void **state) {
         }
         const uint64_t now = mst_prof_now_ns();
         if (n_read < MAX) steps[n_read] = got, when[n_read++] = now;
-        if (got == 40) kill_at = now + 400 * 1000 * 1000ull;
+        if (got == 40) kill_at = now + 800 * 1000 * 1000ull;
         if (kill_at && now >= kill_at) break;
     }
     kill(pid, SIGKILL);
@@ -841,18 +841,22 @@ static void test_kill_safety(void **state) {
     waitpid(pid, &status, 0);
     close(fds[0]);
     assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-    /* every step handed to the store 250 ms before the kill must be there (commits: <= 100 ms) */
+    /* every step handed to the store LOST_MS before the kill must be there: the queue holds at most
+     * ~300 ms (drained at the hand-off that finds it 200 ms old, or by the 100 ms backstop poll) and
+     * the open transaction at most 100 ms (docs/guarantees.md); 100 ms more for scheduling, since
+     * sanitizer builds run the drain several times slower */
+    enum { LOST_MS = 500 };
     int64_t delivered = -1;
     for (size_t i = 0; i < n_read; i++)
-        if (when[i] + 250 * 1000 * 1000ull <= killed) delivered = steps[i];
+        if (when[i] + LOST_MS * 1000 * 1000ull <= killed) delivered = steps[i];
     assert_true(delivered >= 40);
 
     sqlite3 *db = db_open(path);
     assert_integrity(db);
     assert_sums(db);
     const int64_t n = q_int(db, "SELECT count(*) FROM steps");
-    printf("killed %zu steps after start; step %lld was delivered 250 ms before the kill; %lld steps readable\n",
-           n_read, (long long)delivered, (long long)n);
+    printf("killed %zu steps after start; step %lld was delivered %d ms before the kill; %lld steps readable\n",
+           n_read, (long long)delivered, LOST_MS, (long long)n);
     char sql[128];
     snprintf(sql, sizeof(sql), "SELECT count(*) FROM steps WHERE step <= %lld", (long long)delivered);
     assert_int_equal(q_int(db, sql), delivered + 1);
