@@ -1,7 +1,8 @@
 /* bench_amp_kernels.c — what mixed precision costs per kernel on this CPU, and what conversions run at.
  *
- * 1. Per-kernel time of linear, conv2d, relu, relu_grad, batchnorm and its gradient (through the
- *    eager dispatcher) in f32, f16 and bf16, batch norm with O2's f32 parameters. Without half
+ * 1. Per-kernel time of linear, conv2d, relu, relu_grad, batchnorm and its gradient, max pooling and
+ *    its gradient (through the eager dispatcher) in f32, f16 and bf16, batch norm with O2's f32
+ *    parameters; small shapes, then the cnn's at batch 64 (bench/torch_compare's cnn:64 row). Without half
  *    arithmetic half values are computed in f32: GEMM and conv on oneDNN's bf16 kernels where
  *    the CPU has them, batch norm and elementwise ops widening cache-sized pieces
  *    (runtime/ops/norm.c, runtime/amp/half_kernels.c), so the columns show what that costs or saves.
@@ -10,7 +11,8 @@
  * 3. OpenBLAS's cblas_sbgemm, looked up at run time (Debian's 0.3.21 declares it but does not export
  *    it): when present, timed against convert-to-f32 + sgemm on the same shape.
  * Every figure is the median of repeats in one run; a repeat lasts at least a few milliseconds.
- * Threads: MST_BENCH_THREADS (default 1), for the kernels' pool and OpenBLAS alike.
+ * Threads: MST_BENCH_THREADS (default 1), for the kernels' pool and OpenBLAS alike;
+ * MST_BENCH_ONLY=text keeps the kernel rows whose name contains it.
  *
  *     ./build/bench_amp_kernels > amp.md
  */
@@ -33,34 +35,67 @@ static const double k_min_repeat_s = 0.004;
 
 /* ---- kernels ---- */
 
+typedef enum { K_LINEAR, K_CONV, K_RELU, K_BN, K_RELU_GRAD, K_BN_GRAD, K_MAXPOOL, K_MAXPOOL_GRAD } kernel_kind;
+
 typedef struct {
     const char *name;
+    kernel_kind kind;
     int n_in;
     int ndim[5];
     int64_t shape[5][4];
 } kernel_case;
 
+/* The first six: small shapes, one of each kind; then the cnn's (workloads/cnn.c, width 32) at
+ * batch 64, the shapes of bench/torch_compare's cnn:64 row. */
 static const kernel_case kcases[] = {
-    {"linear 128x784 -> 256", 3, {2, 2, 1}, {{128, 784}, {256, 784}, {256}}},
-    {"conv2d 32x16x14x14, 16x3x3", 2, {4, 4}, {{32, 16, 14, 14}, {16, 16, 3, 3}}},
-    {"relu 32x16x28x28", 1, {4}, {{32, 16, 28, 28}}},
-    {"batchnorm 32x16x28x28 (train; O2: f32 params)", 5, {4, 1, 1, 1, 1}, {{32, 16, 28, 28}, {16}, {16}, {16}, {16}}},
-    {"relu_grad 32x16x28x28", 2, {4, 4}, {{32, 16, 28, 28}, {32, 16, 28, 28}}},
-    {"batchnorm_grad 32x16x28x28 (O2: f32 params)", 5, {4, 4, 1, 1, 1}, {{32, 16, 28, 28}, {32, 16, 28, 28}, {16}, {16}, {16}}},
+    {"linear 128x784 -> 256", K_LINEAR, 3, {2, 2, 1}, {{128, 784}, {256, 784}, {256}}},
+    {"conv2d 32x16x14x14, 16x3x3", K_CONV, 2, {4, 4}, {{32, 16, 14, 14}, {16, 16, 3, 3}}},
+    {"relu 32x16x28x28", K_RELU, 1, {4}, {{32, 16, 28, 28}}},
+    {"batchnorm 32x16x28x28 (train; O2: f32 params)", K_BN, 5, {4, 1, 1, 1, 1}, {{32, 16, 28, 28}, {16}, {16}, {16}, {16}}},
+    {"relu_grad 32x16x28x28", K_RELU_GRAD, 2, {4, 4}, {{32, 16, 28, 28}, {32, 16, 28, 28}}},
+    {"batchnorm_grad 32x16x28x28 (O2: f32 params)", K_BN_GRAD, 5, {4, 4, 1, 1, 1}, {{32, 16, 28, 28}, {32, 16, 28, 28}, {16}, {16}, {16}}},
+    {"cnn b64: batchnorm 64x32x28x28", K_BN, 5, {4, 1, 1, 1, 1}, {{64, 32, 28, 28}, {32}, {32}, {32}, {32}}},
+    {"cnn b64: batchnorm 64x32x14x14", K_BN, 5, {4, 1, 1, 1, 1}, {{64, 32, 14, 14}, {32}, {32}, {32}, {32}}},
+    {"cnn b64: batchnorm 64x64x7x7", K_BN, 5, {4, 1, 1, 1, 1}, {{64, 64, 7, 7}, {64}, {64}, {64}, {64}}},
+    {"cnn b64: batchnorm_grad 64x32x28x28", K_BN_GRAD, 5, {4, 4, 1, 1, 1}, {{64, 32, 28, 28}, {64, 32, 28, 28}, {32}, {32}, {32}}},
+    {"cnn b64: batchnorm_grad 64x32x14x14", K_BN_GRAD, 5, {4, 4, 1, 1, 1}, {{64, 32, 14, 14}, {64, 32, 14, 14}, {32}, {32}, {32}}},
+    {"cnn b64: batchnorm_grad 64x64x7x7", K_BN_GRAD, 5, {4, 4, 1, 1, 1}, {{64, 64, 7, 7}, {64, 64, 7, 7}, {64}, {64}, {64}}},
+    {"cnn b64: maxpool2d 2x2 64x32x28x28", K_MAXPOOL, 1, {4}, {{64, 32, 28, 28}}},
+    {"cnn b64: maxpool2d_grad 64x32x14x14 -> 28x28", K_MAXPOOL_GRAD, 2, {4, 4}, {{64, 32, 14, 14}, {64, 32, 14, 14}}},
+    {"cnn b64: relu_grad 64x32x28x28", K_RELU_GRAD, 2, {4, 4}, {{64, 32, 28, 28}, {64, 32, 28, 28}}},
 };
 
-static mst_tensor *run_kernel(mst_ctx *ctx, int which, mst_tensor *const in[]) {
-    switch (which) {
-    case 0: return mst_linear(ctx, in[0], in[1], in[2]);
-    case 1: return mst_conv2d(ctx, in[0], in[1], NULL, 1, 1, 1, 1);
-    case 2: return mst_relu(ctx, in[0]);
-    case 3: return mst_batchnorm(ctx, in[0], in[1], in[2], in[3], in[4], true, 0.1, 1e-5);
-    case 4: return mst_relu_grad(ctx, in[0], in[1]);
-    default: {
+static mst_tensor *run_kernel(mst_ctx *ctx, const kernel_case *k, mst_tensor *const in[]) {
+    switch (k->kind) {
+    case K_LINEAR: return mst_linear(ctx, in[0], in[1], in[2]);
+    case K_CONV: return mst_conv2d(ctx, in[0], in[1], NULL, 1, 1, 1, 1);
+    case K_RELU: return mst_relu(ctx, in[0]);
+    case K_BN: return mst_batchnorm(ctx, in[0], in[1], in[2], in[3], in[4], true, 0.1, 1e-5);
+    case K_RELU_GRAD: return mst_relu_grad(ctx, in[0], in[1]);
+    case K_MAXPOOL: return mst_maxpool2d(ctx, in[0], 2, 2, 2, 2, 0, 0);
+    case K_MAXPOOL_GRAD: return mst_maxpool2d_grad(ctx, in[0], in[1], (int)k->shape[0][2] * 2, (int)k->shape[0][3] * 2);
+    case K_BN_GRAD: {
         mst_tensor *out[3] = {0};
         return mst_batchnorm_grad(ctx, in[0], in[1], in[2], in[3], in[4], true, out) == MST_OK ? out[0] : NULL;
     }
     }
+    return NULL;
+}
+
+/* The indices of 2x2 stride-2 windows over (H, W) = (2P, 2Q) planes: a pseudo-random element of
+ * each window, as a max pool of random data picks. */
+static mst_tensor *pool_indices(mst_ctx *ctx, const int64_t shape[4]) {
+    mst_tensor *t = mst_tensor_new(ctx, MST_DTYPE_I32, 4, shape);
+    int32_t *ip = mst_tensor_i32(t);
+    int64_t P = shape[2], Q = shape[3], W = 2 * Q;
+    uint32_t r = 12345;
+    for (int64_t pl = 0; pl < shape[0] * shape[1]; pl++)
+        for (int64_t p = 0; p < P; p++)
+            for (int64_t q = 0; q < Q; q++) {
+                r = r * 1664525u + 1013904223u;
+                ip[(pl * P + p) * Q + q] = (int32_t)((2 * p + (r >> 31)) * W + 2 * q + ((r >> 30) & 1));
+            }
+    return t;
 }
 
 /* Median seconds per call of kernel case `which` in dtype dt (running statistics stay f32). */
@@ -68,10 +103,14 @@ static double time_kernel(mst_ctx *ctx, int which, mst_dtype dt) {
     const kernel_case *k = &kcases[which];
     mst_tensor *in[5];
     for (int i = 0; i < k->n_in; i++) {
+        if (k->kind == K_MAXPOOL_GRAD && i == 1) {
+            in[i] = mst_tensor_retain(pool_indices(ctx, k->shape[i]));
+            continue;
+        }
         /* batch norm's vectors stay f32 as amp O2 keeps them (gamma, beta, statistics) */
-        bool vec = (which == 3 || which == 5) && k->ndim[i] == 1, stats = vec && i >= 3;
+        bool vec = (k->kind == K_BN || k->kind == K_BN_GRAD) && k->ndim[i] == 1, stats = vec && i >= 3;
         mst_tensor *t = mst_tensor_randn(ctx, MST_DTYPE_F32, k->ndim[i], k->shape[i], stats ? 1 : 0, stats ? 0.1 : 1);
-        if (which == 5 && i == 4) t = mst_tensor_full(ctx, MST_DTYPE_F32, 1, k->shape[i], 1.0);   /* invstd */
+        if (k->kind == K_BN_GRAD && i == 4) t = mst_tensor_full(ctx, MST_DTYPE_F32, 1, k->shape[i], 1.0);   /* invstd */
         in[i] = mst_tensor_retain(vec ? t : mst_cast(ctx, t, dt));
     }
     int calls = 1;
@@ -79,7 +118,7 @@ static double time_kernel(mst_ctx *ctx, int which, mst_dtype dt) {
         double t0 = bench_now_ms() * 1e-3;
         for (int c = 0; c < calls; c++) {
             mst_pool_push(ctx);
-            if (!run_kernel(ctx, which, in)) { fprintf(stderr, "error: %s\n", mst_ctx_error(ctx)); exit(2); }
+            if (!run_kernel(ctx, k, in)) { fprintf(stderr, "error: %s\n", mst_ctx_error(ctx)); exit(2); }
             mst_pool_pop(ctx);
         }
         if (bench_now_ms() * 1e-3 - t0 >= k_min_repeat_s) break;
@@ -90,7 +129,7 @@ static double time_kernel(mst_ctx *ctx, int which, mst_dtype dt) {
         double t0 = bench_now_ms() * 1e-3;
         for (int c = 0; c < calls; c++) {
             mst_pool_push(ctx);
-            run_kernel(ctx, which, in);
+            run_kernel(ctx, k, in);
             mst_pool_pop(ctx);
         }
         v[r] = (bench_now_ms() * 1e-3 - t0) / calls;
@@ -103,7 +142,9 @@ static void bench_kernels(mst_ctx *ctx) {
     printf("## Kernels (eager dispatch, median of %d repeats)\n\n", k_repeats);
     printf("| kernel | f32 (us) | f16 (us) | bf16 (us) | f16 / f32 | bf16 / f32 |\n|---|---:|---:|---:|---:|---:|\n");
     mst_grad_set_enabled(ctx, false);
+    const char *only = getenv("MST_BENCH_ONLY");
     for (int i = 0; i < (int)(sizeof(kcases) / sizeof(kcases[0])); i++) {
+        if (only && !strstr(kcases[i].name, only)) continue;
         double f32 = time_kernel(ctx, i, MST_DTYPE_F32), f16 = time_kernel(ctx, i, MST_DTYPE_F16);
         double bf16 = time_kernel(ctx, i, MST_DTYPE_BF16);
         printf("| %s | %.1f | %.1f | %.1f | %.2f | %.2f |\n", kcases[i].name, 1e6 * f32, 1e6 * f16, 1e6 * bf16, f16 / f32,

@@ -3,8 +3,10 @@
  * The vector paths are compiled with per-function target attributes, so the rest of the build
  * stays generic x86-64 and the path is picked at run time (runtime/cpu_features.h, which also
  * honours MSTUNE_CPU_MASK; __builtin_cpu_supports did not build with clang). Tails shorter
- * than a vector go through the scalar conversions of runtime/dtype.c, which the vector code
- * reproduces bit for bit (tests/amp/test_half.c checks every f16 pattern and a dense f32 sweep):
+ * than a vector go through the scalar conversions of runtime/dtype.c (AVX2, scalar paths) or
+ * through one zero-padded vector block (AVX-512 paths: the half batch-norm and pooling kernels
+ * convert rows of 49 or 196 values, where a scalar tail cost as much as the row), and the vector
+ * code reproduces the scalar conversions bit for bit (tests/amp/test_half.c checks every f16 pattern and a dense f32 sweep):
  *   f16 -> f32  vcvtph2ps: exact; a signalling NaN comes back quiet (dtype.c does the same).
  *   f32 -> f16  vcvtps2ph with round-to-nearest-even: subnormals, overflow to inf, NaN quieted.
  *   bf16 -> f32 a 16-bit shift.
@@ -132,7 +134,13 @@ __attribute__((target("avx512f"))) static void f16_to_f32_avx512(const mst_f16 *
     size_t i = 0;
     for (; i + 16 <= n; i += 16)
         _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
-    f16_to_f32_scalar(src + i, dst + i, n - i);
+    if (i < n) {    /* the tail as one zero-padded block: a call per short row stays one vector */
+        mst_f16 pad[16] = {0};
+        float out[16];
+        memcpy(pad, src + i, (n - i) * sizeof(*src));
+        _mm512_storeu_ps(out, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pad)));
+        memcpy(dst + i, out, (n - i) * sizeof(*dst));
+    }
 }
 
 __attribute__((target("avx512f"))) static void f32_to_f16_avx512(const float *src, mst_f16 *dst, size_t n) {
@@ -140,7 +148,13 @@ __attribute__((target("avx512f"))) static void f32_to_f16_avx512(const float *sr
     for (; i + 16 <= n; i += 16)
         _mm256_storeu_si256((__m256i *)(dst + i),
                             _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    f32_to_f16_scalar(src + i, dst + i, n - i);
+    if (i < n) {
+        float pad[16] = {0};
+        mst_f16 out[16];
+        memcpy(pad, src + i, (n - i) * sizeof(*src));
+        _mm256_storeu_si256((__m256i *)out, _mm512_cvtps_ph(_mm512_loadu_ps(pad), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        memcpy(dst + i, out, (n - i) * sizeof(*dst));
+    }
 }
 
 __attribute__((target("avx512f"))) static void bf16_to_f32_avx512(const mst_bf16 *src, float *dst, size_t n) {
@@ -149,7 +163,13 @@ __attribute__((target("avx512f"))) static void bf16_to_f32_avx512(const mst_bf16
         __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(src + i)));
         _mm512_storeu_si512(dst + i, _mm512_slli_epi32(w, 16));
     }
-    bf16_to_f32_scalar(src + i, dst + i, n - i);
+    if (i < n) {
+        mst_bf16 pad[16] = {0};
+        float out[16];
+        memcpy(pad, src + i, (n - i) * sizeof(*src));
+        _mm512_storeu_si512(out, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)pad)), 16));
+        memcpy(dst + i, out, (n - i) * sizeof(*dst));
+    }
 }
 
 /* ---- AVX512-BF16: vcvtneps2bf16 rounds to nearest even and quiets NaNs as the integer code does,
@@ -170,13 +190,19 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx2"))) static void
         __m256bh b = _mm512_cvtneps_pbh(_mm512_castsi512_ps(x));
         _mm256_storeu_si256((__m256i *)(dst + i), (__m256i)b);
     }
-    f32_to_bf16_avx2(src + i, dst + i, n - i);
+    if (i < n) {    /* the tail as one zero-padded block (zeros are not subnormal) */
+        float pad[16] = {0};
+        mst_bf16 out[16];
+        memcpy(pad, src + i, (n - i) * sizeof(*src));
+        f32_to_bf16_avx512bf16(pad, out, 16);
+        memcpy(dst + i, out, (n - i) * sizeof(*dst));
+    }
 }
 
 #endif
 
 void mst_half_to_f32_path(mst_half_path p, mst_dtype half, const void *src, float *dst, size_t n) {
-    if (!mst_half_path_available(p)) p = MST_HALF_PATH_SCALAR;
+    if (p != mst_half_best_path() && !mst_half_path_available(p)) p = MST_HALF_PATH_SCALAR;   /* best: cached */
     bool f16 = half == MST_DTYPE_F16;
     switch (p) {
 #if MST_HALF_X86
@@ -195,7 +221,7 @@ void mst_half_to_f32_path(mst_half_path p, mst_dtype half, const void *src, floa
 }
 
 void mst_half_from_f32_path(mst_half_path p, mst_dtype half, const float *src, void *dst, size_t n) {
-    if (!mst_half_path_available(p)) p = MST_HALF_PATH_SCALAR;
+    if (p != mst_half_best_path() && !mst_half_path_available(p)) p = MST_HALF_PATH_SCALAR;   /* best: cached */
     bool f16 = half == MST_DTYPE_F16;
     switch (p) {
 #if MST_HALF_X86

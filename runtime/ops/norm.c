@@ -407,8 +407,8 @@ const mst_op_desc mst_desc_batchnorm_grad = {
 /* ---- batchnorm and batchnorm_grad on half x with f32 parameters (amp O2) ----
  *
  * Under O2, x, y, gy and gx are f16/bf16 while gamma, beta and every statistic stay f32. These
- * kernels widen one (image, channel) row of S values at a time into a per-worker buffer that
- * stays in L1/L2, run the f32 kernel's formulas on it (the same f32 expressions for every output
+ * kernels widen one (image, channel) row of S values at a time (several neighbouring rows when S
+ * is small) into a per-worker buffer that stays in L1/L2, run the f32 kernel's formulas on it (the same f32 expressions for every output
  * element; the per-channel double sums through runtime/ops/bn_rows.h, sixteen partials with an
  * AVX-512 path, where the f32 kernel keeps four scalar partials), and round each output row to
  * nearest even as it is stored. They move half the bytes of the f32 kernel instead of the generic
@@ -436,20 +436,35 @@ typedef struct {
     const mst_op_call *c;
     bn_dims d;
     double *scratch;        /* as bn_job's */
-    float *rows;            /* per worker: k_bn_half_rows rows of S floats */
-    int64_t row_stride;     /* floats between rows */
+    float *rows;            /* per worker: k_bn_half_rows blocks of block_stride floats */
+    int64_t block_ch;       /* channels a block holds: one row of S values, or more when S is small */
+    int64_t block_stride;   /* floats between blocks */
 } bn_half_job;
 
-enum { k_bn_half_rows = 2 };
+/* Rows are widened and stored a block at a time: the rows (image n, channels [ch0, ch1)) are
+ * contiguous, so a short row (7x7, 14x14) shares its conversion call with its neighbours; one
+ * call per 49-value row cost more than the row's arithmetic (the 64x64x7x7 batch norm ran 5x
+ * slower in bf16 than in f32, bench_amp_kernels). */
+enum { k_bn_half_rows = 2, k_bn_half_block = 4096 };
 
-/* A row's values: the half row (image n, channel ch) of t widened into buf. */
-static const float *bn_half_row(const mst_tensor *t, bn_dims d, int64_t n, int64_t ch, float *buf) {
-    mst_half_to_f32(t->dtype, (const uint16_t *)mst_tensor_data(t) + (n * d.c + ch) * d.s, buf, (size_t)d.s);
+static int64_t bn_half_block_channels(bn_dims d) {
+    int64_t b = d.s > 0 ? k_bn_half_block / d.s : 1;
+    return b < 1 ? 1 : b;
+}
+
+/* The half rows (image n, channels [ch0, ch1)) of t widened into buf. */
+static const float *bn_half_block(const mst_tensor *t, bn_dims d, int64_t n, int64_t ch0, int64_t ch1, float *buf) {
+    mst_half_to_f32(t->dtype, (const uint16_t *)mst_tensor_data(t) + (n * d.c + ch0) * d.s, buf, (size_t)((ch1 - ch0) * d.s));
     return buf;
 }
-static void bn_half_store(const mst_tensor *t, bn_dims d, int64_t n, int64_t ch, const float *row) {
-    mst_half_from_f32(t->dtype, row, (uint16_t *)mst_tensor_data(t) + (n * d.c + ch) * d.s, (size_t)d.s);
+static void bn_half_store_block(const mst_tensor *t, bn_dims d, int64_t n, int64_t ch0, int64_t ch1, const float *rows) {
+    mst_half_from_f32(t->dtype, rows, (uint16_t *)mst_tensor_data(t) + (n * d.c + ch0) * d.s, (size_t)((ch1 - ch0) * d.s));
 }
+
+/* Blocks of channels [c0, c1): b0 and b1 bound each. */
+#define BN_HALF_BLOCKS(j, c0, c1, b0, b1) \
+    for (int64_t b0 = (c0), b1 = (c0) + (j)->block_ch < (c1) ? (c0) + (j)->block_ch : (c1); b0 < (c1); \
+         b0 = b1, b1 = b1 + (j)->block_ch < (c1) ? b1 + (j)->block_ch : (c1))
 
 static void bn_fwd_half_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     const bn_half_job *j = arg;
@@ -459,16 +474,22 @@ static void bn_fwd_half_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     const float *gamma = mst_tensor_f32(c->in[1]), *beta = mst_tensor_f32(c->in[2]);
     float *rmean = mst_tensor_f32(c->in[3]), *rvar = mst_tensor_f32(c->in[4]);
     float *save_mean = mst_tensor_f32(c->out[1]), *save_invstd = mst_tensor_f32(c->out[2]);
-    float *xb = j->rows + (size_t)worker * k_bn_half_rows * (size_t)j->row_stride, *yb = xb + j->row_stride;
+    float *xb = j->rows + (size_t)worker * k_bn_half_rows * (size_t)j->block_stride, *yb = xb + j->block_stride;
     double momentum = c->attrs.f[0], eps = c->attrs.f[1];
     double *mean = j->scratch, *invstd = mean + d.c, *acc = invstd + d.c, *scale = acc + d.c;
     if (c->attrs.i[0]) {
         for (int64_t ch = c0; ch < c1; ch++) mean[ch] = acc[ch] = invstd[ch] = 0;
         for (int64_t n = 0; n < d.n; n++)
-            for (int64_t ch = c0; ch < c1; ch++) mean[ch] += mst_bn_row_sum(bn_half_row(xt, d, n, ch, xb), d.s);
+            BN_HALF_BLOCKS(j, c0, c1, b0, b1) {
+                const float *x = bn_half_block(xt, d, n, b0, b1, xb);
+                for (int64_t ch = b0; ch < b1; ch++) mean[ch] += mst_bn_row_sum(x + (ch - b0) * d.s, d.s);
+            }
         for (int64_t ch = c0; ch < c1; ch++) mean[ch] /= (double)d.m;
         for (int64_t n = 0; n < d.n; n++)
-            for (int64_t ch = c0; ch < c1; ch++) acc[ch] += mst_bn_row_sum_dev2(bn_half_row(xt, d, n, ch, xb), d.s, mean[ch]);
+            BN_HALF_BLOCKS(j, c0, c1, b0, b1) {
+                const float *x = bn_half_block(xt, d, n, b0, b1, xb);
+                for (int64_t ch = b0; ch < b1; ch++) acc[ch] += mst_bn_row_sum_dev2(x + (ch - b0) * d.s, d.s, mean[ch]);
+            }
         for (int64_t ch = c0; ch < c1; ch++) {
             double var = acc[ch] / (double)d.m;
             invstd[ch] = 1.0 / sqrt(var + eps);
@@ -488,14 +509,18 @@ static void bn_fwd_half_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     }
     bool relu = c->attrs.i[1] != 0;
     for (int64_t n = 0; n < d.n; n++)
-        for (int64_t ch = c0; ch < c1; ch++) {
-            const float *x = bn_half_row(xt, d, n, ch, xb);
-            float m = (float)mean[ch], a = (float)scale[ch], b = beta[ch];
-            for (int64_t i = 0; i < d.s; i++) {
-                float v = (x[i] - m) * a + b;
-                yb[i] = relu && v <= 0 ? 0.0f : v;
+        BN_HALF_BLOCKS(j, c0, c1, b0, b1) {
+            const float *xs = bn_half_block(xt, d, n, b0, b1, xb);
+            for (int64_t ch = b0; ch < b1; ch++) {
+                const float *x = xs + (ch - b0) * d.s;
+                float *y = yb + (ch - b0) * d.s;
+                float m = (float)mean[ch], a = (float)scale[ch], b = beta[ch];
+                for (int64_t i = 0; i < d.s; i++) {
+                    float v = (x[i] - m) * a + b;
+                    y[i] = relu && v <= 0 ? 0.0f : v;
+                }
             }
-            bn_half_store(yt, d, n, ch, yb);
+            bn_half_store_block(yt, d, n, b0, b1, yb);
         }
 }
 
@@ -507,7 +532,7 @@ static void bn_grad_half_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     const float *gamma = mst_tensor_f32(c->in[2]), *save_mean = mst_tensor_f32(c->in[3]);
     const float *save_invstd = mst_tensor_f32(c->in[4]);
     float *ggamma = mst_tensor_f32(c->out[1]), *gbeta = mst_tensor_f32(c->out[2]);
-    float *gyb = j->rows + (size_t)worker * k_bn_half_rows * (size_t)j->row_stride, *xb = gyb + j->row_stride;
+    float *gyb = j->rows + (size_t)worker * k_bn_half_rows * (size_t)j->block_stride, *xb = gyb + j->block_stride;
     double *sum_gy = j->scratch;
     double *sum_gyx = sum_gy + d.c, *mean = sum_gyx + d.c, *scale = mean + d.c, *q = scale + d.c;
     for (int64_t ch = c0; ch < c1; ch++) {
@@ -515,10 +540,13 @@ static void bn_grad_half_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
         mean[ch] = (double)save_mean[ch];
     }
     for (int64_t n = 0; n < d.n; n++)
-        for (int64_t ch = c0; ch < c1; ch++) {
-            const float *gy = bn_half_row(gyt, d, n, ch, gyb), *x = bn_half_row(xt, d, n, ch, xb);
-            sum_gy[ch] += mst_bn_row_sum(gy, d.s);
-            sum_gyx[ch] += mst_bn_row_sum_gyx(gy, x, d.s, mean[ch]);
+        BN_HALF_BLOCKS(j, c0, c1, b0, b1) {
+            const float *gys = bn_half_block(gyt, d, n, b0, b1, gyb), *xs = bn_half_block(xt, d, n, b0, b1, xb);
+            for (int64_t ch = b0; ch < b1; ch++) {
+                const float *gy = gys + (ch - b0) * d.s, *x = xs + (ch - b0) * d.s;
+                sum_gy[ch] += mst_bn_row_sum(gy, d.s);
+                sum_gyx[ch] += mst_bn_row_sum_gyx(gy, x, d.s, mean[ch]);
+            }
         }
     double inv_m = d.m > 0 ? 1.0 / (double)d.m : 0;
     for (int64_t ch = c0; ch < c1; ch++) {
@@ -531,31 +559,36 @@ static void bn_grad_half_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     }
     bool training = c->attrs.i[0] != 0;
     for (int64_t n = 0; n < d.n; n++)
-        for (int64_t ch = c0; ch < c1; ch++) {
-            float *gy = (float *)bn_half_row(gyt, d, n, ch, gyb);
-            float a = (float)scale[ch];
-            if (training) {
-                const float *x = bn_half_row(xt, d, n, ch, xb);
-                float mg = (float)sum_gy[ch], m = (float)mean[ch], qc = (float)q[ch];
-                for (int64_t i = 0; i < d.s; i++) gy[i] = a * (gy[i] - mg - (x[i] - m) * qc);
-            } else {
-                for (int64_t i = 0; i < d.s; i++) gy[i] = a * gy[i];
+        BN_HALF_BLOCKS(j, c0, c1, b0, b1) {
+            float *gys = (float *)bn_half_block(gyt, d, n, b0, b1, gyb);
+            const float *xs = training ? bn_half_block(xt, d, n, b0, b1, xb) : NULL;
+            for (int64_t ch = b0; ch < b1; ch++) {
+                float *gy = gys + (ch - b0) * d.s;
+                float a = (float)scale[ch];
+                if (training) {
+                    const float *x = xs + (ch - b0) * d.s;
+                    float mg = (float)sum_gy[ch], m = (float)mean[ch], qc = (float)q[ch];
+                    for (int64_t i = 0; i < d.s; i++) gy[i] = a * (gy[i] - mg - (x[i] - m) * qc);
+                } else {
+                    for (int64_t i = 0; i < d.s; i++) gy[i] = a * gy[i];
+                }
             }
-            bn_half_store(gxt, d, n, ch, gy);      /* gx, computed in place of the widened gy row */
+            bn_half_store_block(gxt, d, n, b0, b1, gys);      /* gx, computed in place of the widened gy rows */
         }
 }
 
-/* The half kernels' run: k per-channel double arrays and two rows per worker, in one workspace. */
+/* The half kernels' run: k per-channel double arrays and two blocks per worker, in one workspace. */
 static mst_status bn_half_run(mst_ctx *ctx, const mst_op_call *c, const mst_tensor *x, int k, mst_parallel_fn chunk) {
     bn_dims d = bn_dims_of(x);
     int64_t per_channel = d.m > 0 ? d.m : 1, min_chunk = (k_bn_min_chunk + per_channel - 1) / per_channel;
     int workers = mst_parallel_chunks_ctx(ctx, d.c, min_chunk);
-    size_t doubles = (size_t)(k * d.c + 1), stride = ((size_t)d.s + 15) & ~(size_t)15;
+    int64_t block_ch = bn_half_block_channels(d);
+    size_t doubles = (size_t)(k * d.c + 1), stride = ((size_t)(block_ch * d.s) + 15) & ~(size_t)15;
     double *scratch = (double *)mst_ctx_workspace(
         ctx, doubles * sizeof(double) + 64 + (size_t)workers * k_bn_half_rows * stride * sizeof(float));
     if (!scratch) return ctx->status;
     float *rows = (float *)(((uintptr_t)(scratch + doubles) + 63) & ~(uintptr_t)63);
-    bn_half_job job = {c, d, scratch, rows, (int64_t)stride};
+    bn_half_job job = {c, d, scratch, rows, block_ch, (int64_t)stride};
     mst_parallel_for(ctx, d.c, min_chunk, chunk, &job);
     return MST_OK;
 }

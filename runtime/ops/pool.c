@@ -11,7 +11,8 @@
  * reference kernels; the one thing that made max pooling slow, a data-dependent branch, is written
  * out of them. Max pooling's f32 fast kernel runs the cnn's 2x2 stride-2 windows 16 outputs at a
  * time with AVX-512 when the CPU has it (run-time check, MSTUNE_CPU_MASK honoured), the same
- * comparisons in the same order, so values and indices are bitwise the reference's.
+ * comparisons in the same order, so values and indices are bitwise the reference's. Its f16/bf16
+ * kernel pools each plane widened in a cached buffer (exact: a maximum is one of the inputs).
  * Reference: torch.nn.functional.max_pool2d / avg_pool2d.
  */
 #include <math.h>
@@ -182,43 +183,83 @@ __attribute__((target("avx512f"))) static int64_t maxpool_2x2_row_avx512(const f
 }
 #endif
 
-/* The f32 fast chunk: 2x2 stride-2 unpadded windows row by row through the vector path (then the
- * row's tail and every other geometry through the reference loop), planes [pl0, pl1). */
-static void maxpool2d_chunk_fast_f32(void *arg, int64_t pl0, int64_t pl1, int worker) {
-    const mst_op_call *c = arg;
-    pool_geom g = pool_geom_of(&c->attrs);
+/* One f32 plane xp (H x W) pooled into yp and ip (P x Q): 2x2 stride-2 unpadded windows row by
+ * row through the vector path (then the row's tail), every other geometry through the
+ * reference's loop; the same comparisons in the same order as the reference either way. */
+static void maxpool_plane_f32(const float *xp, int64_t H, int64_t W, float *yp, int32_t *ip, int64_t P, int64_t Q,
+                              pool_geom g) {
 #if MST_POOL_X86
     if (g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && mst_cpu_has(MST_CPU_AVX512F)) {
-        const mst_tensor *X = c->in[0], *Y = c->out[0];
-        int64_t H = X->shape[2], W = X->shape[3], P = Y->shape[2], Q = Y->shape[3];
-        const float *x = mst_tensor_f32(X);
-        float *y = mst_tensor_f32(Y);
-        int32_t *idx = mst_tensor_i32(c->out[1]);
-        for (int64_t pl = pl0; pl < pl1; pl++) {
-            const float *xp = x + pl * H * W;
-            float *yp = y + pl * P * Q;
-            int32_t *ip = idx + pl * P * Q;
-            for (int64_t p = 0; p < P; p++) {
-                for (int64_t q = maxpool_2x2_row_avx512(xp, W, p, Q, yp, ip); q < Q; q++) {
-                    int64_t k0 = 2 * p * W + 2 * q, ks[4] = {k0, k0 + 1, k0 + W, k0 + W + 1}, best_i = k0, nan_i = -1;
-                    float best = xp[k0];
-                    for (int e = 0; e < 4; e++) {      /* the reference's loop, unrolled */
-                        float v = xp[ks[e]];
-                        int gt = v > best;
-                        best_i = gt ? ks[e] : best_i;
-                        best = gt ? v : best;
-                        nan_i = ((v != v) & (nan_i < 0)) ? ks[e] : nan_i;
-                    }
-                    if (nan_i >= 0) { best_i = nan_i; best = xp[nan_i]; }
-                    yp[p * Q + q] = best;
-                    ip[p * Q + q] = (int32_t)best_i;
+        for (int64_t p = 0; p < P; p++) {
+            for (int64_t q = maxpool_2x2_row_avx512(xp, W, p, Q, yp, ip); q < Q; q++) {
+                int64_t k0 = 2 * p * W + 2 * q, ks[4] = {k0, k0 + 1, k0 + W, k0 + W + 1}, best_i = k0, nan_i = -1;
+                float best = xp[k0];
+                for (int e = 0; e < 4; e++) {      /* the reference's loop, unrolled */
+                    float v = xp[ks[e]];
+                    int gt = v > best;
+                    best_i = gt ? ks[e] : best_i;
+                    best = gt ? v : best;
+                    nan_i = ((v != v) & (nan_i < 0)) ? ks[e] : nan_i;
                 }
+                if (nan_i >= 0) { best_i = nan_i; best = xp[nan_i]; }
+                yp[p * Q + q] = best;
+                ip[p * Q + q] = (int32_t)best_i;
             }
         }
         return;
     }
 #endif
-    maxpool2d_chunk_f32(arg, pl0, pl1, worker);
+    for (int64_t p = 0; p < P; p++) {
+        int64_t h0, h1;
+        window(p, g.sh, g.ph, g.kh, H, &h0, &h1);
+        for (int64_t q = 0; q < Q; q++) {
+            int64_t w0, w1;
+            window(q, g.sw, g.pw, g.kw, W, &w0, &w1);
+            int64_t best_i = h0 * W + w0, nan_i = -1;
+            float best = xp[best_i];
+            for (int64_t h = h0; h < h1; h++)
+                for (int64_t k = h * W + w0; k < h * W + w1; k++) {
+                    float v = xp[k];
+                    int gt = v > best;
+                    best_i = gt ? k : best_i;
+                    best = gt ? v : best;
+                    nan_i = ((v != v) & (nan_i < 0)) ? k : nan_i;
+                }
+            if (nan_i >= 0) { best_i = nan_i; best = xp[nan_i]; }
+            yp[p * Q + q] = best;
+            ip[p * Q + q] = (int32_t)best_i;
+        }
+    }
+}
+
+typedef struct {
+    const mst_op_call *c;
+    float *buf;             /* half: per worker, H*W + P*Q floats */
+} maxpool_job;
+
+/* The f32 fast chunk and the half one, planes [pl0, pl1). A half plane is widened into a buffer
+ * that stays in cache, pooled in f32 and its maxima rounded back: exact (a maximum is one of the
+ * plane's half values), so values and indices are those of the half-via-f32 kernel, without its
+ * passes over the whole tensor (that kernel ran the cnn's max pool 3x slower than f32 on 2
+ * threads, bench_amp_kernels). */
+static void maxpool2d_chunk_fast(void *arg, int64_t pl0, int64_t pl1, int worker) {
+    const maxpool_job *j = arg;
+    const mst_op_call *c = j->c;
+    pool_geom g = pool_geom_of(&c->attrs);
+    const mst_tensor *X = c->in[0], *Y = c->out[0];
+    int64_t H = X->shape[2], W = X->shape[3], P = Y->shape[2], Q = Y->shape[3];
+    int32_t *idx = mst_tensor_i32(c->out[1]);
+    if (!mst_dtype_is_half(X->dtype)) {
+        for (int64_t pl = pl0; pl < pl1; pl++)
+            maxpool_plane_f32(mst_tensor_f32(X) + pl * H * W, H, W, mst_tensor_f32(Y) + pl * P * Q, idx + pl * P * Q, P, Q, g);
+        return;
+    }
+    float *xb = j->buf + (size_t)worker * (size_t)(H * W + P * Q), *yb = xb + H * W;
+    for (int64_t pl = pl0; pl < pl1; pl++) {
+        mst_half_to_f32(X->dtype, (const uint16_t *)mst_tensor_data(X) + pl * H * W, xb, (size_t)(H * W));
+        maxpool_plane_f32(xb, H, W, yb, idx + pl * P * Q, P, Q, g);
+        mst_half_from_f32(Y->dtype, yb, (uint16_t *)mst_tensor_data(Y) + pl * P * Q, (size_t)(P * Q));
+    }
 }
 
 /* Threads: the planes split into ranges over the context's pool (each output element is computed
@@ -237,12 +278,18 @@ enum { k_pool_min_chunk = 1 << 17 };
     }
 FLOAT_KERNELS(maxpool2d_ref, MAXPOOL_BODY)
 
-static mst_status maxpool2d_fast_f32(mst_ctx *ctx, const mst_op_call *c) {
-    const mst_tensor *Y = c->out[0];
+static mst_status maxpool2d_fast(mst_ctx *ctx, const mst_op_call *c) {
+    const mst_tensor *X = c->in[0], *Y = c->out[0];
     int64_t per_plane = Y->shape[2] * Y->shape[3] * c->attrs.i[0] * c->attrs.i[1];
     if (per_plane < 1) per_plane = 1;
-    mst_parallel_for(ctx, c->in[0]->shape[0] * c->in[0]->shape[1], (k_pool_min_chunk + per_plane - 1) / per_plane,
-                     maxpool2d_chunk_fast_f32, (void *)c);
+    int64_t planes = X->shape[0] * X->shape[1], min_chunk = (k_pool_min_chunk + per_plane - 1) / per_plane;
+    maxpool_job job = {.c = c};
+    if (mst_dtype_is_half(X->dtype)) {
+        int workers = mst_parallel_chunks_ctx(ctx, planes, min_chunk);
+        job.buf = mst_ctx_workspace(ctx, (size_t)workers * (size_t)(X->shape[2] * X->shape[3] + Y->shape[2] * Y->shape[3]) * sizeof(float));
+        if (!job.buf) return ctx->status;
+    }
+    mst_parallel_for(ctx, planes, min_chunk, maxpool2d_chunk_fast, &job);
     return MST_OK;
 }
 
@@ -262,8 +309,12 @@ const mst_op_desc mst_desc_maxpool2d = {
     .name = "maxpool2d", .min_inputs = 1, .max_inputs = 1, .n_outputs = 2,
     .amp_class = MST_AMP_CLASS_HALF,
     .attr_i = POOL_ATTRS,
-    .infer = infer_maxpool2d, .kernels[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = maxpool2d_fast_f32, [MST_DTYPE_F64] = maxpool2d_ref_f64},
-    .ref[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(maxpool2d_ref),
+    .infer = infer_maxpool2d,
+    .kernels[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = maxpool2d_fast, [MST_DTYPE_F64] = maxpool2d_ref_f64,
+                                [MST_DTYPE_F16] = maxpool2d_fast, [MST_DTYPE_BF16] = maxpool2d_fast},
+    /* the references: the plain loops, the half kernel around the f32 one */
+    .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = maxpool2d_ref_f32, [MST_DTYPE_F64] = maxpool2d_ref_f64,
+                            [MST_DTYPE_F16] = mst_half_kernel, [MST_DTYPE_BF16] = mst_half_kernel},
     .backward = maxpool2d_backward, .flops = pool_flops,
 };
 
@@ -326,6 +377,30 @@ typedef struct {
     int64_t *bad_pos;       /* per chunk: the first position with a bad index, or -1 */
 } mpg_job;
 
+/* A half plane where no two nonzero gradients meet (max pooling's windows do not overlap: the
+ * cnn's 2x2 stride 2): each gx element is +0 or one gy value, and what the f32 accumulation
+ * computes for it, +0 + g rounded back to half, is g's own bits except that -0 becomes +0 and a
+ * NaN comes back quiet; a zero meeting anything adds nothing. Those bits are written directly,
+ * without widening gy, accumulating H*W floats and rounding them (which ran the cnn's pooling
+ * gradient 2.9x slower than f32, bench_amp_kernels). Returns false, with the plane half written,
+ * at the first index out of the plane or the first nonzero value landing on a nonzero one: the
+ * caller redoes the plane the general way (which also finds the bad index). */
+static bool maxpool_grad_plane_half_direct(mst_dtype dt, const uint16_t *gy, const int32_t *ip, uint16_t *gx, int64_t PQ,
+                                           int64_t HW) {
+    const uint16_t exp = dt == MST_DTYPE_F16 ? 0x7c00 : 0x7f80, quiet = dt == MST_DTYPE_F16 ? 0x0200 : 0x0040;
+    memset(gx, 0, (size_t)HW * sizeof(uint16_t));
+    for (int64_t q = 0; q < PQ; q++) {
+        int64_t k = ip[q];
+        if (k < 0 || k >= HW) return false;
+        uint16_t v = gy[q];
+        if ((v & 0x7fff) == 0) continue;    /* +-0: gx stays +0, or keeps the value it has */
+        if ((v & exp) == exp && (v & (uint16_t)~(exp | 0x8000))) v |= quiet;
+        if (gx[k]) return false;
+        gx[k] = v;
+    }
+    return true;
+}
+
 static void maxpool_grad_chunk(void *arg, int64_t pl0, int64_t pl1, int worker) {
     mpg_job *j = arg;
     const mst_op_call *c = j->c;
@@ -339,6 +414,9 @@ static void maxpool_grad_chunk(void *arg, int64_t pl0, int64_t pl1, int worker) 
         const int32_t *ip = idx + pl * PQ;
         const float *gyp;
         float *gxp;
+        if (half && maxpool_grad_plane_half_direct(gyt->dtype, (const uint16_t *)mst_tensor_data(gyt) + pl * PQ, ip,
+                                                   (uint16_t *)mst_tensor_data(gxt) + pl * HW, PQ, HW))
+            continue;
         if (half) {
             mst_half_to_f32(gyt->dtype, (const uint16_t *)mst_tensor_data(gyt) + pl * PQ, buf, (size_t)PQ);
             gyp = buf;

@@ -143,6 +143,37 @@ static void test_bf16_narrow(void **state) {
 }
 
 /* The cast op takes the vector path, and force_ref the scalar one: same bits. */
+/* Every length 0..40 (the padded-block tails of the AVX-512 paths, every remainder mod 16 and
+ * the short rows the half kernels convert), both directions, both half types, every available
+ * path: the scalar path's bits, and nothing written past the end. */
+static void test_short_rows(void **state) {
+    (void)state;
+    enum { MAXN = 40, CANARY = 0x5a };
+    float src[MAXN], wide[MAXN + 16], want_wide[MAXN];
+    uint16_t h[MAXN], narrow[MAXN + 16], want_narrow[MAXN];
+    for (int i = 0; i < MAXN; i++) {
+        src[i] = (i % 5 == 4) ? bits_f32(0x00000100u + (uint32_t)i) : (float)(i * 0.731 - 11.3) * (i % 3 ? 1e-3f : 1e3f);
+        h[i] = (uint16_t)(0x3c00 + i * 997);
+    }
+    const mst_dtype types[2] = {MST_DTYPE_F16, MST_DTYPE_BF16};
+    for (int t = 0; t < 2; t++)
+        for (int p = MST_HALF_PATH_AVX2; p < MST_HALF_PATH_COUNT; p++) {
+            if (!mst_half_path_available((mst_half_path)p)) continue;
+            for (size_t n = 0; n <= MAXN; n++) {
+                mst_half_from_f32_path(MST_HALF_PATH_SCALAR, types[t], src, want_narrow, n);
+                memset(narrow, CANARY, sizeof(narrow));
+                mst_half_from_f32_path((mst_half_path)p, types[t], src, narrow, n);
+                assert_memory_equal(narrow, want_narrow, n * 2);
+                for (size_t i = n * 2; i < sizeof(narrow); i++) assert_int_equal(((unsigned char *)narrow)[i], CANARY);
+                mst_half_to_f32_path(MST_HALF_PATH_SCALAR, types[t], h, want_wide, n);
+                memset(wide, CANARY, sizeof(wide));
+                mst_half_to_f32_path((mst_half_path)p, types[t], h, wide, n);
+                assert_memory_equal(wide, want_wide, n * 4);
+                for (size_t i = n * 4; i < sizeof(wide); i++) assert_int_equal(((unsigned char *)wide)[i], CANARY);
+            }
+        }
+}
+
 static void test_cast_op_paths_agree(void **state) {
     mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = gc_seed(), .n_threads = 1});
     int64_t n = 1003;
@@ -319,6 +350,7 @@ static const hk_case cases[] = {
      * (a), the bits against the f32 kernel on the same half inputs, is meaningful here */
     {{"maxpool2d_grad (planes over threads)", b_maxpool_grad, NULL, 2, {IN_F(GC_DISTINCT, 4, 4, 32, 28, 28), IN(4, 4, 32, 14, 14)}},
      0, 1e9},
+    {{"maxpool2d (planes over threads)", b_maxpool, NULL, 1, {IN_F(GC_DISTINCT, 4, 4, 32, 28, 28)}}, 0, 1e9},
     {{"relu_grad (flat chunks)", b_relu_grad, NULL, 2, {IN(2, 300, 300), IN(2, 300, 300)}}, 0, 0},
     {{"batchnorm (channel slices)", b_batchnorm, NULL, 5,
       {IN(4, 3, 4, 320, 320), IN_F(GC_POSITIVE, 1, 4), IN(1, 4), IN(1, 4), IN_F(GC_POSITIVE, 1, 4)}}, 1u << 3 | 1u << 4, 0},
@@ -484,7 +516,7 @@ int main(void) {
         cmocka_unit_test(test_f16_narrow),             cmocka_unit_test(test_bf16_narrow),
         cmocka_unit_test(test_cast_op_paths_agree),    cmocka_unit_test(test_half_kernel_ops),
         cmocka_unit_test(test_half_kernel_scratch),    cmocka_unit_test(test_half_kernel_applies), cmocka_unit_test(test_half_relu_all_patterns),
-        cmocka_unit_test(test_batchnorm_dtype_mix),
+        cmocka_unit_test(test_batchnorm_dtype_mix),     cmocka_unit_test(test_short_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -82,7 +82,8 @@ static void expect_i32(const mst_tensor *t, const int32_t *want, int n) {
     for (int i = 0; i < n; i++) assert_int_equal(mst_tensor_i32(t)[i], want[i]);
 }
 
-/* Fast vs reference kernel, bitwise (values and indices), for widths around the vector block. */
+/* Fast vs reference kernel, bitwise (values and indices), for widths around the vector block, in
+ * f32, f16 and bf16. */
 static void test_maxpool_fast_matches_reference(void **state) {
     (void)state;
     mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 5, .n_threads = 2});
@@ -100,14 +101,20 @@ static void test_maxpool_fast_matches_reference(void **state) {
                 unsigned u = r >> 24;       /* few distinct values: ties everywhere; some NaN, -inf, -0 */
                 v[i] = u < 8 ? NAN : u < 16 ? -INFINITY : u < 24 ? -0.0f : (float)(u % 5) - 2.0f;
             }
-            mst_tensor *x = f32_4d(ctx, n, c, h, w, v), *fast[2], *ref[2];
-            maxpool_run(ctx, x, geoms[gi], fast);
-            mst_ctx_set_force_ref(ctx, true);
-            maxpool_run(ctx, x, geoms[gi], ref);
-            mst_ctx_set_force_ref(ctx, false);
-            assert_int_equal(fast[0]->numel, ref[0]->numel);
-            assert_memory_equal(mst_tensor_data(fast[0]), mst_tensor_data(ref[0]), mst_tensor_nbytes(ref[0]));
-            assert_memory_equal(mst_tensor_data(fast[1]), mst_tensor_data(ref[1]), mst_tensor_nbytes(ref[1]));
+            /* f32, and f16/bf16 (the half kernel's widened planes against the half-via-f32 reference) */
+            static const mst_dtype types[] = {MST_DTYPE_F32, MST_DTYPE_F16, MST_DTYPE_BF16};
+            for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
+                mst_tensor *x = f32_4d(ctx, n, c, h, w, v), *fast[2], *ref[2];
+                if (types[ti] != MST_DTYPE_F32) x = mst_cast(ctx, x, types[ti]);
+                maxpool_run(ctx, x, geoms[gi], fast);
+                mst_ctx_set_force_ref(ctx, true);
+                maxpool_run(ctx, x, geoms[gi], ref);
+                mst_ctx_set_force_ref(ctx, false);
+                assert_int_equal(fast[0]->dtype, types[ti]);
+                assert_int_equal(fast[0]->numel, ref[0]->numel);
+                assert_memory_equal(mst_tensor_data(fast[0]), mst_tensor_data(ref[0]), mst_tensor_nbytes(ref[0]));
+                assert_memory_equal(mst_tensor_data(fast[1]), mst_tensor_data(ref[1]), mst_tensor_nbytes(ref[1]));
+            }
             free(v);
         }
     mst_ctx_free(ctx);
@@ -206,6 +213,41 @@ static void test_maxpool_grad_scatter_add(void **state) {
     mst_tensor *y = mst_maxpool2d(ctx, x, 2, 2, 1, 1, 0, 0);
     assert_int_equal(mst_backward_seeded(ctx, y, gy), MST_OK);
     expect_f32(x->grad, (float[]){0, 0, 0, 0, 10, 0, 0, 0, 0}, 9, 0);
+    mst_ctx_free(ctx);
+}
+
+/* The half gradient kernel against the half-via-f32 reference, bitwise: disjoint indices (the
+ * direct path: -0 and NaN values among gy), indices that meet (the plane redone through the f32
+ * accumulation), and an index outside the plane, in f16 and bf16. */
+static void test_maxpool_grad_half(void **state) {
+    (void)state;
+    mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 3, .n_threads = 2});
+    enum { N = 2, C = 3, P = 4, Q = 5, H = 8, W = 10 };
+    float g[N * C * P * Q];
+    int32_t disjoint[N * C * P * Q], meeting[N * C * P * Q];
+    for (int i = 0; i < N * C * P * Q; i++) {
+        int p = (i / Q) % P, q = i % Q;
+        g[i] = i % 7 == 0 ? -0.0f : i % 11 == 0 ? NAN : (float)(i * 0.37 - 9.0);
+        disjoint[i] = (2 * p + i % 2) * W + 2 * q + (i / 2) % 2;
+        meeting[i] = i % 3 == 0 ? 0 : disjoint[i];     /* every third index of a plane the same element */
+    }
+    static const mst_dtype types[] = {MST_DTYPE_F16, MST_DTYPE_BF16};
+    for (int ti = 0; ti < 2; ti++)
+        for (int kind = 0; kind < 2; kind++) {
+            mst_tensor *gy = mst_cast(ctx, mst_tensor_from_data(ctx, MST_DTYPE_F32, 4, (int64_t[]){N, C, P, Q}, g), types[ti]);
+            mst_tensor *ind = mst_tensor_from_data(ctx, MST_DTYPE_I32, 4, (int64_t[]){N, C, P, Q}, kind ? meeting : disjoint);
+            mst_tensor *fast = mst_maxpool2d_grad(ctx, gy, ind, H, W);
+            mst_ctx_set_force_ref(ctx, true);
+            mst_tensor *ref = mst_maxpool2d_grad(ctx, gy, ind, H, W);
+            mst_ctx_set_force_ref(ctx, false);
+            assert_non_null(fast);
+            assert_non_null(ref);
+            assert_int_equal(fast->dtype, types[ti]);
+            assert_memory_equal(mst_tensor_data(fast), mst_tensor_data(ref), mst_tensor_nbytes(ref));
+            mst_tensor_i32(ind)[Q + 1] = H * W;
+            GC_EXPECT_ERROR(ctx, mst_maxpool2d_grad(ctx, gy, ind, H, W), MST_ERR_ARG, "maxpool2d_grad",
+                            "index 80 at position 6 is outside [0, 80) (in_h * in_w)");
+        }
     mst_ctx_free(ctx);
 }
 
@@ -323,7 +365,7 @@ int main(void) {
         cmocka_unit_test(test_maxpool_values),
         cmocka_unit_test(test_maxpool_tie_break),
         cmocka_unit_test(test_maxpool_padding_never_selected),
-        cmocka_unit_test(test_maxpool_grad_scatter_add),
+        cmocka_unit_test(test_maxpool_grad_scatter_add), cmocka_unit_test(test_maxpool_grad_half),
         cmocka_unit_test(test_avgpool_values),
         cmocka_unit_test(test_global_avgpool_values),
         cmocka_unit_test(test_pool_errors),
