@@ -12,7 +12,8 @@
  * out of them. Max pooling's f32 fast kernel runs the cnn's 2x2 stride-2 windows 16 outputs at a
  * time with AVX-512 when the CPU has it (run-time check, MSTUNE_CPU_MASK honoured), the same
  * comparisons in the same order, so values and indices are bitwise the reference's. Its f16/bf16
- * kernel pools each plane widened in a cached buffer (exact: a maximum is one of the inputs).
+ * kernel runs those windows on the half values widened in registers, and any other geometry on
+ * each plane widened into a cached buffer (exact either way: a maximum is one of the inputs).
  * Reference: torch.nn.functional.max_pool2d / avg_pool2d.
  */
 #include <math.h>
@@ -145,20 +146,22 @@ static mst_status infer_avgpool2d(mst_ctx *ctx, const mst_op_call *c, mst_meta o
 FLOAT_CHUNKS(maxpool2d_chunk, MAXPOOL_CHUNK_BODY, pl0, pl1)
 
 #if MST_POOL_X86
-/* Output row p of a 2x2 stride-2 unpadded window over plane xp (W wide), outputs [0, q_end) for
- * the largest q_end <= Q that is a multiple of 16: the four window elements in the reference's
- * order (row 2p: 2q, 2q+1; row 2p+1: 2q, 2q+1), strict > to replace the best, the first NaN
- * winning. Returns q_end; the caller finishes the row with the reference loop. */
+/* Output row p of a 2x2 stride-2 unpadded window over plane xp (W wide), outputs [0, Q) in
+ * blocks of 16, the last one masked (the cnn's 28-wide planes pool to rows of 14): the four window
+ * elements in the reference's order (row 2p: 2q, 2q+1; row 2p+1: 2q, 2q+1), strict > to replace
+ * the best, the first NaN winning. Returns Q. */
 __attribute__((target("avx512f"))) static int64_t maxpool_2x2_row_avx512(const float *xp, int64_t W, int64_t p, int64_t Q,
                                                                          float *yp, int32_t *ip) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
     const __m512i none = _mm512_set1_epi32(-1);
     const float *r0 = xp + 2 * p * W, *r1 = r0 + W;
-    int64_t q = 0;
-    for (; q + 16 <= Q; q += 16) {
-        __m512 a = _mm512_loadu_ps(r0 + 2 * q), b = _mm512_loadu_ps(r0 + 2 * q + 16);
-        __m512 c = _mm512_loadu_ps(r1 + 2 * q), d = _mm512_loadu_ps(r1 + 2 * q + 16);
+    for (int64_t q = 0; q < Q; q += 16) {
+        int64_t n_out = Q - q < 16 ? Q - q : 16, n_in = 2 * n_out;     /* inputs [2q, 2q + n_in) of each row */
+        __mmask16 out_m = (__mmask16)((1u << n_out) - 1), lo_m = (__mmask16)(n_in >= 16 ? 0xffff : (1u << n_in) - 1);
+        __mmask16 hi_m = (__mmask16)(n_in >= 32 ? 0xffff : n_in > 16 ? (1u << (n_in - 16)) - 1 : 0);
+        __m512 a = _mm512_maskz_loadu_ps(lo_m, r0 + 2 * q), b = _mm512_maskz_loadu_ps(hi_m, r0 + 2 * q + 16);
+        __m512 c = _mm512_maskz_loadu_ps(lo_m, r1 + 2 * q), d = _mm512_maskz_loadu_ps(hi_m, r1 + 2 * q + 16);
         __m512 v[4] = {_mm512_permutex2var_ps(a, even, b), _mm512_permutex2var_ps(a, odd, b),
                        _mm512_permutex2var_ps(c, even, d), _mm512_permutex2var_ps(c, odd, d)};
         __m512i k0 = _mm512_add_epi32(_mm512_set1_epi32((int32_t)(2 * p * W + 2 * q)), even);
@@ -173,39 +176,76 @@ __attribute__((target("avx512f"))) static int64_t maxpool_2x2_row_avx512(const f
             __mmask16 first_nan = _mm512_cmp_ps_mask(v[e], v[e], _CMP_UNORD_Q) & _mm512_cmpeq_epi32_mask(nan_i, none);
             nan_i = _mm512_mask_mov_epi32(nan_i, first_nan, k[e]);
         }
-        __mmask16 has_nan = _mm512_cmpneq_epi32_mask(nan_i, none);
+        __mmask16 has_nan = _mm512_cmpneq_epi32_mask(nan_i, none) & out_m;
         best_i = _mm512_mask_mov_epi32(best_i, has_nan, nan_i);
         best = _mm512_mask_i32gather_ps(best, has_nan, nan_i, xp, 4);
-        _mm512_storeu_ps(yp + p * Q + q, best);
-        _mm512_storeu_si512((void *)(ip + p * Q + q), best_i);
+        _mm512_mask_storeu_ps(yp + p * Q + q, out_m, best);
+        _mm512_mask_storeu_epi32(ip + p * Q + q, out_m, best_i);
     }
-    return q;
+    return Q;
+}
+
+/* 16 half values (f16 or bf16) widened to f32: exact. */
+__attribute__((target("avx512f"))) static inline __m512 half16_to_ps(bool f16, __m256i h) {
+    return f16 ? _mm512_cvtph_ps(h) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* maxpool_2x2_row_avx512 on a half plane: the same comparisons on the widened values, the maxima
+ * stored back exactly (each is one of the inputs); a last block shorter than 16 loads and stores
+ * under masks. A block holding a NaN stops the vector path there (returned as q_end) and the
+ * caller finishes the row element by element, as the half-via-f32 kernel would compute it. */
+__attribute__((target("avx512f"))) static int64_t maxpool_2x2_row_half_avx512(bool f16, const uint16_t *xp, int64_t W, int64_t p,
+                                                                              int64_t Q, uint16_t *yp, int32_t *ip) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    const uint16_t *r0 = xp + 2 * p * W, *r1 = r0 + W;
+    for (int64_t q = 0; q < Q; q += 16) {
+        int64_t n_out = Q - q < 16 ? Q - q : 16;
+        /* the 2 n_out inputs of each row are n_out 32-bit words: one masked load (AVX-512F) */
+        __mmask16 words = (__mmask16)((1u << n_out) - 1);
+        __m512i x0 = _mm512_maskz_loadu_epi32(words, r0 + 2 * q), x1 = _mm512_maskz_loadu_epi32(words, r1 + 2 * q);
+        __m512 a = half16_to_ps(f16, _mm512_castsi512_si256(x0)), b = half16_to_ps(f16, _mm512_extracti64x4_epi64(x0, 1));
+        __m512 c = half16_to_ps(f16, _mm512_castsi512_si256(x1)), d = half16_to_ps(f16, _mm512_extracti64x4_epi64(x1, 1));
+        __m512 v[4] = {_mm512_permutex2var_ps(a, even, b), _mm512_permutex2var_ps(a, odd, b),
+                       _mm512_permutex2var_ps(c, even, d), _mm512_permutex2var_ps(c, odd, d)};
+        __mmask16 nan = 0;
+        for (int e = 0; e < 4; e++) nan |= _mm512_cmp_ps_mask(v[e], v[e], _CMP_UNORD_Q);
+        if (nan) return q;
+        __m512i k0 = _mm512_add_epi32(_mm512_set1_epi32((int32_t)(2 * p * W + 2 * q)), even);
+        __m512i k[4] = {k0, _mm512_add_epi32(k0, _mm512_set1_epi32(1)), _mm512_add_epi32(k0, _mm512_set1_epi32((int32_t)W)),
+                        _mm512_add_epi32(k0, _mm512_set1_epi32((int32_t)W + 1))};
+        __m512 best = v[0];
+        __m512i best_i = k[0];
+        for (int e = 1; e < 4; e++) {
+            __mmask16 gt = _mm512_cmp_ps_mask(v[e], best, _CMP_GT_OQ);
+            best = _mm512_mask_mov_ps(best, gt, v[e]);
+            best_i = _mm512_mask_mov_epi32(best_i, gt, k[e]);
+        }
+        __m256i h = f16 ? _mm512_cvtps_ph(best, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+                        : _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(best), 16));
+        if (n_out == 16) {
+            _mm256_storeu_si256((__m256i *)(yp + p * Q + q), h);
+        } else if (n_out % 2 == 0) {
+            _mm512_mask_storeu_epi32(yp + p * Q + q, (__mmask16)((1u << (n_out / 2)) - 1), _mm512_castsi256_si512(h));
+        } else {
+            uint16_t out[16];
+            _mm256_storeu_si256((__m256i *)out, h);
+            memcpy(yp + p * Q + q, out, (size_t)n_out * sizeof(uint16_t));
+        }
+        _mm512_mask_storeu_epi32(ip + p * Q + q, (__mmask16)((1u << n_out) - 1), best_i);
+    }
+    return Q;
 }
 #endif
 
 /* One f32 plane xp (H x W) pooled into yp and ip (P x Q): 2x2 stride-2 unpadded windows row by
- * row through the vector path (then the row's tail), every other geometry through the
- * reference's loop; the same comparisons in the same order as the reference either way. */
+ * row through the vector path, every other geometry through the reference's loop; the same
+ * comparisons in the same order as the reference either way. */
 static void maxpool_plane_f32(const float *xp, int64_t H, int64_t W, float *yp, int32_t *ip, int64_t P, int64_t Q,
                               pool_geom g) {
 #if MST_POOL_X86
     if (g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && mst_cpu_has(MST_CPU_AVX512F)) {
-        for (int64_t p = 0; p < P; p++) {
-            for (int64_t q = maxpool_2x2_row_avx512(xp, W, p, Q, yp, ip); q < Q; q++) {
-                int64_t k0 = 2 * p * W + 2 * q, ks[4] = {k0, k0 + 1, k0 + W, k0 + W + 1}, best_i = k0, nan_i = -1;
-                float best = xp[k0];
-                for (int e = 0; e < 4; e++) {      /* the reference's loop, unrolled */
-                    float v = xp[ks[e]];
-                    int gt = v > best;
-                    best_i = gt ? ks[e] : best_i;
-                    best = gt ? v : best;
-                    nan_i = ((v != v) & (nan_i < 0)) ? ks[e] : nan_i;
-                }
-                if (nan_i >= 0) { best_i = nan_i; best = xp[nan_i]; }
-                yp[p * Q + q] = best;
-                ip[p * Q + q] = (int32_t)best_i;
-            }
-        }
+        for (int64_t p = 0; p < P; p++) maxpool_2x2_row_avx512(xp, W, p, Q, yp, ip);
         return;
     }
 #endif
@@ -254,6 +294,34 @@ static void maxpool2d_chunk_fast(void *arg, int64_t pl0, int64_t pl1, int worker
             maxpool_plane_f32(mst_tensor_f32(X) + pl * H * W, H, W, mst_tensor_f32(Y) + pl * P * Q, idx + pl * P * Q, P, Q, g);
         return;
     }
+#if MST_POOL_X86
+    if (g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && mst_cpu_has(MST_CPU_AVX512F)) {
+        bool f16 = X->dtype == MST_DTYPE_F16;
+        for (int64_t pl = pl0; pl < pl1; pl++) {
+            const uint16_t *xp = (const uint16_t *)mst_tensor_data(X) + pl * H * W;
+            uint16_t *yp = (uint16_t *)mst_tensor_data(Y) + pl * P * Q;
+            int32_t *ipl = idx + pl * P * Q;
+            for (int64_t p = 0; p < P; p++)
+                for (int64_t q = maxpool_2x2_row_half_avx512(f16, xp, W, p, Q, yp, ipl); q < Q; q++) {
+                    int64_t k0 = 2 * p * W + 2 * q, ks[4] = {k0, k0 + 1, k0 + W, k0 + W + 1}, best_i = k0, nan_i = -1;
+                    float vals[4];
+                    for (int e = 0; e < 4; e++) vals[e] = f16 ? mst_f16_to_f32(xp[ks[e]]) : mst_bf16_to_f32(xp[ks[e]]);
+                    float best = vals[0];
+                    for (int e = 0; e < 4; e++) {      /* the reference's loop, unrolled */
+                        float v = vals[e];
+                        int gt = v > best;
+                        best_i = gt ? ks[e] : best_i;
+                        best = gt ? v : best;
+                        nan_i = ((v != v) & (nan_i < 0)) ? ks[e] : nan_i;
+                    }
+                    if (nan_i >= 0) { best_i = nan_i; best = vals[nan_i - k0 == 1 ? 1 : nan_i == k0 ? 0 : nan_i - k0 == W ? 2 : 3]; }
+                    yp[p * Q + q] = f16 ? mst_f32_to_f16(best) : mst_f32_to_bf16(best);
+                    ipl[p * Q + q] = (int32_t)best_i;
+                }
+        }
+        return;
+    }
+#endif
     float *xb = j->buf + (size_t)worker * (size_t)(H * W + P * Q), *yb = xb + H * W;
     for (int64_t pl = pl0; pl < pl1; pl++) {
         mst_half_to_f32(X->dtype, (const uint16_t *)mst_tensor_data(X) + pl * H * W, xb, (size_t)(H * W));
