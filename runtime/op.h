@@ -120,6 +120,8 @@ enum {
     MST_OPF_PARAM_UPDATE = 1u << 5, /* an optimizer's in-place update of one parameter (input 0): graph
                                        mode fuses all of them into one node (update_begin/update_range) */
     MST_OPF_RELU_EPILOGUE = 1u << 6,/* a following relu may run as its epilogue, in place on out[0] */
+    MST_OPF_HALF_EXACT  = 1u << 7,  /* elementwise, and on values of one half type its result is one of
+                                       them or zero (a select): the fused loop skips rounding it */
 };
 
 /* What autocast (runtime/amp/autocast.c) may do with an op; the amp level turns the class into an

@@ -37,6 +37,8 @@ typedef struct {
     int slot[MST_MAX_OP_INPUTS];    /* >= 0: external operand; < 0: member -(slot + 1) */
     int out_index;                  /* position in the group's outputs, or -1 */
     mst_dtype out_dtype;            /* f32, or a half type its block is rounded to */
+    bool exact;                     /* half, and its inputs all values of that type through a select
+                                       (MST_OPF_HALF_EXACT): its block needs no rounding */
     mst_attrs attrs;
 } fused_member;
 
@@ -192,6 +194,9 @@ static mst_status build_fused(mst_graph_exec *ex, const mst_gnode *n, exec_step 
             MST_ASSERT(slot != -1 || n->n_in > 0);
             fm->slot[i] = slot;
         }
+        fm->exact = mst_dtype_is_half(fm->out_dtype) && (mst_op_table[mem->op]->flags & MST_OPF_HALF_EXACT);
+        for (int i = 0; i < mem->n_in; i++)
+            fm->exact &= (fm->slot[i] >= 0 ? fp->ext[fm->slot[i]]->dtype : fp->m[-fm->slot[i] - 1].out_dtype) == fm->out_dtype;
         make_call(ex, mem, &fp->calls[m]);
         if (len < sizeof(name)) len += (size_t)snprintf(name + len, sizeof(name) - len, "%s%s", m ? "+" : ":", mst_op_name(mem->op));
     }
@@ -478,9 +483,12 @@ static void fused_chunk(void *arg, int64_t begin, int64_t end, int worker) {
             float *y = f32 && fp->direct && fm->out_index >= 0 ? (float *)mst_tensor_data(fp->out[fm->out_index]) + off
                                                                : scratch + (size_t)m * k_block;
             fm->fn(y, x, len, &fm->attrs);
-            if (!f32) {     /* rounded as eager's half kernel stores it; the later members read that */
-                mst_half_from_f32(fm->out_dtype, y, half, (size_t)len);
-                mst_half_to_f32(fm->out_dtype, half, y, (size_t)len);
+            if (!f32 && !fm->exact) {   /* rounded as eager's half kernel stores it; the later members read that */
+                /* an output is rounded straight into its tensor: every operand of this block was
+                 * read (widened into scratch) before any member ran, so an in-place output is safe */
+                uint16_t *h = fm->out_index >= 0 ? (uint16_t *)mst_tensor_data(fp->out[fm->out_index]) + off : half;
+                mst_half_from_f32(fm->out_dtype, y, h, (size_t)len);
+                mst_half_to_f32(fm->out_dtype, h, y, (size_t)len);
             }
             val[m] = y;
         }
@@ -488,10 +496,11 @@ static void fused_chunk(void *arg, int64_t begin, int64_t end, int worker) {
             const fused_member *fm = &fp->m[m];
             if (fm->out_index < 0) continue;
             void *dst = mst_tensor_data(fp->out[fm->out_index]);
-            if (fm->out_dtype != MST_DTYPE_F32)     /* exact: val[m] holds half values */
-                mst_half_from_f32(fm->out_dtype, val[m], (uint16_t *)dst + off, (size_t)len);
-            else if (!fp->direct)
+            if (fm->out_dtype != MST_DTYPE_F32) {   /* exact: val[m] holds half values */
+                if (fm->exact) mst_half_from_f32(fm->out_dtype, val[m], (uint16_t *)dst + off, (size_t)len);
+            } else if (!fp->direct) {
                 memcpy((float *)dst + off, val[m], (size_t)len * sizeof(float));
+            }
         }
     }
 }

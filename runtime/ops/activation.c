@@ -217,33 +217,34 @@ COST_PER_ELEMENT(tanh_grad, 3)
 COST_PER_ELEMENT(sigmoid, 4)
 COST_PER_ELEMENT(sigmoid_grad, 3)
 
-/* HALF: a kernel of the op's own for f16/bf16 (NULL: the generic half kernel). */
+/* HALF: a kernel of the op's own for f16/bf16 (NULL: the generic half kernel); FLAGS: extra
+ * descriptor flags (relu and relu_grad select, so MST_OPF_HALF_EXACT). */
 #define ACTIVATION_KERNELS(NAME, HALF) \
     {[MST_DTYPE_F32] = NAME##_f32, [MST_DTYPE_F64] = NAME##_f64, [MST_DTYPE_F16] = HALF, [MST_DTYPE_BF16] = HALF}
-#define ACTIVATION_DESC(NAME, BACKWARD, AMP, HALF)                                        \
+#define ACTIVATION_DESC(NAME, BACKWARD, AMP, HALF, FLAGS)                                 \
     const mst_op_desc mst_desc_##NAME = {                                                 \
         .name = #NAME, .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,                  \
-        .flags = MST_OPF_ELEMENTWISE, .amp_class = AMP,                                   \
+        .flags = MST_OPF_ELEMENTWISE | (FLAGS), .amp_class = AMP,                                   \
         .infer = op_infer_like_input0, .kernels[MST_DEVICE_CPU] = ACTIVATION_KERNELS(NAME, HALF), \
         .backward = BACKWARD, .flops = cost_##NAME, .elem_f32 = NAME##_elem_f32,          \
     };
 /* (gy, x) or (gy, y): same dtype and shape, checked by op_infer_like_input0 */
-#define ACTIVATION_GRAD_DESC(NAME, HALF)                                                  \
+#define ACTIVATION_GRAD_DESC(NAME, HALF, FLAGS)                                           \
     const mst_op_desc mst_desc_##NAME = {                                                 \
         .name = #NAME, .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,                  \
-        .flags = MST_OPF_ELEMENTWISE | MST_OPF_GRAD_OP,                                   \
+        .flags = MST_OPF_ELEMENTWISE | MST_OPF_GRAD_OP | (FLAGS),                                   \
         .infer = op_infer_like_input0, .kernels[MST_DEVICE_CPU] = ACTIVATION_KERNELS(NAME, HALF), \
         .flops = cost_##NAME, .elem_f32 = NAME##_elem_f32,                                \
     };
 
-ACTIVATION_DESC(relu, relu_backward, MST_AMP_CLASS_ALLOW, relu_half)
-ACTIVATION_DESC(gelu, gelu_backward, MST_AMP_CLASS_HALF, NULL)
-ACTIVATION_DESC(tanh, tanh_backward, MST_AMP_CLASS_HALF, NULL)
-ACTIVATION_DESC(sigmoid, sigmoid_backward, MST_AMP_CLASS_HALF, NULL)
-ACTIVATION_GRAD_DESC(relu_grad, relu_half)
-ACTIVATION_GRAD_DESC(gelu_grad, NULL)
-ACTIVATION_GRAD_DESC(tanh_grad, NULL)
-ACTIVATION_GRAD_DESC(sigmoid_grad, NULL)
+ACTIVATION_DESC(relu, relu_backward, MST_AMP_CLASS_ALLOW, relu_half, MST_OPF_HALF_EXACT)
+ACTIVATION_DESC(gelu, gelu_backward, MST_AMP_CLASS_HALF, NULL, 0)
+ACTIVATION_DESC(tanh, tanh_backward, MST_AMP_CLASS_HALF, NULL, 0)
+ACTIVATION_DESC(sigmoid, sigmoid_backward, MST_AMP_CLASS_HALF, NULL, 0)
+ACTIVATION_GRAD_DESC(relu_grad, relu_half, MST_OPF_HALF_EXACT)
+ACTIVATION_GRAD_DESC(gelu_grad, NULL, 0)
+ACTIVATION_GRAD_DESC(tanh_grad, NULL, 0)
+ACTIVATION_GRAD_DESC(sigmoid_grad, NULL, 0)
 
 /* ---- public constructors ---- */
 
