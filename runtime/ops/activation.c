@@ -2,7 +2,8 @@
  * rules are written in.
  *
  * Each kernel is one flat loop over contiguous data that the compiler can vectorize; f32 calls
- * the float libm functions (erfcf, expf, tanhf), f64 the double ones. GELU is evaluated as
+ * the float libm functions (erfcf, expf, tanhf; GELU's through runtime/ops/vmath.h, glibc's
+ * vector variants), f64 the double ones. GELU is evaluated as
  * 0.5 x erfc(-x / sqrt 2), the same function as 0.5 x (1 + erf(x / sqrt 2)) without the
  * cancellation in 1 + erf for large negative x (Hendrycks & Gimpel, arXiv:1606.08415). Sigmoid
  * uses exp(-|x|) so it neither overflows nor loses the small tail: sigmoid(-1000) = 0 and
@@ -23,6 +24,7 @@
 #include "runtime/amp/half.h"
 #include "runtime/cpu_features.h"
 #include "runtime/ops/common.h"
+#include "runtime/ops/vmath.h"
 
 /* libm by element type: float calls the f-suffixed function. */
 #define ERFC(v) _Generic((v), float: erfcf, default: erfc)(v)
@@ -62,18 +64,22 @@ static mst_status run_split(mst_ctx *ctx, const mst_op_call *c, mst_parallel_fn 
     return MST_OK;
 }
 
-/* NAME_f32 and NAME_f64 from LOOP (UNARY_LOOP or GRAD_LOOP) and the expression. */
-#define ACT_KERNELS(NAME, LOOP, EXPR)                                                                \
-    static void NAME##_chunk_f32(void *arg, int64_t begin, int64_t end, int worker) {                \
-        typedef float T;                                                                             \
-        LOOP(T, EXPR)                                                                                \
-    }                                                                                                \
+/* NAME_f64 from LOOP (UNARY_LOOP or GRAD_LOOP) and the expression. */
+#define ACT_KERNELS_F64(NAME, LOOP, EXPR)                                                            \
     static void NAME##_chunk_f64(void *arg, int64_t begin, int64_t end, int worker) {                \
         typedef double T;                                                                            \
         LOOP(T, EXPR)                                                                                \
     }                                                                                                \
+    static mst_status NAME##_f64(mst_ctx *ctx, const mst_op_call *c) { return run_split(ctx, c, NAME##_chunk_f64); }
+
+/* NAME_f32, NAME_f64 and NAME_elem_f32 from LOOP and the expression. */
+#define ACT_KERNELS(NAME, LOOP, EXPR)                                                                \
+    ACT_KERNELS_F64(NAME, LOOP, EXPR)                                                                \
+    static void NAME##_chunk_f32(void *arg, int64_t begin, int64_t end, int worker) {                \
+        typedef float T;                                                                             \
+        LOOP(T, EXPR)                                                                                \
+    }                                                                                                \
     static mst_status NAME##_f32(mst_ctx *ctx, const mst_op_call *c) { return run_split(ctx, c, NAME##_chunk_f32); } \
-    static mst_status NAME##_f64(mst_ctx *ctx, const mst_op_call *c) { return run_split(ctx, c, NAME##_chunk_f64); } \
     static void NAME##_elem_f32(float *ys, const float *const xs_[], int64_t n, const mst_attrs *attrs) {          \
         typedef float T;                                                                             \
         (void)attrs;                                                                                 \
@@ -161,9 +167,61 @@ static mst_status relu_half(mst_ctx *ctx, const mst_op_call *c) {
     return run_split(ctx, c, relu_half_chunk);
 }
 
-/* Phi(x) = 0.5 erfc(-x / sqrt 2), phi(x) = exp(-x^2 / 2) / sqrt(2 pi) */
-ACT_KERNELS(gelu, UNARY_LOOP, (T)0.5 * x * ERFC(-x * (T)K_SQRT1_2))
-ACT_KERNELS(gelu_grad, GRAD_LOOP, g * ((T)0.5 * ERFC(-x * (T)K_SQRT1_2) + x * (T)K_INV_SQRT_2PI * EXP((T)-0.5 * x * x)))
+/* Phi(x) = 0.5 erfc(-x / sqrt 2), phi(x) = exp(-x^2 / 2) / sqrt(2 pi). f64: the loops above with
+ * libm's double functions. f32: blocks through the vector math (runtime/ops/vmath.h: glibc's
+ * libmvec where the CPU has AVX-512 or AVX2), the same expression, the kernel and the graph-mode
+ * fusion through the same block functions. */
+#define GELU_EXPR(T, x, erfc_) ((T)0.5 * (x) * (erfc_))
+#define GELU_GRAD_EXPR(T, g, x, erfc_, exp_) ((g) * ((T)0.5 * (erfc_) + (x) * (T)K_INV_SQRT_2PI * (exp_)))
+ACT_KERNELS_F64(gelu, UNARY_LOOP, GELU_EXPR(T, x, ERFC(-x * (T)K_SQRT1_2)))
+ACT_KERNELS_F64(gelu_grad, GRAD_LOOP, GELU_GRAD_EXPR(T, g, x, ERFC(-x * (T)K_SQRT1_2), EXP((T)-0.5 * x * x)))
+
+enum { k_vmath_block = 256 };
+
+static void gelu_block_f32(const float *x, float *y, int64_t n) {
+    float t[k_vmath_block];
+    for (int64_t i0 = 0; i0 < n; i0 += k_vmath_block) {
+        int64_t m = n - i0 < k_vmath_block ? n - i0 : k_vmath_block;
+        for (int64_t i = 0; i < m; i++) t[i] = -x[i0 + i] * (float)K_SQRT1_2;
+        mst_vmath_erfcf(t, t, m);
+        for (int64_t i = 0; i < m; i++) y[i0 + i] = GELU_EXPR(float, x[i0 + i], t[i]);
+    }
+}
+
+static void gelu_grad_block_f32(const float *g, const float *x, float *y, int64_t n) {
+    float t[k_vmath_block], u[k_vmath_block];
+    for (int64_t i0 = 0; i0 < n; i0 += k_vmath_block) {
+        int64_t m = n - i0 < k_vmath_block ? n - i0 : k_vmath_block;
+        for (int64_t i = 0; i < m; i++) {
+            float xi = x[i0 + i];
+            t[i] = -xi * (float)K_SQRT1_2;
+            u[i] = -0.5f * xi * xi;
+        }
+        mst_vmath_erfcf(t, t, m);
+        mst_vmath_expf(u, u, m);
+        for (int64_t i = 0; i < m; i++) y[i0 + i] = GELU_GRAD_EXPR(float, g[i0 + i], x[i0 + i], t[i], u[i]);
+    }
+}
+
+static void gelu_chunk_f32(void *arg, int64_t begin, int64_t end, int worker) {
+    const mst_op_call *c = arg;
+    gelu_block_f32(mst_tensor_f32(c->in[0]) + begin, mst_tensor_f32(c->out[0]) + begin, end - begin);
+}
+static void gelu_grad_chunk_f32(void *arg, int64_t begin, int64_t end, int worker) {
+    const mst_op_call *c = arg;
+    gelu_grad_block_f32(mst_tensor_f32(c->in[0]) + begin, mst_tensor_f32(c->in[1]) + begin, mst_tensor_f32(c->out[0]) + begin,
+                        end - begin);
+}
+static mst_status gelu_f32(mst_ctx *ctx, const mst_op_call *c) { return run_split(ctx, c, gelu_chunk_f32); }
+static mst_status gelu_grad_f32(mst_ctx *ctx, const mst_op_call *c) { return run_split(ctx, c, gelu_grad_chunk_f32); }
+static void gelu_elem_f32(float *ys, const float *const xs_[], int64_t n, const mst_attrs *attrs) {
+    (void)attrs;
+    gelu_block_f32(xs_[0], ys, n);
+}
+static void gelu_grad_elem_f32(float *ys, const float *const xs_[], int64_t n, const mst_attrs *attrs) {
+    (void)attrs;
+    gelu_grad_block_f32(xs_[0], xs_[1], ys, n);
+}
 
 /* the grad ops read the forward output y in the second input slot (named x in GRAD_BODY) */
 ACT_KERNELS(tanh, UNARY_LOOP, TANH(x))

@@ -1,6 +1,6 @@
 /* test_activation.c — relu, gelu, tanh, sigmoid and their gradient ops: finite-difference
  * gradients in f64, values against closed forms, saturation without NaN, f32 against f64,
- * descriptor flags and FLOP counts, and error paths. */
+ * descriptor flags and FLOP counts, error paths, and the vector erfcf/expf GELU's f32 kernels use. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "runtime/ops/vmath.h"
 #include "tests/runtime/gradcheck.h"
 
 static mst_tensor *b_relu(mst_ctx *ctx, mst_tensor *const in[], const void *arg) { return mst_relu(ctx, in[0]); }
@@ -170,6 +171,39 @@ static void test_f32_matches_f64(void **state) {
     mst_ctx_free(ctx);
 }
 
+/* The vector math GELU's f32 kernels use (runtime/ops/vmath.h), on the path this CPU and
+ * MSTUNE_CPU_MASK select (ctest runs it with AVX-512 and AVX2 masked too): erfcf and expf within
+ * 4 ulp of the double functions over their working range, every block length 0..40 (the padded
+ * tails), in place, lanes independent of the block (a value's result is the same at any offset). */
+static void test_vmath(void **state) {
+    (void)state;
+    printf("vmath path: %s\n", mst_vmath_path());
+    enum { N = 4096 };
+    static float x[N], e[N], p[N], again[N];
+    for (int i = 0; i < N; i++) x[i] = -10.0f + 20.0f * (float)i / N + (i % 7) * 1e-4f;
+    mst_vmath_erfcf(x, e, N);
+    for (int i = 0; i < N; i++) p[i] = -0.5f * x[i] * x[i] / 4;
+    float *u = again;
+    mst_vmath_expf(p, u, N);
+    for (int i = 0; i < N; i++) {
+        double re = erfc((double)x[i]), rx = exp((double)p[i]);
+        /* 4 ulp of the f32 result, or an absolute 1e-44 where erfc underflows to subnormals */
+        if (fabs(e[i] - re) > 4 * (double)nextafterf((float)re, INFINITY) - 4 * (double)(float)re + 1e-44)
+            fail_msg("erfcf(%.9g) = %.9g, erfc %.17g", x[i], e[i], re);
+        if (fabs(u[i] - rx) > 4 * ((double)nextafterf((float)rx, INFINITY) - (double)(float)rx) + 1e-44)
+            fail_msg("expf(%.9g) = %.9g, exp %.17g", p[i], u[i], rx);
+    }
+    for (int n = 0; n <= 40; n++)
+        for (int off = 0; off < 3; off++) {
+            float buf[48];
+            memcpy(buf, x + 1000 + off, sizeof(float) * (size_t)n);
+            buf[n] = 12345.0f;
+            mst_vmath_erfcf(buf, buf, n);       /* in place */
+            assert_true(buf[n] == 12345.0f);
+            assert_memory_equal(buf, e + 1000 + off, sizeof(float) * (size_t)n);
+        }
+}
+
 static void test_descriptors(void **state) {
     const mst_op fwd[] = {MST_OP_RELU, MST_OP_GELU, MST_OP_TANH, MST_OP_SIGMOID};
     const mst_op grad[] = {MST_OP_RELU_GRAD, MST_OP_GELU_GRAD, MST_OP_TANH_GRAD, MST_OP_SIGMOID_GRAD};
@@ -232,6 +266,7 @@ int main(void) {
         cmocka_unit_test(test_grad_op_values), cmocka_unit_test(test_saturation),
         cmocka_unit_test(test_relu_nan),       cmocka_unit_test(test_f32_matches_f64),
         cmocka_unit_test(test_descriptors),    cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_vmath),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
