@@ -13,6 +13,11 @@ typedef struct { uint32_t v[4]; } mst_philox_out;
 
 mst_philox_out mst_philox(uint64_t key, uint64_t counter_hi, uint64_t counter_lo);
 
+/* Sixteen consecutive counters at once: out[w][j] = mst_philox(key, 0, counter_lo + j).v[w] for
+ * j < 16 (AVX-512F where the CPU has it and counter_lo + 15 stays below 2^32, else one at a time;
+ * the same bits either way). Dropout's mask (runtime/ops/dropout.c). */
+void mst_philox16(uint64_t key, uint64_t counter_lo, uint32_t out[4][16]);
+
 /* Uniform float in [0, 1) from 24 random bits. */
 static inline float mst_u32_to_unit(uint32_t x) { return (float)(x >> 8) * (1.0f / 16777216.0f); }
 /* Uniform double in [0, 1) from 53 random bits. */

@@ -58,26 +58,22 @@ const char *mst_vmath_path(void) {
 }
 
 #if MST_VMATH_X86
-/* Full vectors, then the tail as one zero-padded vector. */
+/* Full vectors, then the tail as one masked vector. */
 __attribute__((target("avx512f"))) static void run16(vm16_fn f, const float *x, float *y, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, f(_mm512_loadu_ps(x + i)));
-    if (i < n) {
-        float pad[16] = {0}, out[16];
-        memcpy(pad, x + i, (size_t)(n - i) * sizeof(float));
-        _mm512_storeu_ps(out, f(_mm512_loadu_ps(pad)));
-        memcpy(y + i, out, (size_t)(n - i) * sizeof(float));
+    if (i < n) {    /* the tail under a mask, the other lanes zero */
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, m, f(_mm512_maskz_loadu_ps(m, x + i)));
     }
 }
 
 __attribute__((target("avx2,fma"))) static void run8(vm8_fn f, const float *x, float *y, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, f(_mm256_loadu_ps(x + i)));
-    if (i < n) {
-        float pad[8] = {0}, out[8];
-        memcpy(pad, x + i, (size_t)(n - i) * sizeof(float));
-        _mm256_storeu_ps(out, f(_mm256_loadu_ps(pad)));
-        memcpy(y + i, out, (size_t)(n - i) * sizeof(float));
+    if (i < n) {    /* the tail under a mask, the other lanes zero */
+        __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - i)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        _mm256_maskstore_ps(y + i, m, f(_mm256_maskload_ps(x + i, m)));
     }
 }
 #endif

@@ -173,7 +173,7 @@ static void test_f32_matches_f64(void **state) {
 
 /* The vector math GELU's f32 kernels use (runtime/ops/vmath.h), on the path this CPU and
  * MSTUNE_CPU_MASK select (ctest runs it with AVX-512 and AVX2 masked too): erfcf and expf within
- * 4 ulp of the double functions over their working range, every block length 0..40 (the padded
+ * 4 ulp of the double functions over their working range, every block length 0..40 (the masked
  * tails), in place, lanes independent of the block (a value's result is the same at any offset). */
 static void test_vmath(void **state) {
     (void)state;

@@ -342,6 +342,22 @@ static void test_philox_known_answer(void **state) {
     assert_int_equal(o.v[3], 0x24126ea1u);
 }
 
+/* Sixteen counters at once give mst_philox's bits, on the vector path and across the 2^32
+ * counter boundary (where it draws one at a time). */
+static void test_philox16(void **state) {
+    static const uint64_t keys[] = {0, 42, 0x299f31d0a4093822ull, ~0ull};
+    static const uint64_t counters[] = {0, 1, 12345, (1ull << 32) - 20, (1ull << 32) - 8, 1ull << 40};
+    for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+        for (size_t c = 0; c < sizeof(counters) / sizeof(counters[0]); c++) {
+            uint32_t out[4][16];
+            mst_philox16(keys[k], counters[c], out);
+            for (int j = 0; j < 16; j++) {
+                mst_philox_out o = mst_philox(keys[k], 0, counters[c] + (uint64_t)j);
+                for (int w = 0; w < 4; w++) assert_int_equal(out[w][j], o.v[w]);
+            }
+        }
+}
+
 static void test_rng_reproducible(void **state) {
     mst_ctx *c1 = mst_ctx_new(&(mst_ctx_config){.seed = 7}), *c2 = mst_ctx_new(&(mst_ctx_config){.seed = 7});
     mst_tensor *a = mst_tensor_randn(c1, MST_DTYPE_F32, 1, (int64_t[]){100}, 0, 1);
@@ -371,7 +387,7 @@ int main(void) {
         cmocka_unit_test(test_no_grad_records_nothing),
         cmocka_unit_test(test_promotion_keeps_input_grad_dtype),
         cmocka_unit_test(test_dtype_promotion_table),
-        cmocka_unit_test(test_philox_known_answer),
+        cmocka_unit_test(test_philox_known_answer), cmocka_unit_test(test_philox16),
         cmocka_unit_test(test_rng_reproducible),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

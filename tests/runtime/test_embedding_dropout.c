@@ -226,6 +226,31 @@ static void test_dropout_mask_is_positional(void **state) {
     mst_ctx_free(ctx);
 }
 
+/* The mask is the definition's, element by element (draw k of counter k / 4, word k % 4, kept
+ * when its 24-bit uniform is >= p), on 1 and 2 threads alike (blocks split over the pool). */
+static void test_dropout_mask_definition(void **state) {
+    const int64_t n = 300001;       /* several chunks a thread, and a partial last block */
+    const double ps[] = {0.1, 0.5, 1.0 - 1.0 / 16777216.0};
+    for (int threads = 1; threads <= 2; threads++) {
+        mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 9, .n_threads = threads});
+        mst_tensor *x = mst_tensor_full(ctx, MST_DTYPE_F32, 1, (int64_t[]){n}, 2.0);
+        for (size_t pi = 0; pi < sizeof(ps) / sizeof(ps[0]); pi++) {
+            mst_tensor *o[MST_MAX_OP_OUTPUTS];
+            const uint64_t seed = 0x1234567890abcdefull + pi;
+            dropout_seeded(ctx, x, ps[pi], seed, o);
+            const float keep = (float)(1.0 / (1.0 - ps[pi]));
+            for (int64_t k = 0; k < n; k++) {
+                mst_philox_out r = mst_philox(seed, 0, (uint64_t)k / 4);
+                float want = (double)mst_u32_to_unit(r.v[k % 4]) >= ps[pi] ? keep : 0.0f;
+                if (mst_tensor_f32(o[1])[k] != want)
+                    fail_msg("threads %d, p %g: mask[%lld] = %g, expected %g", threads, ps[pi], (long long)k,
+                             mst_tensor_f32(o[1])[k], want);
+            }
+        }
+        mst_ctx_free(ctx);
+    }
+}
+
 /* The public constructor: seeds from the context, so equal context seeds give equal masks and
  * successive calls differ; identity when not training or p = 0. */
 static void test_dropout_public(void **state) {
@@ -290,7 +315,7 @@ int main(void) {
         cmocka_unit_test(test_embedding_errors),
         cmocka_unit_test(test_embedding_descriptors),
         cmocka_unit_test(test_dropout_mask),
-        cmocka_unit_test(test_dropout_mask_is_positional),
+        cmocka_unit_test(test_dropout_mask_is_positional), cmocka_unit_test(test_dropout_mask_definition),
         cmocka_unit_test(test_dropout_public),
         cmocka_unit_test(test_dropout_errors),
     };
