@@ -25,7 +25,10 @@ if ! $py3 -c "import torch" 2>/dev/null; then
 fi
 [ -x "$build/bench_workloads" ] || cmake --build "$build" --target bench_workloads >&2
 tunables=$($py3 -c "import sys; sys.path.insert(0, 'bench'); from torch_langid import MALLOC_TUNABLES; print(MALLOC_TUNABLES)")
-export GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}$tunables
+case ":${GLIBC_TUNABLES:-}:" in     # torch_compare.sh, which calls this, has set them already
+    *":$tunables:"*) ;;
+    *) export GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}$tunables ;;
+esac
 mst=$(MST_BENCH_THREADS=$threads OPENBLAS_NUM_THREADS=1 "$build/bench_workloads" $quick "${rows[@]}")
 py=$(OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=1 $py3 bench/torch_compare_workloads.py $quick "$threads" "${rows[@]}")
 echo "$mst" | head -1

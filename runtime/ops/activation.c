@@ -212,8 +212,16 @@ static void gelu_grad_chunk_f32(void *arg, int64_t begin, int64_t end, int worke
     gelu_grad_block_f32(mst_tensor_f32(c->in[0]) + begin, mst_tensor_f32(c->in[1]) + begin, mst_tensor_f32(c->out[0]) + begin,
                         end - begin);
 }
-static mst_status gelu_f32(mst_ctx *ctx, const mst_op_call *c) { return run_split(ctx, c, gelu_chunk_f32); }
-static mst_status gelu_grad_f32(mst_ctx *ctx, const mst_op_call *c) { return run_split(ctx, c, gelu_grad_chunk_f32); }
+/* ~1 ns an element (bench_transformer_ops), 3x relu's: ranges of 2^15 elements are ~35 us of work */
+enum { k_gelu_min_chunk = 1 << 15 };
+static mst_status gelu_f32(mst_ctx *ctx, const mst_op_call *c) {
+    mst_parallel_for(ctx, c->out[0]->numel, k_gelu_min_chunk, gelu_chunk_f32, (void *)c);
+    return MST_OK;
+}
+static mst_status gelu_grad_f32(mst_ctx *ctx, const mst_op_call *c) {
+    mst_parallel_for(ctx, c->out[0]->numel, k_gelu_min_chunk, gelu_grad_chunk_f32, (void *)c);
+    return MST_OK;
+}
 static void gelu_elem_f32(float *ys, const float *const xs_[], int64_t n, const mst_attrs *attrs) {
     (void)attrs;
     gelu_block_f32(xs_[0], ys, n);

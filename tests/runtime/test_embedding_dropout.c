@@ -229,7 +229,7 @@ static void test_dropout_mask_is_positional(void **state) {
 /* The mask is the definition's, element by element (draw k of counter k / 4, word k % 4, kept
  * when its 24-bit uniform is >= p), on 1 and 2 threads alike (blocks split over the pool). */
 static void test_dropout_mask_definition(void **state) {
-    const int64_t n = 300001;       /* several chunks a thread, and a partial last block */
+    const int64_t n = 600001;       /* more than one chunk on 2 threads, and a partial last block */
     const double ps[] = {0.1, 0.5, 1.0 - 1.0 / 16777216.0};
     for (int threads = 1; threads <= 2; threads++) {
         mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 9, .n_threads = threads});

@@ -1,0 +1,106 @@
+/* bench_transformer_ops.c — the transformer's non-GEMM kernels on langid_transformer's shapes.
+ *
+ * GELU and its gradient (the feed-forward's (64, 24, 128) activations), dropout (p = 0.1) on the
+ * attention probabilities (64, 4, 24, 24) and on the residual stream (64, 24, 32), and the masked
+ * softmax of the attention scores (64, 4, 24, 24) with a padding mask (sample b's last b % 12 keys
+ * absent), all f32 through the eager dispatcher; median microseconds per call of 15 repeats, each
+ * at least a few milliseconds long. The first line names the vector math path the f32 GELU and
+ * softmax take on this CPU (runtime/ops/vmath.h). Threads: MST_BENCH_THREADS (default 1).
+ * MST_BENCH_ONLY=text keeps the rows whose name contains it.
+ *
+ *     ./build/bench_transformer_ops
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/timing.h"
+#include "runtime/autograd.h"
+#include "runtime/context.h"
+#include "runtime/cpu_features.h"
+#include "runtime/ops.h"
+#include "runtime/ops/vmath.h"
+
+enum { k_repeats = 15 };
+static const double k_min_repeat_ms = 4;
+
+typedef enum { K_GELU, K_GELU_GRAD, K_DROPOUT, K_MASKED_SOFTMAX } kind;
+
+typedef struct {
+    const char *name;
+    kind k;
+    int ndim;
+    int64_t shape[4];
+} op_case;
+
+static const op_case cases[] = {
+    {"gelu (64, 24, 128)", K_GELU, 3, {64, 24, 128}},
+    {"gelu_grad (64, 24, 128)", K_GELU_GRAD, 3, {64, 24, 128}},
+    {"dropout 0.1 (64, 4, 24, 24)", K_DROPOUT, 4, {64, 4, 24, 24}},
+    {"dropout 0.1 (64, 24, 32)", K_DROPOUT, 3, {64, 24, 32}},
+    {"masked_softmax (64, 4, 24, 24)", K_MASKED_SOFTMAX, 4, {64, 4, 24, 24}},
+};
+
+static mst_tensor *run(mst_ctx *ctx, kind k, mst_tensor *x, mst_tensor *aux) {
+    switch (k) {
+    case K_GELU: return mst_gelu(ctx, x);
+    case K_GELU_GRAD: return mst_gelu_grad(ctx, aux, x);
+    case K_DROPOUT: return mst_dropout(ctx, x, 0.1, true);
+    default: return mst_masked_softmax(ctx, x, aux);
+    }
+}
+
+static double time_case(mst_ctx *ctx, const op_case *c) {
+    mst_tensor *x = mst_tensor_retain(mst_tensor_randn(ctx, MST_DTYPE_F32, c->ndim, c->shape, 0, 2));
+    mst_tensor *aux = NULL;
+    if (c->k == K_GELU_GRAD) aux = mst_tensor_retain(mst_tensor_randn(ctx, MST_DTYPE_F32, c->ndim, c->shape, 0, 1));
+    if (c->k == K_MASKED_SOFTMAX) {
+        int64_t b = c->shape[0], lk = c->shape[c->ndim - 1];
+        aux = mst_tensor_retain(mst_tensor_new(ctx, MST_DTYPE_I32, 2, (int64_t[]){b, lk}));
+        for (int64_t i = 0; i < b; i++)
+            for (int64_t k = 0; k < lk; k++) mst_tensor_i32(aux)[i * lk + k] = k < lk - i % 12 ? 1 : 0;
+    }
+    int calls = 1;
+    for (;;) {      /* warm up and size a repeat */
+        double t0 = bench_now_ms();
+        for (int i = 0; i < calls; i++) {
+            mst_pool_push(ctx);
+            if (!run(ctx, c->k, x, aux)) { fprintf(stderr, "error: %s\n", mst_ctx_error(ctx)); exit(2); }
+            mst_pool_pop(ctx);
+        }
+        if (bench_now_ms() - t0 >= k_min_repeat_ms) break;
+        calls *= 2;
+    }
+    double v[k_repeats];
+    for (int r = 0; r < k_repeats; r++) {
+        double t0 = bench_now_ms();
+        for (int i = 0; i < calls; i++) {
+            mst_pool_push(ctx);
+            run(ctx, c->k, x, aux);
+            mst_pool_pop(ctx);
+        }
+        v[r] = (bench_now_ms() - t0) / calls;
+    }
+    mst_tensor_release(x);
+    if (aux) mst_tensor_release(aux);
+    return bench_median(v, k_repeats);
+}
+
+int main(void) {
+    const char *env = getenv("MST_BENCH_THREADS"), *only = getenv("MST_BENCH_ONLY");
+    int threads = env ? atoi(env) : 1;
+    if (threads < 1) threads = 1;
+    mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 7, .n_threads = threads});
+    if (!ctx) return 2;
+    mst_grad_set_enabled(ctx, false);
+    printf("# mstune transformer ops: %s; threads %d; vector math %s\n\n", mst_cpu_info_get()->model, threads,
+           mst_vmath_path());
+    printf("| op | us per call |\n|---|---:|\n");
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        if (only && !strstr(cases[i].name, only)) continue;
+        printf("| %s | %.1f |\n", cases[i].name, 1e3 * time_case(ctx, &cases[i]));
+        fflush(stdout);
+    }
+    mst_ctx_free(ctx);
+    return 0;
+}
