@@ -61,23 +61,26 @@ static void masked_row_f32(const float *x, const int32_t *keep, float *y, int64_
     /* exp over the whole row through the vector math (masked keys computed, then zeroed), the
      * sum in double over four fixed partials: the scalar expf and one dependent add chain were
      * ~10% of the transformer's step */
-    for (int64_t k = 0; k < n; k++) y[k] = x[k] - m;
-    mst_vmath_expf(y, y, n);
+    int64_t hi = n;     /* padding is a suffix in practice: no exp past the last real key */
+    while (hi > 0 && !keep[hi - 1]) hi--;
+    for (int64_t k = 0; k < hi; k++) y[k] = x[k] - m;
+    for (int64_t k = hi; k < n; k++) y[k] = 0.0f;
+    mst_vmath_expf(y, y, hi);
     double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     int64_t k = 0;
-    for (; k + 4 <= n; k += 4) {
+    for (; k + 4 <= hi; k += 4) {
         y[k] = keep[k] ? y[k] : 0.0f;
         y[k + 1] = keep[k + 1] ? y[k + 1] : 0.0f;
         y[k + 2] = keep[k + 2] ? y[k + 2] : 0.0f;
         y[k + 3] = keep[k + 3] ? y[k + 3] : 0.0f;
         s0 += y[k], s1 += y[k + 1], s2 += y[k + 2], s3 += y[k + 3];
     }
-    for (; k < n; k++) {
+    for (; k < hi; k++) {
         y[k] = keep[k] ? y[k] : 0.0f;
         s0 += y[k];
     }
     float inv = (float)(1.0 / ((s0 + s1) + (s2 + s3)));
-    for (k = 0; k < n; k++) y[k] *= inv;
+    for (k = 0; k < hi; k++) y[k] *= inv;
 }
 
 static void masked_row_f64(const double *x, const int32_t *keep, double *y, int64_t n) {
