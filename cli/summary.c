@@ -51,6 +51,8 @@ static void add_underflow(cJSON *root, const mst_session *s, const mst_train_res
     }
     cJSON_AddStringToObject(o, "half", s->cfg.amp_dtype == MST_DTYPE_BF16 ? "bf16" : "f16");
     cJSON_AddNumberToObject(o, "every", s->cfg.underflow_every);
+    cJSON_AddNumberToObject(o, "budget", s->cfg.underflow_budget);
+    cJSON_AddNumberToObject(o, "over_budget", (double)r->underflow_over_budget);
     cJSON_AddNumberToObject(o, "sampled_steps", (double)r->n_underflow);
     cJSON_AddItemToObject(o, "steps", steps);
     cJSON_AddNumberToObject(o, "elements", (double)t.elements);

@@ -36,6 +36,7 @@ mst_train_config mst_train_defaults(void) {
     c.loss_scale = mst_loss_scale_defaults(MST_LOSS_SCALE_NONE);
     c.accumulate_steps = 1;
     c.underflow_every = MST_UNDERFLOW_EVERY;
+    c.underflow_budget = MST_UNDERFLOW_BUDGET;
     return c;
 }
 
@@ -416,7 +417,16 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
                 }
                 goto out;
             }
-            const bool probe_now = probing && step % cfg->underflow_every == 0;
+            bool probe_now = probing && step % cfg->underflow_every == 0;
+            if (probe_now && res->n_underflow >= 2) {      /* the later probes within the budget */
+                double probes = res->underflow_probe_s * 1e9, loop = (double)(mst_prof_now_ns() - run_t0) - probes;
+                if (!mst_underflow_within_budget(res->n_underflow, res->underflow[0].probe_ms * 1e6,
+                                                 res->underflow[res->n_underflow - 1].probe_ms * 1e6, probes, loop,
+                                                 cfg->underflow_budget)) {
+                    probe_now = false;
+                    res->underflow_over_budget++;
+                }
+            }
             for (int k = 0; probe_now && k < acc; k++) {       /* kept for the probe after the step */
                 mst_tensor_retain(x[k]);
                 mst_tensor_retain(y[k]);

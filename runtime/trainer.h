@@ -72,14 +72,22 @@ typedef struct {
     double comm_bucket_mb;          /* gradient bucket size in MiB (> 0; 0 = 25, PyTorch DDP's default) */
     bool comm_overlap;              /* start each bucket's all-reduce during backward */
     int underflow_every;            /* profiled runs (profiler set) at O1..O3: the partial-underflow probe
-                                       (runtime/amp/underflow.h) on every N-th step, steps 0, N, 2N, ...,
+                                       (runtime/amp/underflow.h) due on every N-th step, steps 0, N, 2N, ...,
                                        after the step, outside its profiler markers; 0 = never. Default
                                        MST_UNDERFLOW_EVERY */
+    double underflow_budget;        /* the probes after the first two (steps 0 and N always run) run only
+                                       while all but the first take at most this share of the training
+                                       loop's time so far, the next one's estimated cost (the last one's)
+                                       included; >= 1: every due probe. Default MST_UNDERFLOW_BUDGET */
 } mst_train_config;
 
 /* The default sampling period of the underflow probe: two extra eager forward + backward passes
  * every 50 steps (docs/amp.md has the measured cost). */
 #define MST_UNDERFLOW_EVERY 50
+/* ... and the share of the training loop the later probes may take: a warm probe costs about two
+ * steps, so every 50 steps was ~4% of the loop, more than the whole default profile may cost
+ * (docs/amp.md). */
+#define MST_UNDERFLOW_BUDGET 0.01
 
 /* One underflow probe: the step it followed, its counts and its wall time. */
 typedef struct {
@@ -144,6 +152,7 @@ typedef struct {
      * is excluded from train_loop_s and the epochs' wall_s (measurement, not training work) */
     mst_underflow_sample *underflow;
     int64_t n_underflow;
+    int64_t underflow_over_budget;  /* due probes skipped for the budget (cfg->underflow_budget) */
     double underflow_probe_s;
 } mst_train_result;
 

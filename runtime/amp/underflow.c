@@ -139,3 +139,9 @@ mst_status mst_underflow_probe(mst_ctx *ctx, mst_model *model, const mst_loss_sc
     free(gr);
     return s;
 }
+
+bool mst_underflow_within_budget(int64_t done, double first_ns, double last_ns, double probes_ns, double loop_ns,
+                                 double budget) {
+    if (done < 2 || budget >= 1) return true;
+    return probes_ns - first_ns + last_ns <= budget * loop_ns;
+}

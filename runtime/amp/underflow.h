@@ -29,6 +29,7 @@
 #ifndef MST_RUNTIME_AMP_UNDERFLOW_H
 #define MST_RUNTIME_AMP_UNDERFLOW_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,5 +57,12 @@ double mst_underflow_fraction(const mst_underflow_counts *c);
  * in ctx; the model's state is restored either way. */
 mst_status mst_underflow_probe(mst_ctx *ctx, mst_model *model, const mst_loss_scaler *scaler, int accumulate,
                                mst_tensor *const x[], mst_tensor *const y[], mst_underflow_counts *c);
+
+/* Whether a due probe runs (the trainer's schedule, runtime/trainer.h): the first two always;
+ * later ones only while the probes but the first (a cold start) plus the next, estimated as the
+ * last, take at most `budget` of the training loop's time so far without the probes; budget >= 1
+ * runs every due probe. Times in ns; done is the number of probes run so far. */
+bool mst_underflow_within_budget(int64_t done, double first_ns, double last_ns, double probes_ns, double loop_ns,
+                                 double budget);
 
 #endif

@@ -182,13 +182,28 @@ static void test_probe_leaves_state(void **state) {
     mst_ctx_free(ctx);
 }
 
+/* The probe schedule's budget: the first two probes always run; later ones while the warm probes
+ * (all but the cold first) and the next (estimated as the last) fit in the budget's share of the
+ * loop; a budget of 1 or more runs every due probe. */
+static void test_budget(void **state) {
+    (void)state;
+    assert_true(mst_underflow_within_budget(0, 0, 0, 0, 0, 0.01));
+    assert_true(mst_underflow_within_budget(1, 300e6, 300e6, 300e6, 1e6, 0.01));     /* step N: always */
+    /* first 300 ms (cold), one warm 30 ms: the next warm 30 ms needs 6 s of loop at 1% */
+    assert_false(mst_underflow_within_budget(2, 300e6, 30e6, 330e6, 5.9e9, 0.01));
+    assert_true(mst_underflow_within_budget(2, 300e6, 30e6, 330e6, 6.0e9, 0.01));
+    assert_true(mst_underflow_within_budget(2, 300e6, 30e6, 330e6, 1e6, 1.0));
+    /* the cold first probe is not what limits the later ones */
+    assert_true(mst_underflow_within_budget(3, 5e9, 30e6, 5.06e9, 9e9, 0.01));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_count_f16),
         cmocka_unit_test(test_count_bf16),
         cmocka_unit_test(test_count_chunks),
         cmocka_unit_test(test_probe_scale),
-        cmocka_unit_test(test_probe_leaves_state),
+        cmocka_unit_test(test_probe_leaves_state),  cmocka_unit_test(test_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
