@@ -140,40 +140,46 @@ static double rate(mst_ctx *ctx, mst_kernel_fn fn, const mst_op_call *c) {
 }
 
 /* Per op and dtype: builtin, oneDNN on the plain layouts, oneDNN in its blocked layouts (the
- * reorders in and out counted; convolutions only), and the implementations oneDNN picked. */
+ * reorders in and out counted; convolutions only) and through its Winograd kernels (f32 3x3
+ * stride-1 convolutions), and the implementations oneDNN picked. */
+enum { k_cols = 1 + MST_ONEDNN_LAYOUT_COUNT };  /* per dtype: builtin, then one per oneDNN layout */
 static void per_op_table(int threads) {
     mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 11, .n_threads = threads});
     mst_grad_set_enabled(ctx, false);
-    printf("%-34s %8s %8s %8s %8s %8s %8s  %-30s %-30s\n", "op (GFLOP/s)", "f32 blt", "f32 dnnl", "f32 blkd", "bf16 blt",
-           "bf16 dnl", "bf16 blk", "oneDNN f32 impl (plain)", "oneDNN bf16 impl (blocked, else plain)");
-    double sum_t[6] = {0};
+    printf("%-34s %8s %8s %8s %8s %8s %8s %8s %8s  %-30s %-30s\n", "op (GFLOP/s)", "f32 blt", "f32 dnnl", "f32 blkd",
+           "f32 wino", "bf16 blt", "bf16 dnl", "bf16 blk", "bf16 wno", "oneDNN f32 impl (plain)",
+           "oneDNN bf16 impl (blocked, else plain)");
+    double sum_t[2 * k_cols] = {0};
     for (int i = 0; i < n_cases; i++) {
         const shape_case *k = &cases[i];
         const mst_op_desc *d = mst_op_table[k->op];
-        double r[6];
+        double r[2 * k_cols];
         const char *impl[2];
         for (int bf = 0; bf < 2; bf++) {
             mst_dtype dt = bf ? MST_DTYPE_BF16 : MST_DTYPE_F32;
             mst_pool_push(ctx);
             mst_op_call c;
             make_call(ctx, k, dt, &c);
-            r[3 * bf] = rate(ctx, mst_kernel_builtin(ctx, d, dt), &c);
+            r[k_cols * bf] = rate(ctx, mst_kernel_builtin(ctx, d, dt), &c);
             impl[bf] = "-";
             for (int l = 0; l < MST_ONEDNN_LAYOUT_COUNT; l++) {
                 mst_kernel_fn fn = mst_onednn_kernel(k->op, dt, (mst_onednn_layout)l);
                 bool ok = fn && mst_onednn_supports(ctx, &c, dt, (mst_onednn_layout)l);
-                r[3 * bf + 1 + l] = ok ? rate(ctx, fn, &c) : 0;
-                if (ok && (bf == 0 ? l == MST_ONEDNN_PLAIN : true)) impl[bf] = mst_onednn_impl(ctx, &c, dt, (mst_onednn_layout)l);
+                r[k_cols * bf + 1 + l] = ok ? rate(ctx, fn, &c) : 0;
+                if (ok && (bf == 0 ? l == MST_ONEDNN_PLAIN : l != MST_ONEDNN_WINOGRAD))
+                    impl[bf] = mst_onednn_impl(ctx, &c, dt, (mst_onednn_layout)l);
             }
-            for (int j = 0; j < 3; j++)
-                if (r[3 * bf + j] > 0) sum_t[3 * bf + j] += (double)mst_op_flops(&c) / (r[3 * bf + j] * 1e6);
+            for (int j = 0; j < k_cols; j++)
+                if (r[k_cols * bf + j] > 0) sum_t[k_cols * bf + j] += (double)mst_op_flops(&c) / (r[k_cols * bf + j] * 1e6);
             mst_pool_pop(ctx);
         }
-        printf("%-34s %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f  %-30s %-30s\n", k->name, r[0], r[1], r[2], r[3], r[4], r[5], impl[0],
-               impl[1]);
+        printf("%-34s", k->name);
+        for (int j = 0; j < 2 * k_cols; j++) printf(" %8.1f", r[j]);
+        printf("  %-30s %-30s\n", impl[0], impl[1]);
     }
-    printf("%-34s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f  (ms, all rows once; blocked: convolutions only)\n", "total time", sum_t[0],
-           sum_t[1], sum_t[2], sum_t[3], sum_t[4], sum_t[5]);
+    printf("%-34s", "total time");
+    for (int j = 0; j < 2 * k_cols; j++) printf(" %8.2f", sum_t[j]);
+    printf("  (ms, all rows once; blocked and wino: convolutions only; 0: not served)\n");
     mst_ctx_free(ctx);
 }
 

@@ -13,11 +13,11 @@
  * purpose) and in a calibration file per machine that every process reads before it measures and
  * appends to after: MSTUNE_KERNELS_CACHE names it (`off`: per process only), default
  * $XDG_CACHE_HOME/mstune/kernel-choices.tsv (or ~/.cache/...). A line is one verdict:
- *   v2 <TAB> machine <TAB> op <TAB> dtype <TAB> key hash <TAB> provider <TAB> builtin us <TAB> onednn us <TAB> onednn_blocked us <TAB> shapes
+ *   v3 <TAB> machine <TAB> op <TAB> dtype <TAB> key hash <TAB> provider <TAB> builtin us <TAB> onednn us <TAB> onednn_blocked us <TAB> onednn_winograd us <TAB> shapes
  * where machine is the CPU model and its available features (a masked run is another machine), the
  * key covers shapes, attributes and the thread budget, and a provider that does not serve the shape
- * shows 0 us. (v1 lines, from before oneDNN's blocked layouts were a candidate, are ignored: their
- * verdicts weighed two providers only.) Lines are appended with one O_APPEND
+ * shows 0 us. (v1 and v2 lines, from before oneDNN's blocked layouts and then its Winograd kernels
+ * were candidates, are ignored: their verdicts weighed fewer providers.) Lines are appended with one O_APPEND
  * write each (atomic for lines this short); the first line for a key wins.
  */
 #include "runtime/backend/kernel_choice.h"
@@ -44,7 +44,12 @@
 static const double k_choice_margin = 0.25;
 
 static const char *const mode_names[MST_KERNELS_MODE_COUNT] = {"auto", "onednn", "builtin"};
-static const char *const provider_names[MST_PROVIDER_COUNT] = {"builtin", "onednn", "onednn_blocked"};
+static const char *const provider_names[MST_PROVIDER_COUNT] = {"builtin", "onednn", "onednn_blocked", "onednn_winograd"};
+
+/* The oneDNN layout a oneDNN provider runs in. */
+static mst_onednn_layout layout_of(mst_provider p) {
+    return p == MST_PROVIDER_ONEDNN ? MST_ONEDNN_PLAIN : p == MST_PROVIDER_ONEDNN_BLOCKED ? MST_ONEDNN_BLOCKED : MST_ONEDNN_WINOGRAD;
+}
 
 const char *mst_kernels_mode_name(mst_kernels_mode m) { return (unsigned)m < MST_KERNELS_MODE_COUNT ? mode_names[m] : "?"; }
 const char *mst_provider_name(mst_provider p) { return (unsigned)p < MST_PROVIDER_COUNT ? provider_names[p] : "?"; }
@@ -99,7 +104,7 @@ static bool cache_find(const char *op, const char *dtype, uint64_t hash, mst_pro
         char *save = NULL, *field[6];
         int n = 0;
         for (char *t = strtok_r(line, "\t\n", &save); t && n < 6; t = strtok_r(NULL, "\t\n", &save)) field[n++] = t;
-        if (n < 6 || strcmp(field[0], "v2") || strcmp(field[1], machine) || strcmp(field[2], op) || strcmp(field[3], dtype) ||
+        if (n < 6 || strcmp(field[0], "v3") || strcmp(field[1], machine) || strcmp(field[2], op) || strcmp(field[3], dtype) ||
             strcmp(field[4], want))
             continue;
         for (int p = 0; p < MST_PROVIDER_COUNT; p++)
@@ -113,8 +118,8 @@ static void cache_append(const char *op, const char *dtype, uint64_t hash, mst_p
                          const char *shapes) {
     if (!*cache_path) return;
     char line[1024];
-    int n = snprintf(line, sizeof(line), "v2\t%s\t%s\t%s\t%016" PRIx64 "\t%s\t%.1f\t%.1f\t%.1f\t%s\n", machine, op, dtype,
-                     hash, provider_names[p], t_ns[0] / 1e3, t_ns[1] / 1e3, t_ns[2] / 1e3, shapes);
+    int n = snprintf(line, sizeof(line), "v3\t%s\t%s\t%s\t%016" PRIx64 "\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%s\n", machine, op,
+                     dtype, hash, provider_names[p], t_ns[0] / 1e3, t_ns[1] / 1e3, t_ns[2] / 1e3, t_ns[3] / 1e3, shapes);
     if (n <= 0 || n >= (int)sizeof(line)) return;
     int fd = open(cache_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return;
@@ -156,18 +161,15 @@ static double run_ns(mst_ctx *ctx, mst_kernel_fn k, const mst_op_call *c, mst_st
 
 /* Provider p's kernel for the call's key dtype; NULL when p does not serve it. */
 static mst_kernel_fn provider_kernel(const mst_ctx *ctx, mst_provider p, const mst_op_call *c, mst_dtype key) {
-    switch (p) {
-    case MST_PROVIDER_ONEDNN: return mst_onednn_kernel(c->op, key, MST_ONEDNN_PLAIN);
-    case MST_PROVIDER_ONEDNN_BLOCKED: return mst_onednn_kernel(c->op, key, MST_ONEDNN_BLOCKED);
-    default: return mst_kernel_builtin(ctx, mst_op_table[c->op], key);
-    }
+    if (p == MST_PROVIDER_BUILTIN) return mst_kernel_builtin(ctx, mst_op_table[c->op], key);
+    return mst_onednn_kernel(c->op, key, layout_of(p));
 }
 
 /* Whether p can run this call's shape (oneDNN: a primitive exists for it; made on first ask). */
 static bool serves(mst_ctx *ctx, mst_provider p, const mst_op_call *c, mst_dtype key) {
     if (!provider_kernel(ctx, p, c, key)) return false;
     if (p == MST_PROVIDER_BUILTIN) return true;
-    return mst_onednn_supports(ctx, c, key, p == MST_PROVIDER_ONEDNN ? MST_ONEDNN_PLAIN : MST_ONEDNN_BLOCKED);
+    return mst_onednn_supports(ctx, c, key, layout_of(p));
 }
 
 /* Times the candidates (served[p]) on c's tensors, t_ns[p] the best of two after a warm-up (0 when
@@ -182,7 +184,8 @@ static mst_provider measure(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn *k
             mst_ctx_clear_error(ctx);   /* the chosen kernel reruns and reports for real */
         }
     }
-    double best[MST_PROVIDER_COUNT] = {1e300, 1e300, 1e300};
+    double best[MST_PROVIDER_COUNT];
+    for (int p = 0; p < MST_PROVIDER_COUNT; p++) best[p] = 1e300;
     for (int r = 0; r < 2; r++)
         for (int p = 0; p < MST_PROVIDER_COUNT; p++) {
             if (!served[p]) continue;
@@ -256,10 +259,12 @@ static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measur
     pthread_mutex_unlock(&verdict_lock);
     if (measured && log_choices()) {
         const char *ip = mst_onednn_impl(ctx, c, key, MST_ONEDNN_PLAIN), *ib = mst_onednn_impl(ctx, c, key, MST_ONEDNN_BLOCKED);
+        const char *iw = mst_onednn_impl(ctx, c, key, MST_ONEDNN_WINOGRAD);
         fprintf(stderr,
-                "mstune kernels: %s(%s) at %d threads: builtin %.1f us, onednn %.1f us (%s), onednn_blocked %.1f us (%s) -> %s\n",
+                "mstune kernels: %s(%s) at %d threads: builtin %.1f us, onednn %.1f us (%s), onednn_blocked %.1f us (%s), "
+                "onednn_winograd %.1f us (%s) -> %s\n",
                 op, shapes, ctx->n_threads, t_ns[0] / 1e3, t_ns[1] / 1e3, ip ? ip : "-", t_ns[2] / 1e3, ib ? ib : "-",
-                mst_provider_name(p));
+                t_ns[3] / 1e3, iw ? iw : "-", mst_provider_name(p));
     }
     return p;
 }
@@ -298,7 +303,8 @@ size_t mst_op_kernel_addrs(const void **out, size_t cap) {
             }
     }
     mst_kernel_fn providers[] = {choose_and_run, mst_onednn_kernel(MST_OP_MATMUL, MST_DTYPE_F32, MST_ONEDNN_PLAIN),
-                                 mst_onednn_kernel(MST_OP_CONV2D, MST_DTYPE_F32, MST_ONEDNN_BLOCKED)};
+                                 mst_onednn_kernel(MST_OP_CONV2D, MST_DTYPE_F32, MST_ONEDNN_BLOCKED),
+                                 mst_onednn_kernel(MST_OP_CONV2D, MST_DTYPE_F32, MST_ONEDNN_WINOGRAD)};
     for (size_t i = 0; i < sizeof(providers) / sizeof(providers[0]); i++)
         if (providers[i] && n < cap) out[n++] = (const void *)providers[i];
     return n;

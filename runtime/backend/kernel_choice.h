@@ -5,7 +5,7 @@
  *   auto     for an op oneDNN serves, the first call of each (op, dtype, shapes, attributes) times
  *            every provider that serves it on the call's own tensors — builtin, oneDNN on the
  *            plain layouts, and for convolutions oneDNN in its blocked layouts with the reorders
- *            in and out counted — and keeps the fastest (a oneDNN kernel only when it beats
+ *            in and out counted, directly and through its Winograd kernels — and keeps the fastest (a oneDNN kernel only when it beats
  *            builtin by more than k_choice_margin, so noise never swaps in a slower kernel); the
  *            verdict is kept for the process, so eager, graph plans and every context of the
  *            process run the same kernel for the same shape (MSTUNE_KERNELS_LOG=1 prints each
@@ -23,8 +23,15 @@
 
 typedef enum { MST_KERNELS_AUTO, MST_KERNELS_ONEDNN, MST_KERNELS_BUILTIN, MST_KERNELS_MODE_COUNT } mst_kernels_mode;
 /* onednn: oneDNN on the tensors' plain layouts; onednn_blocked: oneDNN in its blocked layouts,
- * reorders in the call (convolutions). */
-typedef enum { MST_PROVIDER_BUILTIN, MST_PROVIDER_ONEDNN, MST_PROVIDER_ONEDNN_BLOCKED, MST_PROVIDER_COUNT } mst_provider;
+ * reorders in the call (convolutions); onednn_winograd: the same with oneDNN's Winograd kernels (f32
+ * 3x3 stride-1 convolutions). */
+typedef enum {
+    MST_PROVIDER_BUILTIN,
+    MST_PROVIDER_ONEDNN,
+    MST_PROVIDER_ONEDNN_BLOCKED,
+    MST_PROVIDER_ONEDNN_WINOGRAD,
+    MST_PROVIDER_COUNT
+} mst_provider;
 
 const char *mst_kernels_mode_name(mst_kernels_mode m);
 int         mst_kernels_mode_parse(const char *s);     /* -1 if unknown */

@@ -15,9 +15,10 @@
  * remembered as unsupported, and the builtin kernel runs it.
  *
  * Layouts: the tensors are always plain (NCHW, OIHW, row-major). A convolution may also run in
- * oneDNN's blocked layouts (nChw16c, ...), where its direct JIT kernels live: the call then reorders
- * its inputs in and its outputs out (onednn_conv.c). Which one a shape gets is the kernel choice's
- * measurement (kernel_choice.h), like builtin against oneDNN.
+ * oneDNN's blocked layouts (nChw16c, ...), where its direct JIT kernels live, and in them through
+ * its Winograd kernels: the call then reorders its inputs in and its outputs out (onednn_conv.c).
+ * Which one a shape gets is the kernel choice's measurement (kernel_choice.h), like builtin against
+ * oneDNN.
  *
  *     if (mst_onednn_supports(ctx, c, MST_DTYPE_BF16, MST_ONEDNN_PLAIN))
  *         s = mst_onednn_kernel(c->op, MST_DTYPE_BF16, MST_ONEDNN_PLAIN)(ctx, c);
@@ -37,8 +38,11 @@ const char *mst_onednn_unavailable_reason(void);
 const char *mst_onednn_version(void);
 
 /* Where oneDNN's primitive keeps the data: the tensors' own plain layout, or its blocked layouts
- * with reorders in the call (convolutions only). */
-typedef enum { MST_ONEDNN_PLAIN, MST_ONEDNN_BLOCKED, MST_ONEDNN_LAYOUT_COUNT } mst_onednn_layout;
+ * with reorders in the call (convolutions only); WINOGRAD: blocked, and the convolution computed by
+ * oneDNN's Winograd F(4x4, 3x3) kernels instead of the direct ones (f32 3x3 stride-1 convolutions
+ * with channels in multiples of 16: jit_wino_4x3; 2.25x fewer multiplications, rounded
+ * differently from a direct convolution, within f32 tolerance of it: tests/runtime/test_onednn.c). */
+typedef enum { MST_ONEDNN_PLAIN, MST_ONEDNN_BLOCKED, MST_ONEDNN_WINOGRAD, MST_ONEDNN_LAYOUT_COUNT } mst_onednn_layout;
 
 /* oneDNN's kernel for (op, dtype, layout), or NULL when the provider has none for that triple. */
 mst_kernel_fn mst_onednn_kernel(mst_op op, mst_dtype dtype, mst_onednn_layout layout);

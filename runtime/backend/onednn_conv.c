@@ -38,6 +38,7 @@ static geom geom_of(const mst_op_call *c) {
 typedef struct {
     dnnl_memory_desc_t src, wei, bias, dst;
     dnnl_dims_t strides, pad_l, pad_r;
+    dnnl_alg_kind_t alg;        /* direct, or Winograd (MST_ONEDNN_WINOGRAD) */
 } conv_mds;
 
 static bool plain(dnnl_memory_desc_t *m, int nd, const int64_t *dims, dnnl_data_type_t dt, dnnl_format_tag_t tag) {
@@ -57,6 +58,7 @@ static bool mds_of(const geom *g, dnnl_data_type_t dt, conv_mds *m) {
     if (pr_h < 0) pr_h = 0;
     if (pr_w < 0) pr_w = 0;
     if ((g->h - g->r + g->ph + pr_h) / g->sh + 1 != g->p || (g->w - g->s + g->pw + pr_w) / g->sw + 1 != g->q) return false;
+    m->alg = dnnl_convolution_direct;
     m->strides[0] = g->sh, m->strides[1] = g->sw;
     m->pad_l[0] = g->ph, m->pad_l[1] = g->pw;
     m->pad_r[0] = pr_h, m->pad_r[1] = pr_w;
@@ -82,7 +84,7 @@ static bool any_of(const conv_mds *plain_mds, bool f32_weights, conv_mds *m) {
 
 /* The forward descriptor (the hint backward primitives need), with or without the bias. */
 static bool fwd_desc(conv_mds *m, bool bias, dnnl_convolution_desc_t *d) {
-    return onednn.conv_fwd_desc_init(d, dnnl_forward_training, dnnl_convolution_direct, &m->src, &m->wei,
+    return onednn.conv_fwd_desc_init(d, dnnl_forward_training, m->alg, &m->src, &m->wei,
                                      bias ? &m->bias : NULL, &m->dst, m->strides, m->pad_l, m->pad_r) == dnnl_success;
 }
 
@@ -100,7 +102,9 @@ static dnnl_primitive_desc_t hint_pd(mst_onednn *st, conv_mds *m) {
  * blocked primitive is made with every layout left to oneDNN (format_tag any); its arguments whose
  * chosen layout is not the tensor's plain one are staged (onednn_add_staged_arg): each call reorders
  * the inputs into the primitive's layouts and the outputs back, and those reorders are part of the
- * kernel's time, so the kernel choice weighs them when it measures plain against blocked. */
+ * kernel's time, so the kernel choice weighs them when it measures plain against blocked. The
+ * Winograd variant is the blocked one with oneDNN's Winograd algorithm (3x3 stride-1 f32 only;
+ * oneDNN refuses other shapes, which then stay unsupported for that variant). */
 /* One argument of a conv primitive: its execution slot, which of the geometry's tensors it is, where
  * the pd reports its chosen layout, and where its data comes from. */
 enum { T_SRC, T_WEI, T_DST, T_BIAS };
@@ -126,7 +130,7 @@ static bool make_bwd_data(mst_onednn *st, conv_mds *m, bool bias, onednn_prim *p
     (void)bias;
     dnnl_primitive_desc_t hint = hint_pd(st, m);
     dnnl_convolution_desc_t d;
-    bool ok = hint && onednn.conv_bwd_data_desc_init(&d, dnnl_convolution_direct, &m->src, &m->wei, &m->dst, m->strides,
+    bool ok = hint && onednn.conv_bwd_data_desc_init(&d, m->alg, &m->src, &m->wei, &m->dst, m->strides,
                                                      m->pad_l, m->pad_r) == dnnl_success &&
               onednn_make_primitive(st, &d, hint, p);
     if (hint) onednn.pd_destroy(hint);
@@ -142,7 +146,7 @@ static bool make_bwd_weights(mst_onednn *st, conv_mds *m, bool bias, onednn_prim
         return false;
     dnnl_primitive_desc_t hint = hint_pd(st, &h);
     dnnl_convolution_desc_t d;
-    bool ok = hint && onednn.conv_bwd_weights_desc_init(&d, dnnl_convolution_direct, &m->src, &m->wei, NULL, &m->dst,
+    bool ok = hint && onednn.conv_bwd_weights_desc_init(&d, m->alg, &m->src, &m->wei, NULL, &m->dst,
                                                         m->strides, m->pad_l, m->pad_r) == dnnl_success &&
               onednn_make_primitive(st, &d, hint, p);
     if (hint) onednn.pd_destroy(hint);
@@ -152,10 +156,12 @@ static bool make_bwd_weights(mst_onednn *st, conv_mds *m, bool bias, onednn_prim
 /* A conv primitive for geometry m (the tensors' plain layouts) in the given layout. */
 static bool build(mst_onednn *st, conv_mds *m, bool bias, make_fn make, int n, const conv_arg *args,
                   mst_onednn_layout layout, onednn_prim *p) {
-    if (layout == MST_ONEDNN_BLOCKED) {
+    if (layout == MST_ONEDNN_BLOCKED || layout == MST_ONEDNN_WINOGRAD) {
         conv_mds any;
         bool f32_weights = make == make_bwd_weights;
-        if (!any_of(m, f32_weights, &any) || !make(st, &any, bias, p)) return false;
+        if (!any_of(m, f32_weights, &any)) return false;
+        if (layout == MST_ONEDNN_WINOGRAD) any.alg = dnnl_convolution_winograd;
+        if (!make(st, &any, bias, p)) return false;
         for (int i = 0; i < n; i++)
             if (!onednn_add_staged_arg(st, p, args[i].arg, tensor_md(m, args[i].tensor),
                                        onednn.pd_query_md(p->pd, args[i].query, args[i].tensor == T_BIAS), args[i].from))

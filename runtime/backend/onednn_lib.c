@@ -335,9 +335,12 @@ static mst_status onednn_run(mst_ctx *ctx, const mst_op_call *c, mst_onednn_layo
 
 static mst_status onednn_run_plain(mst_ctx *ctx, const mst_op_call *c) { return onednn_run(ctx, c, MST_ONEDNN_PLAIN); }
 static mst_status onednn_run_blocked(mst_ctx *ctx, const mst_op_call *c) { return onednn_run(ctx, c, MST_ONEDNN_BLOCKED); }
+static mst_status onednn_run_winograd(mst_ctx *ctx, const mst_op_call *c) { return onednn_run(ctx, c, MST_ONEDNN_WINOGRAD); }
 
 mst_kernel_fn mst_onednn_kernel(mst_op op, mst_dtype dtype, mst_onednn_layout layout) {
     if ((unsigned)layout >= MST_ONEDNN_LAYOUT_COUNT || !builder(op, layout) || !served_dtype(dtype) || !mst_onednn_available())
         return NULL;
+    /* oneDNN 2.6's Winograd convolutions are f32 only */
+    if (layout == MST_ONEDNN_WINOGRAD) return dtype == MST_DTYPE_F32 ? onednn_run_winograd : NULL;
     return layout == MST_ONEDNN_BLOCKED ? onednn_run_blocked : onednn_run_plain;
 }

@@ -3,8 +3,9 @@
  * over stride, padding and a 1-channel stem), at each dtype's tolerance: f32 outputs within f32
  * accumulation error, bf16 outputs (f32 accumulation, one rounding on store) within bf16's. The
  * reference runs in f32 on the very bf16-rounded inputs, so only the kernel's arithmetic is
- * compared. Convolutions are checked in both layouts: plain, and oneDNN's blocked layouts with the
- * reorders in and out. Then the kernel choice: `builtin` binds the builtin kernel, `onednn` runs
+ * compared. Convolutions are checked in every layout: plain, oneDNN's blocked layouts with the
+ * reorders in and out, and the blocked layouts through oneDNN's Winograd kernels (f32 3x3 stride 1,
+ * at a looser tolerance; where the CPU has AVX-512, the 16-channel cases must be served). Then the kernel choice: `builtin` binds the builtin kernel, `onednn` runs
  * oneDNN, and `auto` returns exactly the bits of the provider it reports. Where libdnnl is missing or a shape
  * is not implemented on this CPU, the case says so and is skipped; f32 matmul must be served
  * whenever the library loads (the Debian build has it on every x86-64 ISA). */
@@ -21,6 +22,7 @@
 #include "runtime/autograd.h"
 #include "runtime/backend/kernel_choice.h"
 #include "runtime/backend/onednn.h"
+#include "runtime/cpu_features.h"
 #include "runtime/context.h"
 #include "runtime/ops.h"
 
@@ -57,6 +59,10 @@ static const kcase k_cases[] = {
     {"grad_weight 3x3", MST_OP_CONV2D_GRAD_WEIGHT, 2, {4, 4}, {{2, 16, 12, 12}, {2, 8, 12, 12}}, {1, 1, 1, 1, 3, 3}, 288},
     {"grad_weight stride 2", MST_OP_CONV2D_GRAD_WEIGHT, 2, {4, 4}, {{2, 6, 6, 6}, {2, 4, 11, 11}}, {2, 2, 1, 1, 3, 3}, 72},
     {"grad_weight stem", MST_OP_CONV2D_GRAD_WEIGHT, 2, {4, 4}, {{3, 8, 28, 28}, {3, 1, 28, 28}}, {1, 1, 1, 1, 3, 3}, 2352},
+    /* 3x3 stride 1 with channels in multiples of 16: what oneDNN's Winograd kernels take */
+    {"conv2d 3x3 16-ch", MST_OP_CONV2D, 2, {4, 4}, {{2, 16, 14, 14}, {32, 16, 3, 3}}, {1, 1, 1, 1}, 144},
+    {"grad_input 3x3 16-ch", MST_OP_CONV2D_GRAD_INPUT, 2, {4, 4}, {{2, 32, 14, 14}, {32, 16, 3, 3}}, {1, 1, 1, 1, 14, 14}, 288},
+    {"grad_weight 3x3 16-ch", MST_OP_CONV2D_GRAD_WEIGHT, 2, {4, 4}, {{2, 32, 14, 14}, {2, 16, 14, 14}}, {1, 1, 1, 1, 3, 3}, 392},
 };
 
 /* A call of case k on inputs of dtype dt (random, rounded to dt), its output allocated. */
@@ -84,10 +90,13 @@ static void f32_twin(mst_ctx *ctx, const mst_op_call *c, mst_op_call *r) {
     r->out[0] = mst_tensor_new(ctx, MST_DTYPE_F32, c->out[0]->ndim, c->out[0]->shape);
 }
 
-static void compare(const kcase *k, mst_ctx *ctx, const mst_tensor *y, const mst_tensor *ref, mst_dtype dt) {
+/* Winograd's transforms add and subtract up to ~100x the output's magnitude before they cancel
+ * (F(4x4, 3x3)), so its f32 error is larger than a direct convolution's: ~10x the tolerance. */
+static void compare(const kcase *k, mst_ctx *ctx, const mst_tensor *y, const mst_tensor *ref, mst_dtype dt, bool winograd) {
     const mst_tensor *yf = y->dtype == MST_DTYPE_F32 ? y : mst_cast(ctx, (mst_tensor *)y, MST_DTYPE_F32);
     const float *a = mst_tensor_f32(yf), *b = mst_tensor_f32(ref);
     double atol = (dt == MST_DTYPE_F32 ? 2e-5 : 4e-3) * sqrt((double)k->red), rtol = dt == MST_DTYPE_F32 ? 1e-5 : 8e-3;
+    if (winograd) atol *= 10, rtol *= 10;
     for (int64_t i = 0; i < ref->numel; i++)
         if (!(fabs(a[i] - b[i]) <= atol + rtol * fabs(b[i])))
             fail_msg("%s %s: element %lld is %.8g, reference %.8g (tolerance %.3g)", k->name, mst_dtype_name(dt), (long long)i,
@@ -105,20 +114,24 @@ static void test_against_reference(void **state) {
     }
     printf("  oneDNN %s\n", mst_onednn_version());
     static const mst_dtype dts[] = {MST_DTYPE_F32, MST_DTYPE_BF16};
-    int served = 0, served_blocked = 0;
+    int served = 0, served_blocked = 0, served_winograd = 0;
     for (size_t i = 0; i < sizeof(k_cases) / sizeof(k_cases[0]); i++)
         for (size_t j = 0; j < 2; j++)
             for (int l = 0; l < MST_ONEDNN_LAYOUT_COUNT; l++) {
                 const kcase *k = &k_cases[i];
                 mst_dtype dt = dts[j];
                 mst_onednn_layout layout = (mst_onednn_layout)l;
-                const char *lname = layout == MST_ONEDNN_BLOCKED ? "blocked" : "plain";
+                const char *lname = layout == MST_ONEDNN_BLOCKED ? "blocked" : layout == MST_ONEDNN_WINOGRAD ? "winograd" : "plain";
                 mst_kernel_fn fn = mst_onednn_kernel(k->op, dt, layout);
-                if (layout == MST_ONEDNN_BLOCKED && k->op == MST_OP_MATMUL) {
-                    assert_null(fn);    /* blocked layouts are for convolutions */
+                if (layout != MST_ONEDNN_PLAIN && k->op == MST_OP_MATMUL) {
+                    assert_null(fn);    /* blocked layouts and Winograd are for convolutions */
                     continue;
                 }
-                if (layout == MST_ONEDNN_BLOCKED && k->op == MST_OP_LINEAR) continue;
+                if (layout != MST_ONEDNN_PLAIN && k->op == MST_OP_LINEAR) continue;
+                if (layout == MST_ONEDNN_WINOGRAD && dt != MST_DTYPE_F32) {
+                    assert_null(fn);    /* oneDNN 2.6's Winograd convolutions are f32 only */
+                    continue;
+                }
                 assert_non_null(fn);
                 mst_op_call c, r;
                 make_call(ctx, k, dt, &c);
@@ -129,15 +142,20 @@ static void test_against_reference(void **state) {
                 }
                 served++;
                 served_blocked += layout == MST_ONEDNN_BLOCKED;
+                served_winograd += layout == MST_ONEDNN_WINOGRAD;
                 assert_int_equal(fn(ctx, &c), MST_OK);
                 f32_twin(ctx, &c, &r);
                 assert_int_equal(mst_op_table[k->op]->ref[MST_DEVICE_CPU][MST_DTYPE_F32](ctx, &r), MST_OK);
-                compare(k, ctx, c.out[0], r.out[0], dt);
+                compare(k, ctx, c.out[0], r.out[0], dt, layout == MST_ONEDNN_WINOGRAD);
                 printf("  %-26s %-4s %-7s %s\n", k->name, mst_dtype_name(dt), lname, mst_onednn_impl(ctx, &c, dt, layout));
             }
-    printf("  %d served, %d of them in blocked layouts\n", served, served_blocked);
+    printf("  %d served, %d of them in blocked layouts, %d through Winograd\n", served, served_blocked, served_winograd);
     assert_true(served > 0);
     assert_true(served_blocked > 0 || !mst_onednn_kernel(MST_OP_CONV2D, MST_DTYPE_F32, MST_ONEDNN_BLOCKED));
+    /* oneDNN's jit_wino_4x3 needs its avx512_core ISA (F, BW, VL, DQ) */
+    if (mst_cpu_has(MST_CPU_AVX512F) && mst_cpu_has(MST_CPU_AVX512BW) && mst_cpu_has(MST_CPU_AVX512VL) &&
+        mst_cpu_has(MST_CPU_AVX512DQ))
+        assert_true(served_winograd >= 3);
     assert_int_equal(mst_onednn_kernel(MST_OP_MATMUL, MST_DTYPE_F16, MST_ONEDNN_PLAIN) == NULL, true);   /* f16: not served */
     assert_int_equal(mst_onednn_kernel(MST_OP_ADD, MST_DTYPE_F32, MST_ONEDNN_PLAIN) == NULL, true);
     mst_ctx_free(ctx);
@@ -179,7 +197,9 @@ static void test_choice(void **state) {
                 if (p == MST_PROVIDER_BUILTIN) {
                     assert_true(same_bits(c.out[0], b.out[0]));
                 } else {
-                    mst_onednn_layout layout = p == MST_PROVIDER_ONEDNN_BLOCKED ? MST_ONEDNN_BLOCKED : MST_ONEDNN_PLAIN;
+                    mst_onednn_layout layout = p == MST_PROVIDER_ONEDNN_BLOCKED    ? MST_ONEDNN_BLOCKED
+                                               : p == MST_PROVIDER_ONEDNN_WINOGRAD ? MST_ONEDNN_WINOGRAD
+                                                                                    : MST_ONEDNN_PLAIN;
                     assert_int_equal(mst_onednn_kernel(k->op, dt, layout)(ctx, &o), MST_OK);
                     assert_true(same_bits(c.out[0], o.out[0]));
                 }
