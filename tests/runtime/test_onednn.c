@@ -152,9 +152,11 @@ static void test_against_reference(void **state) {
     printf("  %d served, %d of them in blocked layouts, %d through Winograd\n", served, served_blocked, served_winograd);
     assert_true(served > 0);
     assert_true(served_blocked > 0 || !mst_onednn_kernel(MST_OP_CONV2D, MST_DTYPE_F32, MST_ONEDNN_BLOCKED));
-    /* oneDNN's jit_wino_4x3 needs its avx512_core ISA (F, BW, VL, DQ) */
+    /* oneDNN's jit_wino_4x3 needs its avx512_core ISA (F, BW, VL, DQ); served on this project's
+     * AVX-512 machine without AMX. Where the CPU has AMX, whether oneDNN 2.6 still offers it was not
+     * checked, so it is not required there. */
     if (mst_cpu_has(MST_CPU_AVX512F) && mst_cpu_has(MST_CPU_AVX512BW) && mst_cpu_has(MST_CPU_AVX512VL) &&
-        mst_cpu_has(MST_CPU_AVX512DQ))
+        mst_cpu_has(MST_CPU_AVX512DQ) && !mst_cpu_has(MST_CPU_AMX_TILE))
         assert_true(served_winograd >= 3);
     assert_int_equal(mst_onednn_kernel(MST_OP_MATMUL, MST_DTYPE_F16, MST_ONEDNN_PLAIN) == NULL, true);   /* f16: not served */
     assert_int_equal(mst_onednn_kernel(MST_OP_ADD, MST_DTYPE_F32, MST_ONEDNN_PLAIN) == NULL, true);
