@@ -13,12 +13,19 @@
  * purpose) and in a calibration file per machine that every process reads before it measures and
  * appends to after: MSTUNE_KERNELS_CACHE names it (`off`: per process only), default
  * $XDG_CACHE_HOME/mstune/kernel-choices.tsv (or ~/.cache/...). A line is one verdict:
- *   v3 <TAB> machine <TAB> op <TAB> dtype <TAB> key hash <TAB> provider <TAB> builtin us <TAB> onednn us <TAB> onednn_blocked us <TAB> onednn_winograd us <TAB> shapes
+ *   v3 <TAB> machine <TAB> op <TAB> dtype <TAB> key hash <TAB> provider <TAB> builtin us <TAB> onednn us <TAB> onednn_blocked us <TAB> onednn_winograd us <TAB> quiet|busy <TAB> shapes
  * where machine is the CPU model and its available features (a masked run is another machine), the
  * key covers shapes, attributes and the thread budget, and a provider that does not serve the shape
  * shows 0 us. (v1 and v2 lines, from before oneDNN's blocked layouts and then its Winograd kernels
  * were candidates, are ignored: their verdicts weighed fewer providers.) Lines are appended with one O_APPEND
- * write each (atomic for lines this short); the first line for a key wins.
+ * write each (atomic for lines this short); the first quiet line for a key wins.
+ *
+ * quiet|busy: whether other work was runnable on the machine while the candidates were timed
+ * (/proc/loadavg's runnable count, read before and after, above the process's own threads plus
+ * one). A verdict timed beside other processes is kept, so that the processes of that moment agree,
+ * but it is not final: the next process that finds only busy lines for a key while the machine is
+ * quiet measures again and appends a quiet line, which every later process uses. (Verdicts timed
+ * during a sanitizer run had made the cnn's O2 step 1.6x slower in every later run.)
  */
 #include "runtime/backend/kernel_choice.h"
 
@@ -93,33 +100,52 @@ static void cache_setup(void) {
     snprintf(cache_path, sizeof(cache_path), "%s/kernel-choices.tsv", dir);
 }
 
-/* The file's verdict for (op, dtype, hash) on this machine; false when it has none. */
-static bool cache_find(const char *op, const char *dtype, uint64_t hash, mst_provider *out) {
+/* Whether the machine looks quiet for a measurement by a process running `threads` threads: the
+ * runnable count of /proc/loadavg (its fourth field, "running/total"; MSTUNE_LOADAVG names another
+ * file, for tests) at most threads + 1. Without the file (not Linux) every measurement is quiet. */
+static bool machine_quiet(int threads) {
+    const char *path = getenv("MSTUNE_LOADAVG");
+    FILE *f = fopen(path && *path ? path : "/proc/loadavg", "r");
+    if (!f) return true;
+    double l1, l5, l15;
+    int running = 0, total = 0;
+    int n = fscanf(f, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total);
+    fclose(f);
+    return n != 5 || running <= threads + 1;
+}
+
+/* The file's verdict for (op, dtype, hash) on this machine: its first quiet line, else its first
+ * busy one (*busy set); false when it has none. */
+static bool cache_find(const char *op, const char *dtype, uint64_t hash, mst_provider *out, bool *busy) {
     FILE *f = *cache_path ? fopen(cache_path, "r") : NULL;
     if (!f) return false;
     char line[1024], want[64];
     snprintf(want, sizeof(want), "%016" PRIx64, hash);
-    bool found = false;
-    while (!found && fgets(line, sizeof(line), f)) {
-        char *save = NULL, *field[6];
+    bool found = false, quiet = false;
+    while (!quiet && fgets(line, sizeof(line), f)) {
+        char *save = NULL, *field[11];
         int n = 0;
-        for (char *t = strtok_r(line, "\t\n", &save); t && n < 6; t = strtok_r(NULL, "\t\n", &save)) field[n++] = t;
-        if (n < 6 || strcmp(field[0], "v3") || strcmp(field[1], machine) || strcmp(field[2], op) || strcmp(field[3], dtype) ||
+        for (char *t = strtok_r(line, "\t\n", &save); t && n < 11; t = strtok_r(NULL, "\t\n", &save)) field[n++] = t;
+        if (n < 11 || strcmp(field[0], "v3") || strcmp(field[1], machine) || strcmp(field[2], op) || strcmp(field[3], dtype) ||
             strcmp(field[4], want))
             continue;
+        bool line_quiet = strcmp(field[10], "busy") != 0;
+        if (found && !line_quiet) continue;     /* a busy line after the first one found: no news */
         for (int p = 0; p < MST_PROVIDER_COUNT; p++)
-            if (strcmp(field[5], provider_names[p]) == 0) *out = (mst_provider)p, found = true;
+            if (strcmp(field[5], provider_names[p]) == 0) *out = (mst_provider)p, found = true, quiet = line_quiet;
     }
     fclose(f);
+    if (busy) *busy = found && !quiet;
     return found;
 }
 
-static void cache_append(const char *op, const char *dtype, uint64_t hash, mst_provider p, const double *t_ns,
+static void cache_append(const char *op, const char *dtype, uint64_t hash, mst_provider p, const double *t_ns, bool quiet,
                          const char *shapes) {
     if (!*cache_path) return;
     char line[1024];
-    int n = snprintf(line, sizeof(line), "v3\t%s\t%s\t%s\t%016" PRIx64 "\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%s\n", machine, op,
-                     dtype, hash, provider_names[p], t_ns[0] / 1e3, t_ns[1] / 1e3, t_ns[2] / 1e3, t_ns[3] / 1e3, shapes);
+    int n = snprintf(line, sizeof(line), "v3\t%s\t%s\t%s\t%016" PRIx64 "\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%s\n", machine,
+                     op, dtype, hash, provider_names[p], t_ns[0] / 1e3, t_ns[1] / 1e3, t_ns[2] / 1e3, t_ns[3] / 1e3,
+                     quiet ? "quiet" : "busy", shapes);
     if (n <= 0 || n >= (int)sizeof(line)) return;
     int fd = open(cache_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return;
@@ -229,16 +255,23 @@ static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measur
     const char *op = mst_op_name(c->op), *dt = mst_dtype_name(key);
     mst_provider p = MST_PROVIDER_BUILTIN;
     bool known = !any_onednn;                   /* nothing to choose: builtin, not written to the file */
+    bool quiet = true;
     if (!known) {
+        bool busy = false;
         pthread_mutex_lock(&verdict_lock);
         cache_setup();
-        known = cache_find(op, dt, hash, &p);
+        known = cache_find(op, dt, hash, &p, &busy);
         pthread_mutex_unlock(&verdict_lock);
+        if (known && busy && machine_quiet(ctx->n_threads)) known = false;     /* timed under load: again, now */
     }
     double t_ns[MST_PROVIDER_COUNT] = {0};
     /* measured outside the lock: another thread may measure the same shape; the first verdict stays */
     const bool measured = !known;
-    if (measured) p = measure(ctx, c, kernels, served, t_ns);
+    if (measured) {
+        quiet = machine_quiet(ctx->n_threads);
+        p = measure(ctx, c, kernels, served, t_ns);
+        quiet = quiet && machine_quiet(ctx->n_threads);
+    }
     *just_measured = measured;
     char shapes[200] = "";
     for (int i = 0, n = 0; measured && i < c->n_in && n < (int)sizeof(shapes); i++) {
@@ -250,8 +283,11 @@ static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measur
     if (slot && !*slot) {
         if (measured) {
             mst_provider q;
-            if (cache_find(op, dt, hash, &q)) p = q;    /* another process got there first */
-            else cache_append(op, dt, hash, p, t_ns, shapes);
+            bool busy = false;
+            /* another process got there first with a quiet verdict (or with a busy one while this
+             * measurement was busy too): use it */
+            if (cache_find(op, dt, hash, &q, &busy) && (!busy || !quiet)) p = q;
+            else cache_append(op, dt, hash, p, t_ns, quiet, shapes);
         }
         *slot = (void *)(uintptr_t)(p + 1);
     }
@@ -262,9 +298,9 @@ static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measur
         const char *iw = mst_onednn_impl(ctx, c, key, MST_ONEDNN_WINOGRAD);
         fprintf(stderr,
                 "mstune kernels: %s(%s) at %d threads: builtin %.1f us, onednn %.1f us (%s), onednn_blocked %.1f us (%s), "
-                "onednn_winograd %.1f us (%s) -> %s\n",
+                "onednn_winograd %.1f us (%s) -> %s%s\n",
                 op, shapes, ctx->n_threads, t_ns[0] / 1e3, t_ns[1] / 1e3, ip ? ip : "-", t_ns[2] / 1e3, ib ? ib : "-",
-                t_ns[3] / 1e3, iw ? iw : "-", mst_provider_name(p));
+                t_ns[3] / 1e3, iw ? iw : "-", mst_provider_name(p), quiet ? "" : " (machine busy: to be measured again)");
     }
     return p;
 }

@@ -1,0 +1,99 @@
+/* test_kernel_verdicts.c — the per-machine kernel verdict file through the real binary: a verdict
+ * timed while other work was runnable is written as `busy`; the next process that finds only busy
+ * lines for a key on a quiet machine measures that key again and appends a `quiet` line; after
+ * that, quiet and busy processes alike take the quiet verdict and append nothing. The machine's
+ * load comes from a stand-in for /proc/loadavg (MSTUNE_LOADAVG), so the test does not depend on
+ * what else runs. Where oneDNN is not there nothing is chosen and the test says so. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tests/integration/e2e.h"
+
+/* the cnn, a few steps at batch 16: its convolutions are what oneDNN's providers race for */
+#define JOB                                                                                                  \
+    "train workloads/jobs/fashion_cnn.yaml --set train.steps=2 --set train.eval=false --set data.limit=64 " \
+    "--set data.batch_size=16 --set runtime.threads=2 --set train.checkpoint=false"
+
+static char g_out[1 << 16];
+
+static void write_loadavg(const char *path, int running) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "%.2f %.2f %.2f %d/300 4242\n", (double)running, (double)running, (double)running, running);
+    fclose(f);
+}
+
+/* The file's v3 lines tagged `tag`. */
+static int count_lines(const char *path, const char *tag) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[1024];
+    int n = 0;
+    while (fgets(line, sizeof(line), f)) {
+        char *save = NULL, *field[11];
+        int k = 0;
+        for (char *t = strtok_r(line, "\t\n", &save); t && k < 11; t = strtok_r(NULL, "\t\n", &save)) field[k++] = t;
+        n += k == 11 && strcmp(field[0], "v3") == 0 && strcmp(field[10], tag) == 0;
+    }
+    fclose(f);
+    return n;
+}
+
+static void run_job(const char *dir, const char *name) {
+    char args[1024];
+    snprintf(args, sizeof(args), JOB " --out %s/%s", dir, name);
+    e2e_run_ok(args, g_out, sizeof(g_out));
+}
+
+static void test_busy_verdicts_measured_again(void **state) {
+    (void)state;
+    char dir[256], cache[320], loadavg[320];
+    e2e_tmpdir(dir, sizeof(dir));
+    assert_true(dir[0] != '\0');
+    snprintf(cache, sizeof(cache), "%s/kernel-choices.tsv", dir);
+    snprintf(loadavg, sizeof(loadavg), "%s/loadavg", dir);
+    setenv("MSTUNE_KERNELS_CACHE", cache, 1);
+    setenv("MSTUNE_LOADAVG", loadavg, 1);
+    unsetenv("MSTUNE_KERNELS");
+
+    write_loadavg(loadavg, 12);     /* ten runnable tasks beside a 2-thread process */
+    run_job(dir, "busy");
+    int busy = count_lines(cache, "busy"), quiet = count_lines(cache, "quiet");
+    printf("busy machine: %d busy verdicts, %d quiet\n", busy, quiet);
+    if (busy == 0 && quiet == 0) {
+        printf("  skipped: no kernel had more than one provider to choose from (oneDNN absent?)\n");
+        e2e_rmtree(dir);
+        return;
+    }
+    assert_true(busy > 0);
+    assert_int_equal(quiet, 0);
+
+    write_loadavg(loadavg, 1);      /* quiet: every busy key is timed again */
+    run_job(dir, "quiet");
+    int quiet2 = count_lines(cache, "quiet");
+    printf("quiet machine: %d quiet verdicts added\n", quiet2);
+    assert_int_equal(quiet2, busy);
+    assert_int_equal(count_lines(cache, "busy"), busy);
+
+    run_job(dir, "quiet-again");    /* quiet verdicts are final */
+    assert_int_equal(count_lines(cache, "quiet"), quiet2);
+    write_loadavg(loadavg, 12);
+    run_job(dir, "busy-again");     /* a busy process takes them too, and writes nothing */
+    assert_int_equal(count_lines(cache, "quiet"), quiet2);
+    assert_int_equal(count_lines(cache, "busy"), busy);
+    e2e_rmtree(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_busy_verdicts_measured_again),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
