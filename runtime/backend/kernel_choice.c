@@ -21,14 +21,15 @@
  * write each (atomic for lines this short); the first quiet line for a key wins.
  *
  * quiet|busy: whether other work was runnable on the machine while the candidates were timed
- * (/proc/loadavg's runnable count, read before and after, above the process's own threads plus
- * one). A verdict timed beside other processes is kept, so that the processes of that moment agree,
+ * (/proc/loadavg's runnable count minus the process's own runnable threads, read before and after:
+ * more than one other task is busy). A verdict timed beside other processes is kept, so that the processes of that moment agree,
  * but it is not final: the next process that finds only busy lines for a key while the machine is
  * quiet measures again and appends a quiet line, which every later process uses. (Verdicts timed
  * during a sanitizer run had made the cnn's O2 step 1.6x slower in every later run.)
  */
 #include "runtime/backend/kernel_choice.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -100,10 +101,32 @@ static void cache_setup(void) {
     snprintf(cache_path, sizeof(cache_path), "%s/kernel-choices.tsv", dir);
 }
 
-/* Whether the machine looks quiet for a measurement by a process running `threads` threads: the
- * runnable count of /proc/loadavg (its fourth field, "running/total"; MSTUNE_LOADAVG names another
- * file, for tests) at most threads + 1. Without the file (not Linux) every measurement is quiet. */
-static bool machine_quiet(int threads) {
+/* This process's threads that are running or runnable now (state R in /proc/self/task/<tid>/stat). */
+static int own_runnable(void) {
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return 0;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char path[300], buf[512];
+        snprintf(path, sizeof(path), "/proc/self/task/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t k = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[k] = '\0';
+        const char *close_paren = strrchr(buf, ')');    /* "tid (comm) S ...": comm may hold spaces */
+        n += close_paren && close_paren[1] == ' ' && close_paren[2] == 'R';
+    }
+    closedir(d);
+    return n;
+}
+
+/* Whether the machine looks quiet for a measurement: at most one runnable task besides this
+ * process's own (/proc/loadavg's fourth field, "running/total", minus the process's threads in
+ * state R; MSTUNE_LOADAVG names another file, for tests). Without the file (not Linux) every
+ * measurement is quiet. */
+static bool machine_quiet(void) {
     const char *path = getenv("MSTUNE_LOADAVG");
     FILE *f = fopen(path && *path ? path : "/proc/loadavg", "r");
     if (!f) return true;
@@ -111,7 +134,7 @@ static bool machine_quiet(int threads) {
     int running = 0, total = 0;
     int n = fscanf(f, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total);
     fclose(f);
-    return n != 5 || running <= threads + 1;
+    return n != 5 || running - own_runnable() <= 1;
 }
 
 /* The file's verdict for (op, dtype, hash) on this machine: its first quiet line, else its first
@@ -262,15 +285,15 @@ static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measur
         cache_setup();
         known = cache_find(op, dt, hash, &p, &busy);
         pthread_mutex_unlock(&verdict_lock);
-        if (known && busy && machine_quiet(ctx->n_threads)) known = false;     /* timed under load: again, now */
+        if (known && busy && machine_quiet()) known = false;     /* timed under load: again, now */
     }
     double t_ns[MST_PROVIDER_COUNT] = {0};
     /* measured outside the lock: another thread may measure the same shape; the first verdict stays */
     const bool measured = !known;
     if (measured) {
-        quiet = machine_quiet(ctx->n_threads);
+        quiet = machine_quiet();
         p = measure(ctx, c, kernels, served, t_ns);
-        quiet = quiet && machine_quiet(ctx->n_threads);
+        quiet = quiet && machine_quiet();
     }
     *just_measured = measured;
     char shapes[200] = "";
