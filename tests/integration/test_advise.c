@@ -465,7 +465,11 @@ static void test_seed_spread(void **state) {
         assert_non_null(strstr(reason, "run longer"));
     }
     assert_true(fabs(cJSON_GetObjectItemCaseSensitive(res, "seed_spread_pp")->valuedouble - 100 * (hi - lo)) < 0.01);
-    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "applied")), 0);
+    /* the window change is not applied; a change that leaves the numbers bit for bit (the loader's
+     * workers, accepted under ASan at 1.05x over 6 seeds) may be: its accuracy is identical whatever
+     * the seed spread */
+    const cJSON *applied = cJSON_GetObjectItemCaseSensitive(j, "applied"), *a;
+    cJSON_ArrayForEach(a, applied) assert_null(strstr(a->valuestring, "amp.loss_scale"));
     cJSON_Delete(j);
     e2e_rmtree(dir);
 }
