@@ -130,17 +130,22 @@ __attribute__((target("avx2"))) static void f32_to_bf16_avx2(const float *src, m
 
 /* ---- AVX-512F: 16 lanes ---- */
 
+/* The last n - i < 16 elements through FN itself as one zero-padded block of 16 (zeros convert to
+ * zeros, and are not subnormal): a call per short row stays one vector. */
+#define PADDED_TAIL(FN, SRC_T, DST_T, src, dst, i, n)                       \
+    if ((i) < (n)) {                                                        \
+        SRC_T pad_[16] = {0};                                               \
+        DST_T out_[16];                                                     \
+        memcpy(pad_, (src) + (i), ((n) - (i)) * sizeof(SRC_T));             \
+        FN(pad_, out_, 16);                                                 \
+        memcpy((dst) + (i), out_, ((n) - (i)) * sizeof(DST_T));             \
+    }
+
 __attribute__((target("avx512f"))) static void f16_to_f32_avx512(const mst_f16 *src, float *dst, size_t n) {
     size_t i = 0;
     for (; i + 16 <= n; i += 16)
         _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
-    if (i < n) {    /* the tail as one zero-padded block: a call per short row stays one vector */
-        mst_f16 pad[16] = {0};
-        float out[16];
-        memcpy(pad, src + i, (n - i) * sizeof(*src));
-        _mm512_storeu_ps(out, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pad)));
-        memcpy(dst + i, out, (n - i) * sizeof(*dst));
-    }
+    PADDED_TAIL(f16_to_f32_avx512, mst_f16, float, src, dst, i, n)
 }
 
 __attribute__((target("avx512f"))) static void f32_to_f16_avx512(const float *src, mst_f16 *dst, size_t n) {
@@ -148,13 +153,7 @@ __attribute__((target("avx512f"))) static void f32_to_f16_avx512(const float *sr
     for (; i + 16 <= n; i += 16)
         _mm256_storeu_si256((__m256i *)(dst + i),
                             _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    if (i < n) {
-        float pad[16] = {0};
-        mst_f16 out[16];
-        memcpy(pad, src + i, (n - i) * sizeof(*src));
-        _mm256_storeu_si256((__m256i *)out, _mm512_cvtps_ph(_mm512_loadu_ps(pad), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-        memcpy(dst + i, out, (n - i) * sizeof(*dst));
-    }
+    PADDED_TAIL(f32_to_f16_avx512, float, mst_f16, src, dst, i, n)
 }
 
 __attribute__((target("avx512f"))) static void bf16_to_f32_avx512(const mst_bf16 *src, float *dst, size_t n) {
@@ -163,13 +162,7 @@ __attribute__((target("avx512f"))) static void bf16_to_f32_avx512(const mst_bf16
         __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(src + i)));
         _mm512_storeu_si512(dst + i, _mm512_slli_epi32(w, 16));
     }
-    if (i < n) {
-        mst_bf16 pad[16] = {0};
-        float out[16];
-        memcpy(pad, src + i, (n - i) * sizeof(*src));
-        _mm512_storeu_si512(out, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)pad)), 16));
-        memcpy(dst + i, out, (n - i) * sizeof(*dst));
-    }
+    PADDED_TAIL(bf16_to_f32_avx512, mst_bf16, float, src, dst, i, n)
 }
 
 /* ---- AVX512-BF16: vcvtneps2bf16 rounds to nearest even and quiets NaNs as the integer code does,
@@ -190,13 +183,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx2"))) static void
         __m256bh b = _mm512_cvtneps_pbh(_mm512_castsi512_ps(x));
         _mm256_storeu_si256((__m256i *)(dst + i), (__m256i)b);
     }
-    if (i < n) {    /* the tail as one zero-padded block (zeros are not subnormal) */
-        float pad[16] = {0};
-        mst_bf16 out[16];
-        memcpy(pad, src + i, (n - i) * sizeof(*src));
-        f32_to_bf16_avx512bf16(pad, out, 16);
-        memcpy(dst + i, out, (n - i) * sizeof(*dst));
-    }
+    PADDED_TAIL(f32_to_bf16_avx512bf16, float, mst_bf16, src, dst, i, n)
 }
 
 #endif

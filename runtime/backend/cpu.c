@@ -2,7 +2,8 @@
  * copies as memcpy (device and host memory are one), nothing to synchronize (a kernel has finished
  * when it returns; the thread pool joins inside it), and kernels from two providers — the builtin
  * kernels of the op descriptors (kernels/ref[MST_DEVICE_CPU], the half-via-f32 kernel) and oneDNN
- * in its plain and blocked layouts, and through its Winograd kernels — chosen per op and shape by runtime/backend/kernel_choice.c. */
+ * in its plain and blocked layouts, and through its Winograd kernels — chosen per op and shape by
+ * runtime/backend/kernel_choice.c. */
 #include <string.h>
 
 #include "runtime/amp/half.h"

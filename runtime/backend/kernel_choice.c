@@ -17,14 +17,15 @@
  * where machine is the CPU model and its available features (a masked run is another machine), the
  * key covers shapes, attributes and the thread budget, and a provider that does not serve the shape
  * shows 0 us. (v1 and v2 lines, from before oneDNN's blocked layouts and then its Winograd kernels
- * were candidates, are ignored: their verdicts weighed fewer providers.) Lines are appended with one O_APPEND
- * write each (atomic for lines this short); the first quiet line for a key wins.
+ * were candidates, are ignored: their verdicts weighed fewer providers.) Lines are appended with
+ * one O_APPEND write each (atomic for lines this short); the first quiet line for a key wins.
  *
  * quiet|busy: whether other work was runnable on the machine while the candidates were timed
  * (/proc/loadavg's runnable count minus the process's own runnable threads, read before and after:
- * more than one other task is busy). A verdict timed beside other processes is kept, so that the processes of that moment agree,
- * but it is not final: the next process that finds only busy lines for a key while the machine is
- * quiet measures again and appends a quiet line, which every later process uses. (Verdicts timed
+ * more than one other task is busy). A verdict timed beside other processes is kept, so that the
+ * processes of that moment agree, but it is not final: the next process that finds only busy
+ * lines for a key while the machine is quiet measures again and appends a quiet line, which every
+ * later process uses. (Verdicts timed
  * during a sanitizer run had made the cnn's O2 step 1.6x slower in every later run.)
  */
 #include "runtime/backend/kernel_choice.h"
@@ -56,7 +57,9 @@ static const char *const provider_names[MST_PROVIDER_COUNT] = {"builtin", "onedn
 
 /* The oneDNN layout a oneDNN provider runs in. */
 static mst_onednn_layout layout_of(mst_provider p) {
-    return p == MST_PROVIDER_ONEDNN ? MST_ONEDNN_PLAIN : p == MST_PROVIDER_ONEDNN_BLOCKED ? MST_ONEDNN_BLOCKED : MST_ONEDNN_WINOGRAD;
+    return p == MST_PROVIDER_ONEDNN           ? MST_ONEDNN_PLAIN
+           : p == MST_PROVIDER_ONEDNN_BLOCKED ? MST_ONEDNN_BLOCKED
+                                              : MST_ONEDNN_WINOGRAD;
 }
 
 const char *mst_kernels_mode_name(mst_kernels_mode m) { return (unsigned)m < MST_KERNELS_MODE_COUNT ? mode_names[m] : "?"; }

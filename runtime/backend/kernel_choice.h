@@ -5,8 +5,8 @@
  *   auto     for an op oneDNN serves, the first call of each (op, dtype, shapes, attributes) times
  *            every provider that serves it on the call's own tensors — builtin, oneDNN on the
  *            plain layouts, and for convolutions oneDNN in its blocked layouts with the reorders
- *            in and out counted, directly and through its Winograd kernels — and keeps the fastest (a oneDNN kernel only when it beats
- *            builtin by more than k_choice_margin, so noise never swaps in a slower kernel); the
+ *            in and out counted, directly and through its Winograd kernels — and keeps the
+ *            fastest (a oneDNN kernel only when it beats builtin by more than k_choice_margin, so noise never swaps in a slower kernel); the
  *            verdict is kept for the process, so eager, graph plans and every context of the
  *            process run the same kernel for the same shape (MSTUNE_KERNELS_LOG=1 prints each
  *            verdict with the times);

@@ -56,12 +56,16 @@
 /* Threads: a large tensor's elements split into contiguous ranges over the context's pool; each
  * element is computed alone, so the bits do not depend on the split. The threshold is set by the
  * cheapest kernel (relu reads and writes 8 bytes an element; 2^17 elements take about 50 us on
- * one core), so small tensors, the common case, stay on the calling thread. */
+ * one core), so small tensors, the common case, stay on the calling thread; dearer kernels pass
+ * their own (run_split_from). */
 enum { k_act_min_chunk = 1 << 17 };
 
-static mst_status run_split(mst_ctx *ctx, const mst_op_call *c, mst_parallel_fn chunk) {
-    mst_parallel_for(ctx, c->out[0]->numel, k_act_min_chunk, chunk, (void *)c);
+static mst_status run_split_from(mst_ctx *ctx, const mst_op_call *c, mst_parallel_fn chunk, int64_t min_chunk) {
+    mst_parallel_for(ctx, c->out[0]->numel, min_chunk, chunk, (void *)c);
     return MST_OK;
+}
+static mst_status run_split(mst_ctx *ctx, const mst_op_call *c, mst_parallel_fn chunk) {
+    return run_split_from(ctx, c, chunk, k_act_min_chunk);
 }
 
 /* NAME_f64 from LOOP (UNARY_LOOP or GRAD_LOOP) and the expression. */
@@ -215,12 +219,10 @@ static void gelu_grad_chunk_f32(void *arg, int64_t begin, int64_t end, int worke
 /* ~1 ns an element (bench_transformer_ops), 3x relu's: ranges of 2^15 elements are ~35 us of work */
 enum { k_gelu_min_chunk = 1 << 15 };
 static mst_status gelu_f32(mst_ctx *ctx, const mst_op_call *c) {
-    mst_parallel_for(ctx, c->out[0]->numel, k_gelu_min_chunk, gelu_chunk_f32, (void *)c);
-    return MST_OK;
+    return run_split_from(ctx, c, gelu_chunk_f32, k_gelu_min_chunk);
 }
 static mst_status gelu_grad_f32(mst_ctx *ctx, const mst_op_call *c) {
-    mst_parallel_for(ctx, c->out[0]->numel, k_gelu_min_chunk, gelu_grad_chunk_f32, (void *)c);
-    return MST_OK;
+    return run_split_from(ctx, c, gelu_grad_chunk_f32, k_gelu_min_chunk);
 }
 static void gelu_elem_f32(float *ys, const float *const xs_[], int64_t n, const mst_attrs *attrs) {
     (void)attrs;

@@ -58,9 +58,9 @@ static void masked_row_f32(const float *x, const int32_t *keep, float *y, int64_
         for (int64_t k = 0; k < n; k++) y[k] = 0;
         return;
     }
-    /* exp over the whole row through the vector math (masked keys computed, then zeroed), the
-     * sum in double over four fixed partials: the scalar expf and one dependent add chain were
-     * ~10% of the transformer's step */
+    /* exp up to the last real key through the vector math (masked keys before it computed, then
+     * zeroed), the sum in double over four fixed partials: the scalar expf and one dependent add
+     * chain were ~10% of the transformer's step */
     int64_t hi = n;     /* padding is a suffix in practice: no exp past the last real key */
     while (hi > 0 && !keep[hi - 1]) hi--;
     for (int64_t k = 0; k < hi; k++) y[k] = x[k] - m;

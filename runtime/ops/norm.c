@@ -408,10 +408,10 @@ const mst_op_desc mst_desc_batchnorm_grad = {
  *
  * Under O2, x, y, gy and gx are f16/bf16 while gamma, beta and every statistic stay f32. These
  * kernels widen one (image, channel) row of S values at a time (several neighbouring rows when S
- * is small) into a per-worker buffer that stays in L1/L2, run the f32 kernel's formulas on it (the same f32 expressions for every output
- * element; the per-channel double sums through runtime/ops/bn_rows.h, sixteen partials with an
- * AVX-512 path, where the f32 kernel keeps four scalar partials), and round each output row to
- * nearest even as it is stored. They move half the bytes of the f32 kernel instead of the generic
+ * is small) into a per-worker buffer that stays in L1/L2, run the f32 kernel's formulas on it
+ * (the same f32 expressions for every output element; the per-channel double sums through
+ * runtime/ops/bn_rows.h, sixteen partials with an AVX-512 path, where the f32 kernel keeps four
+ * scalar partials), and round each output row to nearest even as it is stored. They move half the bytes of the f32 kernel instead of the generic
  * half kernel's 2.5x. Only the order of the double sums differs from the half-via-f32 kernel
  * (runtime/amp/half_kernels.c: widen the tensor, run the f32 kernel, round); a double-sum ulp
  * rarely survives the rounding to f32 and then to half, and tests/amp/test_half.c finds the same

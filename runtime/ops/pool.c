@@ -103,45 +103,50 @@ static mst_status infer_pool(mst_ctx *ctx, const mst_op_call *c, mst_meta out[],
 static mst_status infer_maxpool2d(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) { return infer_pool(ctx, c, out, true); }
 static mst_status infer_avgpool2d(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) { return infer_pool(ctx, c, out, false); }
 
+/* The reference loop on one plane xp (H x W) into yp and ip (P x Q), per element type:
+ * maxpool_plane_ref_f32 / _f64. */
+#define MAXPOOL_PLANE_REF(T, SUF)                                                                    \
+    static void maxpool_plane_ref_##SUF(const T *xp, int64_t H, int64_t W, T *yp, int32_t *ip, int64_t P, int64_t Q, \
+                                        pool_geom g) {                                               \
+        for (int64_t p = 0; p < P; p++) {                                                            \
+            int64_t h0, h1;                                                                          \
+            window(p, g.sh, g.ph, g.kh, H, &h0, &h1);                                                \
+            for (int64_t q = 0; q < Q; q++) {                                                        \
+                int64_t w0, w1;                                                                      \
+                window(q, g.sw, g.pw, g.kw, W, &w0, &w1);                                            \
+                /* written branch-free (maxss + cmov): the data decide v > best at random, and       \
+                 * a branch there mispredicts about half the time (4x slower measured) */            \
+                int64_t best_i = h0 * W + w0, nan_i = -1;                                            \
+                T best = xp[best_i];                                                                 \
+                for (int64_t h = h0; h < h1; h++)                                                    \
+                    for (int64_t k = h * W + w0; k < h * W + w1; k++) {                              \
+                        T v = xp[k];                                                                 \
+                        int gt = v > best;                                                           \
+                        best_i = gt ? k : best_i;                                                    \
+                        best = gt ? v : best;                                                        \
+                        nan_i = ((v != v) & (nan_i < 0)) ? k : nan_i;                                \
+                    }                                                                                \
+                if (nan_i >= 0) { best_i = nan_i; best = xp[nan_i]; }  /* the first NaN wins */      \
+                yp[p * Q + q] = best;                                                                \
+                ip[p * Q + q] = (int32_t)best_i;                                                     \
+            }                                                                                        \
+        }                                                                                            \
+    }
+MAXPOOL_PLANE_REF(float, f32)
+MAXPOOL_PLANE_REF(double, f64)
+#define MAXPOOL_PLANE(T) _Generic((T)0, float: maxpool_plane_ref_f32, double: maxpool_plane_ref_f64)
+
 /* Planes [pl0, pl1) of the call `arg`. */
 #define MAXPOOL_CHUNK_BODY                                                                           \
     {                                                                                                \
         const mst_op_call *c = arg;                                                                  \
         const mst_tensor *X = c->in[0], *Y = c->out[0];                                              \
-        pool_geom g = pool_geom_of(&c->attrs);                                                       \
-        int64_t H = X->shape[2], W = X->shape[3];                                                    \
-        int64_t P = Y->shape[2], Q = Y->shape[3];                                                    \
+        int64_t H = X->shape[2], W = X->shape[3], P = Y->shape[2], Q = Y->shape[3];                  \
         const T *x = (const T *)mst_tensor_data(X);                                                  \
         T *y = (T *)mst_tensor_data(Y);                                                              \
         int32_t *idx = mst_tensor_i32(c->out[1]);                                                    \
-        for (int64_t pl = pl0; pl < pl1; pl++) {                                                     \
-            const T *xp = x + pl * H * W;                                                            \
-            T *yp = y + pl * P * Q;                                                                  \
-            int32_t *ip = idx + pl * P * Q;                                                          \
-            for (int64_t p = 0; p < P; p++) {                                                        \
-                int64_t h0, h1;                                                                      \
-                window(p, g.sh, g.ph, g.kh, H, &h0, &h1);                                            \
-                for (int64_t q = 0; q < Q; q++) {                                                    \
-                    int64_t w0, w1;                                                                  \
-                    window(q, g.sw, g.pw, g.kw, W, &w0, &w1);                                        \
-                    /* written branch-free (maxss + cmov): the data decide v > best at random, and   \
-                     * a branch there mispredicts about half the time (4x slower measured) */        \
-                    int64_t best_i = h0 * W + w0, nan_i = -1;                                        \
-                    T best = xp[best_i];                                                             \
-                    for (int64_t h = h0; h < h1; h++)                                                \
-                        for (int64_t k = h * W + w0; k < h * W + w1; k++) {                          \
-                            T v = xp[k];                                                             \
-                            int gt = v > best;                                                       \
-                            best_i = gt ? k : best_i;                                                \
-                            best = gt ? v : best;                                                    \
-                            nan_i = ((v != v) & (nan_i < 0)) ? k : nan_i;                            \
-                        }                                                                            \
-                    if (nan_i >= 0) { best_i = nan_i; best = xp[nan_i]; }  /* the first NaN wins */  \
-                    yp[p * Q + q] = best;                                                            \
-                    ip[p * Q + q] = (int32_t)best_i;                                                 \
-                }                                                                                    \
-            }                                                                                        \
-        }                                                                                            \
+        for (int64_t pl = pl0; pl < pl1; pl++)                                                       \
+            MAXPOOL_PLANE(T)(x + pl * H * W, H, W, y + pl * P * Q, idx + pl * P * Q, P, Q, pool_geom_of(&c->attrs)); \
     }
 FLOAT_CHUNKS(maxpool2d_chunk, MAXPOOL_CHUNK_BODY, pl0, pl1)
 
@@ -149,9 +154,9 @@ FLOAT_CHUNKS(maxpool2d_chunk, MAXPOOL_CHUNK_BODY, pl0, pl1)
 /* Output row p of a 2x2 stride-2 unpadded window over plane xp (W wide), outputs [0, Q) in
  * blocks of 16, the last one masked (the cnn's 28-wide planes pool to rows of 14): the four window
  * elements in the reference's order (row 2p: 2q, 2q+1; row 2p+1: 2q, 2q+1), strict > to replace
- * the best, the first NaN winning. Returns Q. */
-__attribute__((target("avx512f"))) static int64_t maxpool_2x2_row_avx512(const float *xp, int64_t W, int64_t p, int64_t Q,
-                                                                         float *yp, int32_t *ip) {
+ * the best, the first NaN winning. */
+__attribute__((target("avx512f"))) static void maxpool_2x2_row_avx512(const float *xp, int64_t W, int64_t p, int64_t Q,
+                                                                      float *yp, int32_t *ip) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
     const __m512i none = _mm512_set1_epi32(-1);
@@ -182,7 +187,6 @@ __attribute__((target("avx512f"))) static int64_t maxpool_2x2_row_avx512(const f
         _mm512_mask_storeu_ps(yp + p * Q + q, out_m, best);
         _mm512_mask_storeu_epi32(ip + p * Q + q, out_m, best_i);
     }
-    return Q;
 }
 
 /* 16 half values (f16 or bf16) widened to f32: exact. */
@@ -238,38 +242,28 @@ __attribute__((target("avx512f"))) static int64_t maxpool_2x2_row_half_avx512(bo
 }
 #endif
 
-/* One f32 plane xp (H x W) pooled into yp and ip (P x Q): 2x2 stride-2 unpadded windows row by
- * row through the vector path, every other geometry through the reference's loop; the same
- * comparisons in the same order as the reference either way. */
-static void maxpool_plane_f32(const float *xp, int64_t H, int64_t W, float *yp, int32_t *ip, int64_t P, int64_t Q,
-                              pool_geom g) {
+/* Whether the planes' windows take the vector rows: 2x2 stride 2 unpadded, and AVX-512F. */
+static bool maxpool_vector_2x2(pool_geom g) {
 #if MST_POOL_X86
-    if (g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && mst_cpu_has(MST_CPU_AVX512F)) {
+    return g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && mst_cpu_has(MST_CPU_AVX512F);
+#else
+    (void)g;
+    return false;
+#endif
+}
+
+/* One f32 plane: the vector rows (vector2x2, maxpool_vector_2x2) or the reference's loop; the
+ * same comparisons in the same order either way. */
+static void maxpool_plane_f32(const float *xp, int64_t H, int64_t W, float *yp, int32_t *ip, int64_t P, int64_t Q,
+                              pool_geom g, bool vector2x2) {
+#if MST_POOL_X86
+    if (vector2x2) {
         for (int64_t p = 0; p < P; p++) maxpool_2x2_row_avx512(xp, W, p, Q, yp, ip);
         return;
     }
 #endif
-    for (int64_t p = 0; p < P; p++) {
-        int64_t h0, h1;
-        window(p, g.sh, g.ph, g.kh, H, &h0, &h1);
-        for (int64_t q = 0; q < Q; q++) {
-            int64_t w0, w1;
-            window(q, g.sw, g.pw, g.kw, W, &w0, &w1);
-            int64_t best_i = h0 * W + w0, nan_i = -1;
-            float best = xp[best_i];
-            for (int64_t h = h0; h < h1; h++)
-                for (int64_t k = h * W + w0; k < h * W + w1; k++) {
-                    float v = xp[k];
-                    int gt = v > best;
-                    best_i = gt ? k : best_i;
-                    best = gt ? v : best;
-                    nan_i = ((v != v) & (nan_i < 0)) ? k : nan_i;
-                }
-            if (nan_i >= 0) { best_i = nan_i; best = xp[nan_i]; }
-            yp[p * Q + q] = best;
-            ip[p * Q + q] = (int32_t)best_i;
-        }
-    }
+    (void)vector2x2;
+    maxpool_plane_ref_f32(xp, H, W, yp, ip, P, Q, g);
 }
 
 typedef struct {
@@ -286,16 +280,18 @@ static void maxpool2d_chunk_fast(void *arg, int64_t pl0, int64_t pl1, int worker
     const maxpool_job *j = arg;
     const mst_op_call *c = j->c;
     pool_geom g = pool_geom_of(&c->attrs);
+    const bool vector2x2 = maxpool_vector_2x2(g);
     const mst_tensor *X = c->in[0], *Y = c->out[0];
     int64_t H = X->shape[2], W = X->shape[3], P = Y->shape[2], Q = Y->shape[3];
     int32_t *idx = mst_tensor_i32(c->out[1]);
     if (!mst_dtype_is_half(X->dtype)) {
         for (int64_t pl = pl0; pl < pl1; pl++)
-            maxpool_plane_f32(mst_tensor_f32(X) + pl * H * W, H, W, mst_tensor_f32(Y) + pl * P * Q, idx + pl * P * Q, P, Q, g);
+            maxpool_plane_f32(mst_tensor_f32(X) + pl * H * W, H, W, mst_tensor_f32(Y) + pl * P * Q, idx + pl * P * Q, P, Q, g,
+                              vector2x2);
         return;
     }
 #if MST_POOL_X86
-    if (g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && mst_cpu_has(MST_CPU_AVX512F)) {
+    if (vector2x2) {
         bool f16 = X->dtype == MST_DTYPE_F16;
         for (int64_t pl = pl0; pl < pl1; pl++) {
             const uint16_t *xp = (const uint16_t *)mst_tensor_data(X) + pl * H * W;
@@ -303,20 +299,16 @@ static void maxpool2d_chunk_fast(void *arg, int64_t pl0, int64_t pl1, int worker
             int32_t *ipl = idx + pl * P * Q;
             for (int64_t p = 0; p < P; p++)
                 for (int64_t q = maxpool_2x2_row_half_avx512(f16, xp, W, p, Q, yp, ipl); q < Q; q++) {
-                    int64_t k0 = 2 * p * W + 2 * q, ks[4] = {k0, k0 + 1, k0 + W, k0 + W + 1}, best_i = k0, nan_i = -1;
-                    float vals[4];
-                    for (int e = 0; e < 4; e++) vals[e] = f16 ? mst_f16_to_f32(xp[ks[e]]) : mst_bf16_to_f32(xp[ks[e]]);
-                    float best = vals[0];
-                    for (int e = 0; e < 4; e++) {      /* the reference's loop, unrolled */
-                        float v = vals[e];
-                        int gt = v > best;
-                        best_i = gt ? ks[e] : best_i;
-                        best = gt ? v : best;
-                        nan_i = ((v != v) & (nan_i < 0)) ? ks[e] : nan_i;
-                    }
-                    if (nan_i >= 0) { best_i = nan_i; best = vals[nan_i - k0 == 1 ? 1 : nan_i == k0 ? 0 : nan_i - k0 == W ? 2 : 3]; }
-                    yp[p * Q + q] = f16 ? mst_f32_to_f16(best) : mst_f32_to_bf16(best);
-                    ipl[p * Q + q] = (int32_t)best_i;
+                    /* after a NaN: the reference's four comparisons on the widened values */
+                    int64_t k0 = 2 * p * W + 2 * q, ks[4] = {k0, k0 + 1, k0 + W, k0 + W + 1};
+                    float v[4];
+                    for (int e = 0; e < 4; e++) v[e] = f16 ? mst_f16_to_f32(xp[ks[e]]) : mst_bf16_to_f32(xp[ks[e]]);
+                    int best = 0, nan = -1;
+                    for (int e = 1; e < 4; e++) best = v[e] > v[best] ? e : best;
+                    for (int e = 3; e >= 0; e--) nan = v[e] != v[e] ? e : nan;
+                    if (nan >= 0) best = nan;
+                    yp[p * Q + q] = f16 ? mst_f32_to_f16(v[best]) : mst_f32_to_bf16(v[best]);
+                    ipl[p * Q + q] = (int32_t)ks[best];
                 }
         }
         return;
@@ -325,7 +317,7 @@ static void maxpool2d_chunk_fast(void *arg, int64_t pl0, int64_t pl1, int worker
     float *xb = j->buf + (size_t)worker * (size_t)(H * W + P * Q), *yb = xb + H * W;
     for (int64_t pl = pl0; pl < pl1; pl++) {
         mst_half_to_f32(X->dtype, (const uint16_t *)mst_tensor_data(X) + pl * H * W, xb, (size_t)(H * W));
-        maxpool_plane_f32(xb, H, W, yb, idx + pl * P * Q, P, Q, g);
+        maxpool_plane_f32(xb, H, W, yb, idx + pl * P * Q, P, Q, g, false);
         mst_half_from_f32(Y->dtype, yb, (uint16_t *)mst_tensor_data(Y) + pl * P * Q, (size_t)(P * Q));
     }
 }
