@@ -1,5 +1,5 @@
-/* bn_rows.c — batch norm's per-row sums: the portable and AVX-512 paths of one definition
- * (runtime/ops/bn_rows.h). */
+/* bn_rows.c — batch norm's per-row sums and applies: the portable and AVX-512 paths of one
+ * definition (runtime/ops/bn_rows.h). */
 #include "runtime/ops/bn_rows.h"
 #include "runtime/cpu_features.h"
 
@@ -91,4 +91,73 @@ double mst_bn_row_sum_path(mst_bn_sum_kind k, const float *x, const float *gy, i
     }
 #endif
     return row_sum_portable(k, x, gy, s, m);
+}
+
+/* ---- applies ---- */
+
+static void row_apply_portable(const float *x, float *y, int64_t s, float m, float a, float b, bool relu) {
+    for (int64_t i = 0; i < s; i++) {
+        float v = (x[i] - m) * a + b;
+        y[i] = relu && v <= 0 ? 0.0f : v;
+    }
+}
+
+static void row_grad_apply_portable(const float *gy, const float *x, float *gx, int64_t s, float a, float mg, float m,
+                                    float q) {
+    if (!x) {
+        for (int64_t i = 0; i < s; i++) gx[i] = a * gy[i];
+        return;
+    }
+    for (int64_t i = 0; i < s; i++) gx[i] = a * ((gy[i] - mg) - (x[i] - m) * q);
+}
+
+#if defined(__x86_64__)
+/* Sixteen lanes a step, the last partial step under a mask; the operations of the portable loop
+ * one by one (the build never contracts a*b+c into an FMA). */
+__attribute__((target("avx512f"))) static void row_apply_avx512(const float *x, float *y, int64_t s, float m, float a,
+                                                                float b, bool relu) {
+    __m512 mv = _mm512_set1_ps(m), av = _mm512_set1_ps(a), bv = _mm512_set1_ps(b), zero = _mm512_setzero_ps();
+    for (int64_t i = 0; i < s; i += 16) {
+        __mmask16 k = s - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (s - i)) - 1);
+        __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), mv), av), bv);
+        if (relu) v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LE_OQ), zero);
+        _mm512_mask_storeu_ps(y + i, k, v);
+    }
+}
+
+__attribute__((target("avx512f"))) static void row_grad_apply_avx512(const float *gy, const float *x, float *gx,
+                                                                     int64_t s, float a, float mg, float m, float q) {
+    __m512 av = _mm512_set1_ps(a), mgv = _mm512_set1_ps(mg), mv = _mm512_set1_ps(m), qv = _mm512_set1_ps(q);
+    for (int64_t i = 0; i < s; i += 16) {
+        __mmask16 k = s - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (s - i)) - 1);
+        __m512 g = _mm512_maskz_loadu_ps(k, gy + i), v;
+        if (x)
+            v = _mm512_mul_ps(av, _mm512_sub_ps(_mm512_sub_ps(g, mgv),
+                                                _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), mv), qv)));
+        else
+            v = _mm512_mul_ps(av, g);
+        _mm512_mask_storeu_ps(gx + i, k, v);
+    }
+}
+#endif
+
+void mst_bn_row_apply_path(const float *x, float *y, int64_t s, float m, float a, float b, bool relu, bool vector) {
+#if defined(__x86_64__)
+    if (vector && mst_cpu_has(MST_CPU_AVX512F)) {
+        row_apply_avx512(x, y, s, m, a, b, relu);
+        return;
+    }
+#endif
+    row_apply_portable(x, y, s, m, a, b, relu);
+}
+
+void mst_bn_row_grad_apply_path(const float *gy, const float *x, float *gx, int64_t s, float a, float mg, float m,
+                                float q, bool vector) {
+#if defined(__x86_64__)
+    if (vector && mst_cpu_has(MST_CPU_AVX512F)) {
+        row_grad_apply_avx512(gy, x, gx, s, a, mg, m, q);
+        return;
+    }
+#endif
+    row_grad_apply_portable(gy, x, gx, s, a, mg, m, q);
 }

@@ -1,10 +1,14 @@
-/* bn_rows.h — batch norm's per-row sums, defined to the bit (internal to runtime/ops).
+/* bn_rows.h — batch norm's per-row sums and per-row applies, defined to the bit (internal to
+ * runtime/ops).
  *
  * A channel's statistics sum one (image, channel) row of S f32 values at a time: sixteen partial
  * sums in double, partial k taking the elements i = k (mod 16) in order, added up by one fixed
  * tree ((p0 + p1) + (p2 + p3)) + ... . The AVX-512 path (two 8-lane accumulators, chosen at run
  * time, MSTUNE_CPU_MASK honoured) and the portable path give the same bits, for any thread
- * count. The half batch-norm kernels (runtime/ops/norm.c) sum their widened rows through these.
+ * count. The applies (y from x; gx from gy and x) compute the f32 expressions of the comments
+ * below, one rounding per operation in the order written, on both paths. The batch-norm kernels
+ * of (N, C, H, W) f32 and half tensors (runtime/ops/norm.c; half rows widened first) go through
+ * these.
  * Double adds cannot be reordered by the compiler; sixteen independent chains keep the adds from
  * waiting on each other.
  *
@@ -30,6 +34,21 @@ static inline double mst_bn_row_sum_dev2(const float *x, int64_t s, double m) {
 }
 static inline double mst_bn_row_sum_gyx(const float *gy, const float *x, int64_t s, double m) {
     return mst_bn_row_sum_path(MST_BN_SUM_GYX, x, gy, s, m, true);
+}
+
+/* y[i] = (x[i] - m) a + b, then 0 where relu and y[i] <= 0 (NaN kept); y may be x. */
+void mst_bn_row_apply_path(const float *x, float *y, int64_t s, float m, float a, float b, bool relu, bool vector);
+/* Training (x given): gx[i] = a ((gy[i] - mg) - (x[i] - m) q); evaluation (x NULL): gx[i] = a gy[i].
+ * gx may be gy. */
+void mst_bn_row_grad_apply_path(const float *gy, const float *x, float *gx, int64_t s, float a, float mg, float m,
+                                float q, bool vector);
+
+static inline void mst_bn_row_apply(const float *x, float *y, int64_t s, float m, float a, float b, bool relu) {
+    mst_bn_row_apply_path(x, y, s, m, a, b, relu, true);
+}
+static inline void mst_bn_row_grad_apply(const float *gy, const float *x, float *gx, int64_t s, float a, float mg,
+                                         float m, float q) {
+    mst_bn_row_grad_apply_path(gy, x, gx, s, a, mg, m, q, true);
 }
 
 #endif

@@ -218,7 +218,7 @@ typedef struct {
     }
 FLOAT_CHUNKS(bn_fwd_chunk, BN_FWD_CHUNK_BODY, c0, c1)
 #define BN_FWD_BODY(T) BN_RUN(c->in[0], 4, FLOAT_CHUNK(bn_fwd_chunk, T))
-FLOAT_KERNELS(batchnorm, BN_FWD_BODY)
+FLOAT_KERNELS(batchnorm_direct, BN_FWD_BODY)
 
 /* Reference forward: channel by channel, every step in double, the textbook formula. */
 #define BN_FWD_REF_BODY(T)                                                                           \
@@ -278,8 +278,8 @@ static mst_status batchnorm_backward(mst_ctx *ctx, const mst_op_call *c, mst_ten
 /* training: sum, squared deviations, apply (1 + 3 + 3 per element); eval: apply only */
 static int64_t batchnorm_flops(const mst_op_call *c) { return (c->attrs.i[0] ? 7 : 3) * c->in[0]->numel; }
 
-static mst_status batchnorm_half(mst_ctx *ctx, const mst_op_call *c);
-static mst_status batchnorm_grad_half(mst_ctx *ctx, const mst_op_call *c);
+static mst_status batchnorm_rows(mst_ctx *ctx, const mst_op_call *c);
+static mst_status batchnorm_grad_rows(mst_ctx *ctx, const mst_op_call *c);
 
 const mst_op_desc mst_desc_batchnorm = {
     .name = "batchnorm", .min_inputs = 5, .max_inputs = 5, .n_outputs = 3, .flags = MST_OPF_RELU_EPILOGUE,
@@ -287,8 +287,8 @@ const mst_op_desc mst_desc_batchnorm = {
     .mutates = 1u << 3 | 1u << 4, .nondiff = 1u << 3 | 1u << 4,
     .attr_i = {"training", "relu"}, .attr_f = {"momentum", "eps"},
     .infer = infer_batchnorm,
-    .kernels[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = batchnorm_f32, [MST_DTYPE_F64] = batchnorm_f64, [MST_DTYPE_F16] = batchnorm_half,
-            [MST_DTYPE_BF16] = batchnorm_half},
+    .kernels[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = batchnorm_rows, [MST_DTYPE_F64] = batchnorm_direct_f64, [MST_DTYPE_F16] = batchnorm_rows,
+            [MST_DTYPE_BF16] = batchnorm_rows},
     /* the reference for half: the generic half kernel around the f32 reference */
     .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = batchnorm_ref_f32, [MST_DTYPE_F64] = batchnorm_ref_f64, [MST_DTYPE_F16] = mst_half_kernel,
                 [MST_DTYPE_BF16] = mst_half_kernel},
@@ -354,7 +354,7 @@ static mst_status infer_batchnorm_grad(mst_ctx *ctx, const mst_op_call *c, mst_m
     }
 FLOAT_CHUNKS(bn_grad_chunk, BN_GRAD_CHUNK_BODY, c0, c1)
 #define BN_GRAD_BODY(T) BN_RUN(c->in[1], 5, FLOAT_CHUNK(bn_grad_chunk, T))
-FLOAT_KERNELS(batchnorm_grad, BN_GRAD_BODY)
+FLOAT_KERNELS(batchnorm_grad_direct, BN_GRAD_BODY)
 
 /* Reference: channel by channel in double, the formula as written in the paper:
  * gx = gamma invstd / M (M gy - sum(gy) - xhat sum(gy xhat)). */
@@ -397,34 +397,42 @@ const mst_op_desc mst_desc_batchnorm_grad = {
     .name = "batchnorm_grad", .min_inputs = 5, .max_inputs = 5, .n_outputs = 3, .flags = MST_OPF_GRAD_OP,
     .attr_i = {"training"},
     .infer = infer_batchnorm_grad,
-    .kernels[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = batchnorm_grad_f32, [MST_DTYPE_F64] = batchnorm_grad_f64, [MST_DTYPE_F16] = batchnorm_grad_half,
-            [MST_DTYPE_BF16] = batchnorm_grad_half},
+    .kernels[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = batchnorm_grad_rows, [MST_DTYPE_F64] = batchnorm_grad_direct_f64,
+            [MST_DTYPE_F16] = batchnorm_grad_rows, [MST_DTYPE_BF16] = batchnorm_grad_rows},
     .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = batchnorm_grad_ref_f32, [MST_DTYPE_F64] = batchnorm_grad_ref_f64,
                 [MST_DTYPE_F16] = mst_half_kernel, [MST_DTYPE_BF16] = mst_half_kernel},
     .flops = batchnorm_grad_flops,
 };
 
-/* ---- batchnorm and batchnorm_grad on half x with f32 parameters (amp O2) ----
+/* ---- batchnorm and batchnorm_grad by rows: (N, C, H, W) f32, and half x with f32 parameters ----
  *
- * Under O2, x, y, gy and gx are f16/bf16 while gamma, beta and every statistic stay f32. These
- * kernels widen one (image, channel) row of S values at a time (several neighbouring rows when S
- * is small) into a per-worker buffer that stays in L1/L2, run the f32 kernel's formulas on it
- * (the same f32 expressions for every output element; the per-channel double sums through
- * runtime/ops/bn_rows.h, sixteen partials with an AVX-512 path, where the f32 kernel keeps four
- * scalar partials), and round each output row to nearest even as it is stored. They move half the bytes of the f32 kernel instead of the generic
- * half kernel's 2.5x. Only the order of the double sums differs from the half-via-f32 kernel
- * (runtime/amp/half_kernels.c: widen the tensor, run the f32 kernel, round); a double-sum ulp
- * rarely survives the rounding to f32 and then to half, and tests/amp/test_half.c finds the same
- * bits on its cases (seeds 1-10 tried), but it is not guaranteed at a rounding tie. The f32
- * kernel keeps its own sums: routed through the row functions it
- * measured slower (bench/bench_amp_kernels, Zen 5), for reasons not found. Other dtype mixes (O3's
- * half parameters) and (N, C) inputs keep the generic half kernel. */
+ * A channel's sums and its outputs go one (image, channel) row of S values at a time through
+ * runtime/ops/bn_rows.h: the double sums in sixteen partials and the applies, each with an
+ * AVX-512 path chosen at run time that gives the portable path's bits. f32 rows are read and
+ * written in place. Under amp O2, x, y, gy and gx are f16/bf16 while gamma, beta and every
+ * statistic stay f32: those rows are widened into a per-worker buffer that stays in L1/L2
+ * (several neighbouring rows at once when S is small), run through the same row functions, and
+ * rounded to nearest even as they are stored, so a half kernel computes exactly the f32 kernel's
+ * values and moves half its bytes (the generic half kernel moves 2.5x). This is the half-via-f32
+ * reference (runtime/amp/half_kernels.c: widen the tensor, run the f32 kernel, round) to the bit
+ * wherever the f32 kernel takes rows too (planes of 64 or more values; on smaller planes only the
+ * order of the double sums differs, an ulp of double that rarely survives two roundings). On the cnn's batch-64 shapes the row functions made the f32 kernels 1.6-2.3x faster than the
+ * scalar four-partial loops they replaced (bench/bench_amp_kernels, Zen 5). Other dtype mixes
+ * (O3's half parameters), f64 and (N, C) inputs keep the direct kernels above or the generic half
+ * kernel. */
 
-/* x (input x_index) and the other (N, C, ...) operands half, of one dtype, with S > 1; every
- * (C) operand f32. */
-static bool bn_half_applies(const mst_op_call *c, int x_index) {
+/* Planes shorter than this keep the direct f32 kernel: a row's three calls cost more than its
+ * arithmetic there (64x64x7x7: 110 us direct, 151 us by rows; bench_amp_kernels, Zen 5, 2 threads). */
+enum { k_bn_rows_min_plane_f32 = 64 };
+
+/* x (input x_index) is (N, C, H, W) with S > 1 (f32: S >= k_bn_rows_min_plane_f32), f32 or half,
+ * and so is every other (N, C, ...) operand; every (C) operand f32. */
+static bool bn_rows_apply_to(const mst_op_call *c, int x_index) {
     const mst_tensor *x = c->in[x_index];
-    if (!mst_dtype_is_half(x->dtype) || x->ndim != 4 || x->shape[2] * x->shape[3] <= 1) return false;
+    bool f32 = x->dtype == MST_DTYPE_F32;
+    if (!(f32 || mst_dtype_is_half(x->dtype)) || x->ndim != 4) return false;
+    int64_t plane = x->shape[2] * x->shape[3];
+    if (plane <= 1 || (f32 && plane < k_bn_rows_min_plane_f32)) return false;
     for (int i = 0; i < c->n_in; i++)
         if (c->in[i]->dtype != (c->in[i]->ndim == 4 ? x->dtype : MST_DTYPE_F32)) return false;
     for (int k = 0; k < c->n_out; k++)
@@ -436,58 +444,66 @@ typedef struct {
     const mst_op_call *c;
     bn_dims d;
     double *scratch;        /* as bn_job's */
-    float *rows;            /* per worker: k_bn_half_rows blocks of block_stride floats */
+    float *rows;            /* half only, per worker: k_bn_half_rows blocks of block_stride floats */
     int64_t block_ch;       /* channels a block holds: one row of S values, or more when S is small */
     int64_t block_stride;   /* floats between blocks */
-} bn_half_job;
+} bn_rows_job;
 
-/* Rows are widened and stored a block at a time: the rows (image n, channels [ch0, ch1)) are
- * contiguous, so a short row (7x7, 14x14) shares its conversion call with its neighbours; one
- * call per 49-value row cost more than the row's arithmetic (the 64x64x7x7 batch norm ran 5x
- * slower in bf16 than in f32, bench_amp_kernels). */
+/* Rows are taken a block at a time: the rows (image n, channels [ch0, ch1)) are contiguous, so a
+ * short half row (7x7, 14x14) shares its conversion call with its neighbours; one call per
+ * 49-value row cost more than the row's arithmetic (the 64x64x7x7 batch norm ran 5x slower in
+ * bf16 than in f32, bench_amp_kernels). */
 enum { k_bn_half_rows = 2, k_bn_half_block = 4096 };
 
-static int64_t bn_half_block_channels(bn_dims d) {
+static int64_t bn_rows_block_channels(bn_dims d) {
     int64_t b = d.s > 0 ? k_bn_half_block / d.s : 1;
     return b < 1 ? 1 : b;
 }
 
-/* The half rows (image n, channels [ch0, ch1)) of t widened into buf. */
-static const float *bn_half_block(const mst_tensor *t, bn_dims d, int64_t n, int64_t ch0, int64_t ch1, float *buf) {
-    mst_half_to_f32(t->dtype, (const uint16_t *)mst_tensor_data(t) + (n * d.c + ch0) * d.s, buf, (size_t)((ch1 - ch0) * d.s));
+/* The rows (image n, channels [ch0, ch1)) of t as f32: in place for f32, widened into buf for half. */
+static const float *bn_rows_in(const mst_tensor *t, bn_dims d, int64_t n, int64_t ch0, int64_t ch1, float *buf) {
+    size_t at = (size_t)((n * d.c + ch0) * d.s);
+    if (t->dtype == MST_DTYPE_F32) return (const float *)mst_tensor_data(t) + at;
+    mst_half_to_f32(t->dtype, (const uint16_t *)mst_tensor_data(t) + at, buf, (size_t)((ch1 - ch0) * d.s));
     return buf;
 }
-static void bn_half_store_block(const mst_tensor *t, bn_dims d, int64_t n, int64_t ch0, int64_t ch1, const float *rows) {
+/* Where those rows of output t are computed: in place for f32, buf for half (stored by bn_rows_store). */
+static float *bn_rows_out(const mst_tensor *t, bn_dims d, int64_t n, int64_t ch0, float *buf) {
+    return t->dtype == MST_DTYPE_F32 ? mst_tensor_f32(t) + (n * d.c + ch0) * d.s : buf;
+}
+static void bn_rows_store(const mst_tensor *t, bn_dims d, int64_t n, int64_t ch0, int64_t ch1, const float *rows) {
+    if (t->dtype == MST_DTYPE_F32) return;
     mst_half_from_f32(t->dtype, rows, (uint16_t *)mst_tensor_data(t) + (n * d.c + ch0) * d.s, (size_t)((ch1 - ch0) * d.s));
 }
 
 /* Blocks of channels [c0, c1): b0 and b1 bound each. */
-#define BN_HALF_BLOCKS(j, c0, c1, b0, b1) \
+#define BN_ROW_BLOCKS(j, c0, c1, b0, b1) \
     for (int64_t b0 = (c0), b1 = (c0) + (j)->block_ch < (c1) ? (c0) + (j)->block_ch : (c1); b0 < (c1); \
          b0 = b1, b1 = b1 + (j)->block_ch < (c1) ? b1 + (j)->block_ch : (c1))
 
-static void bn_fwd_half_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
-    const bn_half_job *j = arg;
+static void bn_fwd_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
+    const bn_rows_job *j = arg;
     const mst_op_call *c = j->c;
     bn_dims d = j->d;
     const mst_tensor *xt = c->in[0], *yt = c->out[0];
     const float *gamma = mst_tensor_f32(c->in[1]), *beta = mst_tensor_f32(c->in[2]);
     float *rmean = mst_tensor_f32(c->in[3]), *rvar = mst_tensor_f32(c->in[4]);
     float *save_mean = mst_tensor_f32(c->out[1]), *save_invstd = mst_tensor_f32(c->out[2]);
-    float *xb = j->rows + (size_t)worker * k_bn_half_rows * (size_t)j->block_stride, *yb = xb + j->block_stride;
+    float *xb = j->rows ? j->rows + (size_t)worker * k_bn_half_rows * (size_t)j->block_stride : NULL;
+    float *yb = xb ? xb + j->block_stride : NULL;
     double momentum = c->attrs.f[0], eps = c->attrs.f[1];
     double *mean = j->scratch, *invstd = mean + d.c, *acc = invstd + d.c, *scale = acc + d.c;
     if (c->attrs.i[0]) {
         for (int64_t ch = c0; ch < c1; ch++) mean[ch] = acc[ch] = invstd[ch] = 0;
         for (int64_t n = 0; n < d.n; n++)
-            BN_HALF_BLOCKS(j, c0, c1, b0, b1) {
-                const float *x = bn_half_block(xt, d, n, b0, b1, xb);
+            BN_ROW_BLOCKS(j, c0, c1, b0, b1) {
+                const float *x = bn_rows_in(xt, d, n, b0, b1, xb);
                 for (int64_t ch = b0; ch < b1; ch++) mean[ch] += mst_bn_row_sum(x + (ch - b0) * d.s, d.s);
             }
         for (int64_t ch = c0; ch < c1; ch++) mean[ch] /= (double)d.m;
         for (int64_t n = 0; n < d.n; n++)
-            BN_HALF_BLOCKS(j, c0, c1, b0, b1) {
-                const float *x = bn_half_block(xt, d, n, b0, b1, xb);
+            BN_ROW_BLOCKS(j, c0, c1, b0, b1) {
+                const float *x = bn_rows_in(xt, d, n, b0, b1, xb);
                 for (int64_t ch = b0; ch < b1; ch++) acc[ch] += mst_bn_row_sum_dev2(x + (ch - b0) * d.s, d.s, mean[ch]);
             }
         for (int64_t ch = c0; ch < c1; ch++) {
@@ -509,30 +525,26 @@ static void bn_fwd_half_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     }
     bool relu = c->attrs.i[1] != 0;
     for (int64_t n = 0; n < d.n; n++)
-        BN_HALF_BLOCKS(j, c0, c1, b0, b1) {
-            const float *xs = bn_half_block(xt, d, n, b0, b1, xb);
-            for (int64_t ch = b0; ch < b1; ch++) {
-                const float *x = xs + (ch - b0) * d.s;
-                float *y = yb + (ch - b0) * d.s;
-                float m = (float)mean[ch], a = (float)scale[ch], b = beta[ch];
-                for (int64_t i = 0; i < d.s; i++) {
-                    float v = (x[i] - m) * a + b;
-                    y[i] = relu && v <= 0 ? 0.0f : v;
-                }
-            }
-            bn_half_store_block(yt, d, n, b0, b1, yb);
+        BN_ROW_BLOCKS(j, c0, c1, b0, b1) {
+            const float *xs = bn_rows_in(xt, d, n, b0, b1, xb);
+            float *ys = bn_rows_out(yt, d, n, b0, yb);
+            for (int64_t ch = b0; ch < b1; ch++)
+                mst_bn_row_apply(xs + (ch - b0) * d.s, ys + (ch - b0) * d.s, d.s, (float)mean[ch], (float)scale[ch],
+                                 beta[ch], relu);
+            bn_rows_store(yt, d, n, b0, b1, ys);
         }
 }
 
-static void bn_grad_half_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
-    const bn_half_job *j = arg;
+static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
+    const bn_rows_job *j = arg;
     const mst_op_call *c = j->c;
     bn_dims d = j->d;
     const mst_tensor *gyt = c->in[0], *xt = c->in[1], *gxt = c->out[0];
     const float *gamma = mst_tensor_f32(c->in[2]), *save_mean = mst_tensor_f32(c->in[3]);
     const float *save_invstd = mst_tensor_f32(c->in[4]);
     float *ggamma = mst_tensor_f32(c->out[1]), *gbeta = mst_tensor_f32(c->out[2]);
-    float *gyb = j->rows + (size_t)worker * k_bn_half_rows * (size_t)j->block_stride, *xb = gyb + j->block_stride;
+    float *gyb = j->rows ? j->rows + (size_t)worker * k_bn_half_rows * (size_t)j->block_stride : NULL;
+    float *xb = gyb ? gyb + j->block_stride : NULL;
     double *sum_gy = j->scratch;
     double *sum_gyx = sum_gy + d.c, *mean = sum_gyx + d.c, *scale = mean + d.c, *q = scale + d.c;
     for (int64_t ch = c0; ch < c1; ch++) {
@@ -540,8 +552,8 @@ static void bn_grad_half_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
         mean[ch] = (double)save_mean[ch];
     }
     for (int64_t n = 0; n < d.n; n++)
-        BN_HALF_BLOCKS(j, c0, c1, b0, b1) {
-            const float *gys = bn_half_block(gyt, d, n, b0, b1, gyb), *xs = bn_half_block(xt, d, n, b0, b1, xb);
+        BN_ROW_BLOCKS(j, c0, c1, b0, b1) {
+            const float *gys = bn_rows_in(gyt, d, n, b0, b1, gyb), *xs = bn_rows_in(xt, d, n, b0, b1, xb);
             for (int64_t ch = b0; ch < b1; ch++) {
                 const float *gy = gys + (ch - b0) * d.s, *x = xs + (ch - b0) * d.s;
                 sum_gy[ch] += mst_bn_row_sum(gy, d.s);
@@ -559,48 +571,43 @@ static void bn_grad_half_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     }
     bool training = c->attrs.i[0] != 0;
     for (int64_t n = 0; n < d.n; n++)
-        BN_HALF_BLOCKS(j, c0, c1, b0, b1) {
-            float *gys = (float *)bn_half_block(gyt, d, n, b0, b1, gyb);
-            const float *xs = training ? bn_half_block(xt, d, n, b0, b1, xb) : NULL;
-            for (int64_t ch = b0; ch < b1; ch++) {
-                float *gy = gys + (ch - b0) * d.s;
-                float a = (float)scale[ch];
-                if (training) {
-                    const float *x = xs + (ch - b0) * d.s;
-                    float mg = (float)sum_gy[ch], m = (float)mean[ch], qc = (float)q[ch];
-                    for (int64_t i = 0; i < d.s; i++) gy[i] = a * (gy[i] - mg - (x[i] - m) * qc);
-                } else {
-                    for (int64_t i = 0; i < d.s; i++) gy[i] = a * gy[i];
-                }
-            }
-            bn_half_store_block(gxt, d, n, b0, b1, gys);      /* gx, computed in place of the widened gy rows */
+        BN_ROW_BLOCKS(j, c0, c1, b0, b1) {
+            const float *gys = bn_rows_in(gyt, d, n, b0, b1, gyb);
+            const float *xs = training ? bn_rows_in(xt, d, n, b0, b1, xb) : NULL;
+            float *gxs = bn_rows_out(gxt, d, n, b0, gyb);             /* half: in place of the widened gy rows */
+            for (int64_t ch = b0; ch < b1; ch++)
+                mst_bn_row_grad_apply(gys + (ch - b0) * d.s, xs ? xs + (ch - b0) * d.s : NULL, gxs + (ch - b0) * d.s,
+                                      d.s, (float)scale[ch], (float)sum_gy[ch], (float)mean[ch], (float)q[ch]);
+            bn_rows_store(gxt, d, n, b0, b1, gxs);
         }
 }
 
-/* The half kernels' run: k per-channel double arrays and two blocks per worker, in one workspace. */
-static mst_status bn_half_run(mst_ctx *ctx, const mst_op_call *c, const mst_tensor *x, int k, mst_parallel_fn chunk) {
+/* The row kernels' run: k per-channel double arrays and, for half, two blocks per worker, in one
+ * workspace. */
+static mst_status bn_rows_run(mst_ctx *ctx, const mst_op_call *c, const mst_tensor *x, int k, mst_parallel_fn chunk) {
     bn_dims d = bn_dims_of(x);
     int64_t per_channel = d.m > 0 ? d.m : 1, min_chunk = (k_bn_min_chunk + per_channel - 1) / per_channel;
-    int workers = mst_parallel_chunks_ctx(ctx, d.c, min_chunk);
-    int64_t block_ch = bn_half_block_channels(d);
+    bool widen = x->dtype != MST_DTYPE_F32;
+    int workers = widen ? mst_parallel_chunks_ctx(ctx, d.c, min_chunk) : 0;
+    int64_t block_ch = bn_rows_block_channels(d);
     size_t doubles = (size_t)(k * d.c + 1), stride = ((size_t)(block_ch * d.s) + 15) & ~(size_t)15;
     double *scratch = (double *)mst_ctx_workspace(
         ctx, doubles * sizeof(double) + 64 + (size_t)workers * k_bn_half_rows * stride * sizeof(float));
     if (!scratch) return ctx->status;
-    float *rows = (float *)(((uintptr_t)(scratch + doubles) + 63) & ~(uintptr_t)63);
-    bn_half_job job = {c, d, scratch, rows, block_ch, (int64_t)stride};
+    float *rows = widen ? (float *)(((uintptr_t)(scratch + doubles) + 63) & ~(uintptr_t)63) : NULL;
+    bn_rows_job job = {c, d, scratch, rows, block_ch, (int64_t)stride};
     mst_parallel_for(ctx, d.c, min_chunk, chunk, &job);
     return MST_OK;
 }
 
-static mst_status batchnorm_half(mst_ctx *ctx, const mst_op_call *c) {
-    if (!bn_half_applies(c, 0)) return mst_half_kernel(ctx, c);
-    return bn_half_run(ctx, c, c->in[0], 4, bn_fwd_half_chunk);
+static mst_status batchnorm_rows(mst_ctx *ctx, const mst_op_call *c) {
+    if (bn_rows_apply_to(c, 0)) return bn_rows_run(ctx, c, c->in[0], 4, bn_fwd_rows_chunk);
+    return c->in[0]->dtype == MST_DTYPE_F32 ? batchnorm_direct_f32(ctx, c) : mst_half_kernel(ctx, c);
 }
 
-static mst_status batchnorm_grad_half(mst_ctx *ctx, const mst_op_call *c) {
-    if (!bn_half_applies(c, 1)) return mst_half_kernel(ctx, c);
-    return bn_half_run(ctx, c, c->in[1], 5, bn_grad_half_chunk);
+static mst_status batchnorm_grad_rows(mst_ctx *ctx, const mst_op_call *c) {
+    if (bn_rows_apply_to(c, 1)) return bn_rows_run(ctx, c, c->in[1], 5, bn_grad_rows_chunk);
+    return c->in[1]->dtype == MST_DTYPE_F32 ? batchnorm_grad_direct_f32(ctx, c) : mst_half_kernel(ctx, c);
 }
 
 /* ======================================================================================= */

@@ -467,6 +467,45 @@ static void test_row_sums_bits(void **state) {
     assert_true(order_matters > 10);    /* the data does tell one order from another */
 }
 
+/* The row applies are defined by their f32 expressions, one rounding per operation in the order
+ * written: computed here by hand, with NaN, +-inf, -0 and values that round to <= 0 after the
+ * shift, and wanted bit for bit from both paths for every length 0..40 (the masked last block),
+ * with relu on and off, training and evaluation, and in place. */
+static void test_row_applies_bits(void **state) {
+    enum { n_max = 40 };
+    float x[n_max], gy[n_max], want[n_max], got[n_max], inplace[n_max];
+    mst_rng rng = mst_rng_make(gc_seed(), 1);
+    for (int i = 0; i < n_max; i++) {
+        x[i] = (float)mst_rng_normal(&rng);
+        gy[i] = (float)ldexp(mst_rng_normal(&rng), (int)(mst_rng_u64(&rng) % 21) - 10);
+    }
+    x[3] = NAN, x[7] = INFINITY, x[11] = -INFINITY, x[13] = -0.0f, x[17] = 0.25f;   /* 0.25: y = -0 exactly */
+    gy[5] = NAN, gy[9] = -0.0f;
+    const float m = 0.25f, a = 1.7f, b = -0.0f, mg = 0.01f, q = -0.3f;
+    for (int s = 0; s <= n_max; s++)
+        for (int vector = 0; vector < 2; vector++) {
+            for (int relu = 0; relu < 2; relu++) {
+                for (int i = 0; i < s; i++) {
+                    float v = (x[i] - m) * a + b;
+                    want[i] = relu && v <= 0 ? 0.0f : v;
+                }
+                mst_bn_row_apply_path(x, got, s, m, a, b, relu, vector);
+                memcpy(inplace, x, sizeof(x));
+                mst_bn_row_apply_path(inplace, inplace, s, m, a, b, relu, vector);
+                if (memcmp(want, got, (size_t)s * sizeof(float)) || memcmp(want, inplace, (size_t)s * sizeof(float)))
+                    fail_msg("row apply, length %d, relu %d, %s path", s, relu, vector ? "CPU's" : "portable");
+            }
+            for (int training = 0; training < 2; training++) {
+                for (int i = 0; i < s; i++) want[i] = training ? a * ((gy[i] - mg) - (x[i] - m) * q) : a * gy[i];
+                mst_bn_row_grad_apply_path(gy, training ? x : NULL, got, s, a, mg, m, q, vector);
+                memcpy(inplace, gy, sizeof(gy));
+                mst_bn_row_grad_apply_path(inplace, training ? x : NULL, inplace, s, a, mg, m, q, vector);
+                if (memcmp(want, got, (size_t)s * sizeof(float)) || memcmp(want, inplace, (size_t)s * sizeof(float)))
+                    fail_msg("row grad apply, length %d, training %d, %s path", s, training, vector ? "CPU's" : "portable");
+            }
+        }
+}
+
 static void test_relu_attribute(void **state) {
     for (int ref = 0; ref < 2; ref++) {
         mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 3, .n_threads = 2});
@@ -501,6 +540,7 @@ int main(void) {
         cmocka_unit_test(test_running_stats_4d),
         cmocka_unit_test(test_eval_uses_running_stats),
         cmocka_unit_test(test_statistics_robust),
+        cmocka_unit_test(test_row_applies_bits),
         cmocka_unit_test(test_layernorm_values),
         cmocka_unit_test(test_autograd_wiring),
         cmocka_unit_test(test_batchnorm_errors),
