@@ -195,6 +195,22 @@ static mst_status infer_target(mst_ctx *ctx, const mst_op_call *c, mst_meta out[
 static mst_status infer_sum_to(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) { return infer_target(ctx, c, out, true); }
 static mst_status infer_broadcast_to(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) { return infer_target(ctx, c, out, false); }
 
+/* When small, right-aligned against big, equals big's leading dims and is 1 on all the trailing
+ * ones (the (N, C, 1, 1) -> (N, C, H, W) of a global pooling's gradient), each of its elements
+ * fills a contiguous run of big: returns that run's length, else 0. The general walk below pays
+ * index arithmetic per row of big's last dim (7 values there: 0.18 ms for the cnn's 64x64x7x7). */
+static int64_t bcast_trailing_repeat(const mst_tensor *small, const mst_tensor *big) {
+    int lead = big->ndim - small->ndim, k = big->ndim;
+    while (k > lead && small->shape[k - 1 - lead] == 1) k--;        /* small's trailing ones */
+    for (int d = lead; d < k; d++)
+        if (small->shape[d - lead] != big->shape[d]) return 0;
+    if (lead > 0 && k > lead) return 0;                             /* big has leading dims small lacks */
+    int64_t rep = 1;
+    for (int d = k; d < big->ndim; d++) rep *= big->shape[d];
+    if (lead > 0) rep = big->numel;                                 /* small is all ones: one value everywhere */
+    return small->numel > 0 && small->numel * rep == big->numel ? rep : 0;
+}
+
 /* Walk the big shape; `small` is read (broadcast_to) or accumulated into (sum_to) through
  * strides that are 0 on its broadcast dims. Accumulation is in T, in index order. */
 #define BCAST_PAIR_BODY(T, REDUCE)                                                          \
@@ -206,6 +222,12 @@ static mst_status infer_broadcast_to(mst_ctx *ctx, const mst_op_call *c, mst_met
         T *b = (T *)mst_tensor_data(big);                                                   \
         if (REDUCE) memset(s, 0, mst_tensor_nbytes(small));                                 \
         if (big->numel == 0) return MST_OK;                                                 \
+        int64_t rep_ = REDUCE ? 0 : bcast_trailing_repeat(small, big);                      \
+        if (rep_ > 0) {                                                                     \
+            for (int64_t i_ = 0; i_ < small->numel; i_++)                                   \
+                for (int64_t j = 0; j < rep_; j++) b[i_ * rep_ + j] = s[i_];                \
+            return MST_OK;                                                                  \
+        }                                                                                   \
         op_bcast it;                                                                        \
         const mst_tensor *ops_[1] = {small};                                                \
         op_bcast_init(&it, big->ndim, big->shape, 1, ops_);                                 \

@@ -63,6 +63,36 @@ static void test_values_broadcast(void **state) {
     mst_ctx_free(ctx);
 }
 
+/* broadcast_to's contiguous-run path (small = big's leading dims, then ones) and its general walk
+ * against the definition y[i] = x[i's coordinates, 0 on x's size-1 dims], on shapes that take
+ * each: trailing ones, a scalar, a copy, leading dims x lacks, a middle one. */
+static void test_broadcast_to_shapes(void **state) {
+    static const struct { int xn; int64_t xs[4]; int yn; int64_t ys[4]; } k[] = {
+        {4, {3, 5, 1, 1}, 4, {3, 5, 7, 7}}, {1, {1}, 3, {2, 3, 4}},          {3, {2, 1, 4}, 3, {2, 1, 4}},
+        {2, {3, 1}, 3, {2, 3, 5}},          {3, {2, 1, 4}, 3, {2, 3, 4}},     {2, {1, 4}, 2, {3, 4}},        {3, {3, 1, 1}, 4, {2, 3, 4, 5}},
+    };
+    mst_ctx *ctx = mst_ctx_new(NULL);
+    for (size_t t = 0; t < sizeof(k) / sizeof(k[0]); t++) {
+        int xn = k[t].xn, yn = k[t].yn;
+        mst_tensor *x = mst_tensor_randn(ctx, MST_DTYPE_F32, xn, k[t].xs, 0, 1);
+        mst_tensor *y = mst_broadcast_to(ctx, x, yn, k[t].ys);
+        assert_non_null(y);
+        for (int64_t i = 0; i < y->numel; i++) {
+            int64_t rem = i, xi = 0, xstride = 1;
+            for (int d = yn - 1; d >= 0; d--) {
+                int64_t coord = rem % k[t].ys[d];
+                rem /= k[t].ys[d];
+                int xd = d - (yn - xn);
+                if (xd < 0) continue;
+                if (k[t].xs[xd] != 1) xi += coord * xstride;
+                xstride *= k[t].xs[xd];
+            }
+            if (mst_tensor_f32(y)[i] != mst_tensor_f32(x)[xi]) fail_msg("case %zu: element %lld", t, (long long)i);
+        }
+    }
+    mst_ctx_free(ctx);
+}
+
 static void test_promotion(void **state) {
     mst_ctx *ctx = mst_ctx_new(NULL);
     mst_tensor *a = mst_tensor_full(ctx, MST_DTYPE_F32, 1, (int64_t[]){4}, 1.5);
@@ -103,7 +133,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gradients),   cmocka_unit_test(test_values_broadcast),
         cmocka_unit_test(test_promotion),   cmocka_unit_test(test_shape_error),
-        cmocka_unit_test(test_dtype_error),
+        cmocka_unit_test(test_dtype_error), cmocka_unit_test(test_broadcast_to_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
