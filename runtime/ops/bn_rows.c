@@ -1,6 +1,7 @@
 /* bn_rows.c — batch norm's per-row sums and applies: the portable and AVX-512 paths of one
  * definition (runtime/ops/bn_rows.h). */
 #include "runtime/ops/bn_rows.h"
+#include "runtime/amp/half.h"
 #include "runtime/cpu_features.h"
 
 enum { k_lanes = 16 };
@@ -160,4 +161,183 @@ void mst_bn_row_grad_apply_path(const float *gy, const float *x, float *gx, int6
     }
 #endif
     row_grad_apply_portable(gy, x, gx, s, a, mg, m, q);
+}
+
+/* ---- half rows ----
+ *
+ * The portable path widens 16 values at a time into a small buffer (mst_half_to_f32: exact on
+ * every path) and runs the f32 row function on it piece by piece, so its lanes see the elements
+ * a whole-row call would: a block of 16 starts at a multiple of 16, where partial k takes
+ * element i = k (mod 16). The AVX-512 path widens in registers (bf16: a 16-bit shift; f16:
+ * vcvtph2ps, as half.c's AVX-512 path). */
+
+enum { k_half_piece = 256 };    /* a multiple of 16: pieces keep the lanes' element order */
+
+static double half_sum_pieces(mst_bn_sum_kind k, mst_dtype dt, const uint16_t *x, const uint16_t *gy, int64_t s,
+                              double m) {
+    double a[k_lanes] = {0};
+    float xf[k_half_piece], gf[k_half_piece];
+    for (int64_t i0 = 0; i0 < s; i0 += k_half_piece) {
+        int64_t n = s - i0 < k_half_piece ? s - i0 : k_half_piece;
+        mst_half_to_f32(dt, x + i0, xf, (size_t)n);
+        if (gy) mst_half_to_f32(dt, gy + i0, gf, (size_t)n);
+        for (int64_t i = 0; i < n; i++) a[i & (k_lanes - 1)] += term(k, xf, gf, i, m);
+    }
+    return lanes_total(a);
+}
+
+static void half_apply_pieces(mst_dtype dt, const uint16_t *x, float *y, int64_t s, float m, float a, float b,
+                              bool relu) {
+    for (int64_t i0 = 0; i0 < s; i0 += k_half_piece) {
+        int64_t n = s - i0 < k_half_piece ? s - i0 : k_half_piece;
+        mst_half_to_f32(dt, x + i0, y + i0, (size_t)n);
+        row_apply_portable(y + i0, y + i0, n, m, a, b, relu);
+    }
+}
+
+static void half_grad_apply_pieces(mst_dtype dt, const uint16_t *gy, const uint16_t *x, float *gx, int64_t s, float a,
+                                   float mg, float m, float q) {
+    float xf[k_half_piece];
+    for (int64_t i0 = 0; i0 < s; i0 += k_half_piece) {
+        int64_t n = s - i0 < k_half_piece ? s - i0 : k_half_piece;
+        mst_half_to_f32(dt, gy + i0, gx + i0, (size_t)n);
+        if (x) mst_half_to_f32(dt, x + i0, xf, (size_t)n);
+        row_grad_apply_portable(gx + i0, x ? xf : NULL, gx + i0, n, a, mg, m, q);
+    }
+}
+
+#if defined(__x86_64__)
+/* The half paths load 16-bit lanes under a mask (AVX512BW/VL). */
+#define HALF_TARGET "avx512f,avx512bw,avx512vl"
+
+/* 16 half values (masked: the lanes outside k read as +0, unread) widened to f32. */
+__attribute__((target(HALF_TARGET), always_inline)) static inline __m512 widen16(mst_dtype dt, const uint16_t *p,
+                                                                                 __mmask16 k) {
+    __m256i h = _mm256_maskz_loadu_epi16(k, p);
+    if (dt == MST_DTYPE_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+}
+
+__attribute__((target(HALF_TARGET), always_inline)) static inline __m512d lo8(__m512 v) {
+    return _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+}
+__attribute__((target(HALF_TARGET), always_inline)) static inline __m512d hi8(__m512 v) {
+    return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
+__attribute__((target(HALF_TARGET), always_inline)) static inline double half_sum_avx512(
+    mst_bn_sum_kind k, mst_dtype dt, const uint16_t *x, const uint16_t *gy, int64_t s, double m) {
+    __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd(), mv = _mm512_set1_pd(m);
+    int64_t i = 0;
+    for (; i + k_lanes <= s; i += k_lanes) {
+        __m512 xv = widen16(dt, x + i, 0xffff);
+        __m512d xl = lo8(xv), xh = hi8(xv);
+        if (k == MST_BN_SUM_X) {
+            lo = _mm512_add_pd(lo, xl);
+            hi = _mm512_add_pd(hi, xh);
+        } else {
+            __m512d dl = _mm512_sub_pd(xl, mv), dh = _mm512_sub_pd(xh, mv);
+            if (k == MST_BN_SUM_DEV2) {
+                lo = _mm512_add_pd(lo, _mm512_mul_pd(dl, dl));
+                hi = _mm512_add_pd(hi, _mm512_mul_pd(dh, dh));
+            } else {
+                __m512 gv = widen16(dt, gy + i, 0xffff);
+                lo = _mm512_add_pd(lo, _mm512_mul_pd(lo8(gv), dl));
+                hi = _mm512_add_pd(hi, _mm512_mul_pd(hi8(gv), dh));
+            }
+        }
+    }
+    double a[k_lanes];
+    _mm512_storeu_pd(a, lo);
+    _mm512_storeu_pd(a + 8, hi);
+    if (i < s) {
+        __mmask16 km = (__mmask16)((1u << (s - i)) - 1);
+        float xf[k_lanes], gf[k_lanes];
+        _mm512_storeu_ps(xf, widen16(dt, x + i, km));
+        if (gy) _mm512_storeu_ps(gf, widen16(dt, gy + i, km));
+        for (int64_t t = 0; t < s - i; t++) a[t] += term(k, xf, gf, t, m);
+    }
+    return lanes_total(a);
+}
+
+__attribute__((target(HALF_TARGET))) static double half_sum_x_avx512(mst_dtype dt, const uint16_t *x, int64_t s) {
+    return half_sum_avx512(MST_BN_SUM_X, dt, x, 0, s, 0);
+}
+__attribute__((target(HALF_TARGET))) static double half_sum_dev2_avx512(mst_dtype dt, const uint16_t *x, int64_t s,
+                                                                      double m) {
+    return half_sum_avx512(MST_BN_SUM_DEV2, dt, x, 0, s, m);
+}
+__attribute__((target(HALF_TARGET))) static double half_sum_gyx_avx512(mst_dtype dt, const uint16_t *x,
+                                                                     const uint16_t *gy, int64_t s, double m) {
+    return half_sum_avx512(MST_BN_SUM_GYX, dt, x, gy, s, m);
+}
+
+__attribute__((target(HALF_TARGET))) static void half_apply_avx512(mst_dtype dt, const uint16_t *x, float *y, int64_t s,
+                                                                 float m, float a, float b, bool relu) {
+    __m512 mv = _mm512_set1_ps(m), av = _mm512_set1_ps(a), bv = _mm512_set1_ps(b), zero = _mm512_setzero_ps();
+    for (int64_t i = 0; i < s; i += 16) {
+        __mmask16 k = s - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (s - i)) - 1);
+        __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(widen16(dt, x + i, k), mv), av), bv);
+        if (relu) v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LE_OQ), zero);
+        _mm512_mask_storeu_ps(y + i, k, v);
+    }
+}
+
+__attribute__((target(HALF_TARGET))) static void half_grad_apply_avx512(mst_dtype dt, const uint16_t *gy,
+                                                                      const uint16_t *x, float *gx, int64_t s, float a,
+                                                                      float mg, float m, float q) {
+    __m512 av = _mm512_set1_ps(a), mgv = _mm512_set1_ps(mg), mv = _mm512_set1_ps(m), qv = _mm512_set1_ps(q);
+    for (int64_t i = 0; i < s; i += 16) {
+        __mmask16 k = s - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (s - i)) - 1);
+        __m512 g = widen16(dt, gy + i, k), v;
+        if (x)
+            v = _mm512_mul_ps(av, _mm512_sub_ps(_mm512_sub_ps(g, mgv),
+                                                _mm512_mul_ps(_mm512_sub_ps(widen16(dt, x + i, k), mv), qv)));
+        else
+            v = _mm512_mul_ps(av, g);
+        _mm512_mask_storeu_ps(gx + i, k, v);
+    }
+}
+#endif
+
+#if defined(__x86_64__)
+static bool half_vector_ok(void) {
+    return mst_cpu_has(MST_CPU_AVX512F) && mst_cpu_has(MST_CPU_AVX512BW) && mst_cpu_has(MST_CPU_AVX512VL);
+}
+#endif
+
+double mst_bn_row_sum_half_path(mst_bn_sum_kind k, mst_dtype dt, const uint16_t *x, const uint16_t *gy, int64_t s,
+                                double m, bool vector) {
+#if defined(__x86_64__)
+    if (vector && half_vector_ok()) {
+        switch (k) {
+        case MST_BN_SUM_X: return half_sum_x_avx512(dt, x, s);
+        case MST_BN_SUM_DEV2: return half_sum_dev2_avx512(dt, x, s, m);
+        default: return half_sum_gyx_avx512(dt, x, gy, s, m);
+        }
+    }
+#endif
+    return half_sum_pieces(k, dt, x, k == MST_BN_SUM_GYX ? gy : NULL, s, m);
+}
+
+void mst_bn_row_apply_half_path(mst_dtype dt, const uint16_t *x, float *y, int64_t s, float m, float a, float b,
+                                bool relu, bool vector) {
+#if defined(__x86_64__)
+    if (vector && half_vector_ok()) {
+        half_apply_avx512(dt, x, y, s, m, a, b, relu);
+        return;
+    }
+#endif
+    half_apply_pieces(dt, x, y, s, m, a, b, relu);
+}
+
+void mst_bn_row_grad_apply_half_path(mst_dtype dt, const uint16_t *gy, const uint16_t *x, float *gx, int64_t s,
+                                     float a, float mg, float m, float q, bool vector) {
+#if defined(__x86_64__)
+    if (vector && half_vector_ok()) {
+        half_grad_apply_avx512(dt, gy, x, gx, s, a, mg, m, q);
+        return;
+    }
+#endif
+    half_grad_apply_pieces(dt, gy, x, gx, s, a, mg, m, q);
 }

@@ -21,6 +21,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "runtime/dtype.h"
+
 /* What a row's sum adds per element: x; (x - m)^2; gy (x - m). */
 typedef enum { MST_BN_SUM_X, MST_BN_SUM_DEV2, MST_BN_SUM_GYX } mst_bn_sum_kind;
 
@@ -42,6 +44,16 @@ void mst_bn_row_apply_path(const float *x, float *y, int64_t s, float m, float a
  * gx may be gy. */
 void mst_bn_row_grad_apply_path(const float *gy, const float *x, float *gx, int64_t s, float a, float mg, float m,
                                 float q, bool vector);
+
+/* The same on half rows (dt f16 or bf16), widened exactly in registers instead of into a
+ * buffer first: the sum is mst_bn_row_sum_path's on the widened row, bit for bit; the applies
+ * write their f32 results (the caller rounds them to half). */
+double mst_bn_row_sum_half_path(mst_bn_sum_kind k, mst_dtype dt, const uint16_t *x, const uint16_t *gy, int64_t s,
+                                double m, bool vector);
+void mst_bn_row_apply_half_path(mst_dtype dt, const uint16_t *x, float *y, int64_t s, float m, float a, float b,
+                                bool relu, bool vector);
+void mst_bn_row_grad_apply_half_path(mst_dtype dt, const uint16_t *gy, const uint16_t *x, float *gx, int64_t s,
+                                     float a, float mg, float m, float q, bool vector);
 
 static inline void mst_bn_row_apply(const float *x, float *y, int64_t s, float m, float a, float b, bool relu) {
     mst_bn_row_apply_path(x, y, s, m, a, b, relu, true);

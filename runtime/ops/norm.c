@@ -410,16 +410,18 @@ const mst_op_desc mst_desc_batchnorm_grad = {
  * runtime/ops/bn_rows.h: the double sums in sixteen partials and the applies, each with an
  * AVX-512 path chosen at run time that gives the portable path's bits. f32 rows are read and
  * written in place. Under amp O2, x, y, gy and gx are f16/bf16 while gamma, beta and every
- * statistic stay f32: those rows are widened into a per-worker buffer that stays in L1/L2
- * (several neighbouring rows at once when S is small), run through the same row functions, and
- * rounded to nearest even as they are stored, so a half kernel computes exactly the f32 kernel's
- * values and moves half its bytes (the generic half kernel moves 2.5x). This is the half-via-f32
- * reference (runtime/amp/half_kernels.c: widen the tensor, run the f32 kernel, round) to the bit
- * wherever the f32 kernel takes rows too (planes of 64 or more values; on smaller planes only the
- * order of the double sums differs, an ulp of double that rarely survives two roundings). On the cnn's batch-64 shapes the row functions made the f32 kernels 1.6-2.3x faster than the
- * scalar four-partial loops they replaced (bench/bench_amp_kernels, Zen 5). Other dtype mixes
- * (O3's half parameters), f64 and (N, C) inputs keep the direct kernels above or the generic half
- * kernel. */
+ * statistic stay f32: half rows are read by the half row functions, which widen them exactly in
+ * registers, and the outputs are computed into a per-worker f32 buffer of a few rows that stays
+ * in L1/L2 and rounded to nearest even as they are stored. So a half kernel computes exactly the
+ * f32 kernel's values and moves half its bytes (the generic half kernel moves 2.5x). This is the
+ * half-via-f32 reference (runtime/amp/half_kernels.c: widen the tensor, run the f32 kernel,
+ * round) to the bit wherever the f32 kernel takes rows too (planes of 64 or more values; on
+ * smaller planes only the order of the double sums differs, an ulp of double that rarely
+ * survives two roundings). On the cnn's batch-64 shapes the row functions made the f32 kernels
+ * 1.6-2.3x faster than the scalar four-partial loops they replaced, and widening in registers
+ * made the half gradient 1.2-1.5x faster than widening rows into a buffer first
+ * (bench/bench_amp_kernels, Zen 5). Other dtype mixes (O3's half parameters), f64 and (N, C)
+ * inputs keep the direct kernels above or the generic half kernel. */
 
 /* Planes shorter than this keep the direct f32 kernel: a row's three calls cost more than its
  * arithmetic there (64x64x7x7: 110 us direct, 151 us by rows; bench_amp_kernels, Zen 5, 2 threads). */
@@ -444,36 +446,61 @@ typedef struct {
     const mst_op_call *c;
     bn_dims d;
     double *scratch;        /* as bn_job's */
-    float *rows;            /* half only, per worker: k_bn_half_rows blocks of block_stride floats */
+    float *rows;            /* half only, per worker: one block of block_stride floats (the output's f32 rows) */
     int64_t block_ch;       /* channels a block holds: one row of S values, or more when S is small */
     int64_t block_stride;   /* floats between blocks */
 } bn_rows_job;
 
-/* Rows are taken a block at a time: the rows (image n, channels [ch0, ch1)) are contiguous, so a
- * short half row (7x7, 14x14) shares its conversion call with its neighbours; one call per
- * 49-value row cost more than the row's arithmetic (the 64x64x7x7 batch norm ran 5x slower in
- * bf16 than in f32, bench_amp_kernels). */
-enum { k_bn_half_rows = 2, k_bn_half_block = 4096 };
+/* Outputs are rounded a block of rows at a time: the rows (image n, channels [ch0, ch1)) are
+ * contiguous, so a short half row (7x7, 14x14) shares its conversion call with its neighbours;
+ * one call per 49-value row cost more than the row's arithmetic (the 64x64x7x7 batch norm ran 5x
+ * slower in bf16 than in f32, bench_amp_kernels). */
+enum { k_bn_half_block = 4096 };
 
 static int64_t bn_rows_block_channels(bn_dims d) {
     int64_t b = d.s > 0 ? k_bn_half_block / d.s : 1;
     return b < 1 ? 1 : b;
 }
 
-/* The rows (image n, channels [ch0, ch1)) of t as f32: in place for f32, widened into buf for half. */
-static const float *bn_rows_in(const mst_tensor *t, bn_dims d, int64_t n, int64_t ch0, int64_t ch1, float *buf) {
-    size_t at = (size_t)((n * d.c + ch0) * d.s);
-    if (t->dtype == MST_DTYPE_F32) return (const float *)mst_tensor_data(t) + at;
-    mst_half_to_f32(t->dtype, (const uint16_t *)mst_tensor_data(t) + at, buf, (size_t)((ch1 - ch0) * d.s));
-    return buf;
+/* Row (image n, channel ch) of x (and gy) through bn_rows: f32 rows in place, half rows widened
+ * in registers. */
+static size_t bn_row_at(bn_dims d, int64_t n, int64_t ch) { return (size_t)((n * d.c + ch) * d.s); }
+
+static double bn_row_sum(mst_bn_sum_kind k, const mst_tensor *xt, const mst_tensor *gyt, bn_dims d, int64_t n,
+                         int64_t ch, double m) {
+    size_t at = bn_row_at(d, n, ch);
+    if (xt->dtype == MST_DTYPE_F32)
+        return mst_bn_row_sum_path(k, mst_tensor_f32(xt) + at, gyt ? mst_tensor_f32(gyt) + at : NULL, d.s, m, true);
+    return mst_bn_row_sum_half_path(k, xt->dtype, (const uint16_t *)mst_tensor_data(xt) + at,
+                                    gyt ? (const uint16_t *)mst_tensor_data(gyt) + at : NULL, d.s, m, true);
 }
-/* Where those rows of output t are computed: in place for f32, buf for half (stored by bn_rows_store). */
+
+static void bn_row_apply(const mst_tensor *xt, bn_dims d, int64_t n, int64_t ch, float *y, float m, float a, float b,
+                         bool relu) {
+    size_t at = bn_row_at(d, n, ch);
+    if (xt->dtype == MST_DTYPE_F32) mst_bn_row_apply(mst_tensor_f32(xt) + at, y, d.s, m, a, b, relu);
+    else mst_bn_row_apply_half_path(xt->dtype, (const uint16_t *)mst_tensor_data(xt) + at, y, d.s, m, a, b, relu, true);
+}
+
+/* x NULL: evaluation's gx = a gy. */
+static void bn_row_grad_apply(const mst_tensor *gyt, const mst_tensor *xt, bn_dims d, int64_t n, int64_t ch, float *gx,
+                              float a, float mg, float m, float q) {
+    size_t at = bn_row_at(d, n, ch);
+    if (gyt->dtype == MST_DTYPE_F32)
+        mst_bn_row_grad_apply(mst_tensor_f32(gyt) + at, xt ? mst_tensor_f32(xt) + at : NULL, gx, d.s, a, mg, m, q);
+    else
+        mst_bn_row_grad_apply_half_path(gyt->dtype, (const uint16_t *)mst_tensor_data(gyt) + at,
+                                        xt ? (const uint16_t *)mst_tensor_data(xt) + at : NULL, gx, d.s, a, mg, m, q, true);
+}
+
+/* Where the rows (image n, channels [ch0, ...)) of output t are computed: in place for f32, buf for
+ * half (rounded into t by bn_rows_store). */
 static float *bn_rows_out(const mst_tensor *t, bn_dims d, int64_t n, int64_t ch0, float *buf) {
-    return t->dtype == MST_DTYPE_F32 ? mst_tensor_f32(t) + (n * d.c + ch0) * d.s : buf;
+    return t->dtype == MST_DTYPE_F32 ? mst_tensor_f32(t) + bn_row_at(d, n, ch0) : buf;
 }
 static void bn_rows_store(const mst_tensor *t, bn_dims d, int64_t n, int64_t ch0, int64_t ch1, const float *rows) {
     if (t->dtype == MST_DTYPE_F32) return;
-    mst_half_from_f32(t->dtype, rows, (uint16_t *)mst_tensor_data(t) + (n * d.c + ch0) * d.s, (size_t)((ch1 - ch0) * d.s));
+    mst_half_from_f32(t->dtype, rows, (uint16_t *)mst_tensor_data(t) + bn_row_at(d, n, ch0), (size_t)((ch1 - ch0) * d.s));
 }
 
 /* Blocks of channels [c0, c1): b0 and b1 bound each. */
@@ -489,23 +516,16 @@ static void bn_fwd_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     const float *gamma = mst_tensor_f32(c->in[1]), *beta = mst_tensor_f32(c->in[2]);
     float *rmean = mst_tensor_f32(c->in[3]), *rvar = mst_tensor_f32(c->in[4]);
     float *save_mean = mst_tensor_f32(c->out[1]), *save_invstd = mst_tensor_f32(c->out[2]);
-    float *xb = j->rows ? j->rows + (size_t)worker * k_bn_half_rows * (size_t)j->block_stride : NULL;
-    float *yb = xb ? xb + j->block_stride : NULL;
+    float *yb = j->rows ? j->rows + (size_t)worker * (size_t)j->block_stride : NULL;
     double momentum = c->attrs.f[0], eps = c->attrs.f[1];
     double *mean = j->scratch, *invstd = mean + d.c, *acc = invstd + d.c, *scale = acc + d.c;
     if (c->attrs.i[0]) {
         for (int64_t ch = c0; ch < c1; ch++) mean[ch] = acc[ch] = invstd[ch] = 0;
         for (int64_t n = 0; n < d.n; n++)
-            BN_ROW_BLOCKS(j, c0, c1, b0, b1) {
-                const float *x = bn_rows_in(xt, d, n, b0, b1, xb);
-                for (int64_t ch = b0; ch < b1; ch++) mean[ch] += mst_bn_row_sum(x + (ch - b0) * d.s, d.s);
-            }
+            for (int64_t ch = c0; ch < c1; ch++) mean[ch] += bn_row_sum(MST_BN_SUM_X, xt, NULL, d, n, ch, 0);
         for (int64_t ch = c0; ch < c1; ch++) mean[ch] /= (double)d.m;
         for (int64_t n = 0; n < d.n; n++)
-            BN_ROW_BLOCKS(j, c0, c1, b0, b1) {
-                const float *x = bn_rows_in(xt, d, n, b0, b1, xb);
-                for (int64_t ch = b0; ch < b1; ch++) acc[ch] += mst_bn_row_sum_dev2(x + (ch - b0) * d.s, d.s, mean[ch]);
-            }
+            for (int64_t ch = c0; ch < c1; ch++) acc[ch] += bn_row_sum(MST_BN_SUM_DEV2, xt, NULL, d, n, ch, mean[ch]);
         for (int64_t ch = c0; ch < c1; ch++) {
             double var = acc[ch] / (double)d.m;
             invstd[ch] = 1.0 / sqrt(var + eps);
@@ -526,11 +546,9 @@ static void bn_fwd_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     bool relu = c->attrs.i[1] != 0;
     for (int64_t n = 0; n < d.n; n++)
         BN_ROW_BLOCKS(j, c0, c1, b0, b1) {
-            const float *xs = bn_rows_in(xt, d, n, b0, b1, xb);
             float *ys = bn_rows_out(yt, d, n, b0, yb);
             for (int64_t ch = b0; ch < b1; ch++)
-                mst_bn_row_apply(xs + (ch - b0) * d.s, ys + (ch - b0) * d.s, d.s, (float)mean[ch], (float)scale[ch],
-                                 beta[ch], relu);
+                bn_row_apply(xt, d, n, ch, ys + (ch - b0) * d.s, (float)mean[ch], (float)scale[ch], beta[ch], relu);
             bn_rows_store(yt, d, n, b0, b1, ys);
         }
 }
@@ -543,8 +561,7 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     const float *gamma = mst_tensor_f32(c->in[2]), *save_mean = mst_tensor_f32(c->in[3]);
     const float *save_invstd = mst_tensor_f32(c->in[4]);
     float *ggamma = mst_tensor_f32(c->out[1]), *gbeta = mst_tensor_f32(c->out[2]);
-    float *gyb = j->rows ? j->rows + (size_t)worker * k_bn_half_rows * (size_t)j->block_stride : NULL;
-    float *xb = gyb ? gyb + j->block_stride : NULL;
+    float *gxb = j->rows ? j->rows + (size_t)worker * (size_t)j->block_stride : NULL;
     double *sum_gy = j->scratch;
     double *sum_gyx = sum_gy + d.c, *mean = sum_gyx + d.c, *scale = mean + d.c, *q = scale + d.c;
     for (int64_t ch = c0; ch < c1; ch++) {
@@ -552,13 +569,9 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
         mean[ch] = (double)save_mean[ch];
     }
     for (int64_t n = 0; n < d.n; n++)
-        BN_ROW_BLOCKS(j, c0, c1, b0, b1) {
-            const float *gys = bn_rows_in(gyt, d, n, b0, b1, gyb), *xs = bn_rows_in(xt, d, n, b0, b1, xb);
-            for (int64_t ch = b0; ch < b1; ch++) {
-                const float *gy = gys + (ch - b0) * d.s, *x = xs + (ch - b0) * d.s;
-                sum_gy[ch] += mst_bn_row_sum(gy, d.s);
-                sum_gyx[ch] += mst_bn_row_sum_gyx(gy, x, d.s, mean[ch]);
-            }
+        for (int64_t ch = c0; ch < c1; ch++) {
+            sum_gy[ch] += bn_row_sum(MST_BN_SUM_X, gyt, NULL, d, n, ch, 0);
+            sum_gyx[ch] += bn_row_sum(MST_BN_SUM_GYX, xt, gyt, d, n, ch, mean[ch]);
         }
     double inv_m = d.m > 0 ? 1.0 / (double)d.m : 0;
     for (int64_t ch = c0; ch < c1; ch++) {
@@ -572,12 +585,10 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     bool training = c->attrs.i[0] != 0;
     for (int64_t n = 0; n < d.n; n++)
         BN_ROW_BLOCKS(j, c0, c1, b0, b1) {
-            const float *gys = bn_rows_in(gyt, d, n, b0, b1, gyb);
-            const float *xs = training ? bn_rows_in(xt, d, n, b0, b1, xb) : NULL;
-            float *gxs = bn_rows_out(gxt, d, n, b0, gyb);             /* half: in place of the widened gy rows */
+            float *gxs = bn_rows_out(gxt, d, n, b0, gxb);
             for (int64_t ch = b0; ch < b1; ch++)
-                mst_bn_row_grad_apply(gys + (ch - b0) * d.s, xs ? xs + (ch - b0) * d.s : NULL, gxs + (ch - b0) * d.s,
-                                      d.s, (float)scale[ch], (float)sum_gy[ch], (float)mean[ch], (float)q[ch]);
+                bn_row_grad_apply(gyt, training ? xt : NULL, d, n, ch, gxs + (ch - b0) * d.s, (float)scale[ch],
+                                  (float)sum_gy[ch], (float)mean[ch], (float)q[ch]);
             bn_rows_store(gxt, d, n, b0, b1, gxs);
         }
 }
@@ -592,7 +603,7 @@ static mst_status bn_rows_run(mst_ctx *ctx, const mst_op_call *c, const mst_tens
     int64_t block_ch = bn_rows_block_channels(d);
     size_t doubles = (size_t)(k * d.c + 1), stride = ((size_t)(block_ch * d.s) + 15) & ~(size_t)15;
     double *scratch = (double *)mst_ctx_workspace(
-        ctx, doubles * sizeof(double) + 64 + (size_t)workers * k_bn_half_rows * stride * sizeof(float));
+        ctx, doubles * sizeof(double) + 64 + (size_t)workers * stride * sizeof(float));
     if (!scratch) return ctx->status;
     float *rows = widen ? (float *)(((uintptr_t)(scratch + doubles) + 63) & ~(uintptr_t)63) : NULL;
     bn_rows_job job = {c, d, scratch, rows, block_ch, (int64_t)stride};

@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "runtime/amp/half.h"
 #include "runtime/ops/bn_rows.h"
 #include "runtime/rng.h"
 #include "tests/runtime/gradcheck.h"
@@ -506,6 +507,52 @@ static void test_row_applies_bits(void **state) {
         }
 }
 
+/* The half row functions are the f32 ones on the exactly widened row, bit for bit: sums, the
+ * apply and the gradient apply, f16 and bf16 (values with subnormals, NaN, inf, -0 among them),
+ * both paths, every length to 300 (the masked tail, the portable path's 256-value pieces). */
+static void test_half_rows_bits(void **state) {
+    enum { n_max = 300 };
+    static float xf[n_max], gf[n_max], want[n_max], got[n_max];
+    static uint16_t xh[n_max], gh[n_max];
+    mst_rng rng = mst_rng_make(gc_seed(), 2);
+    for (int i = 0; i < n_max; i++) {
+        xf[i] = (float)ldexp(mst_rng_normal(&rng), (int)(mst_rng_u64(&rng) % 31) - 20);
+        gf[i] = (float)ldexp(mst_rng_normal(&rng), (int)(mst_rng_u64(&rng) % 31) - 20);
+    }
+    xf[5] = NAN, xf[9] = INFINITY, xf[12] = -0.0f, gf[7] = -INFINITY, gf[33] = NAN, xf[40] = 1e-41f;
+    const mst_dtype dts[2] = {MST_DTYPE_F16, MST_DTYPE_BF16};
+    const double m = 0.37;
+    for (int t = 0; t < 2; t++) {
+        mst_half_from_f32(dts[t], xf, xh, n_max);
+        mst_half_from_f32(dts[t], gf, gh, n_max);
+        float xw[n_max], gw[n_max];
+        mst_half_to_f32(dts[t], xh, xw, n_max);
+        mst_half_to_f32(dts[t], gh, gw, n_max);
+        for (int s = 0; s <= n_max; s += s < 40 ? 1 : 13)
+            for (int vector = 0; vector < 2; vector++) {
+                for (int k = 0; k < 3; k++) {
+                    double w = mst_bn_row_sum_path((mst_bn_sum_kind)k, xw, gw, s, m, false);
+                    double g = mst_bn_row_sum_half_path((mst_bn_sum_kind)k, dts[t], xh, gh, s, m, vector);
+                    if (memcmp(&w, &g, sizeof(w)) != 0)
+                        fail_msg("%s row sum kind %d, length %d, %s path: %.17g, widened %.17g", mst_dtype_name(dts[t]),
+                                 k, s, vector ? "CPU's" : "portable", g, w);
+                }
+                mst_bn_row_apply_path(xw, want, s, 0.25f, 1.7f, -0.1f, true, false);
+                mst_bn_row_apply_half_path(dts[t], xh, got, s, 0.25f, 1.7f, -0.1f, true, vector);
+                if (memcmp(want, got, (size_t)s * sizeof(float)) != 0)
+                    fail_msg("%s row apply, length %d, %s path", mst_dtype_name(dts[t]), s, vector ? "CPU's" : "portable");
+                for (int training = 0; training < 2; training++) {
+                    mst_bn_row_grad_apply_path(gw, training ? xw : NULL, want, s, 1.7f, 0.01f, 0.25f, -0.3f, false);
+                    mst_bn_row_grad_apply_half_path(dts[t], gh, training ? xh : NULL, got, s, 1.7f, 0.01f, 0.25f, -0.3f,
+                                                    vector);
+                    if (memcmp(want, got, (size_t)s * sizeof(float)) != 0)
+                        fail_msg("%s row grad apply, length %d, training %d, %s path", mst_dtype_name(dts[t]), s,
+                                 training, vector ? "CPU's" : "portable");
+                }
+            }
+    }
+}
+
 static void test_relu_attribute(void **state) {
     for (int ref = 0; ref < 2; ref++) {
         mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 3, .n_threads = 2});
@@ -541,6 +588,7 @@ int main(void) {
         cmocka_unit_test(test_eval_uses_running_stats),
         cmocka_unit_test(test_statistics_robust),
         cmocka_unit_test(test_row_applies_bits),
+        cmocka_unit_test(test_half_rows_bits),
         cmocka_unit_test(test_layernorm_values),
         cmocka_unit_test(test_autograd_wiring),
         cmocka_unit_test(test_batchnorm_errors),
