@@ -461,6 +461,83 @@ static bool maxpool_grad_plane_half_direct(mst_dtype dt, const uint16_t *gy, con
     return true;
 }
 
+/* Bits of v where keep, else +0, without a branch: the indices decide it at random, and a branch
+ * per element mispredicts half the time (a branchy version of the plane below ran 5x slower). */
+static inline float select_or_zero(bool keep, float v) {
+    uint32_t b;
+    memcpy(&b, &v, sizeof(b));
+    b &= 0u - (uint32_t)keep;
+    memcpy(&v, &b, sizeof(v));
+    return v;
+}
+
+/* An f32 plane of 2x2 windows (H = 2P, W = 2Q) with every index inside its own window: rows 2p
+ * and 2p+1 from pooled row p, each element written once, +0 + gy at the index (-0 becomes +0, a
+ * NaN comes back quiet: what the scatter-add onto zeros computes) and +0 elsewhere, instead of
+ * zeroing the plane and scattering into it (read-modify-writes). Returns false, the plane partly
+ * written, at an index outside its window: the caller redoes the plane the general way. */
+static bool maxpool_grad_plane_2x2(const float *gy, const int32_t *ip, float *gx, int64_t P, int64_t Q, int64_t W) {
+    for (int64_t p = 0; p < P; p++)
+        for (int64_t r = 0; r < 2; r++) {
+            int64_t row0 = (2 * p + r) * W;
+            for (int64_t q = 0; q < Q; q++) {
+                int64_t k = ip[p * Q + q] - row0 - 2 * q;
+                if (r == 0 && !(k == 0 || k == 1 || k == W || k == W + 1)) return false;
+                float v = 0.0f + gy[p * Q + q];
+                gx[row0 + 2 * q] = select_or_zero(k == 0, v);
+                gx[row0 + 2 * q + 1] = select_or_zero(k == 1, v);
+            }
+        }
+    return true;
+}
+
+#if MST_POOL_X86
+/* The same, sixteen pooled values a step: even and odd columns selected under masks, interleaved
+ * (permutex2var) and stored under masks. */
+__attribute__((target("avx512f"))) static bool maxpool_grad_plane_2x2_avx512(const float *gy, const int32_t *ip,
+                                                                             float *gx, int64_t P, int64_t Q, int64_t W) {
+    const __m512i lane2 = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+    const __m512i zero_i = _mm512_setzero_si512(), one = _mm512_set1_epi32(1), wv = _mm512_set1_epi32((int)W);
+    const __m512i w1 = _mm512_set1_epi32((int)W + 1);
+    const __m512 zero = _mm512_setzero_ps();
+    for (int64_t p = 0; p < P; p++)
+        for (int64_t r = 0; r < 2; r++) {
+            int64_t row0 = (2 * p + r) * W;
+            for (int64_t q0 = 0; q0 < Q; q0 += 16) {
+                int64_t n = Q - q0 < 16 ? Q - q0 : 16, at = p * Q + q0, tot = 2 * n;
+                __mmask16 m = (__mmask16)((1u << n) - 1);
+                __m512i k = _mm512_sub_epi32(_mm512_maskz_loadu_epi32(m, ip + at), _mm512_set1_epi32((int)(row0 + 2 * q0)));
+                k = _mm512_sub_epi32(k, lane2);
+                if (r == 0) {
+                    __mmask16 ok = _mm512_cmpeq_epi32_mask(k, zero_i) | _mm512_cmpeq_epi32_mask(k, one) |
+                                   _mm512_cmpeq_epi32_mask(k, wv) | _mm512_cmpeq_epi32_mask(k, w1);
+                    if ((ok & m) != m) return false;
+                }
+                __m512 v = _mm512_add_ps(zero, _mm512_maskz_loadu_ps(m, gy + at));
+                __m512 ev = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(k, zero_i), v);
+                __m512 od = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(k, one), v);
+                float *out = gx + row0 + 2 * q0;
+                _mm512_mask_storeu_ps(out, tot >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << tot) - 1),
+                                      _mm512_permutex2var_ps(ev, lo, od));
+                if (tot > 16)
+                    _mm512_mask_storeu_ps(out + 16, (__mmask16)((1u << (tot - 16)) - 1), _mm512_permutex2var_ps(ev, hi, od));
+            }
+        }
+    return true;
+}
+#endif
+
+static bool maxpool_grad_plane_2x2_best(bool vector, const float *gy, const int32_t *ip, float *gx, int64_t P,
+                                        int64_t Q, int64_t W) {
+#if MST_POOL_X86
+    if (vector) return maxpool_grad_plane_2x2_avx512(gy, ip, gx, P, Q, W);
+#endif
+    (void)vector;
+    return maxpool_grad_plane_2x2(gy, ip, gx, P, Q, W);
+}
+
 static void maxpool_grad_chunk(void *arg, int64_t pl0, int64_t pl1, int worker) {
     mpg_job *j = arg;
     const mst_op_call *c = j->c;
@@ -470,6 +547,9 @@ static void maxpool_grad_chunk(void *arg, int64_t pl0, int64_t pl1, int worker) 
     const int32_t *idx = mst_tensor_i32(c->in[1]);
     float *buf = half ? j->buf + (size_t)worker * (size_t)(PQ + HW) : NULL;
     j->bad_pos[worker] = -1;
+    int64_t P = gyt->shape[2], Q = gyt->shape[3], W = gxt->shape[3];
+    bool windows_2x2 = !half && gxt->shape[2] == 2 * P && W == 2 * Q;
+    bool vector_2x2 = mst_cpu_has(MST_CPU_AVX512F);
     for (int64_t pl = pl0; pl < pl1; pl++) {
         const int32_t *ip = idx + pl * PQ;
         const float *gyp;
@@ -484,6 +564,7 @@ static void maxpool_grad_chunk(void *arg, int64_t pl0, int64_t pl1, int worker) 
         } else {
             gyp = mst_tensor_f32(gyt) + pl * PQ;
             gxp = mst_tensor_f32(gxt) + pl * HW;
+            if (windows_2x2 && maxpool_grad_plane_2x2_best(vector_2x2, gyp, ip, gxp, P, Q, W)) continue;
         }
         memset(gxp, 0, (size_t)HW * sizeof(float));
         for (int64_t q = 0; q < PQ; q++) {

@@ -216,38 +216,45 @@ static void test_maxpool_grad_scatter_add(void **state) {
     mst_ctx_free(ctx);
 }
 
-/* The half gradient kernel against the half-via-f32 reference, bitwise: disjoint indices (the
- * direct path: -0 and NaN values among gy), indices that meet (the plane redone through the f32
- * accumulation), and an index outside the plane, in f16 and bf16. */
-static void test_maxpool_grad_half(void **state) {
+/* The gradient kernels against the reference (f32; f16 and bf16: the half-via-f32 reference),
+ * bitwise: disjoint indices in 2x2 windows (f32: the write-once 2x2 plane, 16 pooled values a
+ * step and a masked tail; half: the direct path; -0 and NaN values among gy), indices that meet
+ * (the plane redone the general way), and an index outside the plane. */
+static void test_maxpool_grad_fast_paths(void **state) {
     (void)state;
     mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 3, .n_threads = 2});
-    enum { N = 2, C = 3, P = 4, Q = 5, H = 8, W = 10 };
-    float g[N * C * P * Q];
-    int32_t disjoint[N * C * P * Q], meeting[N * C * P * Q];
-    for (int i = 0; i < N * C * P * Q; i++) {
-        int p = (i / Q) % P, q = i % Q;
-        g[i] = i % 7 == 0 ? -0.0f : i % 11 == 0 ? NAN : (float)(i * 0.37 - 9.0);
-        disjoint[i] = (2 * p + i % 2) * W + 2 * q + (i / 2) % 2;
-        meeting[i] = i % 3 == 0 ? 0 : disjoint[i];     /* every third index of a plane the same element */
-    }
-    static const mst_dtype types[] = {MST_DTYPE_F16, MST_DTYPE_BF16};
-    for (int ti = 0; ti < 2; ti++)
-        for (int kind = 0; kind < 2; kind++) {
-            mst_tensor *gy = mst_cast(ctx, mst_tensor_from_data(ctx, MST_DTYPE_F32, 4, (int64_t[]){N, C, P, Q}, g), types[ti]);
-            mst_tensor *ind = mst_tensor_from_data(ctx, MST_DTYPE_I32, 4, (int64_t[]){N, C, P, Q}, kind ? meeting : disjoint);
-            mst_tensor *fast = mst_maxpool2d_grad(ctx, gy, ind, H, W);
-            mst_ctx_set_force_ref(ctx, true);
-            mst_tensor *ref = mst_maxpool2d_grad(ctx, gy, ind, H, W);
-            mst_ctx_set_force_ref(ctx, false);
-            assert_non_null(fast);
-            assert_non_null(ref);
-            assert_int_equal(fast->dtype, types[ti]);
-            assert_memory_equal(mst_tensor_data(fast), mst_tensor_data(ref), mst_tensor_nbytes(ref));
-            mst_tensor_i32(ind)[Q + 1] = H * W;
-            GC_EXPECT_ERROR(ctx, mst_maxpool2d_grad(ctx, gy, ind, H, W), MST_ERR_ARG, "maxpool2d_grad",
-                            "index 80 at position 6 is outside [0, 80) (in_h * in_w)");
+    static const struct { int P, Q; } geoms[] = {{4, 5}, {3, 21}};
+    enum { N = 2, C = 3, MAX = N * C * 4 * 21 };
+    static float g[MAX];
+    static int32_t disjoint[MAX], meeting[MAX];
+    static const mst_dtype types[] = {MST_DTYPE_F32, MST_DTYPE_F16, MST_DTYPE_BF16};
+    for (int gi = 0; gi < 2; gi++) {
+        int P = geoms[gi].P, Q = geoms[gi].Q, H = 2 * P, W = 2 * Q, n = N * C * P * Q;
+        for (int i = 0; i < n; i++) {
+            int p = (i / Q) % P, q = i % Q;
+            g[i] = i % 7 == 0 ? -0.0f : i % 11 == 0 ? NAN : (float)(i * 0.37 - 9.0);
+            disjoint[i] = (2 * p + i % 2) * W + 2 * q + (i / 2) % 2;
+            meeting[i] = i % 3 == 0 ? 0 : disjoint[i];     /* every third index of a plane the same element */
         }
+        for (int ti = 0; ti < 3; ti++)
+            for (int kind = 0; kind < 2; kind++) {
+                int64_t shape[4] = {N, C, P, Q};
+                mst_tensor *gy = mst_cast(ctx, mst_tensor_from_data(ctx, MST_DTYPE_F32, 4, shape, g), types[ti]);
+                mst_tensor *ind = mst_tensor_from_data(ctx, MST_DTYPE_I32, 4, shape, kind ? meeting : disjoint);
+                mst_tensor *fast = mst_maxpool2d_grad(ctx, gy, ind, H, W);
+                mst_ctx_set_force_ref(ctx, true);
+                mst_tensor *ref = mst_maxpool2d_grad(ctx, gy, ind, H, W);
+                mst_ctx_set_force_ref(ctx, false);
+                assert_non_null(fast);
+                assert_non_null(ref);
+                assert_int_equal(fast->dtype, types[ti]);
+                assert_memory_equal(mst_tensor_data(fast), mst_tensor_data(ref), mst_tensor_nbytes(ref));
+                mst_tensor_i32(ind)[Q + 1] = H * W;
+                char want[96];
+                snprintf(want, sizeof(want), "index %d at position %d is outside [0, %d) (in_h * in_w)", H * W, Q + 1, H * W);
+                GC_EXPECT_ERROR(ctx, mst_maxpool2d_grad(ctx, gy, ind, H, W), MST_ERR_ARG, "maxpool2d_grad", want);
+            }
+    }
     mst_ctx_free(ctx);
 }
 
@@ -365,7 +372,7 @@ int main(void) {
         cmocka_unit_test(test_maxpool_values),
         cmocka_unit_test(test_maxpool_tie_break),
         cmocka_unit_test(test_maxpool_padding_never_selected),
-        cmocka_unit_test(test_maxpool_grad_scatter_add), cmocka_unit_test(test_maxpool_grad_half),
+        cmocka_unit_test(test_maxpool_grad_scatter_add), cmocka_unit_test(test_maxpool_grad_fast_paths),
         cmocka_unit_test(test_avgpool_values),
         cmocka_unit_test(test_global_avgpool_values),
         cmocka_unit_test(test_pool_errors),
