@@ -1,7 +1,7 @@
 /* kernel_choice.c — see kernel_choice.h. The verdicts are one map from shape key to provider per
- * process, filled at the first call of a shape; a decision costs each candidate kernel three runs
- * (one to warm caches and build the oneDNN primitive, two timed, the faster kept) and one more of
- * the winner, whose output the call returns. Timing decides which kernel runs, never whether a result
+ * process, filled at the first call of a shape; a decision costs each candidate kernel five runs
+ * (one to warm caches and build the oneDNN primitive, k_timed_rounds timed, the fastest kept) and
+ * one more of the winner, whose output the call returns. Timing decides which kernel runs, never whether a result
  * is right: both providers are checked against the reference kernels in tests/runtime.
  *
  * Why per process and per machine, not per context: the verdict is a fact about the machine, like
@@ -26,7 +26,12 @@
  * processes of that moment agree, but it is not final: the next process that finds only busy
  * lines for a key while the machine is quiet measures again and appends a quiet line, which every
  * later process uses. (Verdicts timed
- * during a sanitizer run had made the cnn's O2 step 1.6x slower in every later run.)
+ * during a sanitizer run had made the cnn's O2 step 1.6x slower in every later run.) v3 lines
+ * written before the tag existed count as busy: they were timed under whatever ran then (one such
+ * file kept the cnn's O2 step 6% slower than fresh verdicts did).
+ *
+ * A candidate's time is its best of k_timed_rounds runs, the candidates taking turns round by
+ * round, so a few milliseconds of the VM running slow land on every candidate alike.
  */
 #include "runtime/backend/kernel_choice.h"
 
@@ -51,6 +56,11 @@
  * race is noise on a shared machine, and a verdict that flips between processes would change the
  * bits a seed gives. */
 static const double k_choice_margin = 0.25;
+
+/* Timed runs per candidate (after one warm-up), taken in turns: with two, the 20-40% swings of a
+ * shared VM decided close races between oneDNN's layouts one way in one file and the other way in
+ * the next. */
+enum { k_timed_rounds = 4 };
 
 static const char *const mode_names[MST_KERNELS_MODE_COUNT] = {"auto", "onednn", "builtin"};
 static const char *const provider_names[MST_PROVIDER_COUNT] = {"builtin", "onednn", "onednn_blocked", "onednn_winograd"};
@@ -155,7 +165,7 @@ static bool cache_find(const char *op, const char *dtype, uint64_t hash, mst_pro
         if (n < 11 || strcmp(field[0], "v3") || strcmp(field[1], machine) || strcmp(field[2], op) || strcmp(field[3], dtype) ||
             strcmp(field[4], want))
             continue;
-        bool line_quiet = strcmp(field[10], "busy") != 0;
+        bool line_quiet = strcmp(field[10], "quiet") == 0;     /* untagged (older v3): not final */
         if (found && !line_quiet) continue;     /* a busy line after the first one found: no news */
         for (int p = 0; p < MST_PROVIDER_COUNT; p++)
             if (strcmp(field[5], provider_names[p]) == 0) *out = (mst_provider)p, found = true, quiet = line_quiet;
@@ -224,7 +234,7 @@ static bool serves(mst_ctx *ctx, mst_provider p, const mst_op_call *c, mst_dtype
     return mst_onednn_supports(ctx, c, key, layout_of(p));
 }
 
-/* Times the candidates (served[p]) on c's tensors, t_ns[p] the best of two after a warm-up (0 when
+/* Times the candidates (served[p]) on c's tensors, t_ns[p] the best of k_timed_rounds after a warm-up (0 when
  * not a candidate); leaves c's outputs as whichever ran last (the caller reruns). The fastest oneDNN
  * kernel wins when it beats builtin by the margin; a candidate that fails is dropped. */
 static mst_provider measure(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn *kernels, bool *served, double *t_ns) {
@@ -238,7 +248,7 @@ static mst_provider measure(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn *k
     }
     double best[MST_PROVIDER_COUNT];
     for (int p = 0; p < MST_PROVIDER_COUNT; p++) best[p] = 1e300;
-    for (int r = 0; r < 2; r++)
+    for (int r = 0; r < k_timed_rounds; r++)
         for (int p = 0; p < MST_PROVIDER_COUNT; p++) {
             if (!served[p]) continue;
             double t = run_ns(ctx, kernels[p], c, &s);
