@@ -24,6 +24,9 @@ int mst_pass_fold_casts(mst_graph *g);
 /* epilogue.c: linear/conv2d/batchnorm followed by relu: the relu runs in place on the producer's
  * output, relu_grad(gy, x) becomes relu_grad(gy, y), and the pre-activation x dies there. */
 int mst_pass_relu_epilogue(mst_graph *g);
+/* fuse_pool_relu.c: relu_grad(maxpool2d_grad(gy, indices), y) over maxpool2d(y) becomes one
+ * maxpool2d_grad that also reads the pooled values. */
+int mst_pass_fuse_pool_relu(mst_graph *g);
 /* fuse.c: chains of f32 elementwise ops with the same output shape become one loop. */
 int mst_pass_fuse_elementwise(mst_graph *g);
 /* fuse_optim.c: the updates of one optimizer (same op, same attributes but the parameter index)
@@ -33,11 +36,12 @@ int mst_pass_fuse_optimizer(mst_graph *g);
 int mst_pass_inplace(mst_graph *g);
 
 typedef struct {
-    int dce, cse, casts, epilogues, fused_elem, fused_optim, inplace;
+    int dce, cse, casts, epilogues, fused_pool_relu, fused_elem, fused_optim, inplace;
 } mst_pass_stats;
 
 /* Fusion passes a caller may leave out (mst_graph_options.skip_passes); none changes the bits. */
-enum { MST_PASS_EPILOGUE = 1u << 0, MST_PASS_FUSE_ELEM = 1u << 1, MST_PASS_FUSE_OPTIM = 1u << 2 };
+enum { MST_PASS_EPILOGUE = 1u << 0, MST_PASS_FUSE_ELEM = 1u << 1, MST_PASS_FUSE_OPTIM = 1u << 2,
+       MST_PASS_FUSE_POOL_RELU = 1u << 3 };
 
 void mst_graph_optimize(mst_graph *g, mst_pass_stats *st);
 /* The same, leaving out the passes in skip (MST_PASS_* bits). */

@@ -378,7 +378,12 @@ const mst_op_desc mst_desc_maxpool2d = {
     .backward = maxpool2d_backward, .flops = pool_flops,
 };
 
-/* ---- maxpool2d_grad: gy (N, C, P, Q), indices i32 (N, C, P, Q); attrs in_h, in_w -> gx (N, C, in_h, in_w) ---- */
+/* ---- maxpool2d_grad: gy (N, C, P, Q), indices i32 (N, C, P, Q)[, pooled (N, C, P, Q)]; attrs in_h, in_w
+ *      -> gx (N, C, in_h, in_w) ----
+ * With pooled (maxpool2d's values over y; graph mode's fusion, runtime/graph/fuse_pool_relu.c)
+ * the result is relu_grad(maxpool2d_grad(gy, indices), y): a window's gradient is kept only where
+ * its pooled value is > 0. Max pooling's output is its input at its index, and every window that
+ * chose an element saw the same y there, so this is relu_grad's select on y, without the pass. */
 
 static mst_status infer_maxpool2d_grad(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) {
     mst_status s = require_nchw(ctx, c, 0, "gy");
@@ -387,6 +392,8 @@ static mst_status infer_maxpool2d_grad(mst_ctx *ctx, const mst_op_call *c, mst_m
     if (ind->dtype != MST_DTYPE_I32)
         return mst_op_fail(ctx, c, MST_ERR_DTYPE, "indices must be i32, got %s", mst_dtype_name(ind->dtype));
     if ((s = op_require_same_shape(ctx, c, 0, 1)) != MST_OK) return s;
+    if (c->n_in > 2 && ((s = op_require_same_shape(ctx, c, 0, 2)) != MST_OK || (s = op_require_same_dtype(ctx, c, 0, 2)) != MST_OK))
+        return s;
     int64_t h = c->attrs.i[0], w = c->attrs.i[1];
     if (h < 1 || w < 1)
         return mst_op_fail(ctx, c, MST_ERR_ARG, "input size must be >= 1, got %lldx%lld", (long long)h, (long long)w);
@@ -411,6 +418,7 @@ static mst_status maxpool_grad_bad_index(mst_ctx *ctx, const mst_op_call *c, int
         const T *gy = (const T *)mst_tensor_data(GY);                                                \
         const int32_t *idx = mst_tensor_i32(c->in[1]);                                               \
         T *gx = (T *)mst_tensor_data(GX);                                                            \
+        const T *pooled = c->n_in > 2 ? (const T *)mst_tensor_data(c->in[2]) : NULL;                 \
         memset(gx, 0, mst_tensor_nbytes(GX));                                                        \
         for (int64_t pl = 0; pl < planes; pl++) {                                                    \
             const T *gyp = gy + pl * PQ;                                                             \
@@ -419,6 +427,7 @@ static mst_status maxpool_grad_bad_index(mst_ctx *ctx, const mst_op_call *c, int
             for (int64_t j = 0; j < PQ; j++) {                                                       \
                 int64_t k = ip[j];                                                                   \
                 if (k < 0 || k >= HW) return maxpool_grad_bad_index(ctx, c, k, pl * PQ + j, HW);       \
+                if (pooled && !(pooled[pl * PQ + j] > 0)) continue;      /* relu_grad's select */     \
                 gxp[k] += gyp[j];                                                                    \
             }                                                                                        \
         }                                                                                            \
@@ -445,13 +454,19 @@ typedef struct {
  * gradient 2.9x slower than f32, bench_amp_kernels). Returns false, with the plane half written,
  * at the first index out of the plane or the first nonzero value landing on a nonzero one: the
  * caller redoes the plane the general way (which also finds the bad index). */
-static bool maxpool_grad_plane_half_direct(mst_dtype dt, const uint16_t *gy, const int32_t *ip, uint16_t *gx, int64_t PQ,
-                                           int64_t HW) {
+/* A half value's bits are > 0: sign clear, not zero, not NaN (inf is > 0). */
+static inline bool half_positive(mst_dtype dt, uint16_t b) {
+    return !(b & 0x8000) && b != 0 && b <= (dt == MST_DTYPE_F16 ? 0x7c00 : 0x7f80);
+}
+
+static bool maxpool_grad_plane_half_direct(mst_dtype dt, const uint16_t *gy, const uint16_t *pooled, const int32_t *ip,
+                                           uint16_t *gx, int64_t PQ, int64_t HW) {
     const uint16_t exp = dt == MST_DTYPE_F16 ? 0x7c00 : 0x7f80, quiet = dt == MST_DTYPE_F16 ? 0x0200 : 0x0040;
     memset(gx, 0, (size_t)HW * sizeof(uint16_t));
     for (int64_t q = 0; q < PQ; q++) {
         int64_t k = ip[q];
         if (k < 0 || k >= HW) return false;
+        if (pooled && !half_positive(dt, pooled[q])) continue;      /* relu_grad's select: +0 */
         uint16_t v = gy[q];
         if ((v & 0x7fff) == 0) continue;    /* +-0: gx stays +0, or keeps the value it has */
         if ((v & exp) == exp && (v & (uint16_t)~(exp | 0x8000))) v |= quiet;
@@ -476,14 +491,15 @@ static inline float select_or_zero(bool keep, float v) {
  * NaN comes back quiet: what the scatter-add onto zeros computes) and +0 elsewhere, instead of
  * zeroing the plane and scattering into it (read-modify-writes). Returns false, the plane partly
  * written, at an index outside its window: the caller redoes the plane the general way. */
-static bool maxpool_grad_plane_2x2(const float *gy, const int32_t *ip, float *gx, int64_t P, int64_t Q, int64_t W) {
+static bool maxpool_grad_plane_2x2(const float *gy, const float *pooled, const int32_t *ip, float *gx, int64_t P,
+                                   int64_t Q, int64_t W) {
     for (int64_t p = 0; p < P; p++)
         for (int64_t r = 0; r < 2; r++) {
             int64_t row0 = (2 * p + r) * W;
             for (int64_t q = 0; q < Q; q++) {
                 int64_t k = ip[p * Q + q] - row0 - 2 * q;
                 if (r == 0 && !(k == 0 || k == 1 || k == W || k == W + 1)) return false;
-                float v = 0.0f + gy[p * Q + q];
+                float v = select_or_zero(!pooled || pooled[p * Q + q] > 0, 0.0f + gy[p * Q + q]);
                 gx[row0 + 2 * q] = select_or_zero(k == 0, v);
                 gx[row0 + 2 * q + 1] = select_or_zero(k == 1, v);
             }
@@ -494,8 +510,9 @@ static bool maxpool_grad_plane_2x2(const float *gy, const int32_t *ip, float *gx
 #if MST_POOL_X86
 /* The same, sixteen pooled values a step: even and odd columns selected under masks, interleaved
  * (permutex2var) and stored under masks. */
-__attribute__((target("avx512f"))) static bool maxpool_grad_plane_2x2_avx512(const float *gy, const int32_t *ip,
-                                                                             float *gx, int64_t P, int64_t Q, int64_t W) {
+__attribute__((target("avx512f"))) static bool maxpool_grad_plane_2x2_avx512(const float *gy, const float *pooled,
+                                                                             const int32_t *ip, float *gx, int64_t P,
+                                                                             int64_t Q, int64_t W) {
     const __m512i lane2 = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     const __m512i hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
@@ -515,7 +532,8 @@ __attribute__((target("avx512f"))) static bool maxpool_grad_plane_2x2_avx512(con
                                    _mm512_cmpeq_epi32_mask(k, wv) | _mm512_cmpeq_epi32_mask(k, w1);
                     if ((ok & m) != m) return false;
                 }
-                __m512 v = _mm512_add_ps(zero, _mm512_maskz_loadu_ps(m, gy + at));
+                __mmask16 keep = pooled ? _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(m, pooled + at), zero, _CMP_GT_OQ) : m;
+                __m512 v = _mm512_maskz_add_ps(keep, zero, _mm512_maskz_loadu_ps(m, gy + at));
                 __m512 ev = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(k, zero_i), v);
                 __m512 od = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(k, one), v);
                 float *out = gx + row0 + 2 * q0;
@@ -529,13 +547,13 @@ __attribute__((target("avx512f"))) static bool maxpool_grad_plane_2x2_avx512(con
 }
 #endif
 
-static bool maxpool_grad_plane_2x2_best(bool vector, const float *gy, const int32_t *ip, float *gx, int64_t P,
-                                        int64_t Q, int64_t W) {
+static bool maxpool_grad_plane_2x2_best(bool vector, const float *gy, const float *pooled, const int32_t *ip, float *gx,
+                                        int64_t P, int64_t Q, int64_t W) {
 #if MST_POOL_X86
-    if (vector) return maxpool_grad_plane_2x2_avx512(gy, ip, gx, P, Q, W);
+    if (vector) return maxpool_grad_plane_2x2_avx512(gy, pooled, ip, gx, P, Q, W);
 #endif
     (void)vector;
-    return maxpool_grad_plane_2x2(gy, ip, gx, P, Q, W);
+    return maxpool_grad_plane_2x2(gy, pooled, ip, gx, P, Q, W);
 }
 
 static void maxpool_grad_chunk(void *arg, int64_t pl0, int64_t pl1, int worker) {
@@ -550,12 +568,15 @@ static void maxpool_grad_chunk(void *arg, int64_t pl0, int64_t pl1, int worker) 
     int64_t P = gyt->shape[2], Q = gyt->shape[3], W = gxt->shape[3];
     bool windows_2x2 = !half && gxt->shape[2] == 2 * P && W == 2 * Q;
     bool vector_2x2 = mst_cpu_has(MST_CPU_AVX512F);
+    const mst_tensor *pt = c->n_in > 2 ? c->in[2] : NULL;     /* pooled: relu_grad's select folded in */
     for (int64_t pl = pl0; pl < pl1; pl++) {
         const int32_t *ip = idx + pl * PQ;
+        const uint16_t *pooled16 = pt && half ? (const uint16_t *)mst_tensor_data(pt) + pl * PQ : NULL;
+        const float *pooled = pt && !half ? mst_tensor_f32(pt) + pl * PQ : NULL;
         const float *gyp;
         float *gxp;
-        if (half && maxpool_grad_plane_half_direct(gyt->dtype, (const uint16_t *)mst_tensor_data(gyt) + pl * PQ, ip,
-                                                   (uint16_t *)mst_tensor_data(gxt) + pl * HW, PQ, HW))
+        if (half && maxpool_grad_plane_half_direct(gyt->dtype, (const uint16_t *)mst_tensor_data(gyt) + pl * PQ, pooled16,
+                                                   ip, (uint16_t *)mst_tensor_data(gxt) + pl * HW, PQ, HW))
             continue;
         if (half) {
             mst_half_to_f32(gyt->dtype, (const uint16_t *)mst_tensor_data(gyt) + pl * PQ, buf, (size_t)PQ);
@@ -564,7 +585,7 @@ static void maxpool_grad_chunk(void *arg, int64_t pl0, int64_t pl1, int worker) 
         } else {
             gyp = mst_tensor_f32(gyt) + pl * PQ;
             gxp = mst_tensor_f32(gxt) + pl * HW;
-            if (windows_2x2 && maxpool_grad_plane_2x2_best(vector_2x2, gyp, ip, gxp, P, Q, W)) continue;
+            if (windows_2x2 && maxpool_grad_plane_2x2_best(vector_2x2, gyp, pooled, ip, gxp, P, Q, W)) continue;
         }
         memset(gxp, 0, (size_t)HW * sizeof(float));
         for (int64_t q = 0; q < PQ; q++) {
@@ -573,6 +594,7 @@ static void maxpool_grad_chunk(void *arg, int64_t pl0, int64_t pl1, int worker) 
                 j->bad_pos[worker] = pl * PQ + q;
                 return;
             }
+            if (pooled ? !(pooled[q] > 0) : pooled16 && !half_positive(gyt->dtype, pooled16[q])) continue;
             gxp[k] += gyp[q];
         }
         if (half) mst_half_from_f32(gxt->dtype, gxp, (uint16_t *)mst_tensor_data(gxt) + pl * HW, (size_t)HW);
@@ -598,8 +620,8 @@ static mst_status maxpool2d_grad_fast(mst_ctx *ctx, const mst_op_call *c) {
 static int64_t maxpool2d_grad_flops(const mst_op_call *c) { return c->in[0]->numel; }
 
 const mst_op_desc mst_desc_maxpool2d_grad = {
-    .name = "maxpool2d_grad", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .flags = MST_OPF_GRAD_OP,
-    .nondiff = 1u << 1,
+    .name = "maxpool2d_grad", .min_inputs = 2, .max_inputs = 3, .n_outputs = 1, .flags = MST_OPF_GRAD_OP,
+    .nondiff = 1u << 1 | 1u << 2,
     .attr_i = {"in_h", "in_w"},
     .infer = infer_maxpool2d_grad,
     .kernels[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = maxpool2d_grad_fast, [MST_DTYPE_F64] = maxpool2d_grad_f64,

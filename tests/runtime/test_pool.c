@@ -258,6 +258,45 @@ static void test_maxpool_grad_fast_paths(void **state) {
     mst_ctx_free(ctx);
 }
 
+/* maxpool2d_grad with the pooled values (graph mode's fold of relu_grad, runtime/graph/
+ * fuse_pool_relu.c) against relu_grad(maxpool2d_grad(gy, indices), y), bit for bit, y = relu(x)
+ * with zeros, -0 and NaN, gy with NaN and -0: f32 2x2 windows (the write-once plane) and
+ * overlapping 3x3 stride-2 padded ones (the scatter), f64, f16 and bf16. */
+static void test_maxpool_grad_relu_fold(void **state) {
+    (void)state;
+    static const struct { mst_dtype dt; int k, s, p; } cases[] = {
+        {MST_DTYPE_F32, 2, 2, 0}, {MST_DTYPE_F32, 3, 2, 1}, {MST_DTYPE_F64, 2, 2, 0},
+        {MST_DTYPE_F16, 2, 2, 0}, {MST_DTYPE_BF16, 2, 2, 0}, {MST_DTYPE_BF16, 3, 2, 1},
+    };
+    for (size_t t = 0; t < sizeof(cases) / sizeof(cases[0]); t++) {
+        mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 5 + (uint64_t)t, .n_threads = 2});
+        int64_t shape[4] = {2, 3, 8, 34};
+        mst_tensor *x32 = mst_tensor_randn(ctx, MST_DTYPE_F32, 4, shape, 0, 1);
+        float *xv = mst_tensor_f32(x32);
+        xv[3] = NAN, xv[20] = -0.0f, xv[41] = 0.0f, xv[42] = 0.0f, xv[43] = 0.0f, xv[44] = 0.0f;
+        mst_tensor *y = mst_cast(ctx, mst_relu(ctx, x32), cases[t].dt);
+        mst_tensor *pool[2];
+        maxpool_run(ctx, y, (pool_arg){cases[t].k, cases[t].k, cases[t].s, cases[t].s, cases[t].p, cases[t].p}, pool);
+        mst_tensor *gy32 = mst_tensor_randn(ctx, MST_DTYPE_F32, 4, pool[0]->shape, 0, 1);
+        mst_tensor_f32(gy32)[1] = NAN, mst_tensor_f32(gy32)[2] = -0.0f;
+        mst_tensor *gy = mst_cast(ctx, gy32, cases[t].dt);
+        mst_tensor *want = mst_relu_grad(ctx, mst_maxpool2d_grad(ctx, gy, pool[1], 8, 34), y);
+        mst_attrs ga = {.i = {8, 34}};
+        mst_tensor *got = mst_dispatch1(ctx, MST_OP_MAXPOOL2D_GRAD, 3, (mst_tensor *[]){gy, pool[1], pool[0]}, &ga);
+        assert_non_null(want);
+        assert_non_null(got);
+        if (memcmp(mst_tensor_data(want), mst_tensor_data(got), mst_tensor_nbytes(want)) != 0)
+            fail_msg("case %zu (%s, %dx%d stride %d): the fold differs from relu_grad after the pooling gradient", t,
+                     mst_dtype_name(cases[t].dt), cases[t].k, cases[t].k, cases[t].s);
+        mst_ctx_set_force_ref(ctx, true);
+        mst_tensor *ref = mst_dispatch1(ctx, MST_OP_MAXPOOL2D_GRAD, 3, (mst_tensor *[]){gy, pool[1], pool[0]}, &ga);
+        mst_ctx_set_force_ref(ctx, false);
+        assert_non_null(ref);
+        assert_memory_equal(mst_tensor_data(ref), mst_tensor_data(got), mst_tensor_nbytes(ref));
+        mst_ctx_free(ctx);
+    }
+}
+
 static void test_avgpool_values(void **state) {
     mst_ctx *ctx = mst_ctx_new(NULL);
     mst_tensor *x = f32_4d(ctx, 1, 1, 4, 4, (float[]){1, 5, 2, 0, 3, 4, 8, 6, 9, 0, 1, 1, 2, 7, 3, 10});
@@ -372,7 +411,7 @@ int main(void) {
         cmocka_unit_test(test_maxpool_values),
         cmocka_unit_test(test_maxpool_tie_break),
         cmocka_unit_test(test_maxpool_padding_never_selected),
-        cmocka_unit_test(test_maxpool_grad_scatter_add), cmocka_unit_test(test_maxpool_grad_fast_paths),
+        cmocka_unit_test(test_maxpool_grad_scatter_add), cmocka_unit_test(test_maxpool_grad_fast_paths), cmocka_unit_test(test_maxpool_grad_relu_fold),
         cmocka_unit_test(test_avgpool_values),
         cmocka_unit_test(test_global_avgpool_values),
         cmocka_unit_test(test_pool_errors),
