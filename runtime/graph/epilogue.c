@@ -32,9 +32,8 @@ int mst_pass_relu_epilogue(mst_graph *g) {
         int x = n->in[0], y = n->out[0];
         int pi = mst_graph_producer(g, x);
         if (pi < 0 || !producer_ok(&g->nodes[pi]) || g->nodes[pi].out[0] != x) continue;
-        if (g->values[x].kind != MST_GV_INTERMEDIATE || g->values[x].cat != g->values[y].cat ||
-            mst_graph_is_output(g, x) || mst_graph_has_views(g, x) ||
-            mst_graph_value_mutated(g, x) || mst_graph_value_mutated(g, y) || !readers_ok(g, x, i))
+        if (!mst_graph_value_private(g, x) || g->values[x].cat != g->values[y].cat || mst_graph_value_mutated(g, y) ||
+            !readers_ok(g, x, i))
             continue;
         for (int j = i + 1; j < g->n_nodes; j++) {
             mst_gnode *r = &g->nodes[j];

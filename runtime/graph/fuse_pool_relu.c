@@ -16,16 +16,6 @@
 
 #include "runtime/graph/passes.h"
 
-/* v is an intermediate read by node `reader` only. */
-static bool single_use(const mst_graph *g, int v, int reader) {
-    if (g->values[v].kind != MST_GV_INTERMEDIATE || mst_graph_is_output(g, v) || mst_graph_has_views(g, v) ||
-        mst_graph_value_mutated(g, v))
-        return false;
-    for (int i = 0; i < g->n_nodes; i++)
-        if (i != reader && !g->nodes[i].dead && mst_gnode_reads_root(g, &g->nodes[i], v)) return false;
-    return true;
-}
-
 /* The live OP node producing v as out[out_index] with op `op` and no epilogue; -1 otherwise. */
 static int producer_of(const mst_graph *g, int v, mst_op op, int out_index) {
     int i = mst_graph_producer(g, v);
@@ -45,7 +35,7 @@ int mst_pass_fuse_pool_relu(mst_graph *g) {
         int f = producer_of(g, g->nodes[m].in[1], MST_OP_MAXPOOL2D, 1);
         if (f < 0 || mst_graph_root(g, g->nodes[f].in[0]) != mst_graph_root(g, rg->in[1])) continue;
         int v1 = rg->in[0], v2 = rg->out[0], pooled = g->nodes[f].out[0];
-        if (!single_use(g, v1, r) || g->values[v2].dtype != g->values[v1].dtype ||
+        if (!mst_graph_value_private(g, v1) || mst_graph_read_elsewhere(g, v1, r) || g->values[v2].dtype != g->values[v1].dtype ||
             g->values[pooled].dtype != g->values[v1].dtype)
             continue;
         mst_gnode *mg = &g->nodes[m];

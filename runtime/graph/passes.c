@@ -79,3 +79,14 @@ int mst_graph_last_use(const mst_graph *g, int v) {
     }
     return -1;
 }
+
+bool mst_graph_value_private(const mst_graph *g, int v) {
+    return g->values[v].kind == MST_GV_INTERMEDIATE && !mst_graph_is_output(g, v) && !mst_graph_has_views(g, v) &&
+           !mst_graph_value_mutated(g, v);
+}
+
+bool mst_graph_read_elsewhere(const mst_graph *g, int v, int except) {
+    for (int i = 0; i < g->n_nodes; i++)
+        if (i != except && !g->nodes[i].dead && mst_gnode_reads_root(g, &g->nodes[i], v)) return true;
+    return false;
+}

@@ -60,5 +60,9 @@ int  mst_graph_last_use(const mst_graph *g, int v);
 bool mst_graph_is_output(const mst_graph *g, int v);
 /* Does any value view v? */
 bool mst_graph_has_views(const mst_graph *g, int v);
+/* Is v an intermediate a pass may rewrite freely: not an output, no views, not updated in place? */
+bool mst_graph_value_private(const mst_graph *g, int v);
+/* Does a live node other than the one at index `except` read v (or its storage)? */
+bool mst_graph_read_elsewhere(const mst_graph *g, int v, int except);
 
 #endif

@@ -81,6 +81,19 @@ static inline void window(int64_t p, int64_t s, int64_t pad, int64_t k, int64_t 
     *hi = b < n ? b : n;
 }
 
+/* Runs the statements after it for every output (p, q) of a P x Q pooling with geometry g over an
+ * H x W plane, with [h0, h1) x [w0, w1) its window clipped to the plane. */
+#define FOR_EACH_WINDOW(g, H, W, P, Q, ...)                                                          \
+    for (int64_t p = 0; p < (P); p++) {                                                              \
+        int64_t h0, h1;                                                                              \
+        window(p, (g).sh, (g).ph, (g).kh, (H), &h0, &h1);                                            \
+        for (int64_t q = 0; q < (Q); q++) {                                                          \
+            int64_t w0, w1;                                                                          \
+            window(q, (g).sw, (g).pw, (g).kw, (W), &w0, &w1);                                        \
+            __VA_ARGS__                                                                              \
+        }                                                                                            \
+    }
+
 /* ---- maxpool2d: x (N, C, H, W) -> y (N, C, P, Q), indices i32 (N, C, P, Q) ---- */
 
 static mst_status infer_pool(mst_ctx *ctx, const mst_op_call *c, mst_meta out[], bool with_indices) {
@@ -108,29 +121,23 @@ static mst_status infer_avgpool2d(mst_ctx *ctx, const mst_op_call *c, mst_meta o
 #define MAXPOOL_PLANE_REF(T, SUF)                                                                    \
     static void maxpool_plane_ref_##SUF(const T *xp, int64_t H, int64_t W, T *yp, int32_t *ip, int64_t P, int64_t Q, \
                                         pool_geom g) {                                               \
-        for (int64_t p = 0; p < P; p++) {                                                            \
-            int64_t h0, h1;                                                                          \
-            window(p, g.sh, g.ph, g.kh, H, &h0, &h1);                                                \
-            for (int64_t q = 0; q < Q; q++) {                                                        \
-                int64_t w0, w1;                                                                      \
-                window(q, g.sw, g.pw, g.kw, W, &w0, &w1);                                            \
-                /* written branch-free (maxss + cmov): the data decide v > best at random, and       \
-                 * a branch there mispredicts about half the time (4x slower measured) */            \
-                int64_t best_i = h0 * W + w0, nan_i = -1;                                            \
-                T best = xp[best_i];                                                                 \
-                for (int64_t h = h0; h < h1; h++)                                                    \
-                    for (int64_t k = h * W + w0; k < h * W + w1; k++) {                              \
-                        T v = xp[k];                                                                 \
-                        int gt = v > best;                                                           \
-                        best_i = gt ? k : best_i;                                                    \
-                        best = gt ? v : best;                                                        \
-                        nan_i = ((v != v) & (nan_i < 0)) ? k : nan_i;                                \
-                    }                                                                                \
-                if (nan_i >= 0) { best_i = nan_i; best = xp[nan_i]; }  /* the first NaN wins */      \
-                yp[p * Q + q] = best;                                                                \
-                ip[p * Q + q] = (int32_t)best_i;                                                     \
-            }                                                                                        \
-        }                                                                                            \
+        FOR_EACH_WINDOW(g, H, W, P, Q, {                                                             \
+            /* written branch-free (maxss + cmov): the data decide v > best at random, and a branch  \
+             * there mispredicts about half the time (4x slower measured) */                         \
+            int64_t best_i = h0 * W + w0, nan_i = -1;                                                \
+            T best = xp[best_i];                                                                     \
+            for (int64_t h = h0; h < h1; h++)                                                        \
+                for (int64_t k = h * W + w0; k < h * W + w1; k++) {                                  \
+                    T v = xp[k];                                                                     \
+                    int gt = v > best;                                                               \
+                    best_i = gt ? k : best_i;                                                        \
+                    best = gt ? v : best;                                                            \
+                    nan_i = ((v != v) & (nan_i < 0)) ? k : nan_i;                                    \
+                }                                                                                    \
+            if (nan_i >= 0) { best_i = nan_i; best = xp[nan_i]; }  /* the first NaN wins */          \
+            yp[p * Q + q] = best;                                                                    \
+            ip[p * Q + q] = (int32_t)best_i;                                                         \
+        })                                                                                           \
     }
 MAXPOOL_PLANE_REF(float, f32)
 MAXPOOL_PLANE_REF(double, f64)
@@ -646,18 +653,12 @@ const mst_op_desc mst_desc_maxpool2d_grad = {
         for (int64_t pl = 0; pl < planes; pl++) {                                                    \
             const T *xp = x + pl * H * W;                                                            \
             T *yp = y + pl * P * Q;                                                                  \
-            for (int64_t p = 0; p < P; p++) {                                                        \
-                int64_t h0, h1;                                                                      \
-                window(p, g.sh, g.ph, g.kh, H, &h0, &h1);                                            \
-                for (int64_t q = 0; q < Q; q++) {                                                    \
-                    int64_t w0, w1;                                                                  \
-                    window(q, g.sw, g.pw, g.kw, W, &w0, &w1);                                        \
-                    T sum = 0;                                                                       \
-                    for (int64_t h = h0; h < h1; h++)                                                \
-                        for (int64_t w = w0; w < w1; w++) sum += xp[h * W + w];                      \
-                    yp[p * Q + q] = sum * inv;                                                       \
-                }                                                                                    \
-            }                                                                                        \
+            FOR_EACH_WINDOW(g, H, W, P, Q, {                                                         \
+                T sum = 0;                                                                           \
+                for (int64_t h = h0; h < h1; h++)                                                    \
+                    for (int64_t w = w0; w < w1; w++) sum += xp[h * W + w];                          \
+                yp[p * Q + q] = sum * inv;                                                           \
+            })                                                                                       \
         }                                                                                            \
         return MST_OK;                                                                               \
     }
@@ -712,17 +713,11 @@ static mst_status infer_avgpool2d_grad(mst_ctx *ctx, const mst_op_call *c, mst_m
         for (int64_t pl = 0; pl < planes; pl++) {                                                    \
             const T *gyp = gy + pl * P * Q;                                                          \
             T *gxp = gx + pl * H * W;                                                                \
-            for (int64_t p = 0; p < P; p++) {                                                        \
-                int64_t h0, h1;                                                                      \
-                window(p, g.sh, g.ph, g.kh, H, &h0, &h1);                                            \
-                for (int64_t q = 0; q < Q; q++) {                                                    \
-                    int64_t w0, w1;                                                                  \
-                    window(q, g.sw, g.pw, g.kw, W, &w0, &w1);                                        \
-                    T v = gyp[p * Q + q] * inv;                                                      \
-                    for (int64_t h = h0; h < h1; h++)                                                \
-                        for (int64_t w = w0; w < w1; w++) gxp[h * W + w] += v;                       \
-                }                                                                                    \
-            }                                                                                        \
+            FOR_EACH_WINDOW(g, H, W, P, Q, {                                                         \
+                T v = gyp[p * Q + q] * inv;                                                          \
+                for (int64_t h = h0; h < h1; h++)                                                    \
+                    for (int64_t w = w0; w < w1; w++) gxp[h * W + w] += v;                           \
+            })                                                                                       \
         }                                                                                            \
         return MST_OK;                                                                               \
     }
