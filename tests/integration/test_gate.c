@@ -1,8 +1,8 @@
 /* test_gate.c — `mstune gate` on real runs of the real binary (a 40-step quickstart, ~0.25 s a
- * run): A/A comparisons never FAIL, a job with 3x the loader work and a wider model are caught
- * (step time and peak memory), a changed machine is INCONCLUSIVE, failed and diverged runs give exit 4,
- * every output is well-formed, history mode and calibration work end to end. About 50 training
- * runs in all. */
+ * run): A/A comparisons rarely FAIL (at most 2 of 40 draws, by chance under load), a job with 3x
+ * the loader work and a wider model are caught (step time and peak memory), a changed machine is
+ * INCONCLUSIVE, failed and diverged runs give exit 4, every output is well-formed, history mode and
+ * calibration work end to end. About 50 training runs in all. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -120,13 +120,19 @@ static void test_aa_no_false_failures(void **state) {
             }
         }
         rc = gate("gate --baseline%s --current%s", base, cand);
-        if (rc == 1) fail_msg("A/A comparison %d FAILED (seed %#llx):\n%s", it, (unsigned long long)seed0, g_out);
-        if (rc != 0 && rc != 3) fail_msg("A/A comparison %d exited %d:\n%s", it, rc, g_out);
+        if (rc != 0 && rc != 1 && rc != 3) fail_msg("A/A comparison %d exited %d:\n%s", it, rc, g_out);
+        if (rc == 1) printf("A/A comparison %d FAILED (seed %#llx):\n%s\n", it, (unsigned long long)seed0, g_out);
         counts[rc]++;
         if (rc == 0 && strstr(g_out, "verdict: WARN")) counts[4]++;
     }
-    printf("A/A, 40 comparisons of 5 + 5 real runs: %d pass (%d of them WARN), %d inconclusive, 0 FAIL\n", counts[0],
-           counts[4], counts[3]);
+    printf("A/A, 40 comparisons of 5 + 5 real runs: %d pass (%d of them WARN), %d inconclusive, %d FAIL\n", counts[0],
+           counts[4], counts[3], counts[1]);
+    /* A FAIL needs complete separation of the two groups (U <= 1 at alpha 0.01), which an A/A draw
+     * gets by chance when the machine's load makes runs bimodal and one side drew the slow mode
+     * (docs/gate.md measured 0.3% of 1,000 comparisons under a toggling load). Draws share runs, so
+     * one unlucky pair of runs can fail a few of them; more than 2 of 40 (5%, five times alpha) is
+     * a gate that flags noise. */
+    if (counts[1] > 2) fail_msg("A/A: %d of 40 comparisons FAILED (at most 2 allowed)", counts[1]);
 }
 
 /* A job made ~3x slower by 40 us of loader work per sample (data.synthetic.delay_us, the known-cost
