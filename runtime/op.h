@@ -10,6 +10,7 @@
 #ifndef MST_RUNTIME_OP_H
 #define MST_RUNTIME_OP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -163,6 +164,13 @@ typedef struct mst_op_desc {
     /* RELU_EPILOGUE ops: 1 + the integer attribute slot that, set to 1, makes the kernel apply the
      * relu in its own output loop (one pass instead of two); 0: the relu runs after the kernel. */
     int relu_in_kernel_attr;
+    /* Graph mode's nChw16c chains (runtime/layout.h): bit i of blocked_in (blocked_out) = the kernel
+     * mst_op_kernel binds reads input i (writes output i) in nChw16c when the tensor says so; blocked_tied: those
+     * positions take one layout together (batch norm's x and y), else each its own (a convolution
+     * reorders whichever is plain). Elementwise ops need no bits: on operands of one shape they are
+     * layout-blind, and the layout pass ties them. */
+    uint32_t blocked_in, blocked_out;
+    bool blocked_tied;
 } mst_op_desc;
 
 extern const mst_op_desc *const mst_op_table[MST_OP_COUNT];

@@ -42,8 +42,15 @@ typedef struct mst_storage {
     mst_ctx *ctx;       /* whose allocator owns data */
 } mst_storage;
 
+/* How a 4-D tensor's elements lie in memory. Eager tensors are always plain (row-major NCHW);
+ * graph mode keeps some intermediates of its convolution chains in oneDNN's nChw16c (sixteen
+ * channels innermost: runtime/layout.h), and only the kernels that say so in their op descriptor
+ * (blocked_in / blocked_out) ever see one. */
+typedef enum { MST_LAYOUT_PLAIN = 0, MST_LAYOUT_NCHW16C = 1 } mst_layout;
+
 typedef struct mst_tensor {
     mst_dtype dtype;
+    uint8_t layout;                     /* mst_layout; shape and strides stay the logical NCHW ones */
     int ndim;                           /* 0 = scalar */
     int64_t shape[MST_MAX_DIMS];
     int64_t strides[MST_MAX_DIMS];      /* in elements; always contiguous (row-major) */

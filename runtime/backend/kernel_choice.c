@@ -50,6 +50,7 @@
 #include "runtime/backend/shape_key.h"
 #include "runtime/context.h"
 #include "runtime/cpu_features.h"
+#include "runtime/layout.h"
 #include "util/fsutil.h"
 
 /* oneDNN must beat builtin by this fraction of builtin's time to be chosen in auto mode: a close
@@ -215,9 +216,18 @@ static bool log_choices(void) {
     return e && *e && strcmp(e, "0") != 0;
 }
 
-static double run_ns(mst_ctx *ctx, mst_kernel_fn k, const mst_op_call *c, mst_status *s) {
+/* Provider p's kernel k on c: a call with nChw16c tensors (graph mode's blocked chains,
+ * runtime/layout.h) goes to oneDNN's blocked kernels as it is, to any other provider through
+ * plain copies. */
+static mst_status run_provider(mst_ctx *ctx, mst_provider p, mst_kernel_fn k, const mst_op_call *c) {
+    if (p != MST_PROVIDER_ONEDNN_BLOCKED && p != MST_PROVIDER_ONEDNN_WINOGRAD && mst_call_has_blocked(c))
+        return mst_layout_run_plain(ctx, c, k);
+    return k(ctx, c);
+}
+
+static double run_ns(mst_ctx *ctx, mst_provider p, mst_kernel_fn k, const mst_op_call *c, mst_status *s) {
     uint64_t t0 = mst_prof_now_ns();
-    *s = k(ctx, c);
+    *s = run_provider(ctx, p, k, c);
     return (double)(mst_prof_now_ns() - t0);
 }
 
@@ -241,7 +251,7 @@ static mst_provider measure(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn *k
     mst_status s;
     for (int p = 0; p < MST_PROVIDER_COUNT; p++) {
         t_ns[p] = 0;
-        if (served[p] && (run_ns(ctx, kernels[p], c, &s), s != MST_OK)) {
+        if (served[p] && (run_ns(ctx, (mst_provider)p, kernels[p], c, &s), s != MST_OK)) {
             served[p] = false;
             mst_ctx_clear_error(ctx);   /* the chosen kernel reruns and reports for real */
         }
@@ -251,7 +261,7 @@ static mst_provider measure(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn *k
     for (int r = 0; r < k_timed_rounds; r++)
         for (int p = 0; p < MST_PROVIDER_COUNT; p++) {
             if (!served[p]) continue;
-            double t = run_ns(ctx, kernels[p], c, &s);
+            double t = run_ns(ctx, (mst_provider)p, kernels[p], c, &s);
             if (t < best[p]) best[p] = t;
         }
     for (int p = 0; p < MST_PROVIDER_COUNT; p++)
@@ -314,6 +324,7 @@ static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measur
         char t[64];
         n += snprintf(shapes + n, sizeof(shapes) - (size_t)n, "%s%s", i ? ", " : "", mst_tensor_desc(c->in[i], t, sizeof(t)));
     }
+
     pthread_mutex_lock(&verdict_lock);
     void **slot = mst_shape_map_slot(&verdicts, &k);
     if (slot && !*slot) {
@@ -352,7 +363,7 @@ static mst_status choose_and_run(mst_ctx *ctx, const mst_op_call *c) {
     mst_dtype key = key_dtype(c);
     mst_kernel_fn k = provider_kernel(ctx, p, c, key);
     if (!k) return mst_op_fail(ctx, c, MST_ERR_DTYPE, "no cpu kernel for dtype %s", mst_dtype_name(key));
-    return k(ctx, c);
+    return run_provider(ctx, p, k, c);
 }
 
 mst_kernel_fn mst_kernel_lookup(const mst_ctx *ctx, const mst_op_desc *d, mst_dtype key) {

@@ -55,6 +55,8 @@ typedef struct {
     dnnl_memory_t user;                     /* the tensor's plain layout; data pointer set per call */
     dnnl_primitive_t reorder;               /* user -> inner (input) or inner -> user (output) */
     void *inner_data;                       /* the inner memory's buffer (64-byte aligned) */
+    bool inner_nchw16c;                     /* inner is nChw16c: a tensor already in it (runtime/layout.h)
+                                               is bound directly, no reorder */
 } onednn_stage;
 
 /* One cached primitive: what a call of this shape runs. */

@@ -18,6 +18,7 @@
 
 #include "runtime/backend/onednn_impl.h"
 #include "runtime/cpu_features.h"
+#include "runtime/layout.h"
 
 onednn_api onednn;
 
@@ -228,6 +229,10 @@ bool onednn_add_staged_arg(mst_onednn *st, onednn_prim *p, int arg, const dnnl_m
                   dnnl_success &&
               onednn.primitive_create(&sg->reorder, rpd) == dnnl_success;
     if (rpd) onednn.pd_destroy(rpd);
+    dnnl_memory_desc_t b16;
+    sg->inner_nchw16c = ok && plain->ndims == 4 &&
+                        onednn.md_init_by_tag(&b16, 4, plain->dims, plain->data_type, dnnl_aBcd16b) == dnnl_success &&
+                        onednn.md_equal(&b16, chosen);
     if (!ok) {
         if (inner) onednn.memory_destroy(inner);
         if (sg->user) onednn.memory_destroy(sg->user);
@@ -309,6 +314,8 @@ const char *mst_onednn_impl(mst_ctx *ctx, const mst_op_call *c, mst_dtype dtype,
     return p && p->ok ? p->impl : NULL;
 }
 
+static mst_kernel_fn kernel_of(mst_onednn_layout layout);
+
 static mst_status onednn_run(mst_ctx *ctx, const mst_op_call *c, mst_onednn_layout layout) {
     const mst_op_desc *d = mst_op_table[c->op];
     mst_dtype dt = c->in[d->dtype_arg]->dtype;
@@ -317,9 +324,22 @@ static mst_status onednn_run(mst_ctx *ctx, const mst_op_call *c, mst_onednn_layo
         return mst_op_fail(ctx, c, MST_ERR_UNSUPPORTED, "oneDNN has no %s kernel for this shape%s%s", mst_dtype_name(dt),
                            mst_onednn_available() ? "" : ": ", mst_onednn_unavailable_reason());
     mst_onednn *st = ctx->onednn;
+    /* an nChw16c tensor (graph mode's blocked chains) is the primitive's own argument where the
+     * primitive chose that layout; anywhere else the call runs on plain copies */
+    bool direct[ONEDNN_MAX_ARGS] = {0};
     for (int k = 0; k < p->n_args; k++) {
         const mst_tensor *t = p->from[k] >= ONEDNN_FROM_OUT0 ? c->out[p->from[k] - ONEDNN_FROM_OUT0] : c->in[p->from[k]];
-        onednn.memory_set_data_handle(p->stage[k].reorder ? p->stage[k].user : p->args[k].memory, mst_tensor_data(t));
+        if (!mst_tensor_blocked(t)) continue;
+        if (!p->stage[k].reorder || !p->stage[k].inner_nchw16c) return mst_layout_run_plain(ctx, c, kernel_of(layout));
+        direct[k] = true;
+    }
+    for (int k = 0; k < p->n_args; k++) {
+        const mst_tensor *t = p->from[k] >= ONEDNN_FROM_OUT0 ? c->out[p->from[k] - ONEDNN_FROM_OUT0] : c->in[p->from[k]];
+        if (direct[k]) onednn.memory_set_data_handle(p->args[k].memory, mst_tensor_data(t));
+        else if (p->stage[k].reorder) {
+            onednn.memory_set_data_handle(p->args[k].memory, p->stage[k].inner_data);
+            onednn.memory_set_data_handle(p->stage[k].user, mst_tensor_data(t));
+        } else onednn.memory_set_data_handle(p->args[k].memory, mst_tensor_data(t));
     }
     set_team(ctx, c);
     /* SIGPROF (the stack sampler, profiler/sampler.c) is held off while oneDNN runs and delivered
@@ -336,10 +356,10 @@ static mst_status onednn_run(mst_ctx *ctx, const mst_op_call *c, mst_onednn_layo
      * (the stream is in order, so one wait covers all) */
     bool ok = true;
     for (int k = 0; ok && k < p->n_args; k++)
-        if (p->stage[k].reorder && p->from[k] < ONEDNN_FROM_OUT0) ok = run_stage(st, p, k);
+        if (p->stage[k].reorder && !direct[k] && p->from[k] < ONEDNN_FROM_OUT0) ok = run_stage(st, p, k);
     ok = ok && onednn.primitive_execute(p->prim, st->stream, p->n_args, p->args) == dnnl_success;
     for (int k = 0; ok && k < p->n_args; k++)
-        if (p->stage[k].reorder && p->from[k] >= ONEDNN_FROM_OUT0) ok = run_stage(st, p, k);
+        if (p->stage[k].reorder && !direct[k] && p->from[k] >= ONEDNN_FROM_OUT0) ok = run_stage(st, p, k);
     ok = ok && onednn.stream_wait(st->stream) == dnnl_success;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!ok) return mst_op_fail(ctx, c, MST_ERR_UNSUPPORTED, "oneDNN failed to execute %s", p->impl);
@@ -349,6 +369,10 @@ static mst_status onednn_run(mst_ctx *ctx, const mst_op_call *c, mst_onednn_layo
 static mst_status onednn_run_plain(mst_ctx *ctx, const mst_op_call *c) { return onednn_run(ctx, c, MST_ONEDNN_PLAIN); }
 static mst_status onednn_run_blocked(mst_ctx *ctx, const mst_op_call *c) { return onednn_run(ctx, c, MST_ONEDNN_BLOCKED); }
 static mst_status onednn_run_winograd(mst_ctx *ctx, const mst_op_call *c) { return onednn_run(ctx, c, MST_ONEDNN_WINOGRAD); }
+
+static mst_kernel_fn kernel_of(mst_onednn_layout layout) {
+    return layout == MST_ONEDNN_WINOGRAD ? onednn_run_winograd : layout == MST_ONEDNN_BLOCKED ? onednn_run_blocked : onednn_run_plain;
+}
 
 mst_kernel_fn mst_onednn_kernel(mst_op op, mst_dtype dtype, mst_onednn_layout layout) {
     if ((unsigned)layout >= MST_ONEDNN_LAYOUT_COUNT || !builder(op, layout) || !served_dtype(dtype) || !mst_onednn_available())

@@ -17,6 +17,7 @@
 #include "runtime/graph/passes.h"
 #include "runtime/graph/plan.h"
 #include "runtime/graph/trace.h"
+#include "runtime/layout.h"
 
 typedef struct {
     int n_in;
@@ -146,6 +147,28 @@ static mst_status trace(mst_graph_cache *gc, const signature *sig, mst_graph *g)
     return s;
 }
 
+/* The layout pass's question for op node n (runtime/layout.h): asked on zero-filled plain tensors
+ * of the traced shapes (persistent values: their own tensors), which the kernel choice may time. */
+static bool node_takes_blocked(void *arg, const mst_graph *g, const mst_gnode *n) {
+    mst_ctx *ctx = arg;
+    mst_op_call c = {.op = n->op, .n_in = n->n_in, .n_out = n->n_out, .attrs = n->attrs};
+    mst_pool_push(ctx);
+    bool ok = true;
+    for (int p = 0; p < n->n_in + n->n_out && ok; p++) {
+        const mst_gvalue *x = &g->values[p < n->n_in ? n->in[p] : n->out[p - n->n_in]];
+        mst_tensor *t = x->kind == MST_GV_PERSISTENT || x->kind == MST_GV_CONSTANT
+                            ? x->tensor
+                            : mst_tensor_zeros(ctx, x->dtype, x->ndim, x->shape);
+        if (p < n->n_in) c.in[p] = t;
+        else c.out[p - n->n_in] = t;
+        ok = t != NULL;
+    }
+    bool takes = ok && mst_layout_call_takes_blocked(ctx, &c);
+    mst_ctx_clear_error(ctx);
+    mst_pool_pop(ctx);
+    return takes;
+}
+
 static mst_status compile(mst_graph_cache *gc, const signature *sig, plan_entry *e) {
     mst_ctx *ctx = gc->ctx;
     memset(e, 0, sizeof(*e));
@@ -156,6 +179,8 @@ static mst_status compile(mst_graph_cache *gc, const signature *sig, plan_entry 
     e->g = mst_graph_clone(e->traced);
     if (gc->opt.optimize) mst_graph_optimize_skipping(e->g, gc->opt.skip_passes, NULL);
     else mst_graph_compact(e->g);
+    if (gc->opt.optimize && !(gc->opt.skip_passes & MST_PASS_BLOCKED_LAYOUT) && mst_layout_blocked_allowed(ctx))
+        mst_pass_blocked_layout(e->g, gc->opt.blocked_everywhere ? NULL : node_takes_blocked, ctx);
     mst_graph_plan_build(e->g, &e->plan);
     MST_ASSERT(mst_graph_plan_check(e->g, &e->plan) == 0);
     e->ex = mst_graph_exec_new(ctx, e->g, &e->plan, gc->opt.dynamic_batch ? gc->opt.max_batch : -1);
@@ -225,6 +250,8 @@ void mst_graph_cache_stats(const mst_graph_cache *gc, mst_graph_stats *st) {
     st->nodes_traced = e->traced->n_nodes;
     st->nodes_after_passes = mst_graph_live_nodes(e->g);
     st->kernels = mst_graph_exec_kernels(e->ex);
+    st->blocked_values = 0;
+    for (int v = 0; v < e->g->n_values; v++) st->blocked_values += e->g->values[v].layout == MST_LAYOUT_NCHW16C;
 }
 
 bool mst_graph_cache_dump(const mst_graph_cache *gc, FILE *f, bool after_passes) {

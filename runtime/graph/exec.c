@@ -107,6 +107,7 @@ static void init_headers(mst_graph_exec *ex, const mst_graph_plan *p) {
         }
         mst_tensor *h = &ex->hdr[v];
         h->dtype = x->dtype;
+        h->layout = x->layout;
         mst_tensor_set_shape(h, x->ndim, x->shape);
         h->refcount = 1 << 30;
         h->ctx = ex->ctx;

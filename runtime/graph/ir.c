@@ -179,7 +179,7 @@ static void value_desc(const mst_graph *g, int v, char *buf, size_t n) {
     const mst_gvalue *x = &g->values[v];
     char s[96];
     mst_shape_str(x->ndim, x->shape, s, sizeof(s));
-    snprintf(buf, n, "%s%s", mst_dtype_name(x->dtype), s);
+    snprintf(buf, n, "%s%s%s", mst_dtype_name(x->dtype), s, x->layout == MST_LAYOUT_NCHW16C ? " nChw16c" : "");
 }
 
 static void dump_attrs(const mst_gnode *n, FILE *f) {

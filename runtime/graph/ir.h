@@ -47,6 +47,7 @@ typedef struct {
     int input_index;        /* INPUT: position in the run's in[] */
     mst_tensor *tensor;     /* PERSISTENT: the live tensor; CONSTANT: the snapshot (both retained) */
     mst_mem_cat cat;        /* INTERMEDIATE: the category eager allocates it under (MST_MEM_ACT by default) */
+    uint8_t layout;         /* mst_layout: nChw16c where the layout pass (layout.c) put it */
     char name[40];
 } mst_gvalue;
 

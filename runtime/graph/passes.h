@@ -34,6 +34,13 @@ int mst_pass_fuse_elementwise(mst_graph *g);
 int mst_pass_fuse_optimizer(mst_graph *g);
 /* inplace.c: an elementwise op (or fused group) writes over an input that dies there. */
 int mst_pass_inplace(mst_graph *g);
+/* layout.c: the intermediates of convolution chains whose every reader and writer can take
+ * oneDNN's nChw16c get it (mst_gvalue.layout), so no convolution reorders them. takes_blocked(arg,
+ * g, n) says whether op node n's kernel would read and write the layout itself (NULL: every node
+ * whose descriptor allows it). Last, and only where the kernels are the fast ones with oneDNN
+ * (mst_layout_blocked_allowed); returns how many values it put in nChw16c. */
+typedef bool (*mst_node_pred)(void *arg, const mst_graph *g, const mst_gnode *n);
+int mst_pass_blocked_layout(mst_graph *g, mst_node_pred takes_blocked, void *arg);
 
 typedef struct {
     int dce, cse, casts, epilogues, fused_pool_relu, fused_elem, fused_optim, inplace;
@@ -41,7 +48,7 @@ typedef struct {
 
 /* Fusion passes a caller may leave out (mst_graph_options.skip_passes); none changes the bits. */
 enum { MST_PASS_EPILOGUE = 1u << 0, MST_PASS_FUSE_ELEM = 1u << 1, MST_PASS_FUSE_OPTIM = 1u << 2,
-       MST_PASS_FUSE_POOL_RELU = 1u << 3 };
+       MST_PASS_FUSE_POOL_RELU = 1u << 3, MST_PASS_BLOCKED_LAYOUT = 1u << 4 };
 
 void mst_graph_optimize(mst_graph *g, mst_pass_stats *st);
 /* The same, leaving out the passes in skip (MST_PASS_* bits). */

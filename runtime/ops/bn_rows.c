@@ -1,6 +1,9 @@
 /* bn_rows.c — batch norm's per-row sums and applies: the portable and AVX-512 paths of one
  * definition (runtime/ops/bn_rows.h). */
 #include "runtime/ops/bn_rows.h"
+
+#include <string.h>
+
 #include "runtime/amp/half.h"
 #include "runtime/cpu_features.h"
 
@@ -340,4 +343,118 @@ void mst_bn_row_grad_apply_half_path(mst_dtype dt, const uint16_t *gy, const uin
     }
 #endif
     half_grad_apply_pieces(dt, gy, x, gx, s, a, mg, m, q);
+}
+
+/* ---- nChw16c slabs (runtime/layout.h) ----
+ *
+ * A slab holds the rows of 16 channels interleaved: element i of lane l at x[16 i + l]. Each
+ * lane's sum is its row's sum with the plain kernels' partials — sixteen (i = k mod 16, added by
+ * lanes_total's tree: the rows above) or, with four_partials, four (i = k mod 4 over whole groups
+ * of four, the rest into partial 0, added as (p0 + p1) + (p2 + p3): norm.c's direct kernel, which
+ * planes under 64 values keep) — so a blocked tensor's statistics are the plain tensor's, to the
+ * bit. One generic body, compiled twice: the AVX-512 clone vectorizes across the lanes, which
+ * changes no lane's operations. */
+
+typedef struct {
+    double p[k_lanes][k_lanes];     /* [partial][lane] */
+} slab_partials;
+
+__attribute__((always_inline)) static inline double slab_term(mst_bn_sum_kind k, const float *x, const float *gy,
+                                                              int64_t at, double m) {
+    return term(k, x, gy, at, m);
+}
+
+__attribute__((always_inline)) static inline void slab_sums_body(mst_bn_sum_kind k, const float *x, const float *gy,
+                                                                 int64_t s, const double *m, bool four, double *out) {
+    slab_partials a;
+    memset(&a, 0, sizeof(a));
+    int64_t i = 0;
+    if (four) {
+        for (int64_t whole = s / 4 * 4; i < whole; i++)
+            for (int l = 0; l < k_lanes; l++) a.p[i & 3][l] += slab_term(k, x, gy, i * k_lanes + l, m[l]);
+        for (; i < s; i++)
+            for (int l = 0; l < k_lanes; l++) a.p[0][l] += slab_term(k, x, gy, i * k_lanes + l, m[l]);
+        for (int l = 0; l < k_lanes; l++) out[l] = (a.p[0][l] + a.p[1][l]) + (a.p[2][l] + a.p[3][l]);
+        return;
+    }
+    for (; i < s; i++)
+        for (int l = 0; l < k_lanes; l++) a.p[i & (k_lanes - 1)][l] += slab_term(k, x, gy, i * k_lanes + l, m[l]);
+    for (int l = 0; l < k_lanes; l++) {
+        double s8[8], s4[4];
+        for (int q = 0; q < 8; q++) s8[q] = a.p[2 * q][l] + a.p[2 * q + 1][l];
+        for (int q = 0; q < 4; q++) s4[q] = s8[2 * q] + s8[2 * q + 1];
+        out[l] = (s4[0] + s4[1]) + (s4[2] + s4[3]);
+    }
+}
+
+__attribute__((always_inline)) static inline void slab_apply_body(const float *x, float *y, int64_t s, const float *m,
+                                                                  const float *a, const float *b, bool relu) {
+    for (int64_t i = 0; i < s; i++)
+        for (int l = 0; l < k_lanes; l++) {
+            float v = (x[i * k_lanes + l] - m[l]) * a[l] + b[l];
+            y[i * k_lanes + l] = relu && v <= 0 ? 0.0f : v;
+        }
+}
+
+__attribute__((always_inline)) static inline void slab_grad_apply_body(const float *gy, const float *x, float *gx, int64_t s,
+                                                                       const float *a, const float *mg, const float *m,
+                                                                       const float *q) {
+    if (!x) {
+        for (int64_t i = 0; i < s * k_lanes; i++) gx[i] = a[i & (k_lanes - 1)] * gy[i];
+        return;
+    }
+    for (int64_t i = 0; i < s; i++)
+        for (int l = 0; l < k_lanes; l++) {
+            int64_t e = i * k_lanes + l;
+            gx[e] = a[l] * ((gy[e] - mg[l]) - (x[e] - m[l]) * q[l]);
+        }
+}
+
+/* The bodies per kind (so no loop carries a switch), portable and AVX-512. */
+#define SLAB_FUNCS(SUF, ATTR)                                                                        \
+    ATTR static void slab_sums_x_##SUF(const float *x, int64_t s, bool four, double *out) {          \
+        static const double zero[k_lanes];                                                           \
+        slab_sums_body(MST_BN_SUM_X, x, 0, s, zero, four, out);                                      \
+    }                                                                                                \
+    ATTR static void slab_sums_dev2_##SUF(const float *x, int64_t s, const double *m, bool four, double *out) { \
+        slab_sums_body(MST_BN_SUM_DEV2, x, 0, s, m, four, out);                                      \
+    }                                                                                                \
+    ATTR static void slab_sums_gyx_##SUF(const float *x, const float *gy, int64_t s, const double *m, bool four, \
+                                         double *out) {                                              \
+        slab_sums_body(MST_BN_SUM_GYX, x, gy, s, m, four, out);                                      \
+    }                                                                                                \
+    ATTR static void slab_apply_##SUF(const float *x, float *y, int64_t s, const float *m, const float *a, \
+                                      const float *b, bool relu) {                                   \
+        slab_apply_body(x, y, s, m, a, b, relu);                                                     \
+    }                                                                                                \
+    ATTR static void slab_grad_apply_##SUF(const float *gy, const float *x, float *gx, int64_t s, const float *a, \
+                                           const float *mg, const float *m, const float *q) {        \
+        slab_grad_apply_body(gy, x, gx, s, a, mg, m, q);                                             \
+    }
+SLAB_FUNCS(portable, )
+#if defined(__x86_64__)
+SLAB_FUNCS(avx512, __attribute__((target("avx512f"))))
+#define SLAB_VECTOR(vector) ((vector) && mst_cpu_has(MST_CPU_AVX512F))
+#else
+#define SLAB_VECTOR(vector) false
+#endif
+
+void mst_bn_slab_sums_path(mst_bn_sum_kind k, const float *x, const float *gy, int64_t s, const double *m, bool four_partials,
+                           double *out, bool vector) {
+    bool v = SLAB_VECTOR(vector);
+    switch (k) {
+    case MST_BN_SUM_X: (v ? slab_sums_x_avx512 : slab_sums_x_portable)(x, s, four_partials, out); return;
+    case MST_BN_SUM_DEV2: (v ? slab_sums_dev2_avx512 : slab_sums_dev2_portable)(x, s, m, four_partials, out); return;
+    default: (v ? slab_sums_gyx_avx512 : slab_sums_gyx_portable)(x, gy, s, m, four_partials, out); return;
+    }
+}
+
+void mst_bn_slab_apply_path(const float *x, float *y, int64_t s, const float *m, const float *a, const float *b, bool relu,
+                            bool vector) {
+    (SLAB_VECTOR(vector) ? slab_apply_avx512 : slab_apply_portable)(x, y, s, m, a, b, relu);
+}
+
+void mst_bn_slab_grad_apply_path(const float *gy, const float *x, float *gx, int64_t s, const float *a, const float *mg,
+                                 const float *m, const float *q, bool vector) {
+    (SLAB_VECTOR(vector) ? slab_grad_apply_avx512 : slab_grad_apply_portable)(gy, x, gx, s, a, mg, m, q);
 }

@@ -63,4 +63,16 @@ static inline void mst_bn_row_grad_apply(const float *gy, const float *x, float 
     mst_bn_row_grad_apply_path(gy, x, gx, s, a, mg, m, q, true);
 }
 
+/* nChw16c slabs (runtime/layout.h): 16 interleaved rows of s values, element i of lane l at
+ * [16 i + l]. sums: out[l] = lane l's row sum of kind k (m[l] its mean), with the sixteen partials
+ * above or, four_partials, the direct kernel's four (norm.c: planes under 64 values); applies: the
+ * row applies above per lane, m, a, b, mg, q arrays of 16. Same bits as the row functions on the
+ * same rows, on both paths. */
+void mst_bn_slab_sums_path(mst_bn_sum_kind k, const float *x, const float *gy, int64_t s, const double *m, bool four_partials,
+                           double *out, bool vector);
+void mst_bn_slab_apply_path(const float *x, float *y, int64_t s, const float *m, const float *a, const float *b, bool relu,
+                            bool vector);
+void mst_bn_slab_grad_apply_path(const float *gy, const float *x, float *gx, int64_t s, const float *a, const float *mg,
+                                 const float *m, const float *q, bool vector);
+
 #endif

@@ -479,6 +479,7 @@ const mst_op_desc mst_desc_conv2d = {
     .attr_i = {"stride_h", "stride_w", "pad_h", "pad_w"},
     .infer = infer_conv2d, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(conv2d), .ref[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(conv2d_ref),
     .backward = conv2d_backward, .flops = conv_flops,
+    .blocked_in = 1u << 0, .blocked_out = 1u << 0,
 };
 
 /* ---- conv2d_grad_input: gy (N, K, P, Q), w -> gx (N, C, H, W) ---- */
@@ -563,6 +564,7 @@ const mst_op_desc mst_desc_conv2d_grad_input = {
     .attr_i = {"stride_h", "stride_w", "pad_h", "pad_w", "in_h", "in_w"},
     .infer = infer_conv2d_grad_input, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(conv2d_grad_input),
     .ref[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(conv2d_grad_input_ref), .flops = conv_flops,
+    .blocked_in = 1u << 0, .blocked_out = 1u << 0,
 };
 
 /* ---- conv2d_grad_weight: gy (N, K, P, Q), x (N, C, H, W) -> gw (K, C, R, S) ---- */
@@ -657,6 +659,7 @@ const mst_op_desc mst_desc_conv2d_grad_weight = {
     .attr_i = {"stride_h", "stride_w", "pad_h", "pad_w", "k_h", "k_w"},
     .infer = infer_conv2d_grad_weight, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(conv2d_grad_weight),
     .ref[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(conv2d_grad_weight_ref), .flops = conv_flops,
+    .blocked_in = 1u << 0 | 1u << 1,
 };
 
 /* ---- public constructors ---- */

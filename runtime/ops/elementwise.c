@@ -5,6 +5,7 @@
  * dimension are walked with per-operand strides (0 on broadcast dims), which keeps the common
  * bias-add case, (N, C) + (C), a unit-stride inner loop.
  */
+#include "runtime/layout.h"
 #include "runtime/ops/common.h"
 
 /* ---- binary ops ---- */
@@ -251,6 +252,21 @@ static int64_t bcast_trailing_repeat(const mst_tensor *small, const mst_tensor *
 FLOAT_KERNELS(sum_to, SUM_TO_BODY)
 FLOAT_KERNELS(broadcast_to, BROADCAST_TO_BODY)
 
+/* f32 into a plain or an nChw16c output (graph mode, runtime/layout.h): an (N, C, 1, 1) operand
+ * fills each slab position with its 16 channels' values; other operands go through a plain copy. */
+static mst_status broadcast_to_fast_f32(mst_ctx *ctx, const mst_op_call *c) {
+    const mst_tensor *X = c->in[0], *Y = c->out[0];
+    if (!mst_tensor_blocked(Y)) return broadcast_to_f32(ctx, c);
+    int64_t S = Y->shape[2] * Y->shape[3], slabs = Y->shape[0] * Y->shape[1] / MST_NCHW16C_BLOCK;
+    if (X->numel != Y->shape[0] * Y->shape[1] || bcast_trailing_repeat(X, Y) != S) return mst_layout_run_plain(ctx, c, broadcast_to_f32);
+    const float *x = mst_tensor_f32(X);
+    float *y = mst_tensor_f32(Y);
+    for (int64_t sl = 0; sl < slabs; sl++)
+        for (int64_t i = 0; i < S; i++)
+            for (int l = 0; l < MST_NCHW16C_BLOCK; l++) y[(sl * S + i) * MST_NCHW16C_BLOCK + l] = x[sl * MST_NCHW16C_BLOCK + l];
+    return MST_OK;
+}
+
 static mst_status sum_to_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *const gy[], mst_tensor *gx[]) {
     gx[0] = mst_broadcast_to(ctx, gy[0], c->in[0]->ndim, c->in[0]->shape);
     return ctx->status;
@@ -275,8 +291,11 @@ const mst_op_desc mst_desc_broadcast_to = {
     .name = "broadcast_to", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .amp_class = MST_AMP_CLASS_HALF,
     .attr_i = {"rank", "d0", "d1", "d2", "d3", "d4", "d5"},
-    .infer = infer_broadcast_to, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(broadcast_to),
+    .infer = infer_broadcast_to,
+    .kernels[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = broadcast_to_fast_f32, [MST_DTYPE_F64] = broadcast_to_f64},
+    .ref[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(broadcast_to),
     .backward = broadcast_to_backward,
+    .blocked_out = 1u << 0,
 };
 
 /* Both return x itself when it already has the target shape: no copy, nothing on the tape. */

@@ -13,6 +13,7 @@
 #include <math.h>
 
 #include "runtime/amp/half.h"
+#include "runtime/layout.h"
 #include "runtime/ops/bn_rows.h"
 #include "runtime/ops/common.h"
 
@@ -293,6 +294,7 @@ const mst_op_desc mst_desc_batchnorm = {
     .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = batchnorm_ref_f32, [MST_DTYPE_F64] = batchnorm_ref_f64, [MST_DTYPE_F16] = mst_half_kernel,
                 [MST_DTYPE_BF16] = mst_half_kernel},
     .backward = batchnorm_backward, .flops = batchnorm_flops,
+    .blocked_in = 1u << 0, .blocked_out = 1u << 0, .blocked_tied = true,     /* f32 x and y (bn_sums) */
 };
 
 /* ---- batchnorm_grad: in gy, x, gamma, save_mean, save_invstd; attr i[0] training;
@@ -402,6 +404,7 @@ const mst_op_desc mst_desc_batchnorm_grad = {
     .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = batchnorm_grad_ref_f32, [MST_DTYPE_F64] = batchnorm_grad_ref_f64,
                 [MST_DTYPE_F16] = mst_half_kernel, [MST_DTYPE_BF16] = mst_half_kernel},
     .flops = batchnorm_grad_flops,
+    .blocked_in = 1u << 0 | 1u << 1, .blocked_out = 1u << 0, .blocked_tied = true,  /* f32 gy, x, gx */
 };
 
 /* ---- batchnorm and batchnorm_grad by rows: (N, C, H, W) f32, and half x with f32 parameters ----
@@ -434,7 +437,8 @@ static bool bn_rows_apply_to(const mst_op_call *c, int x_index) {
     bool f32 = x->dtype == MST_DTYPE_F32;
     if (!(f32 || mst_dtype_is_half(x->dtype)) || x->ndim != 4) return false;
     int64_t plane = x->shape[2] * x->shape[3];
-    if (plane <= 1 || (f32 && plane < k_bn_rows_min_plane_f32)) return false;
+    /* nChw16c (graph mode, f32): slabs for any plane, with the direct kernel's partials under 64 */
+    if (!mst_tensor_blocked(x) && (plane <= 1 || (f32 && plane < k_bn_rows_min_plane_f32))) return false;
     for (int i = 0; i < c->n_in; i++)
         if (c->in[i]->dtype != (c->in[i]->ndim == 4 ? x->dtype : MST_DTYPE_F32)) return false;
     for (int k = 0; k < c->n_out; k++)
@@ -503,6 +507,57 @@ static void bn_rows_store(const mst_tensor *t, bn_dims d, int64_t n, int64_t ch0
     mst_half_from_f32(t->dtype, rows, (uint16_t *)mst_tensor_data(t) + bn_row_at(d, n, ch0), (size_t)((ch1 - ch0) * d.s));
 }
 
+/* acc[ch] += the sum of kind k (x, and gy for MST_BN_SUM_GYX; m[ch] the mean, NULL for plain
+ * sums) over every row of the channels [c0, c1), image by image. nChw16c tensors go a slab of 16
+ * channels at a time (c0 and c1 multiples of 16), with the direct kernel's four partials on
+ * planes under k_bn_rows_min_plane_f32 values, so every channel's sum is the plain kernel's. */
+static void bn_sums(mst_bn_sum_kind k, const mst_tensor *xt, const mst_tensor *gyt, bn_dims d, int64_t c0, int64_t c1,
+                    const double *m, double *acc) {
+    if (!mst_tensor_blocked(xt)) {
+        for (int64_t n = 0; n < d.n; n++)
+            for (int64_t ch = c0; ch < c1; ch++) acc[ch] += bn_row_sum(k, xt, gyt, d, n, ch, m ? m[ch] : 0);
+        return;
+    }
+    static const double zeros[MST_NCHW16C_BLOCK];
+    bool four = d.s < k_bn_rows_min_plane_f32;
+    for (int64_t n = 0; n < d.n; n++)
+        for (int64_t ch = c0; ch < c1; ch += MST_NCHW16C_BLOCK) {
+            size_t at = bn_row_at(d, n, ch);        /* the slab of (n, ch / 16) starts where row (n, ch) would */
+            double out[MST_NCHW16C_BLOCK];
+            mst_bn_slab_sums_path(k, mst_tensor_f32(xt) + at, gyt ? mst_tensor_f32(gyt) + at : NULL, d.s, m ? m + ch : zeros,
+                                  four, out, true);
+            for (int l = 0; l < MST_NCHW16C_BLOCK; l++) acc[ch + l] += out[l];
+        }
+}
+
+/* nChw16c applies, channels [c0, c1) (multiples of 16): y from x (forward) or gx from gy and x
+ * (backward, x NULL in evaluation) with per-channel m, a, b (mg, q) rounded to f32 as the rows do. */
+static void bn_slabs_apply(const mst_tensor *xt, const mst_tensor *yt, bn_dims d, int64_t c0, int64_t c1,
+                           const double *mean, const double *scale, const float *beta, bool relu) {
+    for (int64_t ch = c0; ch < c1; ch += MST_NCHW16C_BLOCK) {
+        float m[MST_NCHW16C_BLOCK], a[MST_NCHW16C_BLOCK];
+        for (int l = 0; l < MST_NCHW16C_BLOCK; l++) m[l] = (float)mean[ch + l], a[l] = (float)scale[ch + l];
+        for (int64_t n = 0; n < d.n; n++) {
+            size_t at = bn_row_at(d, n, ch);
+            mst_bn_slab_apply_path(mst_tensor_f32(xt) + at, mst_tensor_f32(yt) + at, d.s, m, a, beta + ch, relu, true);
+        }
+    }
+}
+
+static void bn_slabs_grad_apply(const mst_tensor *gyt, const mst_tensor *xt, const mst_tensor *gxt, bn_dims d, int64_t c0,
+                                int64_t c1, const double *scale, const double *mean_gy, const double *mean, const double *q) {
+    for (int64_t ch = c0; ch < c1; ch += MST_NCHW16C_BLOCK) {
+        float a[MST_NCHW16C_BLOCK], mg[MST_NCHW16C_BLOCK], m[MST_NCHW16C_BLOCK], qf[MST_NCHW16C_BLOCK];
+        for (int l = 0; l < MST_NCHW16C_BLOCK; l++)
+            a[l] = (float)scale[ch + l], mg[l] = (float)mean_gy[ch + l], m[l] = (float)mean[ch + l], qf[l] = (float)q[ch + l];
+        for (int64_t n = 0; n < d.n; n++) {
+            size_t at = bn_row_at(d, n, ch);
+            mst_bn_slab_grad_apply_path(mst_tensor_f32(gyt) + at, xt ? mst_tensor_f32(xt) + at : NULL, mst_tensor_f32(gxt) + at,
+                                        d.s, a, mg, m, qf, true);
+        }
+    }
+}
+
 /* Blocks of channels [c0, c1): b0 and b1 bound each. */
 #define BN_ROW_BLOCKS(j, c0, c1, b0, b1) \
     for (int64_t b0 = (c0), b1 = (c0) + (j)->block_ch < (c1) ? (c0) + (j)->block_ch : (c1); b0 < (c1); \
@@ -519,13 +574,13 @@ static void bn_fwd_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     float *yb = j->rows ? j->rows + (size_t)worker * (size_t)j->block_stride : NULL;
     double momentum = c->attrs.f[0], eps = c->attrs.f[1];
     double *mean = j->scratch, *invstd = mean + d.c, *acc = invstd + d.c, *scale = acc + d.c;
+    bool blocked = mst_tensor_blocked(xt);
+    if (blocked) c0 *= MST_NCHW16C_BLOCK, c1 *= MST_NCHW16C_BLOCK;    /* the job split channel blocks */
     if (c->attrs.i[0]) {
         for (int64_t ch = c0; ch < c1; ch++) mean[ch] = acc[ch] = invstd[ch] = 0;
-        for (int64_t n = 0; n < d.n; n++)
-            for (int64_t ch = c0; ch < c1; ch++) mean[ch] += bn_row_sum(MST_BN_SUM_X, xt, NULL, d, n, ch, 0);
+        bn_sums(MST_BN_SUM_X, xt, NULL, d, c0, c1, NULL, mean);
         for (int64_t ch = c0; ch < c1; ch++) mean[ch] /= (double)d.m;
-        for (int64_t n = 0; n < d.n; n++)
-            for (int64_t ch = c0; ch < c1; ch++) acc[ch] += bn_row_sum(MST_BN_SUM_DEV2, xt, NULL, d, n, ch, mean[ch]);
+        bn_sums(MST_BN_SUM_DEV2, xt, NULL, d, c0, c1, mean, acc);
         for (int64_t ch = c0; ch < c1; ch++) {
             double var = acc[ch] / (double)d.m;
             invstd[ch] = 1.0 / sqrt(var + eps);
@@ -544,6 +599,10 @@ static void bn_fwd_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
         scale[ch] = (double)gamma[ch] * invstd[ch];
     }
     bool relu = c->attrs.i[1] != 0;
+    if (blocked) {
+        bn_slabs_apply(xt, yt, d, c0, c1, mean, scale, beta, relu);
+        return;
+    }
     for (int64_t n = 0; n < d.n; n++)
         BN_ROW_BLOCKS(j, c0, c1, b0, b1) {
             float *ys = bn_rows_out(yt, d, n, b0, yb);
@@ -564,15 +623,22 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     float *gxb = j->rows ? j->rows + (size_t)worker * (size_t)j->block_stride : NULL;
     double *sum_gy = j->scratch;
     double *sum_gyx = sum_gy + d.c, *mean = sum_gyx + d.c, *scale = mean + d.c, *q = scale + d.c;
+    bool blocked = mst_tensor_blocked(xt);
+    if (blocked) c0 *= MST_NCHW16C_BLOCK, c1 *= MST_NCHW16C_BLOCK;
     for (int64_t ch = c0; ch < c1; ch++) {
         sum_gy[ch] = sum_gyx[ch] = 0;
         mean[ch] = (double)save_mean[ch];
     }
-    for (int64_t n = 0; n < d.n; n++)
-        for (int64_t ch = c0; ch < c1; ch++) {
-            sum_gy[ch] += bn_row_sum(MST_BN_SUM_X, gyt, NULL, d, n, ch, 0);
-            sum_gyx[ch] += bn_row_sum(MST_BN_SUM_GYX, xt, gyt, d, n, ch, mean[ch]);
-        }
+    if (blocked) {
+        bn_sums(MST_BN_SUM_X, gyt, NULL, d, c0, c1, NULL, sum_gy);
+        bn_sums(MST_BN_SUM_GYX, xt, gyt, d, c0, c1, mean, sum_gyx);
+    } else {
+        for (int64_t n = 0; n < d.n; n++)
+            for (int64_t ch = c0; ch < c1; ch++) {
+                sum_gy[ch] += bn_row_sum(MST_BN_SUM_X, gyt, NULL, d, n, ch, 0);
+                sum_gyx[ch] += bn_row_sum(MST_BN_SUM_GYX, xt, gyt, d, n, ch, mean[ch]);
+            }
+    }
     double inv_m = d.m > 0 ? 1.0 / (double)d.m : 0;
     for (int64_t ch = c0; ch < c1; ch++) {
         double is = (double)save_invstd[ch];
@@ -583,6 +649,10 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
         sum_gy[ch] *= inv_m;                                      /* now mean(gy) */
     }
     bool training = c->attrs.i[0] != 0;
+    if (blocked) {
+        bn_slabs_grad_apply(gyt, training ? xt : NULL, gxt, d, c0, c1, scale, sum_gy, mean, q);
+        return;
+    }
     for (int64_t n = 0; n < d.n; n++)
         BN_ROW_BLOCKS(j, c0, c1, b0, b1) {
             float *gxs = bn_rows_out(gxt, d, n, b0, gxb);
@@ -607,7 +677,10 @@ static mst_status bn_rows_run(mst_ctx *ctx, const mst_op_call *c, const mst_tens
     if (!scratch) return ctx->status;
     float *rows = widen ? (float *)(((uintptr_t)(scratch + doubles) + 63) & ~(uintptr_t)63) : NULL;
     bn_rows_job job = {c, d, scratch, rows, block_ch, (int64_t)stride};
-    mst_parallel_for(ctx, d.c, min_chunk, chunk, &job);
+    if (mst_tensor_blocked(x))      /* the chunks split whole blocks of 16 channels */
+        mst_parallel_for(ctx, d.c / MST_NCHW16C_BLOCK, (min_chunk + MST_NCHW16C_BLOCK - 1) / MST_NCHW16C_BLOCK, chunk, &job);
+    else
+        mst_parallel_for(ctx, d.c, min_chunk, chunk, &job);
     return MST_OK;
 }
 

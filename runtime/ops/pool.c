@@ -20,6 +20,7 @@
 
 #include "runtime/amp/half.h"
 #include "runtime/cpu_features.h"
+#include "runtime/layout.h"
 #include "runtime/ops/common.h"
 
 #if defined(__x86_64__)
@@ -345,7 +346,10 @@ enum { k_pool_min_chunk = 1 << 17 };
     }
 FLOAT_KERNELS(maxpool2d_ref, MAXPOOL_BODY)
 
+static mst_status maxpool2d_slabs(mst_ctx *ctx, const mst_op_call *c);
+
 static mst_status maxpool2d_fast(mst_ctx *ctx, const mst_op_call *c) {
+    if (mst_tensor_blocked(c->in[0])) return maxpool2d_slabs(ctx, c);
     const mst_tensor *X = c->in[0], *Y = c->out[0];
     int64_t per_plane = Y->shape[2] * Y->shape[3] * c->attrs.i[0] * c->attrs.i[1];
     if (per_plane < 1) per_plane = 1;
@@ -383,6 +387,7 @@ const mst_op_desc mst_desc_maxpool2d = {
     .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = maxpool2d_ref_f32, [MST_DTYPE_F64] = maxpool2d_ref_f64,
                             [MST_DTYPE_F16] = mst_half_kernel, [MST_DTYPE_BF16] = mst_half_kernel},
     .backward = maxpool2d_backward, .flops = pool_flops,
+    .blocked_in = 1u << 0, .blocked_out = 1u << 0 | 1u << 1, .blocked_tied = true,    /* f32: x, y, indices */
 };
 
 /* ---- maxpool2d_grad: gy (N, C, P, Q), indices i32 (N, C, P, Q)[, pooled (N, C, P, Q)]; attrs in_h, in_w
@@ -451,6 +456,7 @@ typedef struct {
     const mst_op_call *c;
     float *buf;             /* half: per worker, P*Q + H*W floats */
     int64_t *bad_pos;       /* per chunk: the first position with a bad index, or -1 */
+    int64_t *bad_k;         /* nChw16c: per chunk, the bad index itself */
 } mpg_job;
 
 /* A half plane where no two nonzero gradients meet (max pooling's windows do not overlap: the
@@ -608,7 +614,239 @@ static void maxpool_grad_chunk(void *arg, int64_t pl0, int64_t pl1, int worker) 
     }
 }
 
+
+/* ---- nChw16c slabs (graph mode's blocked chains, runtime/layout.h): f32 max pooling, its
+ * gradient and global average pooling on S x 16 slabs, each lane (channel) doing exactly what the
+ * plain plane code does — the same comparisons in window order, the same scatter order, the same
+ * double sum — so values, indices (flat h W + w in the plane, stored in the slab's order) and bits
+ * are the plain kernels'. One generic body per kernel, compiled twice: the AVX-512 clone
+ * vectorizes across the 16 lanes, which changes no lane's operations. ---- */
+
+enum { L = MST_NCHW16C_BLOCK };
+
+__attribute__((always_inline)) static inline void maxpool_slab_body(const float *x, int64_t H, int64_t W, float *y,
+                                                                    int32_t *ip, int64_t P, int64_t Q, pool_geom g) {
+    FOR_EACH_WINDOW(g, H, W, P, Q, {
+        float best[L], nan_v[L];
+        int32_t best_i[L], nan_i[L];
+        int64_t k0 = h0 * W + w0;
+        for (int l = 0; l < L; l++) best[l] = x[k0 * L + l], best_i[l] = (int32_t)k0, nan_i[l] = -1, nan_v[l] = 0;
+        for (int64_t h = h0; h < h1; h++)
+            for (int64_t k = h * W + w0; k < h * W + w1; k++)
+                for (int l = 0; l < L; l++) {
+                    float v = x[k * L + l];
+                    int gt = v > best[l], first_nan = (v != v) & (nan_i[l] < 0);
+                    best_i[l] = gt ? (int32_t)k : best_i[l];
+                    best[l] = gt ? v : best[l];
+                    nan_i[l] = first_nan ? (int32_t)k : nan_i[l];
+                    nan_v[l] = first_nan ? v : nan_v[l];
+                }
+        for (int l = 0; l < L; l++) {
+            y[(p * Q + q) * L + l] = nan_i[l] >= 0 ? nan_v[l] : best[l];        /* the first NaN wins */
+            ip[(p * Q + q) * L + l] = nan_i[l] >= 0 ? nan_i[l] : best_i[l];
+        }
+    })
+}
+
+/* 2x2 windows (H = 2P, W = 2Q) whose indices all lie in their own window: each gx element written
+ * once (maxpool_grad_plane_2x2's values); false, the slab partly written, otherwise. */
+__attribute__((always_inline)) static inline bool maxpool_grad_slab_2x2_body(const float *gy, const float *pooled,
+                                                                             const int32_t *ip, float *gx, int64_t P,
+                                                                             int64_t Q, int64_t W) {
+    for (int64_t p = 0; p < P; p++)
+        for (int64_t q = 0; q < Q; q++) {
+            int64_t j = (p * Q + q) * L, row0 = 2 * p * W + 2 * q;
+            int bad = 0;
+            for (int l = 0; l < L; l++) {
+                int64_t k = ip[j + l] - row0;
+                bad |= !(k == 0 || k == 1 || k == W || k == W + 1);
+            }
+            if (bad) return false;
+            for (int l = 0; l < L; l++) {
+                int64_t k = ip[j + l] - row0;
+                float v = select_or_zero(!pooled || pooled[j + l] > 0, 0.0f + gy[j + l]);
+                gx[row0 * L + l] = select_or_zero(k == 0, v);
+                gx[(row0 + 1) * L + l] = select_or_zero(k == 1, v);
+                gx[(row0 + W) * L + l] = select_or_zero(k == W, v);
+                gx[(row0 + W + 1) * L + l] = select_or_zero(k == W + 1, v);
+            }
+        }
+    return true;
+}
+
+/* The general scatter-add onto a zeroed slab, window order per lane; returns the first (lane,
+ * position) index outside the plane as l * PQ + j, or -1. */
+__attribute__((always_inline)) static inline int64_t maxpool_grad_slab_body(const float *gy, const float *pooled,
+                                                                            const int32_t *ip, float *gx, int64_t PQ,
+                                                                            int64_t HW) {
+    memset(gx, 0, (size_t)(HW * L) * sizeof(float));
+    int64_t bad = -1;
+    for (int64_t j = 0; j < PQ; j++)
+        for (int l = 0; l < L; l++) {
+            int64_t k = ip[j * L + l];
+            if (k < 0 || k >= HW) {
+                if (bad < 0 || l * PQ + j < bad) bad = l * PQ + j;
+                continue;
+            }
+            if (pooled && !(pooled[j * L + l] > 0)) continue;
+            gx[k * L + l] += gy[j * L + l];
+        }
+    return bad;
+}
+
+__attribute__((always_inline)) static inline void global_avgpool_slab_body(const float *x, int64_t HW, float *y) {
+    double acc[L] = {0};
+    for (int64_t k = 0; k < HW; k++)
+        for (int l = 0; l < L; l++) acc[l] += x[k * L + l];
+    for (int l = 0; l < L; l++) y[l] = (float)(acc[l] / (double)HW);
+}
+
+#define POOL_SLAB_FUNCS(SUF, ATTR)                                                                   \
+    ATTR static void maxpool_slab_##SUF(const float *x, int64_t H, int64_t W, float *y, int32_t *ip, int64_t P, int64_t Q, \
+                                        pool_geom g) {                                               \
+        maxpool_slab_body(x, H, W, y, ip, P, Q, g);                                                  \
+    }                                                                                                \
+    ATTR static int64_t maxpool_grad_slab_##SUF(const float *gy, const float *pooled, const int32_t *ip, float *gx, \
+                                                int64_t PQ, int64_t HW) {                            \
+        return maxpool_grad_slab_body(gy, pooled, ip, gx, PQ, HW);                                   \
+    }                                                                                                \
+    ATTR static void global_avgpool_slab_##SUF(const float *x, int64_t HW, float *y) { global_avgpool_slab_body(x, HW, y); }
+POOL_SLAB_FUNCS(portable, )
+#if MST_POOL_X86
+POOL_SLAB_FUNCS(avx512, __attribute__((target("avx512f"))))
+#define POOL_SLAB(name) (mst_cpu_has(MST_CPU_AVX512F) ? name##_avx512 : name##_portable)
+#else
+#define POOL_SLAB(name) name##_portable
+#endif
+
+#if MST_POOL_X86
+/* 2x2 stride-2 unpadded windows on a slab, all 16 lanes in one register: the four window elements
+ * in the reference's order, strict > to replace the best, the first NaN winning (its value and
+ * index kept). */
+__attribute__((target("avx512f"))) static void maxpool_slab_2x2_avx512(const float *x, int64_t W, float *y, int32_t *ip,
+                                                                       int64_t P, int64_t Q) {
+    const __m512i none = _mm512_set1_epi32(-1);
+    for (int64_t p = 0; p < P; p++)
+        for (int64_t q = 0; q < Q; q++) {
+            int64_t k0 = 2 * p * W + 2 * q, ks[4] = {k0, k0 + 1, k0 + W, k0 + W + 1};
+            __m512 best = _mm512_loadu_ps(x + ks[0] * L), nan_v = _mm512_setzero_ps();
+            __m512i best_i = _mm512_set1_epi32((int32_t)ks[0]), nan_i = none;
+            for (int e = 0; e < 4; e++) {
+                __m512 v = e ? _mm512_loadu_ps(x + ks[e] * L) : best;
+                __m512i k = _mm512_set1_epi32((int32_t)ks[e]);
+                __mmask16 gt = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
+                best = _mm512_mask_mov_ps(best, gt, v);
+                best_i = _mm512_mask_mov_epi32(best_i, gt, k);
+                __mmask16 first_nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & _mm512_cmpeq_epi32_mask(nan_i, none);
+                nan_i = _mm512_mask_mov_epi32(nan_i, first_nan, k);
+                nan_v = _mm512_mask_mov_ps(nan_v, first_nan, v);
+            }
+            __mmask16 has_nan = _mm512_cmpneq_epi32_mask(nan_i, none);
+            _mm512_storeu_ps(y + (p * Q + q) * L, _mm512_mask_mov_ps(best, has_nan, nan_v));
+            _mm512_storeu_si512(ip + (p * Q + q) * L, _mm512_mask_mov_epi32(best_i, has_nan, nan_i));
+        }
+}
+
+/* maxpool_grad_slab_2x2_body, 16 lanes in one register. */
+__attribute__((target("avx512f"))) static bool maxpool_grad_slab_2x2_avx512(const float *gy, const float *pooled,
+                                                                            const int32_t *ip, float *gx, int64_t P,
+                                                                            int64_t Q, int64_t W) {
+    const __m512i zero_i = _mm512_setzero_si512(), one = _mm512_set1_epi32(1), wv = _mm512_set1_epi32((int)W);
+    const __m512i w1 = _mm512_set1_epi32((int)W + 1);
+    const __m512 zero = _mm512_setzero_ps();
+    for (int64_t p = 0; p < P; p++)
+        for (int64_t q = 0; q < Q; q++) {
+            int64_t j = (p * Q + q) * L, row0 = 2 * p * W + 2 * q;
+            __m512i k = _mm512_sub_epi32(_mm512_loadu_si512(ip + j), _mm512_set1_epi32((int32_t)row0));
+            __mmask16 e0 = _mm512_cmpeq_epi32_mask(k, zero_i), e1 = _mm512_cmpeq_epi32_mask(k, one);
+            __mmask16 e2 = _mm512_cmpeq_epi32_mask(k, wv), e3 = _mm512_cmpeq_epi32_mask(k, w1);
+            if ((__mmask16)(e0 | e1 | e2 | e3) != (__mmask16)0xffff) return false;
+            __mmask16 keep = pooled ? _mm512_cmp_ps_mask(_mm512_loadu_ps(pooled + j), zero, _CMP_GT_OQ) : (__mmask16)0xffff;
+            __m512 v = _mm512_maskz_add_ps(keep, zero, _mm512_loadu_ps(gy + j));
+            _mm512_storeu_ps(gx + row0 * L, _mm512_maskz_mov_ps(e0, v));
+            _mm512_storeu_ps(gx + (row0 + 1) * L, _mm512_maskz_mov_ps(e1, v));
+            _mm512_storeu_ps(gx + (row0 + W) * L, _mm512_maskz_mov_ps(e2, v));
+            _mm512_storeu_ps(gx + (row0 + W + 1) * L, _mm512_maskz_mov_ps(e3, v));
+        }
+    return true;
+}
+#endif
+
+static bool maxpool_grad_slab_2x2_portable(const float *gy, const float *pooled, const int32_t *ip, float *gx, int64_t P,
+                                           int64_t Q, int64_t W) {
+    return maxpool_grad_slab_2x2_body(gy, pooled, ip, gx, P, Q, W);
+}
+
+static void maxpool2d_slabs_chunk(void *arg, int64_t s0, int64_t s1, int worker) {
+    (void)worker;
+    const mst_op_call *c = arg;
+    const mst_tensor *X = c->in[0], *Y = c->out[0];
+    int64_t H = X->shape[2], W = X->shape[3], P = Y->shape[2], Q = Y->shape[3];
+    pool_geom g = pool_geom_of(&c->attrs);
+    bool vector2x2 = maxpool_vector_2x2(g);
+    for (int64_t sl = s0; sl < s1; sl++) {
+        const float *x = mst_tensor_f32(X) + sl * H * W * L;
+        float *y = mst_tensor_f32(Y) + sl * P * Q * L;
+        int32_t *ip = mst_tensor_i32(c->out[1]) + sl * P * Q * L;
+#if MST_POOL_X86
+        if (vector2x2) {
+            maxpool_slab_2x2_avx512(x, W, y, ip, P, Q);
+            continue;
+        }
+#endif
+        (void)vector2x2;
+        POOL_SLAB(maxpool_slab)(x, H, W, y, ip, P, Q, g);
+    }
+}
+
+static mst_status maxpool2d_slabs(mst_ctx *ctx, const mst_op_call *c) {
+    const mst_tensor *X = c->in[0], *Y = c->out[0];
+    int64_t per_slab = Y->shape[2] * Y->shape[3] * c->attrs.i[0] * c->attrs.i[1] * L;
+    if (per_slab < 1) per_slab = 1;
+    mst_parallel_for(ctx, X->shape[0] * X->shape[1] / L, (k_pool_min_chunk + per_slab - 1) / per_slab, maxpool2d_slabs_chunk,
+                     (void *)c);
+    return MST_OK;
+}
+
+static void maxpool_grad_slabs_chunk(void *arg, int64_t s0, int64_t s1, int worker) {
+    mpg_job *j = arg;
+    const mst_op_call *c = j->c;
+    const mst_tensor *gyt = c->in[0], *gxt = c->out[0];
+    int64_t P = gyt->shape[2], Q = gyt->shape[3], PQ = P * Q, W = gxt->shape[3], HW = gxt->shape[2] * W;
+    bool windows_2x2 = gxt->shape[2] == 2 * P && W == 2 * Q;
+    j->bad_pos[worker] = -1;
+    for (int64_t sl = s0; sl < s1; sl++) {
+        const float *gy = mst_tensor_f32(gyt) + sl * PQ * L, *pooled = c->n_in > 2 ? mst_tensor_f32(c->in[2]) + sl * PQ * L : NULL;
+        const int32_t *ip = mst_tensor_i32(c->in[1]) + sl * PQ * L;
+        float *gx = mst_tensor_f32(gxt) + sl * HW * L;
+        if (windows_2x2 && POOL_SLAB(maxpool_grad_slab_2x2)(gy, pooled, ip, gx, P, Q, W)) continue;   /* explicit AVX-512 */
+        int64_t bad = POOL_SLAB(maxpool_grad_slab)(gy, pooled, ip, gx, PQ, HW);
+        if (bad >= 0 && j->bad_pos[worker] < 0) {      /* the plain position: plane (slab's first + lane), element */
+            int64_t C = gyt->shape[1], n = sl / (C / L), ch = (sl % (C / L)) * L + bad / PQ;
+            j->bad_pos[worker] = (n * C + ch) * PQ + bad % PQ;
+            j->bad_k[worker] = ip[(bad % PQ) * L + bad / PQ];
+        }
+    }
+}
+
+static mst_status maxpool2d_grad_slabs(mst_ctx *ctx, const mst_op_call *c) {
+    const mst_tensor *gyt = c->in[0], *gxt = c->out[0];
+    int64_t per_slab = (gyt->shape[2] * gyt->shape[3] + gxt->shape[2] * gxt->shape[3]) * L;
+    int64_t slabs = gyt->shape[0] * gyt->shape[1] / L, min_chunk = (k_pool_min_chunk + per_slab - 1) / per_slab;
+    int workers = mst_parallel_chunks_ctx(ctx, slabs, min_chunk);
+    int64_t *bad_pos = mst_ctx_workspace(ctx, 2 * (size_t)workers * sizeof(int64_t));
+    if (!bad_pos) return ctx->status;
+    mpg_job job = {.c = c, .bad_pos = bad_pos, .bad_k = bad_pos + workers};
+    mst_parallel_for(ctx, slabs, min_chunk, maxpool_grad_slabs_chunk, &job);
+    int w_bad = -1;
+    for (int w = 0; w < workers; w++)
+        if (job.bad_pos[w] >= 0 && (w_bad < 0 || job.bad_pos[w] < job.bad_pos[w_bad])) w_bad = w;
+    return w_bad >= 0 ? maxpool_grad_bad_index(ctx, c, job.bad_k[w_bad], job.bad_pos[w_bad], gxt->shape[2] * gxt->shape[3])
+                      : MST_OK;
+}
+
 static mst_status maxpool2d_grad_fast(mst_ctx *ctx, const mst_op_call *c) {
+    if (mst_tensor_blocked(c->in[0])) return maxpool2d_grad_slabs(ctx, c);
     const mst_tensor *gyt = c->in[0], *gxt = c->out[0];
     int64_t planes = gyt->shape[0] * gyt->shape[1], PQ = gyt->shape[2] * gyt->shape[3], HW = gxt->shape[2] * gxt->shape[3];
     int64_t per_plane = PQ + HW > 0 ? PQ + HW : 1, min_chunk = (k_pool_min_chunk + per_plane - 1) / per_plane;
@@ -637,6 +875,7 @@ const mst_op_desc mst_desc_maxpool2d_grad = {
     .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = maxpool2d_grad_f32, [MST_DTYPE_F64] = maxpool2d_grad_f64,
                             [MST_DTYPE_F16] = mst_half_kernel, [MST_DTYPE_BF16] = mst_half_kernel},
     .flops = maxpool2d_grad_flops,
+    .blocked_in = 1u << 0 | 1u << 1 | 1u << 2, .blocked_out = 1u << 0, .blocked_tied = true,  /* f32 */
 };
 
 /* ---- avgpool2d: x (N, C, H, W) -> (N, C, P, Q), divisor k_h k_w ---- */
@@ -760,6 +999,16 @@ static mst_status infer_global_avgpool(mst_ctx *ctx, const mst_op_call *c, mst_m
     }
 FLOAT_KERNELS(global_avgpool, GLOBAL_AVGPOOL_BODY)
 
+/* f32, the input in nChw16c or plain */
+static mst_status global_avgpool_fast_f32(mst_ctx *ctx, const mst_op_call *c) {
+    const mst_tensor *X = c->in[0];
+    if (!mst_tensor_blocked(X)) return global_avgpool_f32(ctx, c);
+    int64_t slabs = X->shape[0] * X->shape[1] / L, HW = X->shape[2] * X->shape[3];
+    for (int64_t sl = 0; sl < slabs; sl++)      /* y (N, C): slab (n, cb)'s 16 channels are contiguous */
+        POOL_SLAB(global_avgpool_slab)(mst_tensor_f32(X) + sl * HW * L, HW, mst_tensor_f32(c->out[0]) + sl * L);
+    return MST_OK;
+}
+
 /* gx = broadcast(gy as (N, C, 1, 1)) / (H W) */
 static mst_status global_avgpool_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *const gy[], mst_tensor *gx[]) {
     const mst_tensor *x = c->in[0];
@@ -774,8 +1023,11 @@ static int64_t global_avgpool_flops(const mst_op_call *c) { return c->in[0]->num
 const mst_op_desc mst_desc_global_avgpool = {
     .name = "global_avgpool", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .amp_class = MST_AMP_CLASS_HALF,
-    .infer = infer_global_avgpool, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(global_avgpool),
+    .infer = infer_global_avgpool,
+    .kernels[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = global_avgpool_fast_f32, [MST_DTYPE_F64] = global_avgpool_f64},
+    .ref[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(global_avgpool),
     .backward = global_avgpool_backward, .flops = global_avgpool_flops,
+    .blocked_in = 1u << 0,
 };
 
 /* ---- public constructors ---- */

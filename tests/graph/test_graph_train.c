@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "runtime/autograd.h"
+#include "runtime/backend/onednn.h"
 #include "runtime/context.h"
 #include "runtime/amp/autocast.h"
 #include "runtime/graph/exec.h"
@@ -129,12 +130,16 @@ static int64_t compare_models(const trainer *e, const trainer *g) {
     return diff_bits;
 }
 
+static int64_t g_blocked_values;    /* the last run_pair's graph: values in nChw16c */
+
+static bool g_blocked_everywhere;  /* run_pair's graph option */
+
 /* Trains eager and graph side by side; returns how many losses and parameter elements differ in bits. */
 static int64_t run_pair(const mst_model_spec *spec, int batch, int steps, bool optimize, double lr) {
     trainer e, g;
     trainer_init(&e, spec, lr);
     trainer_init(&g, spec, lr);
-    mst_graph_options opt = {.optimize = optimize};
+    mst_graph_options opt = {.optimize = optimize, .blocked_everywhere = g_blocked_everywhere};
     mst_graph_cache *gc = mst_graph_cache_new(g.ctx, "train", train_step, &g, &opt);
     assert_non_null(gc);
     int64_t loss_bits = 0;
@@ -150,10 +155,11 @@ static int64_t run_pair(const mst_model_spec *spec, int batch, int steps, bool o
     assert_int_equal(st.compile_count, 1);
     assert_true(st.kernels > 0 && st.arena_bytes > 0 && st.arena_bytes <= st.intermediate_bytes);
     print_message("%s b%d optimize=%d: %lld traced nodes -> %lld, %lld kernels, arena %lld of %lld bytes; "
-                  "%lld losses and %lld parameter elements not bitwise equal\n",
+                  "%lld values in nChw16c; %lld losses and %lld parameter elements not bitwise equal\n",
                   spec->name, batch, optimize, (long long)st.nodes_traced, (long long)st.nodes_after_passes,
                   (long long)st.kernels, (long long)st.arena_bytes, (long long)st.intermediate_bytes,
-                  (long long)loss_bits, (long long)param_bits);
+                  (long long)st.blocked_values, (long long)loss_bits, (long long)param_bits);
+    g_blocked_values = st.blocked_values;
     mst_graph_cache_free(gc);
     trainer_free(&e);
     trainer_free(&g);
@@ -192,6 +198,27 @@ static void test_mlp_20_steps_unoptimized(void **state) {
 static void test_cnn_steps(void **state) {
     (void)state;
     assert_int_equal(run_pair(&k_cnn, 8, 4, true, 0.02), 0);
+}
+
+/* Channels of 16 and 32: the convolution chains' activations and gradients lie in nChw16c
+ * (runtime/graph/layout.c) where oneDNN is loaded, read and written there by oneDNN's blocked
+ * kernels, through plain copies by the builtin ones (blocked_everywhere: whatever each shape's
+ * kernel choice is), and by the slab paths of batch norm, max pooling, global pooling and
+ * broadcast_to — and the steps stay eager's, bit for bit. Then the default rule (only convolutions
+ * on oneDNN's blocked kernels) keeps the bits too. Without oneDNN every value stays plain and the
+ * test is the plain one at these widths. */
+static void test_cnn_blocked_steps(void **state) {
+    (void)state;
+    static const mst_model_spec wide = {.name = "cnn", .in_c = 1, .in_h = 16, .in_w = 16, .classes = 10,
+                                        .width = 16, .blocks = 2};
+    g_blocked_everywhere = true;
+    int64_t diff = run_pair(&wide, 8, 4, true, 0.02);
+    g_blocked_everywhere = false;
+    assert_int_equal(diff, 0);
+    /* every 4-D f32 value of the 16- and 32-channel chains but the graph's edges */
+    if (mst_onednn_available()) assert_true(g_blocked_values >= 30);
+    else assert_int_equal(g_blocked_values, 0);
+    assert_int_equal(run_pair(&wide, 8, 4, true, 0.02), 0);
 }
 
 /* With a dynamic batch, smaller batches reuse the plan; without, a new size compiles again. */
@@ -445,6 +472,7 @@ int main(void) {
         cmocka_unit_test(test_fused_optimizer_split_is_bitwise),
         cmocka_unit_test(test_mlp_20_steps_unoptimized),
         cmocka_unit_test(test_cnn_steps),
+        cmocka_unit_test(test_cnn_blocked_steps),
         cmocka_unit_test(test_dynamic_batch_no_recompile),
         cmocka_unit_test(test_static_batch_recompiles),
         cmocka_unit_test(test_arena_categories_o0),

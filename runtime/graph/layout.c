@@ -1,0 +1,124 @@
+/* layout.c — the nChw16c pass: which intermediates of a convolution chain lie in oneDNN's blocked
+ * layout (runtime/layout.h), so no convolution reorders them in or out.
+ *
+ * Every node position that may hold an nChw16c value says so in its op descriptor (blocked_in,
+ * blocked_out; blocked_tied: the positions take one layout together) or is an elementwise op on
+ * operands of one shape (layout-blind, all positions tied). Values are grouped by these ties
+ * (union-find), with a relu epilogue's value tied to its producer's output and an in-place output
+ * to the input it overwrites; a group goes blocked when every value in it can (an f32 or i32
+ * intermediate of four dims whose channels are a multiple of 16, private to the graph: not an
+ * output, viewed or updated in place), every position touching it allows it, and it holds an f32
+ * value. Anything else stays plain, so a kernel that cannot read the layout never sees it; the
+ * convolutions' positions are not tied, so a chain's edges (the image, the weights' gradients) stay
+ * plain and oneDNN reorders only there. A convolution whose kernel choice is not one of oneDNN's
+ * blocked kernels (the cnn's one-channel stem runs the builtin GEMM) keeps its values plain: the
+ * caller's predicate says so. Runs after the other passes (fused groups are final).
+ */
+#include <stdlib.h>
+
+#include "runtime/graph/passes.h"
+#include "runtime/layout.h"
+
+typedef struct {
+    int *parent;
+    bool *plain;        /* the root's group must stay plain */
+} groups;
+
+static int find(groups *G, int v) {
+    while (G->parent[v] != v) v = G->parent[v] = G->parent[G->parent[v]];
+    return v;
+}
+
+static void tie(groups *G, int a, int b) {
+    int ra = find(G, a), rb = find(G, b);
+    if (ra == rb) return;
+    G->parent[rb] = ra;
+    G->plain[ra] |= G->plain[rb];
+}
+
+static void keep_plain(groups *G, int v) { G->plain[find(G, v)] = true; }
+
+static bool same_shape(const mst_gvalue *a, const mst_gvalue *b) {
+    return a->ndim == b->ndim && mst_shape_equal(a->ndim, a->shape, b->ndim, b->shape);
+}
+
+/* An elementwise node (or fused group): its values tie together when they all have its first
+ * output's shape; a broadcast operand keeps everything plain. */
+static void tie_elementwise(const mst_graph *g, groups *G, const mst_gnode *n) {
+    const mst_gvalue *o = &g->values[n->out[0]];
+    bool one_shape = true;
+    for (int i = 0; i < n->n_in; i++) one_shape &= same_shape(&g->values[n->in[i]], o);
+    for (int k = 0; k < n->n_out; k++) one_shape &= same_shape(&g->values[n->out[k]], o);
+    for (int i = 0; i < n->n_in; i++) {
+        if (one_shape) tie(G, n->out[0], n->in[i]);
+        else keep_plain(G, n->in[i]);
+    }
+    for (int k = 0; k < n->n_out; k++) {
+        if (one_shape) tie(G, n->out[0], n->out[k]);
+        else keep_plain(G, n->out[k]);
+    }
+}
+
+/* An op node: positions outside its descriptor's bits (all of them, when its kernel would not
+ * take the layout itself) stay plain; tied ones join one group. */
+static void tie_op(groups *G, const mst_gnode *n, bool takes) {
+    const mst_op_desc *d = mst_op_table[n->op];
+    int first = -1;
+    for (int pos = 0; pos < n->n_in + n->n_out; pos++) {
+        bool in = pos < n->n_in;
+        int v = in ? n->in[pos] : n->out[pos - n->n_in];
+        uint32_t bits = !takes ? 0 : in ? d->blocked_in : d->blocked_out;
+        int bit = in ? pos : pos - n->n_in;
+        if (!(bits >> bit & 1)) {
+            keep_plain(G, v);
+            continue;
+        }
+        if (d->blocked_tied) {
+            if (first < 0) first = v;
+            else tie(G, first, v);
+        }
+    }
+}
+
+int mst_pass_blocked_layout(mst_graph *g, mst_node_pred takes_blocked, void *arg) {
+    groups G = {malloc((size_t)g->n_values * sizeof(int)), calloc((size_t)g->n_values, sizeof(bool))};
+    bool *has_f32 = calloc((size_t)g->n_values, sizeof(bool));
+    if (!G.parent || !G.plain || !has_f32) {
+        free(G.parent), free(G.plain), free(has_f32);
+        return 0;       /* no memory for the analysis: every value stays plain, which is always right */
+    }
+    for (int v = 0; v < g->n_values; v++) {
+        const mst_gvalue *x = &g->values[v];
+        G.parent[v] = v;
+        G.plain[v] = !mst_layout_blockable(x->dtype, x->ndim, x->shape) || !mst_graph_value_private(g, v);
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mst_gnode *n = &g->nodes[i];
+        if (n->dead) continue;
+        if (n->kind == MST_GN_FUSED_ELEM) tie_elementwise(g, &G, n);
+        else if (n->kind == MST_GN_OP && (mst_op_table[n->op]->flags & MST_OPF_ELEMENTWISE) && n->n_out > 0) tie_elementwise(g, &G, n);
+        else if (n->kind == MST_GN_OP) {
+            const mst_op_desc *d = mst_op_table[n->op];
+            tie_op(&G, n, !(d->blocked_in | d->blocked_out) || !takes_blocked || takes_blocked(arg, g, n));
+        }
+        else {      /* fused optimizer updates: parameters and their gradients */
+            for (int k = 0; k < n->n_in; k++) keep_plain(&G, n->in[k]);
+            for (int k = 0; k < n->n_out; k++) keep_plain(&G, n->out[k]);
+        }
+        if (n->kind != MST_GN_OP) continue;
+        if (n->relu_epilogue) tie(&G, n->out[0], n->relu_value);
+        for (int k = 0; k < n->n_out; k++)
+            if (n->inplace[k] >= 0) tie(&G, n->out[k], n->in[n->inplace[k]]);
+    }
+    for (int v = 0; v < g->n_values; v++)
+        if (g->values[v].dtype == MST_DTYPE_F32) has_f32[find(&G, v)] = true;
+    int changed = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        int r = find(&G, v);
+        bool blocked = !G.plain[r] && has_f32[r];
+        g->values[v].layout = blocked ? MST_LAYOUT_NCHW16C : MST_LAYOUT_PLAIN;
+        changed += blocked;
+    }
+    free(G.parent), free(G.plain), free(has_f32);
+    return changed;
+}

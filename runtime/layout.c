@@ -1,0 +1,136 @@
+/* layout.c — nChw16c slabs, whole-tensor conversions and the plain fallback (runtime/layout.h). */
+#include "runtime/layout.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/backend/kernel_choice.h"
+#include "runtime/backend/onednn.h"
+#include "runtime/context.h"
+#include "runtime/device.h"
+
+enum { B = MST_NCHW16C_BLOCK };
+
+bool mst_layout_blockable(mst_dtype dtype, int ndim, const int64_t *shape) {
+    return (dtype == MST_DTYPE_F32 || dtype == MST_DTYPE_I32) && ndim == 4 && shape[1] > 0 && shape[1] % B == 0 &&
+           shape[0] > 0 && shape[2] > 0 && shape[3] > 0;
+}
+
+/* Four-byte values moved as uint32_t, a transpose of S x 16 into 16 x S and back, in tiles of 16
+ * positions (1 KiB, in L1) so each of the 16 rows is written (read) in runs of 16. */
+void mst_nchw16c_slab_to_rows(const void *slab, void *rows, int64_t s) {
+    const uint32_t *src = slab;
+    uint32_t *dst = rows;
+    for (int64_t i0 = 0; i0 < s; i0 += B) {
+        int64_t n = s - i0 < B ? s - i0 : B;
+        for (int l = 0; l < B; l++)
+            for (int64_t i = 0; i < n; i++) dst[l * s + i0 + i] = src[(i0 + i) * B + l];
+    }
+}
+
+void mst_nchw16c_rows_to_slab(const void *rows, void *slab, int64_t s) {
+    const uint32_t *src = rows;
+    uint32_t *dst = slab;
+    for (int64_t i0 = 0; i0 < s; i0 += B) {
+        int64_t n = s - i0 < B ? s - i0 : B;
+        for (int64_t i = 0; i < n; i++)
+            for (int l = 0; l < B; l++) dst[(i0 + i) * B + l] = src[l * s + i0 + i];
+    }
+}
+
+void mst_nchw16c_from_plain(const void *plain, void *blocked, int64_t n, int64_t c, int64_t s) {
+    const uint32_t *p = plain;
+    uint32_t *b = blocked;
+    for (int64_t slab = 0; slab < n * (c / B); slab++) mst_nchw16c_rows_to_slab(p + slab * B * s, b + slab * B * s, s);
+}
+
+void mst_nchw16c_to_plain(const void *blocked, void *plain, int64_t n, int64_t c, int64_t s) {
+    const uint32_t *b = blocked;
+    uint32_t *p = plain;
+    for (int64_t slab = 0; slab < n * (c / B); slab++) mst_nchw16c_slab_to_rows(b + slab * B * s, p + slab * B * s, s);
+}
+
+bool mst_layout_blocked_allowed(const mst_ctx *ctx) {
+    return ctx->backend->kind == MST_DEVICE_CPU && !ctx->force_ref && ctx->kernels == MST_KERNELS_AUTO && mst_onednn_available();
+}
+
+bool mst_layout_call_takes_blocked(mst_ctx *ctx, const mst_op_call *c) {
+    const mst_op_desc *d = mst_op_table[c->op];
+    mst_dtype key = c->n_in > 0 ? c->in[d->dtype_arg]->dtype : c->out[0]->dtype;
+    if (!mst_onednn_kernel(c->op, key, MST_ONEDNN_PLAIN)) return true;     /* not the kernel choice's */
+    mst_provider p = mst_kernel_provider(ctx, c);
+    return p == MST_PROVIDER_ONEDNN_BLOCKED || p == MST_PROVIDER_ONEDNN_WINOGRAD;
+}
+
+bool mst_call_has_blocked(const mst_op_call *c) {
+    for (int i = 0; i < c->n_in; i++)
+        if (mst_tensor_blocked(c->in[i])) return true;
+    for (int k = 0; k < c->n_out; k++)
+        if (mst_tensor_blocked(c->out[k])) return true;
+    return false;
+}
+
+/* The plain copies' memory: one buffer per thread, grown to the largest call and kept (a fresh
+ * malloc of the cnn stem's 6 MiB output per call cost more than the convolution: each one mapped
+ * and faulted in new pages). */
+static _Thread_local struct {
+    void *data;
+    size_t cap;
+} scratch;
+
+static void *scratch_get(size_t bytes) {
+    if (bytes <= scratch.cap) return scratch.data;
+    void *p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!p) return NULL;
+    free(scratch.data);
+    scratch.data = p;
+    scratch.cap = bytes;
+    return p;
+}
+
+/* A plain twin of blocked tensor t at data, holding t's values when fill (inputs; an output's
+ * twin is written by the kernel). */
+static void plain_twin(const mst_tensor *t, mst_tensor *h, mst_storage *st, void *data, bool fill) {
+    *h = *t;
+    h->layout = MST_LAYOUT_PLAIN;
+    *st = (mst_storage){.data = data, .nbytes = mst_tensor_nbytes(t), .refcount = 1 << 30, .cat = t->storage->cat,
+                        .device = t->storage->device, .ctx = t->storage->ctx};
+    h->storage = st;
+    h->offset = 0;
+    h->refcount = 1 << 30;
+    if (fill) mst_nchw16c_to_plain(mst_tensor_data(t), data, t->shape[0], t->shape[1], t->shape[2] * t->shape[3]);
+}
+
+mst_status mst_layout_run_plain(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn k) {
+    enum { MAX = MST_MAX_OP_INPUTS + MST_MAX_OP_OUTPUTS };
+    const mst_tensor *orig[MAX];
+    mst_tensor twin[MAX];
+    mst_storage st[MAX];
+    size_t at[MAX], total = 0;
+    int n = 0;
+    for (int p = 0; p < c->n_in + c->n_out; p++) {
+        const mst_tensor *t = p < c->n_in ? c->in[p] : c->out[p - c->n_in];
+        if (!mst_tensor_blocked(t)) continue;
+        orig[n] = t;
+        at[n++] = total;
+        total += (mst_tensor_nbytes(t) + 63) & ~(size_t)63;
+    }
+    char *base = scratch_get(total);
+    if (!base) return mst_ctx_fail(ctx, MST_ERR_OOM, "out of memory: %zu bytes of plain copies of nChw16c tensors", total);
+    mst_op_call pc = *c;
+    for (int p = 0, t = 0; p < c->n_in + c->n_out; p++) {
+        mst_tensor **slot = p < c->n_in ? &pc.in[p] : &pc.out[p - c->n_in];
+        if (!mst_tensor_blocked(*slot)) continue;
+        plain_twin(orig[t], &twin[t], &st[t], base + at[t], p < c->n_in);
+        *slot = &twin[t++];
+    }
+    mst_status s = k(ctx, &pc);
+    for (int t = 0; s == MST_OK && t < n; t++) {
+        bool out = false;
+        for (int o = 0; o < c->n_out; o++) out |= c->out[o] == orig[t];
+        if (out)
+            mst_nchw16c_from_plain(st[t].data, mst_tensor_data(orig[t]), orig[t]->shape[0], orig[t]->shape[1],
+                                   orig[t]->shape[2] * orig[t]->shape[3]);
+    }
+    return s;
+}

@@ -1,0 +1,60 @@
+/* layout.h — oneDNN's nChw16c layout for graph mode's convolution chains.
+ *
+ * A (N, C, H, W) tensor with C a multiple of 16 can lie as (N, C/16, H, W, 16): the element of
+ * channel c = 16 cb + l at (n, h, w) is at ((n C/16 + cb) S + h W + w) 16 + l, S = H W. That is
+ * what oneDNN's direct convolution kernels read and write, so a value kept in it between two
+ * convolutions costs no reorder in or out (each was a full pass over the tensor, ~15% of the cnn's
+ * f32 step). Graph mode's layout pass (runtime/graph/layout.c) decides which intermediates lie so;
+ * the tensor says it in mst_tensor.layout. The slab of (image n, channel block cb) is S x 16
+ * values; kernels that work on plain rows gather a slab into 16 rows of S, run the plain row code
+ * (so the bits are the plain kernel's) and scatter the result back.
+ *
+ *     if (mst_tensor_blocked(x)) ...                       // a kernel's blocked branch
+ *     mst_nchw16c_slab_to_rows(x32 + slab * 16 * S, rows, S);
+ */
+#ifndef MST_RUNTIME_LAYOUT_H
+#define MST_RUNTIME_LAYOUT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/op.h"
+
+enum { MST_NCHW16C_BLOCK = 16 };
+
+static inline bool mst_tensor_blocked(const mst_tensor *t) { return t && t->layout == MST_LAYOUT_NCHW16C; }
+
+/* Can a value of this dtype and shape lie in nChw16c: 4-D, channels a positive multiple of 16,
+ * 4-byte elements (f32 data, i32 pooling indices). */
+bool mst_layout_blockable(mst_dtype dtype, int ndim, const int64_t *shape);
+
+/* One slab (S x 16 four-byte values) to 16 rows of S values, and back. */
+void mst_nchw16c_slab_to_rows(const void *slab, void *rows, int64_t s);
+void mst_nchw16c_rows_to_slab(const void *rows, void *slab, int64_t s);
+
+/* Whole (N, C, H, W) tensors of four-byte values between plain and nChw16c. */
+void mst_nchw16c_from_plain(const void *plain, void *blocked, int64_t n, int64_t c, int64_t s);
+void mst_nchw16c_to_plain(const void *blocked, void *plain, int64_t n, int64_t c, int64_t s);
+
+/* May graph mode put values in nChw16c under this context: the CPU's fast kernels with the kernel
+ * choice in auto and oneDNN loaded (the reference, builtin-only and plain-oneDNN modes keep every
+ * value plain). */
+bool mst_layout_blocked_allowed(const mst_ctx *ctx);
+
+/* Does the kernel that runs c read and write nChw16c itself: true for an op with its own slab
+ * paths, and for one the kernel choice serves (the convolutions) when its provider for the shape
+ * is oneDNN's blocked or Winograd kernels (decided now if it is not yet: runtime/backend/
+ * kernel_choice.h; c's tensors are plain and only timed). Any other provider would take plain
+ * copies in and out — the reorders the layout is there to save — so the layout pass keeps such a
+ * call's values plain. */
+bool mst_layout_call_takes_blocked(mst_ctx *ctx, const mst_op_call *c);
+
+/* Does any of the call's tensors lie in nChw16c? */
+bool mst_call_has_blocked(const mst_op_call *c);
+
+/* Runs kernel k on plain copies of the call's nChw16c tensors and writes its blocked outputs back
+ * (a kernel that cannot read the layout, e.g. the builtin convolution a kernel choice picked for a
+ * shape inside a blocked chain). Correct, and a reorder in and out like oneDNN's staged arguments. */
+mst_status mst_layout_run_plain(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn k);
+
+#endif

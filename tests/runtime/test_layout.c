@@ -1,0 +1,299 @@
+/* test_layout.c — nChw16c (runtime/layout.h): the conversions, and every kernel with a blocked path
+ * (batch norm and its gradient, max pooling and its gradient, global average pooling,
+ * broadcast_to, the convolutions through the kernel choice and through plain copies) run on
+ * blocked copies of the inputs give the plain kernel's outputs, bit for bit, on inputs with ties,
+ * NaNs and signed zeros; a bad pooling index reports the plain kernel's error. CTest runs this file
+ * again with MSTUNE_CPU_MASK=avx512f (the portable slab bodies). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "runtime/backend/kernel_choice.h"
+#include "runtime/context.h"
+#include "runtime/layout.h"
+#include "runtime/op.h"
+#include "runtime/ops.h"
+
+static mst_ctx *g_ctx;
+
+static int setup(void **state) {
+    (void)state;
+    g_ctx = mst_ctx_new(&(mst_ctx_config){.seed = 7, .n_threads = 2});
+    return g_ctx ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    mst_ctx_free(g_ctx);
+    return 0;
+}
+
+/* A blocked copy of plain 4-D tensor t (same dtype and logical shape). */
+static mst_tensor *blocked_copy(const mst_tensor *t) {
+    mst_tensor *b = mst_tensor_new(g_ctx, t->dtype, t->ndim, t->shape);
+    assert_non_null(b);
+    mst_nchw16c_from_plain(mst_tensor_data(t), mst_tensor_data(b), t->shape[0], t->shape[1], t->shape[2] * t->shape[3]);
+    b->layout = MST_LAYOUT_NCHW16C;
+    return b;
+}
+
+/* A new tensor shaped like t, blocked or plain. */
+static mst_tensor *like(const mst_tensor *t, bool blocked) {
+    mst_tensor *o = mst_tensor_zeros(g_ctx, t->dtype, t->ndim, t->shape);
+    assert_non_null(o);
+    o->layout = blocked ? MST_LAYOUT_NCHW16C : MST_LAYOUT_PLAIN;
+    return o;
+}
+
+/* a and b hold the same bits, b read through its layout. */
+static void assert_same_bits(const mst_tensor *a, const mst_tensor *b, const char *what) {
+    assert_int_equal(a->numel, b->numel);
+    size_t bytes = mst_tensor_nbytes(a);
+    void *plain = malloc(bytes ? bytes : 1);
+    assert_non_null(plain);
+    if (mst_tensor_blocked(b))
+        mst_nchw16c_to_plain(mst_tensor_data(b), plain, b->shape[0], b->shape[1], b->shape[2] * b->shape[3]);
+    else
+        memcpy(plain, mst_tensor_data(b), bytes);
+    if (memcmp(mst_tensor_data(a), plain, bytes) != 0) {
+        const uint32_t *x = mst_tensor_data(a), *y = plain;
+        for (int64_t i = 0; i < a->numel; i++)
+            if (x[i] != y[i]) {
+                free(plain);
+                fail_msg("%s: element %lld differs: %08x (plain) vs %08x (nChw16c)", what, (long long)i, x[i], y[i]);
+            }
+    }
+    free(plain);
+}
+
+/* x ~ N(0.5, 1) with every 7th value copied from its neighbour (ties), a few -0 and, when nan, NaNs. */
+static mst_tensor *input(int64_t n, int64_t c, int64_t h, int64_t w, bool nan) {
+    mst_tensor *x = mst_tensor_randn(g_ctx, MST_DTYPE_F32, 4, (int64_t[]){n, c, h, w}, 0.5, 1.0);
+    assert_non_null(x);
+    float *p = mst_tensor_f32(x);
+    for (int64_t i = 1; i < x->numel; i++) {
+        if (i % 7 == 0) p[i] = p[i - 1];
+        if (i % 53 == 0) p[i] = -0.0f;
+        if (nan && i % 97 == 0) p[i] = NAN;
+    }
+    return x;
+}
+
+static mst_status run(mst_op op, int n_in, mst_tensor *const in[], int n_out, mst_tensor *const out[], const mst_attrs *a) {
+    mst_op_call c = {.op = op, .n_in = n_in, .n_out = n_out, .attrs = *a};
+    for (int i = 0; i < n_in; i++) c.in[i] = in[i];
+    for (int k = 0; k < n_out; k++) c.out[k] = out[k];
+    mst_kernel_fn k = mst_op_kernel(g_ctx, op, in[mst_op_table[op]->dtype_arg]->dtype);
+    assert_non_null(k);
+    return k(g_ctx, &c);
+}
+
+static void test_conversions(void **state) {
+    (void)state;
+    int64_t s_values[] = {1, 7, 16, 49, 50};
+    for (size_t k = 0; k < sizeof(s_values) / sizeof(s_values[0]); k++) {
+        int64_t s = s_values[k], n = 16 * s;
+        uint32_t *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4), *c = malloc((size_t)n * 4);
+        for (int64_t i = 0; i < n; i++) a[i] = (uint32_t)(i * 2654435761u);
+        mst_nchw16c_rows_to_slab(a, b, s);
+        for (int64_t i = 0; i < s; i++)
+            for (int l = 0; l < 16; l++) assert_int_equal(b[i * 16 + l], a[l * s + i]);
+        mst_nchw16c_slab_to_rows(b, c, s);
+        assert_memory_equal(a, c, (size_t)n * 4);
+        free(a), free(b), free(c);
+    }
+    assert_true(mst_layout_blockable(MST_DTYPE_F32, 4, (int64_t[]){2, 32, 7, 7}));
+    assert_true(mst_layout_blockable(MST_DTYPE_I32, 4, (int64_t[]){2, 16, 1, 1}));
+    assert_false(mst_layout_blockable(MST_DTYPE_F32, 4, (int64_t[]){2, 24, 7, 7}));
+    assert_false(mst_layout_blockable(MST_DTYPE_BF16, 4, (int64_t[]){2, 32, 7, 7}));
+    assert_false(mst_layout_blockable(MST_DTYPE_F32, 2, (int64_t[]){2, 32}));
+}
+
+/* Every plane 2^60, -2^60, then ones: a double sum keeps the ones only in partials that hold
+ * neither spike, so the statistics depend on which partial each element went to (sixteen by
+ * i mod 16, or four by i mod 4): an order other than the plain kernel's shows in the mean. */
+static void spiky(mst_tensor *t) {
+    int64_t s = t->shape[2] * t->shape[3];
+    float *p = mst_tensor_f32(t);
+    for (int64_t i = 0; i < t->numel; i++) p[i] = i % s == 0 ? 0x1p60f : i % s == 1 ? -0x1p60f : 1.0f;
+}
+
+/* Forward, training and evaluation, with and without the relu epilogue; then the gradient. Planes
+ * of 784 and 196 (the rows' sixteen partials), 49 and 1 (the direct kernel's four); random and
+ * spiky values. */
+static void test_batchnorm(void **state) {
+    (void)state;
+    static const int64_t shapes[][4] = {{3, 32, 28, 28}, {2, 32, 14, 14}, {2, 16, 7, 7}, {4, 16, 1, 1}, {1, 16, 3, 5},
+                                        {2, 16, 14, 14}, {2, 16, 7, 7}};
+    for (size_t sh = 0; sh < sizeof(shapes) / sizeof(shapes[0]); sh++) {
+        const int64_t *d = shapes[sh];
+        mst_pool_push(g_ctx);
+        mst_tensor *x = input(d[0], d[1], d[2], d[3], false), *gy = input(d[0], d[1], d[2], d[3], false);
+        if (sh >= 5) spiky(x), spiky(gy);
+        mst_tensor *gamma = mst_tensor_randn(g_ctx, MST_DTYPE_F32, 1, &d[1], 1.0, 0.3);
+        mst_tensor *beta = mst_tensor_randn(g_ctx, MST_DTYPE_F32, 1, &d[1], 0.0, 0.3);
+        for (int training = 0; training < 2; training++)
+            for (int relu = 0; relu < 2; relu++) {
+                mst_attrs a = {.i = {training, relu}, .f = {0.1, 1e-5}};
+                mst_tensor *y[2], *mean[2], *invstd[2];
+                for (int b = 0; b < 2; b++) {
+                    mst_tensor *rm = mst_tensor_full(g_ctx, MST_DTYPE_F32, 1, &d[1], 0.2);
+                    mst_tensor *rv = mst_tensor_full(g_ctx, MST_DTYPE_F32, 1, &d[1], 1.5);
+                    y[b] = like(x, b), mean[b] = mst_tensor_zeros(g_ctx, MST_DTYPE_F32, 1, &d[1]);
+                    invstd[b] = mst_tensor_zeros(g_ctx, MST_DTYPE_F32, 1, &d[1]);
+                    mst_tensor *in[5] = {b ? blocked_copy(x) : x, gamma, beta, rm, rv}, *out[3] = {y[b], mean[b], invstd[b]};
+                    assert_int_equal(run(MST_OP_BATCHNORM, 5, in, 3, out, &a), MST_OK);
+                }
+                assert_same_bits(y[0], y[1], "batchnorm y");
+                assert_same_bits(mean[0], mean[1], "batchnorm mean");
+                assert_same_bits(invstd[0], invstd[1], "batchnorm invstd");
+                if (!relu) continue;
+                mst_attrs ga = {.i = {training}};
+                mst_tensor *gx[2], *gg[2], *gb[2];
+                for (int b = 0; b < 2; b++) {
+                    gx[b] = like(x, b), gg[b] = mst_tensor_zeros(g_ctx, MST_DTYPE_F32, 1, &d[1]);
+                    gb[b] = mst_tensor_zeros(g_ctx, MST_DTYPE_F32, 1, &d[1]);
+                    mst_tensor *in[5] = {b ? blocked_copy(gy) : gy, b ? blocked_copy(x) : x, gamma, mean[0], invstd[0]};
+                    mst_tensor *out[3] = {gx[b], gg[b], gb[b]};
+                    assert_int_equal(run(MST_OP_BATCHNORM_GRAD, 5, in, 3, out, &ga), MST_OK);
+                }
+                assert_same_bits(gx[0], gx[1], "batchnorm_grad gx");
+                assert_same_bits(gg[0], gg[1], "batchnorm_grad ggamma");
+                assert_same_bits(gb[0], gb[1], "batchnorm_grad gbeta");
+            }
+        mst_pool_pop(g_ctx);
+    }
+}
+
+/* Max pooling and its gradient (with and without the relu fold's pooled input): 2x2 stride 2
+ * (the vector path), an odd size, 3x3 stride 2 padded (overlapping windows: the scatter-add). */
+static void test_maxpool(void **state) {
+    (void)state;
+    static const struct { int64_t n, c, h, w; int kh, kw, sh, sw, ph, pw; } cases[] = {
+        {2, 32, 8, 8, 2, 2, 2, 2, 0, 0}, {2, 16, 28, 28, 2, 2, 2, 2, 0, 0}, {1, 16, 5, 5, 2, 2, 2, 2, 0, 0},
+        {2, 16, 7, 7, 3, 3, 2, 2, 1, 1}, {1, 32, 6, 5, 2, 3, 1, 2, 1, 1}};
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        mst_pool_push(g_ctx);
+        mst_tensor *x = input(cases[k].n, cases[k].c, cases[k].h, cases[k].w, true);
+        mst_attrs a = {.i = {cases[k].kh, cases[k].kw, cases[k].sh, cases[k].sw, cases[k].ph, cases[k].pw}};
+        mst_tensor *y0 = mst_maxpool2d(g_ctx, x, cases[k].kh, cases[k].kw, cases[k].sh, cases[k].sw, cases[k].ph, cases[k].pw);
+        assert_non_null(y0);
+        mst_tensor *y[2], *idx[2];
+        for (int b = 0; b < 2; b++) {
+            y[b] = like(y0, b);
+            idx[b] = mst_tensor_zeros(g_ctx, MST_DTYPE_I32, 4, y0->shape);
+            idx[b]->layout = y[b]->layout;
+            mst_tensor *in[1] = {b ? blocked_copy(x) : x}, *out[2] = {y[b], idx[b]};
+            assert_int_equal(run(MST_OP_MAXPOOL2D, 1, in, 2, out, &a), MST_OK);
+        }
+        assert_same_bits(y[0], y[1], "maxpool2d y");
+        assert_same_bits(idx[0], idx[1], "maxpool2d indices");
+        mst_tensor *gy = input(y0->shape[0], y0->shape[1], y0->shape[2], y0->shape[3], true);
+        mst_attrs ga = {.i = {cases[k].h, cases[k].w}};
+        for (int fold = 0; fold < 2; fold++) {
+            mst_tensor *gx[2];
+            for (int b = 0; b < 2; b++) {
+                gx[b] = like(x, b);
+                mst_tensor *in[3] = {b ? blocked_copy(gy) : gy, idx[b], y[b]}, *out[1] = {gx[b]};
+                assert_int_equal(run(MST_OP_MAXPOOL2D_GRAD, 2 + fold, in, 1, out, &ga), MST_OK);
+            }
+            assert_same_bits(gx[0], gx[1], fold ? "maxpool2d_grad with pooled" : "maxpool2d_grad");
+        }
+        /* an index outside the plane: the same error, naming the same position */
+        char err[2][256];
+        for (int b = 0; b < 2; b++) {
+            mst_tensor *bad = mst_tensor_clone(g_ctx, idx[0]);
+            mst_tensor_i32(bad)[bad->numel / 2 + 3] = (int32_t)(cases[k].h * cases[k].w);
+            mst_tensor_i32(bad)[bad->numel - 1] = -1;
+            if (b) bad = blocked_copy(bad);
+            mst_tensor *gx = like(x, b), *in[2] = {b ? blocked_copy(gy) : gy, bad}, *out[1] = {gx};
+            assert_int_not_equal(run(MST_OP_MAXPOOL2D_GRAD, 2, in, 1, out, &ga), MST_OK);
+            snprintf(err[b], sizeof(err[b]), "%s", mst_ctx_error(g_ctx));
+            mst_ctx_clear_error(g_ctx);
+        }
+        assert_string_equal(err[0], err[1]);
+        mst_pool_pop(g_ctx);
+    }
+}
+
+static void test_global_pool_and_broadcast(void **state) {
+    (void)state;
+    static const int64_t shapes[][4] = {{2, 32, 7, 7}, {3, 16, 1, 1}, {1, 16, 9, 2}};
+    for (size_t sh = 0; sh < sizeof(shapes) / sizeof(shapes[0]); sh++) {
+        const int64_t *d = shapes[sh];
+        mst_pool_push(g_ctx);
+        mst_tensor *x = input(d[0], d[1], d[2], d[3], true);
+        mst_tensor *y[2];
+        mst_attrs none = {0};
+        for (int b = 0; b < 2; b++) {
+            y[b] = mst_tensor_zeros(g_ctx, MST_DTYPE_F32, 2, d);
+            mst_tensor *in[1] = {b ? blocked_copy(x) : x}, *out[1] = {y[b]};
+            assert_int_equal(run(MST_OP_GLOBAL_AVGPOOL, 1, in, 1, out, &none), MST_OK);
+        }
+        assert_same_bits(y[0], y[1], "global_avgpool");
+        /* (N, C, 1, 1) -> (N, C, H, W): the slab fill; (C, 1, 1) and (W) -> the plain copy */
+        mst_tensor *small[3] = {mst_tensor_randn(g_ctx, MST_DTYPE_F32, 4, (int64_t[]){d[0], d[1], 1, 1}, 0, 1),
+                                mst_tensor_randn(g_ctx, MST_DTYPE_F32, 3, (int64_t[]){d[1], 1, 1}, 0, 1),
+                                mst_tensor_randn(g_ctx, MST_DTYPE_F32, 1, &d[3], 0, 1)};
+        mst_attrs a = {.i = {4, d[0], d[1], d[2], d[3]}};
+        for (int s = 0; s < 3; s++) {
+            mst_tensor *o[2];
+            for (int b = 0; b < 2; b++) {
+                o[b] = like(x, b);
+                mst_tensor *in[1] = {small[s]}, *out[1] = {o[b]};
+                assert_int_equal(run(MST_OP_BROADCAST_TO, 1, in, 1, out, &a), MST_OK);
+            }
+            assert_same_bits(o[0], o[1], "broadcast_to");
+        }
+        mst_pool_pop(g_ctx);
+    }
+}
+
+/* The convolutions with blocked activations: through the kernel choice (oneDNN's blocked kernels
+ * bind them directly; any other provider runs on plain copies), and the builtin kernel through
+ * mst_layout_run_plain; each against the same kernel on plain tensors. */
+static void test_convolutions(void **state) {
+    (void)state;
+    mst_pool_push(g_ctx);
+    mst_tensor *x = input(2, 16, 9, 9, false), *w = mst_tensor_randn(g_ctx, MST_DTYPE_F32, 4, (int64_t[]){32, 16, 3, 3}, 0, 0.2);
+    mst_tensor *y0 = mst_conv2d(g_ctx, x, w, NULL, 1, 1, 1, 1);
+    assert_non_null(y0);
+    mst_tensor *gy = input(y0->shape[0], y0->shape[1], y0->shape[2], y0->shape[3], false);
+    mst_attrs fa = {.i = {1, 1, 1, 1}}, ia = {.i = {1, 1, 1, 1, 9, 9}}, wa = {.i = {1, 1, 1, 1, 3, 3}};
+    mst_kernel_fn builtin[3] = {mst_kernel_builtin(g_ctx, mst_op_table[MST_OP_CONV2D], MST_DTYPE_F32),
+                                mst_kernel_builtin(g_ctx, mst_op_table[MST_OP_CONV2D_GRAD_INPUT], MST_DTYPE_F32),
+                                mst_kernel_builtin(g_ctx, mst_op_table[MST_OP_CONV2D_GRAD_WEIGHT], MST_DTYPE_F32)};
+    for (int via_builtin = 0; via_builtin < 2; via_builtin++) {
+        mst_tensor *y[2], *gx[2], *gw[2];
+        for (int b = 0; b < 2; b++) {
+            mst_tensor *xb = b ? blocked_copy(x) : x, *gyb = b ? blocked_copy(gy) : gy;
+            y[b] = like(y0, b), gx[b] = like(x, b), gw[b] = like(w, false);
+            mst_op_call calls[3] = {{.op = MST_OP_CONV2D, .n_in = 2, .n_out = 1, .in = {xb, w}, .out = {y[b]}, .attrs = fa},
+                                    {.op = MST_OP_CONV2D_GRAD_INPUT, .n_in = 2, .n_out = 1, .in = {gyb, w}, .out = {gx[b]}, .attrs = ia},
+                                    {.op = MST_OP_CONV2D_GRAD_WEIGHT, .n_in = 2, .n_out = 1, .in = {gyb, xb}, .out = {gw[b]}, .attrs = wa}};
+            for (int k = 0; k < 3; k++) {
+                mst_kernel_fn fn = via_builtin ? builtin[k] : mst_op_kernel(g_ctx, calls[k].op, MST_DTYPE_F32);
+                mst_status s = via_builtin && b ? mst_layout_run_plain(g_ctx, &calls[k], fn) : fn(g_ctx, &calls[k]);
+                assert_int_equal(s, MST_OK);
+            }
+        }
+        assert_same_bits(y[0], y[1], "conv2d");
+        assert_same_bits(gx[0], gx[1], "conv2d_grad_input");
+        assert_same_bits(gw[0], gw[1], "conv2d_grad_weight");
+    }
+    mst_pool_pop(g_ctx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_conversions), cmocka_unit_test(test_batchnorm), cmocka_unit_test(test_maxpool),
+        cmocka_unit_test(test_global_pool_and_broadcast), cmocka_unit_test(test_convolutions),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
