@@ -7,6 +7,7 @@
 #include "runtime/backend/kernel_choice.h"
 #include "runtime/backend/onednn.h"
 #include "runtime/context.h"
+#include "runtime/cpu_features.h"
 #include "runtime/device.h"
 
 enum { B = MST_NCHW16C_BLOCK };
@@ -16,26 +17,93 @@ bool mst_layout_blockable(mst_dtype dtype, int ndim, const int64_t *shape) {
            shape[0] > 0 && shape[2] > 0 && shape[3] > 0;
 }
 
-/* Four-byte values moved as uint32_t, a transpose of S x 16 into 16 x S and back, in tiles of 16
- * positions (1 KiB, in L1) so each of the 16 rows is written (read) in runs of 16. */
-void mst_nchw16c_slab_to_rows(const void *slab, void *rows, int64_t s) {
-    const uint32_t *src = slab;
-    uint32_t *dst = rows;
-    for (int64_t i0 = 0; i0 < s; i0 += B) {
-        int64_t n = s - i0 < B ? s - i0 : B;
-        for (int l = 0; l < B; l++)
-            for (int64_t i = 0; i < n; i++) dst[l * s + i0 + i] = src[(i0 + i) * B + l];
+/* Four-byte values moved as uint32_t, a transpose of S x 16 into 16 x S and back: whole tiles
+ * of 16 positions through sixteen AVX-512 registers where the CPU has it, the rest (and every tile
+ * without it) element by element. Pure data movement: both paths give the same bytes. */
+static void tile_to_rows_scalar(const uint32_t *src, uint32_t *dst, int64_t s, int64_t i0, int64_t n) {
+    for (int l = 0; l < B; l++)
+        for (int64_t i = 0; i < n; i++) dst[l * s + i0 + i] = src[(i0 + i) * B + l];
+}
+
+static void tile_to_slab_scalar(const uint32_t *src, uint32_t *dst, int64_t s, int64_t i0, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        for (int l = 0; l < B; l++) dst[(i0 + i) * B + l] = src[l * s + i0 + i];
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+/* r[k] = row k of a 16x16 tile of 32-bit values -> r[k] = column k: three rounds of interleaves
+ * (32-bit, 64-bit, 128-bit lanes) and one of 256-bit halves. */
+__attribute__((target("avx512f"), always_inline)) static inline void transpose16(__m512i r[16]) {
+    __m512i t[16];
+    for (int k = 0; k < 16; k += 2) {
+        t[k] = _mm512_unpacklo_epi32(r[k], r[k + 1]);
+        t[k + 1] = _mm512_unpackhi_epi32(r[k], r[k + 1]);
+    }
+    for (int k = 0; k < 16; k += 4) {
+        r[k] = _mm512_unpacklo_epi64(t[k], t[k + 2]);
+        r[k + 1] = _mm512_unpackhi_epi64(t[k], t[k + 2]);
+        r[k + 2] = _mm512_unpacklo_epi64(t[k + 1], t[k + 3]);
+        r[k + 3] = _mm512_unpackhi_epi64(t[k + 1], t[k + 3]);
+    }
+    /* r[4a + b] now holds, in each 128-bit lane j, elements 4j..4j+3 of column (b + 4 * lane-group)
+     * for rows 4a..4a+3; gather the 128-bit lanes */
+    for (int k = 0; k < 4; k++) {
+        t[k] = _mm512_shuffle_i32x4(r[k], r[k + 4], 0x88);
+        t[k + 4] = _mm512_shuffle_i32x4(r[k], r[k + 4], 0xdd);
+        t[k + 8] = _mm512_shuffle_i32x4(r[k + 8], r[k + 12], 0x88);
+        t[k + 12] = _mm512_shuffle_i32x4(r[k + 8], r[k + 12], 0xdd);
+    }
+    for (int k = 0; k < 4; k++) {
+        r[k] = _mm512_shuffle_i32x4(t[k], t[k + 8], 0x88);
+        r[k + 8] = _mm512_shuffle_i32x4(t[k], t[k + 8], 0xdd);
+        r[k + 4] = _mm512_shuffle_i32x4(t[k + 4], t[k + 12], 0x88);
+        r[k + 12] = _mm512_shuffle_i32x4(t[k + 4], t[k + 12], 0xdd);
     }
 }
 
-void mst_nchw16c_rows_to_slab(const void *rows, void *slab, int64_t s) {
-    const uint32_t *src = rows;
-    uint32_t *dst = slab;
-    for (int64_t i0 = 0; i0 < s; i0 += B) {
-        int64_t n = s - i0 < B ? s - i0 : B;
-        for (int64_t i = 0; i < n; i++)
-            for (int l = 0; l < B; l++) dst[(i0 + i) * B + l] = src[l * s + i0 + i];
+__attribute__((target("avx512f"))) static void slab_to_rows_avx512(const uint32_t *src, uint32_t *dst, int64_t s) {
+    int64_t i0 = 0;
+    for (; i0 + B <= s; i0 += B) {
+        __m512i r[16];
+        for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512(src + (i0 + i) * B);
+        transpose16(r);
+        for (int l = 0; l < 16; l++) _mm512_storeu_si512(dst + l * s + i0, r[l]);
     }
+    if (i0 < s) tile_to_rows_scalar(src, dst, s, i0, s - i0);
+}
+
+__attribute__((target("avx512f"))) static void rows_to_slab_avx512(const uint32_t *src, uint32_t *dst, int64_t s) {
+    int64_t i0 = 0;
+    for (; i0 + B <= s; i0 += B) {
+        __m512i r[16];
+        for (int l = 0; l < 16; l++) r[l] = _mm512_loadu_si512(src + l * s + i0);
+        transpose16(r);
+        for (int i = 0; i < 16; i++) _mm512_storeu_si512(dst + (i0 + i) * B, r[i]);
+    }
+    if (i0 < s) tile_to_slab_scalar(src, dst, s, i0, s - i0);
+}
+#endif
+
+void mst_nchw16c_slab_to_rows(const void *slab, void *rows, int64_t s) {
+#if defined(__x86_64__)
+    if (mst_cpu_has(MST_CPU_AVX512F)) {
+        slab_to_rows_avx512(slab, rows, s);
+        return;
+    }
+#endif
+    for (int64_t i0 = 0; i0 < s; i0 += B) tile_to_rows_scalar(slab, rows, s, i0, s - i0 < B ? s - i0 : B);
+}
+
+void mst_nchw16c_rows_to_slab(const void *rows, void *slab, int64_t s) {
+#if defined(__x86_64__)
+    if (mst_cpu_has(MST_CPU_AVX512F)) {
+        rows_to_slab_avx512(rows, slab, s);
+        return;
+    }
+#endif
+    for (int64_t i0 = 0; i0 < s; i0 += B) tile_to_slab_scalar(rows, slab, s, i0, s - i0 < B ? s - i0 : B);
 }
 
 void mst_nchw16c_from_plain(const void *plain, void *blocked, int64_t n, int64_t c, int64_t s) {

@@ -63,6 +63,7 @@ typedef enum {
 #define MST_MAX_OP_OUTPUTS 3
 #define MST_MAX_ATTR_I 8
 #define MST_MAX_ATTR_F 6
+#define MST_TIED_OUT 8      /* mst_op_desc.blocked_tied: output k's bit */
 
 /* Attributes: integer and float slots whose meaning each op names in its descriptor. */
 typedef struct {
@@ -165,12 +166,12 @@ typedef struct mst_op_desc {
      * relu in its own output loop (one pass instead of two); 0: the relu runs after the kernel. */
     int relu_in_kernel_attr;
     /* Graph mode's nChw16c chains (runtime/layout.h): bit i of blocked_in (blocked_out) = the kernel
-     * mst_op_kernel binds reads input i (writes output i) in nChw16c when the tensor says so; blocked_tied: those
-     * positions take one layout together (batch norm's x and y), else each its own (a convolution
-     * reorders whichever is plain). Elementwise ops need no bits: on operands of one shape they are
-     * layout-blind, and the layout pass ties them. */
-    uint32_t blocked_in, blocked_out;
-    bool blocked_tied;
+     * mst_op_kernel binds reads input i (writes output i) in nChw16c when the tensor says so, each
+     * position in its own layout (a convolution reorders whichever is plain), except the positions
+     * in blocked_tied (bit i: input i, bit MST_TIED_OUT + k: output k), which take one layout
+     * together (batch norm's x and y). Elementwise ops need no bits: on operands of one shape they
+     * are layout-blind, and the layout pass ties them. */
+    uint32_t blocked_in, blocked_out, blocked_tied;
 } mst_op_desc;
 
 extern const mst_op_desc *const mst_op_table[MST_OP_COUNT];

@@ -2,7 +2,7 @@
  * layout (runtime/layout.h), so no convolution reorders them in or out.
  *
  * Every node position that may hold an nChw16c value says so in its op descriptor (blocked_in,
- * blocked_out; blocked_tied: the positions take one layout together) or is an elementwise op on
+ * blocked_out; blocked_tied: positions that take one layout together) or is an elementwise op on
  * operands of one shape (layout-blind, all positions tied). Values are grouped by these ties
  * (union-find), with a relu epilogue's value tied to its producer's output and an in-place output
  * to the input it overwrites; a group goes blocked when every value in it can (an f32 or i32
@@ -73,7 +73,7 @@ static void tie_op(groups *G, const mst_gnode *n, bool takes) {
             keep_plain(G, v);
             continue;
         }
-        if (d->blocked_tied) {
+        if (d->blocked_tied >> (in ? bit : MST_TIED_OUT + bit) & 1) {
             if (first < 0) first = v;
             else tie(G, first, v);
         }

@@ -294,7 +294,7 @@ const mst_op_desc mst_desc_batchnorm = {
     .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = batchnorm_ref_f32, [MST_DTYPE_F64] = batchnorm_ref_f64, [MST_DTYPE_F16] = mst_half_kernel,
                 [MST_DTYPE_BF16] = mst_half_kernel},
     .backward = batchnorm_backward, .flops = batchnorm_flops,
-    .blocked_in = 1u << 0, .blocked_out = 1u << 0, .blocked_tied = true,     /* f32 x and y (bn_sums) */
+    .blocked_in = 1u << 0, .blocked_out = 1u << 0, .blocked_tied = 1u << 0 | 1u << MST_TIED_OUT,   /* f32 x, y (bn_sums) */
 };
 
 /* ---- batchnorm_grad: in gy, x, gamma, save_mean, save_invstd; attr i[0] training;
@@ -404,7 +404,8 @@ const mst_op_desc mst_desc_batchnorm_grad = {
     .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = batchnorm_grad_ref_f32, [MST_DTYPE_F64] = batchnorm_grad_ref_f64,
                 [MST_DTYPE_F16] = mst_half_kernel, [MST_DTYPE_BF16] = mst_half_kernel},
     .flops = batchnorm_grad_flops,
-    .blocked_in = 1u << 0 | 1u << 1, .blocked_out = 1u << 0, .blocked_tied = true,  /* f32 gy, x, gx */
+    .blocked_in = 1u << 0 | 1u << 1, .blocked_out = 1u << 0,
+    .blocked_tied = 1u << 0 | 1u << 1 | 1u << MST_TIED_OUT,     /* f32 gy, x, gx */
 };
 
 /* ---- batchnorm and batchnorm_grad by rows: (N, C, H, W) f32, and half x with f32 parameters ----

@@ -349,7 +349,9 @@ FLOAT_KERNELS(maxpool2d_ref, MAXPOOL_BODY)
 static mst_status maxpool2d_slabs(mst_ctx *ctx, const mst_op_call *c);
 
 static mst_status maxpool2d_fast(mst_ctx *ctx, const mst_op_call *c) {
-    if (mst_tensor_blocked(c->in[0])) return maxpool2d_slabs(ctx, c);
+    bool xb = mst_tensor_blocked(c->in[0]), yb = mst_tensor_blocked(c->out[0]);
+    if (yb) return maxpool2d_slabs(ctx, c);                   /* x either way */
+    if (xb) return mst_layout_run_plain(ctx, c, maxpool2d_fast);
     const mst_tensor *X = c->in[0], *Y = c->out[0];
     int64_t per_plane = Y->shape[2] * Y->shape[3] * c->attrs.i[0] * c->attrs.i[1];
     if (per_plane < 1) per_plane = 1;
@@ -387,7 +389,9 @@ const mst_op_desc mst_desc_maxpool2d = {
     .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = maxpool2d_ref_f32, [MST_DTYPE_F64] = maxpool2d_ref_f64,
                             [MST_DTYPE_F16] = mst_half_kernel, [MST_DTYPE_BF16] = mst_half_kernel},
     .backward = maxpool2d_backward, .flops = pool_flops,
-    .blocked_in = 1u << 0, .blocked_out = 1u << 0 | 1u << 1, .blocked_tied = true,    /* f32: x, y, indices */
+    /* f32: y and the indices in one layout, x in either (the cnn's stem pools a plain plane into the
+     * blocked chain) */
+    .blocked_in = 1u << 0, .blocked_out = 1u << 0 | 1u << 1, .blocked_tied = 1u << MST_TIED_OUT | 1u << (MST_TIED_OUT + 1),
 };
 
 /* ---- maxpool2d_grad: gy (N, C, P, Q), indices i32 (N, C, P, Q)[, pooled (N, C, P, Q)]; attrs in_h, in_w
@@ -569,6 +573,21 @@ static bool maxpool_grad_plane_2x2_best(bool vector, const float *gy, const floa
     return maxpool_grad_plane_2x2(gy, pooled, ip, gx, P, Q, W);
 }
 
+/* One f32 plane's gradient into gxp: the write-once 2x2 path where it applies, else zeros and the
+ * scatter-add in index order. Returns the first position whose index is outside the plane, or -1. */
+static int64_t maxpool_grad_plane_f32(const float *gyp, const float *pooled, const int32_t *ip, float *gxp, int64_t P,
+                                      int64_t Q, int64_t HW, int64_t W, bool windows_2x2) {
+    if (windows_2x2 && maxpool_grad_plane_2x2_best(mst_cpu_has(MST_CPU_AVX512F), gyp, pooled, ip, gxp, P, Q, W)) return -1;
+    memset(gxp, 0, (size_t)HW * sizeof(float));
+    for (int64_t q = 0; q < P * Q; q++) {
+        int64_t k = ip[q];
+        if (k < 0 || k >= HW) return q;
+        if (pooled && !(pooled[q] > 0)) continue;
+        gxp[k] += gyp[q];
+    }
+    return -1;
+}
+
 static void maxpool_grad_chunk(void *arg, int64_t pl0, int64_t pl1, int worker) {
     mpg_job *j = arg;
     const mst_op_call *c = j->c;
@@ -580,7 +599,6 @@ static void maxpool_grad_chunk(void *arg, int64_t pl0, int64_t pl1, int worker) 
     j->bad_pos[worker] = -1;
     int64_t P = gyt->shape[2], Q = gyt->shape[3], W = gxt->shape[3];
     bool windows_2x2 = !half && gxt->shape[2] == 2 * P && W == 2 * Q;
-    bool vector_2x2 = mst_cpu_has(MST_CPU_AVX512F);
     const mst_tensor *pt = c->n_in > 2 ? c->in[2] : NULL;     /* pooled: relu_grad's select folded in */
     for (int64_t pl = pl0; pl < pl1; pl++) {
         const int32_t *ip = idx + pl * PQ;
@@ -596,9 +614,13 @@ static void maxpool_grad_chunk(void *arg, int64_t pl0, int64_t pl1, int worker) 
             gyp = buf;
             gxp = buf + PQ;
         } else {
-            gyp = mst_tensor_f32(gyt) + pl * PQ;
-            gxp = mst_tensor_f32(gxt) + pl * HW;
-            if (windows_2x2 && maxpool_grad_plane_2x2_best(vector_2x2, gyp, pooled, ip, gxp, P, Q, W)) continue;
+            int64_t bad = maxpool_grad_plane_f32(mst_tensor_f32(gyt) + pl * PQ, pooled, ip, mst_tensor_f32(gxt) + pl * HW, P, Q,
+                                                 HW, W, windows_2x2);
+            if (bad >= 0) {
+                j->bad_pos[worker] = pl * PQ + bad;
+                return;
+            }
+            continue;
         }
         memset(gxp, 0, (size_t)HW * sizeof(float));
         for (int64_t q = 0; q < PQ; q++) {
@@ -607,7 +629,7 @@ static void maxpool_grad_chunk(void *arg, int64_t pl0, int64_t pl1, int worker) 
                 j->bad_pos[worker] = pl * PQ + q;
                 return;
             }
-            if (pooled ? !(pooled[q] > 0) : pooled16 && !half_positive(gyt->dtype, pooled16[q])) continue;
+            if (pooled16 && !half_positive(gyt->dtype, pooled16[q])) continue;
             gxp[k] += gyp[q];
         }
         if (half) mst_half_from_f32(gxt->dtype, gxp, (uint16_t *)mst_tensor_data(gxt) + pl * HW, (size_t)HW);
@@ -778,8 +800,8 @@ static bool maxpool_grad_slab_2x2_portable(const float *gy, const float *pooled,
 }
 
 static void maxpool2d_slabs_chunk(void *arg, int64_t s0, int64_t s1, int worker) {
-    (void)worker;
-    const mst_op_call *c = arg;
+    const maxpool_job *j = arg;
+    const mst_op_call *c = j->c;
     const mst_tensor *X = c->in[0], *Y = c->out[0];
     int64_t H = X->shape[2], W = X->shape[3], P = Y->shape[2], Q = Y->shape[3];
     pool_geom g = pool_geom_of(&c->attrs);
@@ -788,6 +810,16 @@ static void maxpool2d_slabs_chunk(void *arg, int64_t s0, int64_t s1, int worker)
         const float *x = mst_tensor_f32(X) + sl * H * W * L;
         float *y = mst_tensor_f32(Y) + sl * P * Q * L;
         int32_t *ip = mst_tensor_i32(c->out[1]) + sl * P * Q * L;
+        if (!mst_tensor_blocked(X)) {
+            /* plain planes in (the slab's 16 are consecutive): the plain plane code into rows,
+             * then into the slab */
+            float *yr = j->buf + (size_t)worker * (size_t)(2 * P * Q * L);
+            int32_t *ir = (int32_t *)(yr + P * Q * L);
+            for (int l = 0; l < L; l++) maxpool_plane_f32(x + l * H * W, H, W, yr + l * P * Q, ir + l * P * Q, P, Q, g, vector2x2);
+            mst_nchw16c_rows_to_slab(yr, y, P * Q);
+            mst_nchw16c_rows_to_slab(ir, ip, P * Q);
+            continue;
+        }
 #if MST_POOL_X86
         if (vector2x2) {
             maxpool_slab_2x2_avx512(x, W, y, ip, P, Q);
@@ -803,8 +835,14 @@ static mst_status maxpool2d_slabs(mst_ctx *ctx, const mst_op_call *c) {
     const mst_tensor *X = c->in[0], *Y = c->out[0];
     int64_t per_slab = Y->shape[2] * Y->shape[3] * c->attrs.i[0] * c->attrs.i[1] * L;
     if (per_slab < 1) per_slab = 1;
-    mst_parallel_for(ctx, X->shape[0] * X->shape[1] / L, (k_pool_min_chunk + per_slab - 1) / per_slab, maxpool2d_slabs_chunk,
-                     (void *)c);
+    int64_t slabs = X->shape[0] * X->shape[1] / L, min_chunk = (k_pool_min_chunk + per_slab - 1) / per_slab;
+    maxpool_job job = {.c = c};
+    if (!mst_tensor_blocked(X)) {   /* per worker: a slab's output and index rows */
+        int workers = mst_parallel_chunks_ctx(ctx, slabs, min_chunk);
+        job.buf = mst_ctx_workspace(ctx, (size_t)workers * (size_t)(2 * Y->shape[2] * Y->shape[3] * L) * sizeof(float));
+        if (!job.buf) return ctx->status;
+    }
+    mst_parallel_for(ctx, slabs, min_chunk, maxpool2d_slabs_chunk, &job);
     return MST_OK;
 }
 
@@ -819,6 +857,23 @@ static void maxpool_grad_slabs_chunk(void *arg, int64_t s0, int64_t s1, int work
         const float *gy = mst_tensor_f32(gyt) + sl * PQ * L, *pooled = c->n_in > 2 ? mst_tensor_f32(c->in[2]) + sl * PQ * L : NULL;
         const int32_t *ip = mst_tensor_i32(c->in[1]) + sl * PQ * L;
         float *gx = mst_tensor_f32(gxt) + sl * HW * L;
+        if (!mst_tensor_blocked(gxt)) {
+            /* plain planes out: the slab's rows, then the plain plane code into each plane */
+            float *gyr = j->buf + (size_t)worker * (size_t)(3 * PQ * L), *pr = pooled ? gyr + PQ * L : NULL;
+            int32_t *ir = (int32_t *)(gyr + 2 * PQ * L);
+            mst_nchw16c_slab_to_rows(gy, gyr, PQ);
+            mst_nchw16c_slab_to_rows(ip, ir, PQ);
+            if (pooled) mst_nchw16c_slab_to_rows(pooled, pr, PQ);
+            for (int l = 0; l < L; l++) {
+                int64_t bad = maxpool_grad_plane_f32(gyr + l * PQ, pr ? pr + l * PQ : NULL, ir + l * PQ, gx + l * HW, P, Q, HW, W,
+                                                     windows_2x2);
+                if (bad >= 0 && j->bad_pos[worker] < 0) {
+                    j->bad_pos[worker] = (sl * L + l) * PQ + bad;
+                    j->bad_k[worker] = ir[l * PQ + bad];
+                }
+            }
+            continue;
+        }
         if (windows_2x2 && POOL_SLAB(maxpool_grad_slab_2x2)(gy, pooled, ip, gx, P, Q, W)) continue;   /* explicit AVX-512 */
         int64_t bad = POOL_SLAB(maxpool_grad_slab)(gy, pooled, ip, gx, PQ, HW);
         if (bad >= 0 && j->bad_pos[worker] < 0) {      /* the plain position: plane (slab's first + lane), element */
@@ -834,9 +889,10 @@ static mst_status maxpool2d_grad_slabs(mst_ctx *ctx, const mst_op_call *c) {
     int64_t per_slab = (gyt->shape[2] * gyt->shape[3] + gxt->shape[2] * gxt->shape[3]) * L;
     int64_t slabs = gyt->shape[0] * gyt->shape[1] / L, min_chunk = (k_pool_min_chunk + per_slab - 1) / per_slab;
     int workers = mst_parallel_chunks_ctx(ctx, slabs, min_chunk);
-    int64_t *bad_pos = mst_ctx_workspace(ctx, 2 * (size_t)workers * sizeof(int64_t));
+    size_t rows = mst_tensor_blocked(gxt) ? 0 : (size_t)workers * (size_t)(3 * gyt->shape[2] * gyt->shape[3] * L);
+    int64_t *bad_pos = mst_ctx_workspace(ctx, 2 * (size_t)workers * sizeof(int64_t) + rows * sizeof(float));
     if (!bad_pos) return ctx->status;
-    mpg_job job = {.c = c, .bad_pos = bad_pos, .bad_k = bad_pos + workers};
+    mpg_job job = {.c = c, .bad_pos = bad_pos, .bad_k = bad_pos + workers, .buf = (float *)(bad_pos + 2 * workers)};
     mst_parallel_for(ctx, slabs, min_chunk, maxpool_grad_slabs_chunk, &job);
     int w_bad = -1;
     for (int w = 0; w < workers; w++)
@@ -846,7 +902,8 @@ static mst_status maxpool2d_grad_slabs(mst_ctx *ctx, const mst_op_call *c) {
 }
 
 static mst_status maxpool2d_grad_fast(mst_ctx *ctx, const mst_op_call *c) {
-    if (mst_tensor_blocked(c->in[0])) return maxpool2d_grad_slabs(ctx, c);
+    if (mst_tensor_blocked(c->in[0])) return maxpool2d_grad_slabs(ctx, c);    /* gx either way */
+    if (mst_tensor_blocked(c->out[0])) return mst_layout_run_plain(ctx, c, maxpool2d_grad_fast);
     const mst_tensor *gyt = c->in[0], *gxt = c->out[0];
     int64_t planes = gyt->shape[0] * gyt->shape[1], PQ = gyt->shape[2] * gyt->shape[3], HW = gxt->shape[2] * gxt->shape[3];
     int64_t per_plane = PQ + HW > 0 ? PQ + HW : 1, min_chunk = (k_pool_min_chunk + per_plane - 1) / per_plane;
@@ -875,7 +932,8 @@ const mst_op_desc mst_desc_maxpool2d_grad = {
     .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = maxpool2d_grad_f32, [MST_DTYPE_F64] = maxpool2d_grad_f64,
                             [MST_DTYPE_F16] = mst_half_kernel, [MST_DTYPE_BF16] = mst_half_kernel},
     .flops = maxpool2d_grad_flops,
-    .blocked_in = 1u << 0 | 1u << 1 | 1u << 2, .blocked_out = 1u << 0, .blocked_tied = true,  /* f32 */
+    /* f32: gy, the indices and pooled in one layout, gx in either */
+    .blocked_in = 1u << 0 | 1u << 1 | 1u << 2, .blocked_out = 1u << 0, .blocked_tied = 1u << 0 | 1u << 1 | 1u << 2,
 };
 
 /* ---- avgpool2d: x (N, C, H, W) -> (N, C, P, Q), divisor k_h k_w ---- */

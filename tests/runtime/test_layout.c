@@ -184,40 +184,46 @@ static void test_maxpool(void **state) {
         mst_attrs a = {.i = {cases[k].kh, cases[k].kw, cases[k].sh, cases[k].sw, cases[k].ph, cases[k].pw}};
         mst_tensor *y0 = mst_maxpool2d(g_ctx, x, cases[k].kh, cases[k].kw, cases[k].sh, cases[k].sw, cases[k].ph, cases[k].pw);
         assert_non_null(y0);
-        mst_tensor *y[2], *idx[2];
-        for (int b = 0; b < 2; b++) {
-            y[b] = like(y0, b);
+        /* layouts of (x; y and indices): plain; blocked; plain into blocked (the stem into the
+         * chain); blocked into plain */
+        static const bool xl[4] = {false, true, false, true}, yl[4] = {false, true, true, false};
+        mst_tensor *y[4], *idx[4];
+        for (int b = 0; b < 4; b++) {
+            y[b] = like(y0, yl[b]);
             idx[b] = mst_tensor_zeros(g_ctx, MST_DTYPE_I32, 4, y0->shape);
             idx[b]->layout = y[b]->layout;
-            mst_tensor *in[1] = {b ? blocked_copy(x) : x}, *out[2] = {y[b], idx[b]};
+            mst_tensor *in[1] = {xl[b] ? blocked_copy(x) : x}, *out[2] = {y[b], idx[b]};
             assert_int_equal(run(MST_OP_MAXPOOL2D, 1, in, 2, out, &a), MST_OK);
         }
-        assert_same_bits(y[0], y[1], "maxpool2d y");
-        assert_same_bits(idx[0], idx[1], "maxpool2d indices");
+        for (int b = 1; b < 4; b++) {
+            assert_same_bits(y[0], y[b], "maxpool2d y");
+            assert_same_bits(idx[0], idx[b], "maxpool2d indices");
+        }
         mst_tensor *gy = input(y0->shape[0], y0->shape[1], y0->shape[2], y0->shape[3], true);
         mst_attrs ga = {.i = {cases[k].h, cases[k].w}};
         for (int fold = 0; fold < 2; fold++) {
-            mst_tensor *gx[2];
-            for (int b = 0; b < 2; b++) {
-                gx[b] = like(x, b);
-                mst_tensor *in[3] = {b ? blocked_copy(gy) : gy, idx[b], y[b]}, *out[1] = {gx[b]};
+            /* layouts of (gy, indices, pooled; gx) as the forward's (y; x) */
+            mst_tensor *gx[4];
+            for (int b = 0; b < 4; b++) {
+                gx[b] = like(x, xl[b]);
+                mst_tensor *in[3] = {yl[b] ? blocked_copy(gy) : gy, idx[b], y[b]}, *out[1] = {gx[b]};
                 assert_int_equal(run(MST_OP_MAXPOOL2D_GRAD, 2 + fold, in, 1, out, &ga), MST_OK);
             }
-            assert_same_bits(gx[0], gx[1], fold ? "maxpool2d_grad with pooled" : "maxpool2d_grad");
+            for (int b = 1; b < 4; b++) assert_same_bits(gx[0], gx[b], fold ? "maxpool2d_grad with pooled" : "maxpool2d_grad");
         }
         /* an index outside the plane: the same error, naming the same position */
-        char err[2][256];
-        for (int b = 0; b < 2; b++) {
+        char err[4][256];
+        for (int b = 0; b < 4; b++) {
             mst_tensor *bad = mst_tensor_clone(g_ctx, idx[0]);
             mst_tensor_i32(bad)[bad->numel / 2 + 3] = (int32_t)(cases[k].h * cases[k].w);
             mst_tensor_i32(bad)[bad->numel - 1] = -1;
-            if (b) bad = blocked_copy(bad);
-            mst_tensor *gx = like(x, b), *in[2] = {b ? blocked_copy(gy) : gy, bad}, *out[1] = {gx};
+            if (yl[b]) bad = blocked_copy(bad);
+            mst_tensor *gx = like(x, xl[b]), *in[2] = {yl[b] ? blocked_copy(gy) : gy, bad}, *out[1] = {gx};
             assert_int_not_equal(run(MST_OP_MAXPOOL2D_GRAD, 2, in, 1, out, &ga), MST_OK);
             snprintf(err[b], sizeof(err[b]), "%s", mst_ctx_error(g_ctx));
             mst_ctx_clear_error(g_ctx);
         }
-        assert_string_equal(err[0], err[1]);
+        for (int b = 1; b < 4; b++) assert_string_equal(err[0], err[b]);
         mst_pool_pop(g_ctx);
     }
 }
