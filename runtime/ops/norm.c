@@ -294,7 +294,8 @@ const mst_op_desc mst_desc_batchnorm = {
     .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = batchnorm_ref_f32, [MST_DTYPE_F64] = batchnorm_ref_f64, [MST_DTYPE_F16] = mst_half_kernel,
                 [MST_DTYPE_BF16] = mst_half_kernel},
     .backward = batchnorm_backward, .flops = batchnorm_flops,
-    .blocked_in = 1u << 0, .blocked_out = 1u << 0, .blocked_tied = 1u << 0 | 1u << MST_TIED_OUT,   /* f32 x, y (bn_sums) */
+    /* f32 x and y, each its own layout (bn_layouts_taken: plain x into a blocked y included) */
+    .blocked_in = 1u << 0, .blocked_out = 1u << 0,
 };
 
 /* ---- batchnorm_grad: in gy, x, gamma, save_mean, save_invstd; attr i[0] training;
@@ -404,8 +405,7 @@ const mst_op_desc mst_desc_batchnorm_grad = {
     .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = batchnorm_grad_ref_f32, [MST_DTYPE_F64] = batchnorm_grad_ref_f64,
                 [MST_DTYPE_F16] = mst_half_kernel, [MST_DTYPE_BF16] = mst_half_kernel},
     .flops = batchnorm_grad_flops,
-    .blocked_in = 1u << 0 | 1u << 1, .blocked_out = 1u << 0,
-    .blocked_tied = 1u << 0 | 1u << 1 | 1u << MST_TIED_OUT,     /* f32 gy, x, gx */
+    .blocked_in = 1u << 0 | 1u << 1, .blocked_out = 1u << 0,    /* f32 gy, x, gx (bn_layouts_taken) */
 };
 
 /* ---- batchnorm and batchnorm_grad by rows: (N, C, H, W) f32, and half x with f32 parameters ----
@@ -454,6 +454,7 @@ typedef struct {
     float *rows;            /* half only, per worker: one block of block_stride floats (the output's f32 rows) */
     int64_t block_ch;       /* channels a block holds: one row of S values, or more when S is small */
     int64_t block_stride;   /* floats between blocks */
+    float *mixed;           /* plain x with nChw16c y or gy, per worker: two slabs' rows (2 x 16 x S floats) */
 } bn_rows_job;
 
 /* Outputs are rounded a block of rows at a time: the rows (image n, channels [ch0, ch1)) are
@@ -576,7 +577,7 @@ static void bn_fwd_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     double momentum = c->attrs.f[0], eps = c->attrs.f[1];
     double *mean = j->scratch, *invstd = mean + d.c, *acc = invstd + d.c, *scale = acc + d.c;
     bool blocked = mst_tensor_blocked(xt);
-    if (blocked) c0 *= MST_NCHW16C_BLOCK, c1 *= MST_NCHW16C_BLOCK;    /* the job split channel blocks */
+    if (blocked || mst_tensor_blocked(yt)) c0 *= MST_NCHW16C_BLOCK, c1 *= MST_NCHW16C_BLOCK;  /* the job split channel blocks */
     if (c->attrs.i[0]) {
         for (int64_t ch = c0; ch < c1; ch++) mean[ch] = acc[ch] = invstd[ch] = 0;
         bn_sums(MST_BN_SUM_X, xt, NULL, d, c0, c1, NULL, mean);
@@ -604,6 +605,16 @@ static void bn_fwd_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
         bn_slabs_apply(xt, yt, d, c0, c1, mean, scale, beta, relu);
         return;
     }
+    if (mst_tensor_blocked(yt)) {   /* plain rows in, a slab out: the rows into a buffer, then transposed */
+        float *rows = j->mixed + (size_t)worker * (size_t)(2 * MST_NCHW16C_BLOCK * d.s);
+        for (int64_t n = 0; n < d.n; n++)
+            for (int64_t ch = c0; ch < c1; ch += MST_NCHW16C_BLOCK) {
+                for (int l = 0; l < MST_NCHW16C_BLOCK; l++)
+                    bn_row_apply(xt, d, n, ch + l, rows + l * d.s, (float)mean[ch + l], (float)scale[ch + l], beta[ch + l], relu);
+                mst_nchw16c_rows_to_slab(rows, mst_tensor_f32(yt) + bn_row_at(d, n, ch), d.s);
+            }
+        return;
+    }
     for (int64_t n = 0; n < d.n; n++)
         BN_ROW_BLOCKS(j, c0, c1, b0, b1) {
             float *ys = bn_rows_out(yt, d, n, b0, yb);
@@ -624,13 +635,28 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     float *gxb = j->rows ? j->rows + (size_t)worker * (size_t)j->block_stride : NULL;
     double *sum_gy = j->scratch;
     double *sum_gyx = sum_gy + d.c, *mean = sum_gyx + d.c, *scale = mean + d.c, *q = scale + d.c;
-    bool blocked = mst_tensor_blocked(xt);
-    if (blocked) c0 *= MST_NCHW16C_BLOCK, c1 *= MST_NCHW16C_BLOCK;
+    bool blocked = mst_tensor_blocked(xt), gy_slabs = !blocked && mst_tensor_blocked(gyt);
+    if (blocked || gy_slabs || mst_tensor_blocked(gxt)) c0 *= MST_NCHW16C_BLOCK, c1 *= MST_NCHW16C_BLOCK;
     for (int64_t ch = c0; ch < c1; ch++) {
         sum_gy[ch] = sum_gyx[ch] = 0;
         mean[ch] = (double)save_mean[ch];
     }
-    if (blocked) {
+    /* plain x with gy in slabs: x's 16 rows of a slab (consecutive in plain memory) transposed into
+     * a slab in a buffer, then the slab functions (the rows' bits: planes here have >= 64 values) */
+    float *x_slab = gy_slabs ? j->mixed + (size_t)worker * (size_t)(2 * MST_NCHW16C_BLOCK * d.s) : NULL;
+    float *gx_slab = x_slab ? x_slab + MST_NCHW16C_BLOCK * d.s : NULL;
+    if (gy_slabs) {
+        for (int64_t n = 0; n < d.n; n++)
+            for (int64_t ch = c0; ch < c1; ch += MST_NCHW16C_BLOCK) {
+                size_t at = bn_row_at(d, n, ch);
+                double s_gy[MST_NCHW16C_BLOCK], s_gyx[MST_NCHW16C_BLOCK];
+                static const double zeros[MST_NCHW16C_BLOCK];
+                mst_nchw16c_rows_to_slab(mst_tensor_f32(xt) + at, x_slab, d.s);
+                mst_bn_slab_sums_path(MST_BN_SUM_X, mst_tensor_f32(gyt) + at, NULL, d.s, zeros, false, s_gy, true);
+                mst_bn_slab_sums_path(MST_BN_SUM_GYX, x_slab, mst_tensor_f32(gyt) + at, d.s, mean + ch, false, s_gyx, true);
+                for (int l = 0; l < MST_NCHW16C_BLOCK; l++) sum_gy[ch + l] += s_gy[l], sum_gyx[ch + l] += s_gyx[l];
+            }
+    } else if (blocked) {
         bn_sums(MST_BN_SUM_X, gyt, NULL, d, c0, c1, NULL, sum_gy);
         bn_sums(MST_BN_SUM_GYX, xt, gyt, d, c0, c1, mean, sum_gyx);
     } else {
@@ -654,6 +680,22 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
         bn_slabs_grad_apply(gyt, training ? xt : NULL, gxt, d, c0, c1, scale, sum_gy, mean, q);
         return;
     }
+    if (gy_slabs) {     /* gx into its slab, or into the buffer and transposed into its plain rows */
+        bool gx_slabs = mst_tensor_blocked(gxt);
+        for (int64_t ch = c0; ch < c1; ch += MST_NCHW16C_BLOCK) {
+            float a[MST_NCHW16C_BLOCK], mg[MST_NCHW16C_BLOCK], m[MST_NCHW16C_BLOCK], qf[MST_NCHW16C_BLOCK];
+            for (int l = 0; l < MST_NCHW16C_BLOCK; l++)
+                a[l] = (float)scale[ch + l], mg[l] = (float)sum_gy[ch + l], m[l] = (float)mean[ch + l], qf[l] = (float)q[ch + l];
+            for (int64_t n = 0; n < d.n; n++) {
+                size_t at = bn_row_at(d, n, ch);
+                if (training) mst_nchw16c_rows_to_slab(mst_tensor_f32(xt) + at, x_slab, d.s);
+                float *out = gx_slabs ? mst_tensor_f32(gxt) + at : gx_slab;
+                mst_bn_slab_grad_apply_path(mst_tensor_f32(gyt) + at, training ? x_slab : NULL, out, d.s, a, mg, m, qf, true);
+                if (!gx_slabs) mst_nchw16c_slab_to_rows(gx_slab, mst_tensor_f32(gxt) + at, d.s);
+            }
+        }
+        return;
+    }
     for (int64_t n = 0; n < d.n; n++)
         BN_ROW_BLOCKS(j, c0, c1, b0, b1) {
             float *gxs = bn_rows_out(gxt, d, n, b0, gxb);
@@ -664,8 +706,9 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
         }
 }
 
-/* The row kernels' run: k per-channel double arrays and, for half, two blocks per worker, in one
- * workspace. */
+/* The row kernels' run: k per-channel double arrays, for half a block per worker, and for plain x
+ * beside nChw16c operands two slabs' rows per worker, in one workspace; the chunks split whole
+ * 16-channel blocks when any operand is in nChw16c. */
 static mst_status bn_rows_run(mst_ctx *ctx, const mst_op_call *c, const mst_tensor *x, int k, mst_parallel_fn chunk) {
     bn_dims d = bn_dims_of(x);
     int64_t per_channel = d.m > 0 ? d.m : 1, min_chunk = (k_bn_min_chunk + per_channel - 1) / per_channel;
@@ -673,24 +716,45 @@ static mst_status bn_rows_run(mst_ctx *ctx, const mst_op_call *c, const mst_tens
     int workers = widen ? mst_parallel_chunks_ctx(ctx, d.c, min_chunk) : 0;
     int64_t block_ch = bn_rows_block_channels(d);
     size_t doubles = (size_t)(k * d.c + 1), stride = ((size_t)(block_ch * d.s) + 15) & ~(size_t)15;
+    /* plain x beside slabs (runtime/layout.h): per worker, two slabs' rows */
+    bool any_blocked = mst_tensor_blocked(x) || mst_tensor_blocked(c->in[0]) || mst_tensor_blocked(c->out[0]);
+    int64_t block_min = (min_chunk + MST_NCHW16C_BLOCK - 1) / MST_NCHW16C_BLOCK;
+    size_t mixed = any_blocked && !mst_tensor_blocked(x)
+                       ? (size_t)mst_parallel_chunks_ctx(ctx, d.c / MST_NCHW16C_BLOCK, block_min) * (size_t)(2 * MST_NCHW16C_BLOCK * d.s)
+                       : 0;
     double *scratch = (double *)mst_ctx_workspace(
-        ctx, doubles * sizeof(double) + 64 + (size_t)workers * stride * sizeof(float));
+        ctx, doubles * sizeof(double) + 128 + ((size_t)workers * stride + mixed) * sizeof(float));
     if (!scratch) return ctx->status;
-    float *rows = widen ? (float *)(((uintptr_t)(scratch + doubles) + 63) & ~(uintptr_t)63) : NULL;
-    bn_rows_job job = {c, d, scratch, rows, block_ch, (int64_t)stride};
-    if (mst_tensor_blocked(x))      /* the chunks split whole blocks of 16 channels */
-        mst_parallel_for(ctx, d.c / MST_NCHW16C_BLOCK, (min_chunk + MST_NCHW16C_BLOCK - 1) / MST_NCHW16C_BLOCK, chunk, &job);
+    float *rows = (float *)(((uintptr_t)(scratch + doubles) + 63) & ~(uintptr_t)63);
+    bn_rows_job job = {c, d, scratch, widen ? rows : NULL, block_ch, (int64_t)stride,
+                       mixed ? rows + (size_t)workers * stride : NULL};
+    if (any_blocked)                /* the chunks split whole blocks of 16 channels */
+        mst_parallel_for(ctx, d.c / MST_NCHW16C_BLOCK, block_min, chunk, &job);
     else
         mst_parallel_for(ctx, d.c, min_chunk, chunk, &job);
     return MST_OK;
 }
 
+/* The layouts the kernels take (runtime/layout.h): all plain; all nChw16c (f32); plain x (f32,
+ * planes of at least k_bn_rows_min_plane_f32, the rows' path) with y, or gy and either gx, in
+ * nChw16c (the cnn's stem: a builtin convolution's plain output into the blocked chain). */
+static bool bn_layouts_taken(const mst_op_call *c, bool grad) {
+    const mst_tensor *x = c->in[grad ? 1 : 0];
+    bool xb = mst_tensor_blocked(x), ob = mst_tensor_blocked(c->out[0]), gb = grad && mst_tensor_blocked(c->in[0]);
+    if (!xb && !ob && !gb) return true;
+    if (x->dtype != MST_DTYPE_F32) return false;
+    if (xb) return ob && (!grad || gb);
+    return x->shape[2] * x->shape[3] >= k_bn_rows_min_plane_f32 && (grad ? gb : ob);
+}
+
 static mst_status batchnorm_rows(mst_ctx *ctx, const mst_op_call *c) {
+    if (!bn_layouts_taken(c, false)) return mst_layout_run_plain(ctx, c, batchnorm_rows);
     if (bn_rows_apply_to(c, 0)) return bn_rows_run(ctx, c, c->in[0], 4, bn_fwd_rows_chunk);
     return c->in[0]->dtype == MST_DTYPE_F32 ? batchnorm_direct_f32(ctx, c) : mst_half_kernel(ctx, c);
 }
 
 static mst_status batchnorm_grad_rows(mst_ctx *ctx, const mst_op_call *c) {
+    if (!bn_layouts_taken(c, true)) return mst_layout_run_plain(ctx, c, batchnorm_grad_rows);
     if (bn_rows_apply_to(c, 1)) return bn_rows_run(ctx, c, c->in[1], 5, bn_grad_rows_chunk);
     return c->in[1]->dtype == MST_DTYPE_F32 ? batchnorm_grad_direct_f32(ctx, c) : mst_half_kernel(ctx, c);
 }

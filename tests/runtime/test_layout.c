@@ -140,32 +140,41 @@ static void test_batchnorm(void **state) {
         mst_tensor *beta = mst_tensor_randn(g_ctx, MST_DTYPE_F32, 1, &d[1], 0.0, 0.3);
         for (int training = 0; training < 2; training++)
             for (int relu = 0; relu < 2; relu++) {
+                /* layouts of (x, y): plain; blocked; plain x into blocked y (the stem's rows path, or
+                 * plain copies under 64-value planes); blocked x into plain y (plain copies) */
+                static const bool xl[4] = {false, true, false, true}, yl[4] = {false, true, true, false};
                 mst_attrs a = {.i = {training, relu}, .f = {0.1, 1e-5}};
-                mst_tensor *y[2], *mean[2], *invstd[2];
-                for (int b = 0; b < 2; b++) {
+                mst_tensor *y[4], *mean[4], *invstd[4];
+                for (int b = 0; b < 4; b++) {
                     mst_tensor *rm = mst_tensor_full(g_ctx, MST_DTYPE_F32, 1, &d[1], 0.2);
                     mst_tensor *rv = mst_tensor_full(g_ctx, MST_DTYPE_F32, 1, &d[1], 1.5);
-                    y[b] = like(x, b), mean[b] = mst_tensor_zeros(g_ctx, MST_DTYPE_F32, 1, &d[1]);
+                    y[b] = like(x, yl[b]), mean[b] = mst_tensor_zeros(g_ctx, MST_DTYPE_F32, 1, &d[1]);
                     invstd[b] = mst_tensor_zeros(g_ctx, MST_DTYPE_F32, 1, &d[1]);
-                    mst_tensor *in[5] = {b ? blocked_copy(x) : x, gamma, beta, rm, rv}, *out[3] = {y[b], mean[b], invstd[b]};
+                    mst_tensor *in[5] = {xl[b] ? blocked_copy(x) : x, gamma, beta, rm, rv}, *out[3] = {y[b], mean[b], invstd[b]};
                     assert_int_equal(run(MST_OP_BATCHNORM, 5, in, 3, out, &a), MST_OK);
                 }
-                assert_same_bits(y[0], y[1], "batchnorm y");
-                assert_same_bits(mean[0], mean[1], "batchnorm mean");
-                assert_same_bits(invstd[0], invstd[1], "batchnorm invstd");
+                for (int b = 1; b < 4; b++) {
+                    assert_same_bits(y[0], y[b], "batchnorm y");
+                    assert_same_bits(mean[0], mean[b], "batchnorm mean");
+                    assert_same_bits(invstd[0], invstd[b], "batchnorm invstd");
+                }
                 if (!relu) continue;
+                /* layouts of (gy, x, gx): every combination */
                 mst_attrs ga = {.i = {training}};
-                mst_tensor *gx[2], *gg[2], *gb[2];
-                for (int b = 0; b < 2; b++) {
-                    gx[b] = like(x, b), gg[b] = mst_tensor_zeros(g_ctx, MST_DTYPE_F32, 1, &d[1]);
+                mst_tensor *gx[8], *gg[8], *gb[8];
+                for (int b = 0; b < 8; b++) {
+                    bool gyb = b & 1, xb = b & 2, gxb = b & 4;
+                    gx[b] = like(x, gxb), gg[b] = mst_tensor_zeros(g_ctx, MST_DTYPE_F32, 1, &d[1]);
                     gb[b] = mst_tensor_zeros(g_ctx, MST_DTYPE_F32, 1, &d[1]);
-                    mst_tensor *in[5] = {b ? blocked_copy(gy) : gy, b ? blocked_copy(x) : x, gamma, mean[0], invstd[0]};
+                    mst_tensor *in[5] = {gyb ? blocked_copy(gy) : gy, xb ? blocked_copy(x) : x, gamma, mean[0], invstd[0]};
                     mst_tensor *out[3] = {gx[b], gg[b], gb[b]};
                     assert_int_equal(run(MST_OP_BATCHNORM_GRAD, 5, in, 3, out, &ga), MST_OK);
                 }
-                assert_same_bits(gx[0], gx[1], "batchnorm_grad gx");
-                assert_same_bits(gg[0], gg[1], "batchnorm_grad ggamma");
-                assert_same_bits(gb[0], gb[1], "batchnorm_grad gbeta");
+                for (int b = 1; b < 8; b++) {
+                    assert_same_bits(gx[0], gx[b], "batchnorm_grad gx");
+                    assert_same_bits(gg[0], gg[b], "batchnorm_grad ggamma");
+                    assert_same_bits(gb[0], gb[b], "batchnorm_grad gbeta");
+                }
             }
         mst_pool_pop(g_ctx);
     }
