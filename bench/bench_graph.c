@@ -95,7 +95,9 @@ static void pass_table(const char *model, int batch, int threads) {
     static const struct { const char *name; unsigned skip; } cfg[] = {
         {"all passes", 0}, {"no relu epilogue", MST_PASS_EPILOGUE}, {"no elementwise fusion", MST_PASS_FUSE_ELEM},
         {"no fused optimizer", MST_PASS_FUSE_OPTIM}, {"no pooling+relu gradient fusion", MST_PASS_FUSE_POOL_RELU},
-        {"no fusion at all", MST_PASS_EPILOGUE | MST_PASS_FUSE_ELEM | MST_PASS_FUSE_OPTIM | MST_PASS_FUSE_POOL_RELU}};
+        {"no nChw16c layout", MST_PASS_BLOCKED_LAYOUT},
+        {"no fusion at all", MST_PASS_EPILOGUE | MST_PASS_FUSE_ELEM | MST_PASS_FUSE_OPTIM | MST_PASS_FUSE_POOL_RELU |
+                                 MST_PASS_BLOCKED_LAYOUT}};
     enum { n_cfg = sizeof(cfg) / sizeof(cfg[0]) };
     double best[n_cfg + 1];
     for (int c = 0; c <= n_cfg; c++) best[c] = 1e300;
@@ -155,7 +157,8 @@ int main(int argc, char **argv) {
         printf("per-pass: graph step with each fusion left out (ms, best of %d alternated medians of %d; ratio = without / with, "
                "> 1.00x: the fusion pays)\n\n", k_pass_rounds, k_repeats);
         printf("| model | batch | eager ms | graph ms, all passes | no relu epilogue | no elementwise fusion | no fused optimizer | "
-               "no pooling+relu gradient fold | no fusion at all | graph vs eager |\n|---|---|---|---|---|---|---|---|---|---|\n");
+               "no pooling+relu gradient fold | no nChw16c layout | no fusion at all | graph vs eager |\n"
+               "|---|---|---|---|---|---|---|---|---|---|---|\n");
         for (size_t i = 0; i < n_rows; i++) pass_table(rows[i].model, rows[i].batch, threads);
         return 0;
     }

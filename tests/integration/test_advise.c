@@ -564,7 +564,11 @@ static void test_one_slow_step(void **state) {
     double max_ms = 0, sum_share = NAN, median_share = NAN;
     for (int attempt = 0; attempt < 4 && max_ms < 500; attempt++) {
         /* the stop must land inside the loop (~0.3 s of 10,000 steps here, longer under sanitizers) */
-        assert_int_equal(profile_with_stop("workloads/scenarios/one_slow_step.yaml", out_path, text_path, 100, 1200), 0);
+        int rc = profile_with_stop("workloads/scenarios/one_slow_step.yaml", out_path, text_path, 100, 1200);
+        if (rc != 0) {      /* say what the run said (one run under make test's load exited 74, an I/O error) */
+            char *said = e2e_read_file(text_path, NULL);
+            fail_msg("profile of one_slow_step exited %d:\n%s", rc, said ? said : "(no output)");
+        }
         sqlite3 *db = NULL;
         assert_int_equal(sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
         max_ms = q_double(db, "SELECT max(wall_ns) / 1e6 FROM steps WHERE warmup = 0");
