@@ -13,7 +13,8 @@
 enum { B = MST_NCHW16C_BLOCK };
 
 bool mst_layout_blockable(mst_dtype dtype, int ndim, const int64_t *shape) {
-    return (dtype == MST_DTYPE_F32 || dtype == MST_DTYPE_I32) && ndim == 4 && shape[1] > 0 && shape[1] % B == 0 &&
+    return (dtype == MST_DTYPE_F32 || dtype == MST_DTYPE_I32 || dtype == MST_DTYPE_BF16) && ndim == 4 && shape[1] > 0 &&
+           shape[1] % B == 0 &&
            shape[0] > 0 && shape[2] > 0 && shape[3] > 0;
 }
 
@@ -106,16 +107,38 @@ void mst_nchw16c_rows_to_slab(const void *rows, void *slab, int64_t s) {
     for (int64_t i0 = 0; i0 < s; i0 += B) tile_to_slab_scalar(rows, slab, s, i0, s - i0 < B ? s - i0 : B);
 }
 
-void mst_nchw16c_from_plain(const void *plain, void *blocked, int64_t n, int64_t c, int64_t s) {
-    const uint32_t *p = plain;
-    uint32_t *b = blocked;
-    for (int64_t slab = 0; slab < n * (c / B); slab++) mst_nchw16c_rows_to_slab(p + slab * B * s, b + slab * B * s, s);
+void mst_nchw16c_slab_to_rows16(const void *slab, void *rows, int64_t s) {
+    const uint16_t *src = slab;
+    uint16_t *dst = rows;
+    for (int l = 0; l < B; l++)
+        for (int64_t i = 0; i < s; i++) dst[l * s + i] = src[i * B + l];
 }
 
-void mst_nchw16c_to_plain(const void *blocked, void *plain, int64_t n, int64_t c, int64_t s) {
-    const uint32_t *b = blocked;
-    uint32_t *p = plain;
-    for (int64_t slab = 0; slab < n * (c / B); slab++) mst_nchw16c_slab_to_rows(b + slab * B * s, p + slab * B * s, s);
+void mst_nchw16c_rows_to_slab16(const void *rows, void *slab, int64_t s) {
+    const uint16_t *src = rows;
+    uint16_t *dst = slab;
+    for (int64_t i = 0; i < s; i++)
+        for (int l = 0; l < B; l++) dst[i * B + l] = src[l * s + i];
+}
+
+void mst_nchw16c_from_plain(const void *plain, void *blocked, int64_t n, int64_t c, int64_t s, size_t elem) {
+    size_t slab = (size_t)(B * s) * elem;
+    for (int64_t k = 0; k < n * (c / B); k++) {
+        const char *p = (const char *)plain + (size_t)k * slab;
+        char *b = (char *)blocked + (size_t)k * slab;
+        if (elem == 2) mst_nchw16c_rows_to_slab16(p, b, s);
+        else mst_nchw16c_rows_to_slab(p, b, s);
+    }
+}
+
+void mst_nchw16c_to_plain(const void *blocked, void *plain, int64_t n, int64_t c, int64_t s, size_t elem) {
+    size_t slab = (size_t)(B * s) * elem;
+    for (int64_t k = 0; k < n * (c / B); k++) {
+        const char *b = (const char *)blocked + (size_t)k * slab;
+        char *p = (char *)plain + (size_t)k * slab;
+        if (elem == 2) mst_nchw16c_slab_to_rows16(b, p, s);
+        else mst_nchw16c_slab_to_rows(b, p, s);
+    }
 }
 
 bool mst_layout_blocked_allowed(const mst_ctx *ctx) {
@@ -166,7 +189,8 @@ static void plain_twin(const mst_tensor *t, mst_tensor *h, mst_storage *st, void
     h->storage = st;
     h->offset = 0;
     h->refcount = 1 << 30;
-    if (fill) mst_nchw16c_to_plain(mst_tensor_data(t), data, t->shape[0], t->shape[1], t->shape[2] * t->shape[3]);
+    if (fill)
+        mst_nchw16c_to_plain(mst_tensor_data(t), data, t->shape[0], t->shape[1], t->shape[2] * t->shape[3], mst_dtype_size(t->dtype));
 }
 
 mst_status mst_layout_run_plain(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn k) {
@@ -198,7 +222,7 @@ mst_status mst_layout_run_plain(mst_ctx *ctx, const mst_op_call *c, mst_kernel_f
         for (int o = 0; o < c->n_out; o++) out |= c->out[o] == orig[t];
         if (out)
             mst_nchw16c_from_plain(st[t].data, mst_tensor_data(orig[t]), orig[t]->shape[0], orig[t]->shape[1],
-                                   orig[t]->shape[2] * orig[t]->shape[3]);
+                                   orig[t]->shape[2] * orig[t]->shape[3], mst_dtype_size(orig[t]->dtype));
     }
     return s;
 }

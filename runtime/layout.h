@@ -25,16 +25,19 @@ enum { MST_NCHW16C_BLOCK = 16 };
 static inline bool mst_tensor_blocked(const mst_tensor *t) { return t && t->layout == MST_LAYOUT_NCHW16C; }
 
 /* Can a value of this dtype and shape lie in nChw16c: 4-D, channels a positive multiple of 16,
- * 4-byte elements (f32 data, i32 pooling indices). */
+ * f32 or bf16 data (oneDNN's bf16 convolutions take nChw16c too) or i32 pooling indices. */
 bool mst_layout_blockable(mst_dtype dtype, int ndim, const int64_t *shape);
 
-/* One slab (S x 16 four-byte values) to 16 rows of S values, and back. */
+/* One slab (S x 16 four-byte values) to 16 rows of S values, and back; the 16 versions move
+ * two-byte values (bf16). */
 void mst_nchw16c_slab_to_rows(const void *slab, void *rows, int64_t s);
 void mst_nchw16c_rows_to_slab(const void *rows, void *slab, int64_t s);
+void mst_nchw16c_slab_to_rows16(const void *slab, void *rows, int64_t s);
+void mst_nchw16c_rows_to_slab16(const void *rows, void *slab, int64_t s);
 
-/* Whole (N, C, H, W) tensors of four-byte values between plain and nChw16c. */
-void mst_nchw16c_from_plain(const void *plain, void *blocked, int64_t n, int64_t c, int64_t s);
-void mst_nchw16c_to_plain(const void *blocked, void *plain, int64_t n, int64_t c, int64_t s);
+/* Whole (N, C, H, W) tensors of elem-byte values (4 or 2) between plain and nChw16c. */
+void mst_nchw16c_from_plain(const void *plain, void *blocked, int64_t n, int64_t c, int64_t s, size_t elem);
+void mst_nchw16c_to_plain(const void *blocked, void *plain, int64_t n, int64_t c, int64_t s, size_t elem);
 
 /* May graph mode put values in nChw16c under this context: the CPU's fast kernels with the kernel
  * choice in auto and oneDNN loaded (the reference, builtin-only and plain-oneDNN modes keep every

@@ -26,6 +26,7 @@
 #include "runtime/amp/half.h"
 #include "runtime/amp/autocast.h"
 #include "runtime/context.h"
+#include "runtime/layout.h"
 
 /* A stand-in header and storage for one operand, pointing at f32 scratch. */
 typedef struct {
@@ -131,7 +132,9 @@ static mst_status run_flat(mst_ctx *ctx, const mst_op_desc *d, const mst_op_call
 /* ---- channel ranges: batch norm and its gradient ---- */
 
 static bool channels_apply(const mst_op_call *c) {
-    if ((c->op != MST_OP_BATCHNORM && c->op != MST_OP_BATCHNORM_GRAD) || !all_float(c)) return false;
+    /* channel ranges are runs of plain NCHW; nChw16c operands take the whole-tensor path, whose
+     * f32 stand-ins keep their layout (runtime/layout.h) */
+    if ((c->op != MST_OP_BATCHNORM && c->op != MST_OP_BATCHNORM_GRAD) || !all_float(c) || mst_call_has_blocked(c)) return false;
     const mst_tensor *x = c->in[c->op == MST_OP_BATCHNORM ? 0 : 1];
     return x->ndim >= 2 && x->shape[1] > 1;
 }

@@ -7,8 +7,8 @@
  * (union-find), with a relu epilogue's value tied to its producer's output and an in-place output
  * to the input it overwrites; a group goes blocked when every value in it can (an f32 or i32
  * intermediate of four dims whose channels are a multiple of 16, private to the graph: not an
- * output, viewed or updated in place), every position touching it allows it, and it holds an f32
- * value. Anything else stays plain, so a kernel that cannot read the layout never sees it; the
+ * output, viewed or updated in place; bf16 data too, O2's activations), every position touching it
+ * allows it, and it holds a data value (not only pooling indices). Anything else stays plain, so a kernel that cannot read the layout never sees it; the
  * convolutions' positions are not tied, so a chain's edges (the image, the weights' gradients) stay
  * plain and oneDNN reorders only there. A convolution whose kernel choice is not one of oneDNN's
  * blocked kernels (the cnn's one-channel stem runs the builtin GEMM) keeps its values plain: the
@@ -61,8 +61,10 @@ static void tie_elementwise(const mst_graph *g, groups *G, const mst_gnode *n) {
 
 /* An op node: positions outside its descriptor's bits (all of them, when its kernel would not
  * take the layout itself) stay plain; tied ones join one group. */
-static void tie_op(groups *G, const mst_gnode *n, bool takes) {
+static void tie_op(const mst_graph *g, groups *G, const mst_gnode *n, bool takes) {
     const mst_op_desc *d = mst_op_table[n->op];
+    uint32_t tied = d->blocked_tied;
+    if (n->n_out > 0 && mst_dtype_is_half(g->values[n->out[0]].dtype)) tied |= d->blocked_tied_half;
     int first = -1;
     for (int pos = 0; pos < n->n_in + n->n_out; pos++) {
         bool in = pos < n->n_in;
@@ -73,7 +75,7 @@ static void tie_op(groups *G, const mst_gnode *n, bool takes) {
             keep_plain(G, v);
             continue;
         }
-        if (d->blocked_tied >> (in ? bit : MST_TIED_OUT + bit) & 1) {
+        if (tied >> (in ? bit : MST_TIED_OUT + bit) & 1) {
             if (first < 0) first = v;
             else tie(G, first, v);
         }
@@ -99,7 +101,7 @@ int mst_pass_blocked_layout(mst_graph *g, mst_node_pred takes_blocked, void *arg
         else if (n->kind == MST_GN_OP && (mst_op_table[n->op]->flags & MST_OPF_ELEMENTWISE) && n->n_out > 0) tie_elementwise(g, &G, n);
         else if (n->kind == MST_GN_OP) {
             const mst_op_desc *d = mst_op_table[n->op];
-            tie_op(&G, n, !(d->blocked_in | d->blocked_out) || !takes_blocked || takes_blocked(arg, g, n));
+            tie_op(g, &G, n, !(d->blocked_in | d->blocked_out) || !takes_blocked || takes_blocked(arg, g, n));
         }
         else {      /* fused optimizer updates: parameters and their gradients */
             for (int k = 0; k < n->n_in; k++) keep_plain(&G, n->in[k]);
@@ -111,7 +113,7 @@ int mst_pass_blocked_layout(mst_graph *g, mst_node_pred takes_blocked, void *arg
             if (n->inplace[k] >= 0) tie(&G, n->out[k], n->in[n->inplace[k]]);
     }
     for (int v = 0; v < g->n_values; v++)
-        if (g->values[v].dtype == MST_DTYPE_F32) has_f32[find(&G, v)] = true;
+        if (g->values[v].dtype == MST_DTYPE_F32 || g->values[v].dtype == MST_DTYPE_BF16) has_f32[find(&G, v)] = true;
     int changed = 0;
     for (int v = 0; v < g->n_values; v++) {
         int r = find(&G, v);

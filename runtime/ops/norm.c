@@ -294,8 +294,9 @@ const mst_op_desc mst_desc_batchnorm = {
     .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = batchnorm_ref_f32, [MST_DTYPE_F64] = batchnorm_ref_f64, [MST_DTYPE_F16] = mst_half_kernel,
                 [MST_DTYPE_BF16] = mst_half_kernel},
     .backward = batchnorm_backward, .flops = batchnorm_flops,
-    /* f32 x and y, each its own layout (bn_layouts_taken: plain x into a blocked y included) */
-    .blocked_in = 1u << 0, .blocked_out = 1u << 0,
+    /* x and y, each its own layout for f32 (bn_layouts_taken: plain x into a blocked y included),
+     * one layout for half */
+    .blocked_in = 1u << 0, .blocked_out = 1u << 0, .blocked_tied_half = 1u << 0 | 1u << MST_TIED_OUT,
 };
 
 /* ---- batchnorm_grad: in gy, x, gamma, save_mean, save_invstd; attr i[0] training;
@@ -405,7 +406,8 @@ const mst_op_desc mst_desc_batchnorm_grad = {
     .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = batchnorm_grad_ref_f32, [MST_DTYPE_F64] = batchnorm_grad_ref_f64,
                 [MST_DTYPE_F16] = mst_half_kernel, [MST_DTYPE_BF16] = mst_half_kernel},
     .flops = batchnorm_grad_flops,
-    .blocked_in = 1u << 0 | 1u << 1, .blocked_out = 1u << 0,    /* f32 gy, x, gx (bn_layouts_taken) */
+    /* gy, x, gx: each its own layout for f32 (bn_layouts_taken), one for half */
+    .blocked_in = 1u << 0 | 1u << 1, .blocked_out = 1u << 0, .blocked_tied_half = 1u << 0 | 1u << 1 | 1u << MST_TIED_OUT,
 };
 
 /* ---- batchnorm and batchnorm_grad by rows: (N, C, H, W) f32, and half x with f32 parameters ----
@@ -509,53 +511,75 @@ static void bn_rows_store(const mst_tensor *t, bn_dims d, int64_t n, int64_t ch0
     mst_half_from_f32(t->dtype, rows, (uint16_t *)mst_tensor_data(t) + bn_row_at(d, n, ch0), (size_t)((ch1 - ch0) * d.s));
 }
 
+/* The f32 values of the slab at element `at` of t: t's own for f32, else widened (exactly) into
+ * buf (16 x S floats). */
+static const float *bn_slab_f32(const mst_tensor *t, bn_dims d, size_t at, float *buf) {
+    if (t->dtype == MST_DTYPE_F32) return mst_tensor_f32(t) + at;
+    mst_half_to_f32(t->dtype, (const uint16_t *)mst_tensor_data(t) + at, buf, (size_t)(MST_NCHW16C_BLOCK * d.s));
+    return buf;
+}
+
 /* acc[ch] += the sum of kind k (x, and gy for MST_BN_SUM_GYX; m[ch] the mean, NULL for plain
  * sums) over every row of the channels [c0, c1), image by image. nChw16c tensors go a slab of 16
- * channels at a time (c0 and c1 multiples of 16), with the direct kernel's four partials on
- * planes under k_bn_rows_min_plane_f32 values, so every channel's sum is the plain kernel's. */
+ * channels at a time (c0 and c1 multiples of 16), with the f32 direct kernel's four partials on f32
+ * planes under k_bn_rows_min_plane_f32 values (half rows always take sixteen), so every channel's
+ * sum is the plain kernel's; half slabs are widened into buf (2 x 16 x S floats) first. */
 static void bn_sums(mst_bn_sum_kind k, const mst_tensor *xt, const mst_tensor *gyt, bn_dims d, int64_t c0, int64_t c1,
-                    const double *m, double *acc) {
+                    const double *m, double *acc, float *buf) {
     if (!mst_tensor_blocked(xt)) {
         for (int64_t n = 0; n < d.n; n++)
             for (int64_t ch = c0; ch < c1; ch++) acc[ch] += bn_row_sum(k, xt, gyt, d, n, ch, m ? m[ch] : 0);
         return;
     }
     static const double zeros[MST_NCHW16C_BLOCK];
-    bool four = d.s < k_bn_rows_min_plane_f32;
+    bool four = xt->dtype == MST_DTYPE_F32 && d.s < k_bn_rows_min_plane_f32;
     for (int64_t n = 0; n < d.n; n++)
         for (int64_t ch = c0; ch < c1; ch += MST_NCHW16C_BLOCK) {
             size_t at = bn_row_at(d, n, ch);        /* the slab of (n, ch / 16) starts where row (n, ch) would */
             double out[MST_NCHW16C_BLOCK];
-            mst_bn_slab_sums_path(k, mst_tensor_f32(xt) + at, gyt ? mst_tensor_f32(gyt) + at : NULL, d.s, m ? m + ch : zeros,
-                                  four, out, true);
+            const float *x = bn_slab_f32(xt, d, at, buf), *gy = gyt ? bn_slab_f32(gyt, d, at, buf + MST_NCHW16C_BLOCK * d.s) : NULL;
+            mst_bn_slab_sums_path(k, x, gy, d.s, m ? m + ch : zeros, four, out, true);
             for (int l = 0; l < MST_NCHW16C_BLOCK; l++) acc[ch + l] += out[l];
         }
+}
+
+/* A slab of f32 results at out into t at element `at`: already there for f32, rounded to half
+ * (nearest even, as the rows' stores) otherwise. */
+static void bn_slab_store(const mst_tensor *t, bn_dims d, size_t at, const float *out) {
+    if (t->dtype != MST_DTYPE_F32)
+        mst_half_from_f32(t->dtype, out, (uint16_t *)mst_tensor_data(t) + at, (size_t)(MST_NCHW16C_BLOCK * d.s));
 }
 
 /* nChw16c applies, channels [c0, c1) (multiples of 16): y from x (forward) or gx from gy and x
  * (backward, x NULL in evaluation) with per-channel m, a, b (mg, q) rounded to f32 as the rows do. */
 static void bn_slabs_apply(const mst_tensor *xt, const mst_tensor *yt, bn_dims d, int64_t c0, int64_t c1,
-                           const double *mean, const double *scale, const float *beta, bool relu) {
+                           const double *mean, const double *scale, const float *beta, bool relu, float *buf) {
     for (int64_t ch = c0; ch < c1; ch += MST_NCHW16C_BLOCK) {
         float m[MST_NCHW16C_BLOCK], a[MST_NCHW16C_BLOCK];
         for (int l = 0; l < MST_NCHW16C_BLOCK; l++) m[l] = (float)mean[ch + l], a[l] = (float)scale[ch + l];
         for (int64_t n = 0; n < d.n; n++) {
             size_t at = bn_row_at(d, n, ch);
-            mst_bn_slab_apply_path(mst_tensor_f32(xt) + at, mst_tensor_f32(yt) + at, d.s, m, a, beta + ch, relu, true);
+            float *out = yt->dtype == MST_DTYPE_F32 ? mst_tensor_f32(yt) + at : buf;    /* half: computed in place */
+            mst_bn_slab_apply_path(bn_slab_f32(xt, d, at, buf), out, d.s, m, a, beta + ch, relu, true);
+            bn_slab_store(yt, d, at, out);
         }
     }
 }
 
 static void bn_slabs_grad_apply(const mst_tensor *gyt, const mst_tensor *xt, const mst_tensor *gxt, bn_dims d, int64_t c0,
-                                int64_t c1, const double *scale, const double *mean_gy, const double *mean, const double *q) {
+                                int64_t c1, const double *scale, const double *mean_gy, const double *mean, const double *q,
+                                float *buf) {
     for (int64_t ch = c0; ch < c1; ch += MST_NCHW16C_BLOCK) {
         float a[MST_NCHW16C_BLOCK], mg[MST_NCHW16C_BLOCK], m[MST_NCHW16C_BLOCK], qf[MST_NCHW16C_BLOCK];
         for (int l = 0; l < MST_NCHW16C_BLOCK; l++)
             a[l] = (float)scale[ch + l], mg[l] = (float)mean_gy[ch + l], m[l] = (float)mean[ch + l], qf[l] = (float)q[ch + l];
         for (int64_t n = 0; n < d.n; n++) {
             size_t at = bn_row_at(d, n, ch);
-            mst_bn_slab_grad_apply_path(mst_tensor_f32(gyt) + at, xt ? mst_tensor_f32(xt) + at : NULL, mst_tensor_f32(gxt) + at,
-                                        d.s, a, mg, m, qf, true);
+            const float *gy = bn_slab_f32(gyt, d, at, buf);
+            const float *x = xt ? bn_slab_f32(xt, d, at, buf + MST_NCHW16C_BLOCK * d.s) : NULL;
+            float *out = gxt->dtype == MST_DTYPE_F32 ? mst_tensor_f32(gxt) + at : buf;     /* half: in place over gy's */
+            mst_bn_slab_grad_apply_path(gy, x, out, d.s, a, mg, m, qf, true);
+            bn_slab_store(gxt, d, at, out);
         }
     }
 }
@@ -578,11 +602,12 @@ static void bn_fwd_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     double *mean = j->scratch, *invstd = mean + d.c, *acc = invstd + d.c, *scale = acc + d.c;
     bool blocked = mst_tensor_blocked(xt);
     if (blocked || mst_tensor_blocked(yt)) c0 *= MST_NCHW16C_BLOCK, c1 *= MST_NCHW16C_BLOCK;  /* the job split channel blocks */
+    float *slab_buf = j->mixed ? j->mixed + (size_t)worker * (size_t)(2 * MST_NCHW16C_BLOCK * d.s) : NULL;
     if (c->attrs.i[0]) {
         for (int64_t ch = c0; ch < c1; ch++) mean[ch] = acc[ch] = invstd[ch] = 0;
-        bn_sums(MST_BN_SUM_X, xt, NULL, d, c0, c1, NULL, mean);
+        bn_sums(MST_BN_SUM_X, xt, NULL, d, c0, c1, NULL, mean, slab_buf);
         for (int64_t ch = c0; ch < c1; ch++) mean[ch] /= (double)d.m;
-        bn_sums(MST_BN_SUM_DEV2, xt, NULL, d, c0, c1, mean, acc);
+        bn_sums(MST_BN_SUM_DEV2, xt, NULL, d, c0, c1, mean, acc, slab_buf);
         for (int64_t ch = c0; ch < c1; ch++) {
             double var = acc[ch] / (double)d.m;
             invstd[ch] = 1.0 / sqrt(var + eps);
@@ -602,11 +627,11 @@ static void bn_fwd_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     }
     bool relu = c->attrs.i[1] != 0;
     if (blocked) {
-        bn_slabs_apply(xt, yt, d, c0, c1, mean, scale, beta, relu);
+        bn_slabs_apply(xt, yt, d, c0, c1, mean, scale, beta, relu, slab_buf);
         return;
     }
     if (mst_tensor_blocked(yt)) {   /* plain rows in, a slab out: the rows into a buffer, then transposed */
-        float *rows = j->mixed + (size_t)worker * (size_t)(2 * MST_NCHW16C_BLOCK * d.s);
+        float *rows = slab_buf;
         for (int64_t n = 0; n < d.n; n++)
             for (int64_t ch = c0; ch < c1; ch += MST_NCHW16C_BLOCK) {
                 for (int l = 0; l < MST_NCHW16C_BLOCK; l++)
@@ -637,13 +662,14 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     double *sum_gyx = sum_gy + d.c, *mean = sum_gyx + d.c, *scale = mean + d.c, *q = scale + d.c;
     bool blocked = mst_tensor_blocked(xt), gy_slabs = !blocked && mst_tensor_blocked(gyt);
     if (blocked || gy_slabs || mst_tensor_blocked(gxt)) c0 *= MST_NCHW16C_BLOCK, c1 *= MST_NCHW16C_BLOCK;
+    float *slab_buf = j->mixed ? j->mixed + (size_t)worker * (size_t)(2 * MST_NCHW16C_BLOCK * d.s) : NULL;
     for (int64_t ch = c0; ch < c1; ch++) {
         sum_gy[ch] = sum_gyx[ch] = 0;
         mean[ch] = (double)save_mean[ch];
     }
     /* plain x with gy in slabs: x's 16 rows of a slab (consecutive in plain memory) transposed into
      * a slab in a buffer, then the slab functions (the rows' bits: planes here have >= 64 values) */
-    float *x_slab = gy_slabs ? j->mixed + (size_t)worker * (size_t)(2 * MST_NCHW16C_BLOCK * d.s) : NULL;
+    float *x_slab = gy_slabs ? slab_buf : NULL;
     float *gx_slab = x_slab ? x_slab + MST_NCHW16C_BLOCK * d.s : NULL;
     if (gy_slabs) {
         for (int64_t n = 0; n < d.n; n++)
@@ -657,8 +683,8 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
                 for (int l = 0; l < MST_NCHW16C_BLOCK; l++) sum_gy[ch + l] += s_gy[l], sum_gyx[ch + l] += s_gyx[l];
             }
     } else if (blocked) {
-        bn_sums(MST_BN_SUM_X, gyt, NULL, d, c0, c1, NULL, sum_gy);
-        bn_sums(MST_BN_SUM_GYX, xt, gyt, d, c0, c1, mean, sum_gyx);
+        bn_sums(MST_BN_SUM_X, gyt, NULL, d, c0, c1, NULL, sum_gy, slab_buf);
+        bn_sums(MST_BN_SUM_GYX, xt, gyt, d, c0, c1, mean, sum_gyx, slab_buf);
     } else {
         for (int64_t n = 0; n < d.n; n++)
             for (int64_t ch = c0; ch < c1; ch++) {
@@ -677,7 +703,7 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     }
     bool training = c->attrs.i[0] != 0;
     if (blocked) {
-        bn_slabs_grad_apply(gyt, training ? xt : NULL, gxt, d, c0, c1, scale, sum_gy, mean, q);
+        bn_slabs_grad_apply(gyt, training ? xt : NULL, gxt, d, c0, c1, scale, sum_gy, mean, q, slab_buf);
         return;
     }
     if (gy_slabs) {     /* gx into its slab, or into the buffer and transposed into its plain rows */
@@ -716,10 +742,10 @@ static mst_status bn_rows_run(mst_ctx *ctx, const mst_op_call *c, const mst_tens
     int workers = widen ? mst_parallel_chunks_ctx(ctx, d.c, min_chunk) : 0;
     int64_t block_ch = bn_rows_block_channels(d);
     size_t doubles = (size_t)(k * d.c + 1), stride = ((size_t)(block_ch * d.s) + 15) & ~(size_t)15;
-    /* plain x beside slabs (runtime/layout.h): per worker, two slabs' rows */
+    /* plain x beside slabs, or half slabs (runtime/layout.h): per worker, two slabs of f32 */
     bool any_blocked = mst_tensor_blocked(x) || mst_tensor_blocked(c->in[0]) || mst_tensor_blocked(c->out[0]);
     int64_t block_min = (min_chunk + MST_NCHW16C_BLOCK - 1) / MST_NCHW16C_BLOCK;
-    size_t mixed = any_blocked && !mst_tensor_blocked(x)
+    size_t mixed = any_blocked && (!mst_tensor_blocked(x) || widen)
                        ? (size_t)mst_parallel_chunks_ctx(ctx, d.c / MST_NCHW16C_BLOCK, block_min) * (size_t)(2 * MST_NCHW16C_BLOCK * d.s)
                        : 0;
     double *scratch = (double *)mst_ctx_workspace(
@@ -735,16 +761,17 @@ static mst_status bn_rows_run(mst_ctx *ctx, const mst_op_call *c, const mst_tens
     return MST_OK;
 }
 
-/* The layouts the kernels take (runtime/layout.h): all plain; all nChw16c (f32); plain x (f32,
+/* The layouts the kernels take (runtime/layout.h): all plain; all nChw16c (f32, or half with planes
+ * of more than one value, widened a slab at a time); plain x (f32,
  * planes of at least k_bn_rows_min_plane_f32, the rows' path) with y, or gy and either gx, in
  * nChw16c (the cnn's stem: a builtin convolution's plain output into the blocked chain). */
 static bool bn_layouts_taken(const mst_op_call *c, bool grad) {
     const mst_tensor *x = c->in[grad ? 1 : 0];
     bool xb = mst_tensor_blocked(x), ob = mst_tensor_blocked(c->out[0]), gb = grad && mst_tensor_blocked(c->in[0]);
     if (!xb && !ob && !gb) return true;
-    if (x->dtype != MST_DTYPE_F32) return false;
-    if (xb) return ob && (!grad || gb);
-    return x->shape[2] * x->shape[3] >= k_bn_rows_min_plane_f32 && (grad ? gb : ob);
+    int64_t plane = x->shape[2] * x->shape[3];
+    if (xb) return ob && (!grad || gb) && (x->dtype == MST_DTYPE_F32 || plane > 1);    /* half slabs: the rows' S > 1 */
+    return x->dtype == MST_DTYPE_F32 && plane >= k_bn_rows_min_plane_f32 && (grad ? gb : ob);
 }
 
 static mst_status batchnorm_rows(mst_ctx *ctx, const mst_op_call *c) {

@@ -57,12 +57,16 @@ static void trainer_free(trainer *t) {
     mst_ctx_free(t->ctx);
 }
 
+static int g_amp_level;             /* run_pair's amp level (bf16), both sides: train_step autocasts */
+
 /* The traced step: forward, loss, backward, update, zero_grad; no host reads. */
 static mst_status train_step(mst_ctx *ctx, void *arg, mst_tensor *const in[], int n_in, mst_tensor *out[], int *n_out) {
     (void)n_in;
     trainer *t = arg;
+    if (g_amp_level) mst_amp_autocast(ctx, true);
     mst_tensor *logits = t->model->forward(t->model, ctx, in[0], true);
     mst_tensor *loss = mst_cross_entropy(ctx, logits, in[1]);
+    if (g_amp_level) mst_amp_autocast(ctx, false);
     mst_status s = mst_backward(ctx, loss);
     if (s == MST_OK) s = mst_optim_apply(t->opt, NULL);
     mst_zero_grad(t->model->params, t->model->n_params);
@@ -139,6 +143,10 @@ static int64_t run_pair(const mst_model_spec *spec, int batch, int steps, bool o
     trainer e, g;
     trainer_init(&e, spec, lr);
     trainer_init(&g, spec, lr);
+    if (g_amp_level) {
+        assert_int_equal(mst_amp_set(e.ctx, g_amp_level, MST_DTYPE_BF16), MST_OK);
+        assert_int_equal(mst_amp_set(g.ctx, g_amp_level, MST_DTYPE_BF16), MST_OK);
+    }
     mst_graph_options opt = {.optimize = optimize, .blocked_everywhere = g_blocked_everywhere};
     mst_graph_cache *gc = mst_graph_cache_new(g.ctx, "train", train_step, &g, &opt);
     assert_non_null(gc);
@@ -219,6 +227,24 @@ static void test_cnn_blocked_steps(void **state) {
     if (mst_onednn_available()) assert_true(g_blocked_values >= 30);
     else assert_int_equal(g_blocked_values, 0);
     assert_int_equal(run_pair(&wide, 8, 4, true, 0.02), 0);
+}
+
+/* The same at amp O2 (bf16 activations, oneDNN's bf16 convolutions in nChw16c, batch norm and
+ * pooling widening their slabs): bitwise equal to eager O2. */
+static void test_cnn_blocked_steps_o2(void **state) {
+    (void)state;
+    static const mst_model_spec wide = {.name = "cnn", .in_c = 1, .in_h = 16, .in_w = 16, .classes = 10,
+                                        .width = 16, .blocks = 2};
+    g_amp_level = 2;
+    g_blocked_everywhere = true;
+    int64_t diff = run_pair(&wide, 8, 4, true, 0.02);
+    g_blocked_everywhere = false;
+    int64_t blocked = g_blocked_values;
+    int64_t diff_default = run_pair(&wide, 8, 4, true, 0.02);
+    g_amp_level = 0;
+    assert_int_equal(diff, 0);
+    assert_int_equal(diff_default, 0);
+    if (mst_onednn_available()) assert_true(blocked >= 30);
 }
 
 /* With a dynamic batch, smaller batches reuse the plan; without, a new size compiles again. */
@@ -473,6 +499,7 @@ int main(void) {
         cmocka_unit_test(test_mlp_20_steps_unoptimized),
         cmocka_unit_test(test_cnn_steps),
         cmocka_unit_test(test_cnn_blocked_steps),
+        cmocka_unit_test(test_cnn_blocked_steps_o2),
         cmocka_unit_test(test_dynamic_batch_no_recompile),
         cmocka_unit_test(test_static_batch_recompiles),
         cmocka_unit_test(test_arena_categories_o0),

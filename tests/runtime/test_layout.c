@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "runtime/amp/half.h"
 #include "runtime/backend/kernel_choice.h"
 #include "runtime/context.h"
 #include "runtime/layout.h"
@@ -38,7 +39,8 @@ static int teardown(void **state) {
 static mst_tensor *blocked_copy(const mst_tensor *t) {
     mst_tensor *b = mst_tensor_new(g_ctx, t->dtype, t->ndim, t->shape);
     assert_non_null(b);
-    mst_nchw16c_from_plain(mst_tensor_data(t), mst_tensor_data(b), t->shape[0], t->shape[1], t->shape[2] * t->shape[3]);
+    mst_nchw16c_from_plain(mst_tensor_data(t), mst_tensor_data(b), t->shape[0], t->shape[1], t->shape[2] * t->shape[3],
+                           mst_dtype_size(t->dtype));
     b->layout = MST_LAYOUT_NCHW16C;
     return b;
 }
@@ -54,22 +56,34 @@ static mst_tensor *like(const mst_tensor *t, bool blocked) {
 /* a and b hold the same bits, b read through its layout. */
 static void assert_same_bits(const mst_tensor *a, const mst_tensor *b, const char *what) {
     assert_int_equal(a->numel, b->numel);
-    size_t bytes = mst_tensor_nbytes(a);
+    assert_int_equal(a->dtype, b->dtype);
+    size_t bytes = mst_tensor_nbytes(a), elem = mst_dtype_size(a->dtype);
     void *plain = malloc(bytes ? bytes : 1);
     assert_non_null(plain);
     if (mst_tensor_blocked(b))
-        mst_nchw16c_to_plain(mst_tensor_data(b), plain, b->shape[0], b->shape[1], b->shape[2] * b->shape[3]);
+        mst_nchw16c_to_plain(mst_tensor_data(b), plain, b->shape[0], b->shape[1], b->shape[2] * b->shape[3], elem);
     else
         memcpy(plain, mst_tensor_data(b), bytes);
-    if (memcmp(mst_tensor_data(a), plain, bytes) != 0) {
-        const uint32_t *x = mst_tensor_data(a), *y = plain;
-        for (int64_t i = 0; i < a->numel; i++)
-            if (x[i] != y[i]) {
-                free(plain);
-                fail_msg("%s: element %lld differs: %08x (plain) vs %08x (nChw16c)", what, (long long)i, x[i], y[i]);
-            }
+    for (int64_t i = 0; i < a->numel; i++) {
+        uint32_t x = 0, y = 0;
+        memcpy(&x, (const char *)mst_tensor_data(a) + (size_t)i * elem, elem);
+        memcpy(&y, (const char *)plain + (size_t)i * elem, elem);
+        if (x != y) {
+            free(plain);
+            fail_msg("%s (%s): element %lld differs: %08x (plain) vs %08x (nChw16c)", what, mst_dtype_name(a->dtype), (long long)i, x,
+                     y);
+        }
     }
     free(plain);
+}
+
+/* The same values in dt (bf16: rounded to nearest even). */
+static mst_tensor *as(const mst_tensor *t, mst_dtype dt) {
+    if (dt == t->dtype) return (mst_tensor *)t;
+    mst_tensor *h = mst_tensor_new(g_ctx, dt, t->ndim, t->shape);
+    assert_non_null(h);
+    mst_half_from_f32(dt, mst_tensor_f32(t), mst_tensor_data(h), (size_t)t->numel);
+    return h;
 }
 
 /* x ~ N(0.5, 1) with every 7th value copied from its neighbour (ties), a few -0 and, when nan, NaNs. */
@@ -106,12 +120,21 @@ static void test_conversions(void **state) {
             for (int l = 0; l < 16; l++) assert_int_equal(b[i * 16 + l], a[l * s + i]);
         mst_nchw16c_slab_to_rows(b, c, s);
         assert_memory_equal(a, c, (size_t)n * 4);
+        /* two-byte values (bf16) */
+        uint16_t *a2 = (uint16_t *)a, *b2 = (uint16_t *)b, *c2 = (uint16_t *)c;
+        for (int64_t i = 0; i < n; i++) a2[i] = (uint16_t)(i * 40503u);
+        mst_nchw16c_rows_to_slab16(a2, b2, s);
+        for (int64_t i = 0; i < s; i++)
+            for (int l = 0; l < 16; l++) assert_int_equal(b2[i * 16 + l], a2[l * s + i]);
+        mst_nchw16c_slab_to_rows16(b2, c2, s);
+        assert_memory_equal(a2, c2, (size_t)n * 2);
         free(a), free(b), free(c);
     }
     assert_true(mst_layout_blockable(MST_DTYPE_F32, 4, (int64_t[]){2, 32, 7, 7}));
     assert_true(mst_layout_blockable(MST_DTYPE_I32, 4, (int64_t[]){2, 16, 1, 1}));
     assert_false(mst_layout_blockable(MST_DTYPE_F32, 4, (int64_t[]){2, 24, 7, 7}));
-    assert_false(mst_layout_blockable(MST_DTYPE_BF16, 4, (int64_t[]){2, 32, 7, 7}));
+    assert_true(mst_layout_blockable(MST_DTYPE_BF16, 4, (int64_t[]){2, 32, 7, 7}));
+    assert_false(mst_layout_blockable(MST_DTYPE_F16, 4, (int64_t[]){2, 32, 7, 7}));
     assert_false(mst_layout_blockable(MST_DTYPE_F32, 2, (int64_t[]){2, 32}));
 }
 
@@ -131,11 +154,14 @@ static void test_batchnorm(void **state) {
     (void)state;
     static const int64_t shapes[][4] = {{3, 32, 28, 28}, {2, 32, 14, 14}, {2, 16, 7, 7}, {4, 16, 1, 1}, {1, 16, 3, 5},
                                         {2, 16, 14, 14}, {2, 16, 7, 7}};
-    for (size_t sh = 0; sh < sizeof(shapes) / sizeof(shapes[0]); sh++) {
-        const int64_t *d = shapes[sh];
+    for (size_t sh = 0; sh < 2 * sizeof(shapes) / sizeof(shapes[0]); sh++) {
+        /* f32, then bf16 (O2's batch norm: half x, y, gy, gx beside f32 parameters and statistics) */
+        mst_dtype dt = sh < sizeof(shapes) / sizeof(shapes[0]) ? MST_DTYPE_F32 : MST_DTYPE_BF16;
+        const int64_t *d = shapes[sh % (sizeof(shapes) / sizeof(shapes[0]))];
         mst_pool_push(g_ctx);
         mst_tensor *x = input(d[0], d[1], d[2], d[3], false), *gy = input(d[0], d[1], d[2], d[3], false);
-        if (sh >= 5) spiky(x), spiky(gy);
+        if (sh % (sizeof(shapes) / sizeof(shapes[0])) >= 5) spiky(x), spiky(gy);
+        x = as(x, dt), gy = as(gy, dt);
         mst_tensor *gamma = mst_tensor_randn(g_ctx, MST_DTYPE_F32, 1, &d[1], 1.0, 0.3);
         mst_tensor *beta = mst_tensor_randn(g_ctx, MST_DTYPE_F32, 1, &d[1], 0.0, 0.3);
         for (int training = 0; training < 2; training++)
@@ -187,9 +213,11 @@ static void test_maxpool(void **state) {
     static const struct { int64_t n, c, h, w; int kh, kw, sh, sw, ph, pw; } cases[] = {
         {2, 32, 8, 8, 2, 2, 2, 2, 0, 0}, {2, 16, 28, 28, 2, 2, 2, 2, 0, 0}, {1, 16, 5, 5, 2, 2, 2, 2, 0, 0},
         {2, 16, 7, 7, 3, 3, 2, 2, 1, 1}, {1, 32, 6, 5, 2, 3, 1, 2, 1, 1}};
-    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+    for (size_t kk = 0; kk < 2 * sizeof(cases) / sizeof(cases[0]); kk++) {
+        size_t k = kk % (sizeof(cases) / sizeof(cases[0]));
+        mst_dtype dt = kk == k ? MST_DTYPE_F32 : MST_DTYPE_BF16;
         mst_pool_push(g_ctx);
-        mst_tensor *x = input(cases[k].n, cases[k].c, cases[k].h, cases[k].w, true);
+        mst_tensor *x = as(input(cases[k].n, cases[k].c, cases[k].h, cases[k].w, true), dt);
         mst_attrs a = {.i = {cases[k].kh, cases[k].kw, cases[k].sh, cases[k].sw, cases[k].ph, cases[k].pw}};
         mst_tensor *y0 = mst_maxpool2d(g_ctx, x, cases[k].kh, cases[k].kw, cases[k].sh, cases[k].sw, cases[k].ph, cases[k].pw);
         assert_non_null(y0);
@@ -208,7 +236,7 @@ static void test_maxpool(void **state) {
             assert_same_bits(y[0], y[b], "maxpool2d y");
             assert_same_bits(idx[0], idx[b], "maxpool2d indices");
         }
-        mst_tensor *gy = input(y0->shape[0], y0->shape[1], y0->shape[2], y0->shape[3], true);
+        mst_tensor *gy = as(input(y0->shape[0], y0->shape[1], y0->shape[2], y0->shape[3], true), dt);
         mst_attrs ga = {.i = {cases[k].h, cases[k].w}};
         for (int fold = 0; fold < 2; fold++) {
             /* layouts of (gy, indices, pooled; gx) as the forward's (y; x) */
@@ -240,22 +268,24 @@ static void test_maxpool(void **state) {
 static void test_global_pool_and_broadcast(void **state) {
     (void)state;
     static const int64_t shapes[][4] = {{2, 32, 7, 7}, {3, 16, 1, 1}, {1, 16, 9, 2}};
-    for (size_t sh = 0; sh < sizeof(shapes) / sizeof(shapes[0]); sh++) {
+    for (size_t sk = 0; sk < 2 * sizeof(shapes) / sizeof(shapes[0]); sk++) {
+        size_t sh = sk % (sizeof(shapes) / sizeof(shapes[0]));
+        mst_dtype dt = sk == sh ? MST_DTYPE_F32 : MST_DTYPE_BF16;   /* bf16: the half kernel's f32 stand-ins keep the layout */
         const int64_t *d = shapes[sh];
         mst_pool_push(g_ctx);
-        mst_tensor *x = input(d[0], d[1], d[2], d[3], true);
+        mst_tensor *x = as(input(d[0], d[1], d[2], d[3], true), dt);
         mst_tensor *y[2];
         mst_attrs none = {0};
         for (int b = 0; b < 2; b++) {
-            y[b] = mst_tensor_zeros(g_ctx, MST_DTYPE_F32, 2, d);
+            y[b] = mst_tensor_zeros(g_ctx, dt, 2, d);
             mst_tensor *in[1] = {b ? blocked_copy(x) : x}, *out[1] = {y[b]};
             assert_int_equal(run(MST_OP_GLOBAL_AVGPOOL, 1, in, 1, out, &none), MST_OK);
         }
         assert_same_bits(y[0], y[1], "global_avgpool");
         /* (N, C, 1, 1) -> (N, C, H, W): the slab fill; (C, 1, 1) and (W) -> the plain copy */
-        mst_tensor *small[3] = {mst_tensor_randn(g_ctx, MST_DTYPE_F32, 4, (int64_t[]){d[0], d[1], 1, 1}, 0, 1),
-                                mst_tensor_randn(g_ctx, MST_DTYPE_F32, 3, (int64_t[]){d[1], 1, 1}, 0, 1),
-                                mst_tensor_randn(g_ctx, MST_DTYPE_F32, 1, &d[3], 0, 1)};
+        mst_tensor *small[3] = {as(mst_tensor_randn(g_ctx, MST_DTYPE_F32, 4, (int64_t[]){d[0], d[1], 1, 1}, 0, 1), dt),
+                                as(mst_tensor_randn(g_ctx, MST_DTYPE_F32, 3, (int64_t[]){d[1], 1, 1}, 0, 1), dt),
+                                as(mst_tensor_randn(g_ctx, MST_DTYPE_F32, 1, &d[3], 0, 1), dt)};
         mst_attrs a = {.i = {4, d[0], d[1], d[2], d[3]}};
         for (int s = 0; s < 3; s++) {
             mst_tensor *o[2];
