@@ -107,9 +107,42 @@ void mst_nchw16c_rows_to_slab(const void *rows, void *slab, int64_t s) {
     for (int64_t i0 = 0; i0 < s; i0 += B) tile_to_slab_scalar(rows, slab, s, i0, s - i0 < B ? s - i0 : B);
 }
 
+#if defined(__x86_64__)
+/* Two-byte tiles: each 32-byte row zero-extended to 32-bit lanes, the 32-bit transpose, narrowed back. */
+__attribute__((target("avx512f"))) static void slab_to_rows16_avx512(const uint16_t *src, uint16_t *dst, int64_t s) {
+    int64_t i0 = 0;
+    for (; i0 + B <= s; i0 += B) {
+        __m512i r[16];
+        for (int i = 0; i < 16; i++) r[i] = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(src + (i0 + i) * B)));
+        transpose16(r);
+        for (int l = 0; l < 16; l++) _mm256_storeu_si256((__m256i *)(dst + l * s + i0), _mm512_cvtepi32_epi16(r[l]));
+    }
+    for (int l = 0; l < B; l++)
+        for (int64_t i = i0; i < s; i++) dst[l * s + i] = src[i * B + l];
+}
+
+__attribute__((target("avx512f"))) static void rows_to_slab16_avx512(const uint16_t *src, uint16_t *dst, int64_t s) {
+    int64_t i0 = 0;
+    for (; i0 + B <= s; i0 += B) {
+        __m512i r[16];
+        for (int l = 0; l < 16; l++) r[l] = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(src + l * s + i0)));
+        transpose16(r);
+        for (int i = 0; i < 16; i++) _mm256_storeu_si256((__m256i *)(dst + (i0 + i) * B), _mm512_cvtepi32_epi16(r[i]));
+    }
+    for (int64_t i = i0; i < s; i++)
+        for (int l = 0; l < B; l++) dst[i * B + l] = src[l * s + i];
+}
+#endif
+
 void mst_nchw16c_slab_to_rows16(const void *slab, void *rows, int64_t s) {
     const uint16_t *src = slab;
     uint16_t *dst = rows;
+#if defined(__x86_64__)
+    if (mst_cpu_has(MST_CPU_AVX512F)) {
+        slab_to_rows16_avx512(src, dst, s);
+        return;
+    }
+#endif
     for (int l = 0; l < B; l++)
         for (int64_t i = 0; i < s; i++) dst[l * s + i] = src[i * B + l];
 }
@@ -117,6 +150,12 @@ void mst_nchw16c_slab_to_rows16(const void *slab, void *rows, int64_t s) {
 void mst_nchw16c_rows_to_slab16(const void *rows, void *slab, int64_t s) {
     const uint16_t *src = rows;
     uint16_t *dst = slab;
+#if defined(__x86_64__)
+    if (mst_cpu_has(MST_CPU_AVX512F)) {
+        rows_to_slab16_avx512(src, dst, s);
+        return;
+    }
+#endif
     for (int64_t i = 0; i < s; i++)
         for (int l = 0; l < B; l++) dst[i * B + l] = src[l * s + i];
 }

@@ -170,9 +170,8 @@ typedef struct mst_op_desc {
      * position in its own layout (a convolution reorders whichever is plain), except the positions
      * in blocked_tied (bit i: input i, bit MST_TIED_OUT + k: output k), which take one layout
      * together (batch norm's x and y). Elementwise ops need no bits: on operands of one shape they
-     * are layout-blind, and the layout pass ties them. blocked_tied_half: positions tied as well when
-     * the node's data is half (its kernel takes fewer layout pairs there). */
-    uint32_t blocked_in, blocked_out, blocked_tied, blocked_tied_half;
+     * are layout-blind, and the layout pass ties them. */
+    uint32_t blocked_in, blocked_out, blocked_tied;
 } mst_op_desc;
 
 extern const mst_op_desc *const mst_op_table[MST_OP_COUNT];

@@ -61,10 +61,8 @@ static void tie_elementwise(const mst_graph *g, groups *G, const mst_gnode *n) {
 
 /* An op node: positions outside its descriptor's bits (all of them, when its kernel would not
  * take the layout itself) stay plain; tied ones join one group. */
-static void tie_op(const mst_graph *g, groups *G, const mst_gnode *n, bool takes) {
+static void tie_op(groups *G, const mst_gnode *n, bool takes) {
     const mst_op_desc *d = mst_op_table[n->op];
-    uint32_t tied = d->blocked_tied;
-    if (n->n_out > 0 && mst_dtype_is_half(g->values[n->out[0]].dtype)) tied |= d->blocked_tied_half;
     int first = -1;
     for (int pos = 0; pos < n->n_in + n->n_out; pos++) {
         bool in = pos < n->n_in;
@@ -75,7 +73,7 @@ static void tie_op(const mst_graph *g, groups *G, const mst_gnode *n, bool takes
             keep_plain(G, v);
             continue;
         }
-        if (tied >> (in ? bit : MST_TIED_OUT + bit) & 1) {
+        if (d->blocked_tied >> (in ? bit : MST_TIED_OUT + bit) & 1) {
             if (first < 0) first = v;
             else tie(G, first, v);
         }
@@ -101,7 +99,7 @@ int mst_pass_blocked_layout(mst_graph *g, mst_node_pred takes_blocked, void *arg
         else if (n->kind == MST_GN_OP && (mst_op_table[n->op]->flags & MST_OPF_ELEMENTWISE) && n->n_out > 0) tie_elementwise(g, &G, n);
         else if (n->kind == MST_GN_OP) {
             const mst_op_desc *d = mst_op_table[n->op];
-            tie_op(g, &G, n, !(d->blocked_in | d->blocked_out) || !takes_blocked || takes_blocked(arg, g, n));
+            tie_op(&G, n, !(d->blocked_in | d->blocked_out) || !takes_blocked || takes_blocked(arg, g, n));
         }
         else {      /* fused optimizer updates: parameters and their gradients */
             for (int k = 0; k < n->n_in; k++) keep_plain(&G, n->in[k]);

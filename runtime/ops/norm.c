@@ -294,9 +294,8 @@ const mst_op_desc mst_desc_batchnorm = {
     .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = batchnorm_ref_f32, [MST_DTYPE_F64] = batchnorm_ref_f64, [MST_DTYPE_F16] = mst_half_kernel,
                 [MST_DTYPE_BF16] = mst_half_kernel},
     .backward = batchnorm_backward, .flops = batchnorm_flops,
-    /* x and y, each its own layout for f32 (bn_layouts_taken: plain x into a blocked y included),
-     * one layout for half */
-    .blocked_in = 1u << 0, .blocked_out = 1u << 0, .blocked_tied_half = 1u << 0 | 1u << MST_TIED_OUT,
+    /* x and y, each its own layout (bn_layouts_taken: plain x into a blocked y included) */
+    .blocked_in = 1u << 0, .blocked_out = 1u << 0,
 };
 
 /* ---- batchnorm_grad: in gy, x, gamma, save_mean, save_invstd; attr i[0] training;
@@ -406,8 +405,8 @@ const mst_op_desc mst_desc_batchnorm_grad = {
     .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = batchnorm_grad_ref_f32, [MST_DTYPE_F64] = batchnorm_grad_ref_f64,
                 [MST_DTYPE_F16] = mst_half_kernel, [MST_DTYPE_BF16] = mst_half_kernel},
     .flops = batchnorm_grad_flops,
-    /* gy, x, gx: each its own layout for f32 (bn_layouts_taken), one for half */
-    .blocked_in = 1u << 0 | 1u << 1, .blocked_out = 1u << 0, .blocked_tied_half = 1u << 0 | 1u << 1 | 1u << MST_TIED_OUT,
+    /* gy, x, gx: each its own layout (bn_layouts_taken) */
+    .blocked_in = 1u << 0 | 1u << 1, .blocked_out = 1u << 0,
 };
 
 /* ---- batchnorm and batchnorm_grad by rows: (N, C, H, W) f32, and half x with f32 parameters ----
@@ -456,7 +455,7 @@ typedef struct {
     float *rows;            /* half only, per worker: one block of block_stride floats (the output's f32 rows) */
     int64_t block_ch;       /* channels a block holds: one row of S values, or more when S is small */
     int64_t block_stride;   /* floats between blocks */
-    float *mixed;           /* plain x with nChw16c y or gy, per worker: two slabs' rows (2 x 16 x S floats) */
+    float *mixed;           /* nChw16c operands beside plain x or in half, per worker: 3 x 16 x S floats */
 } bn_rows_job;
 
 /* Outputs are rounded a block of rows at a time: the rows (image n, channels [ch0, ch1)) are
@@ -543,6 +542,28 @@ static void bn_sums(mst_bn_sum_kind k, const mst_tensor *xt, const mst_tensor *g
         }
 }
 
+/* Plain x's 16 rows at element `at` (consecutive rows of one image) as an f32 slab in slab; half
+ * rows go through stage (16 x S two-byte values) and are widened exactly. */
+static void bn_rows_as_slab(const mst_tensor *xt, bn_dims d, size_t at, float *slab, uint16_t *stage) {
+    if (xt->dtype == MST_DTYPE_F32) {
+        mst_nchw16c_rows_to_slab(mst_tensor_f32(xt) + at, slab, d.s);
+        return;
+    }
+    mst_nchw16c_rows_to_slab16((const uint16_t *)mst_tensor_data(xt) + at, stage, d.s);
+    mst_half_to_f32(xt->dtype, stage, slab, (size_t)(MST_NCHW16C_BLOCK * d.s));
+}
+
+/* An f32 slab of results into plain t's 16 rows at element `at`, rounded to half first for half
+ * t (through stage). */
+static void bn_slab_to_rows(const float *slab, const mst_tensor *t, bn_dims d, size_t at, uint16_t *stage) {
+    if (t->dtype == MST_DTYPE_F32) {
+        mst_nchw16c_slab_to_rows(slab, mst_tensor_f32(t) + at, d.s);
+        return;
+    }
+    mst_half_from_f32(t->dtype, slab, stage, (size_t)(MST_NCHW16C_BLOCK * d.s));
+    mst_nchw16c_slab_to_rows16(stage, (uint16_t *)mst_tensor_data(t) + at, d.s);
+}
+
 /* A slab of f32 results at out into t at element `at`: already there for f32, rounded to half
  * (nearest even, as the rows' stores) otherwise. */
 static void bn_slab_store(const mst_tensor *t, bn_dims d, size_t at, const float *out) {
@@ -602,7 +623,7 @@ static void bn_fwd_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     double *mean = j->scratch, *invstd = mean + d.c, *acc = invstd + d.c, *scale = acc + d.c;
     bool blocked = mst_tensor_blocked(xt);
     if (blocked || mst_tensor_blocked(yt)) c0 *= MST_NCHW16C_BLOCK, c1 *= MST_NCHW16C_BLOCK;  /* the job split channel blocks */
-    float *slab_buf = j->mixed ? j->mixed + (size_t)worker * (size_t)(2 * MST_NCHW16C_BLOCK * d.s) : NULL;
+    float *slab_buf = j->mixed ? j->mixed + (size_t)worker * (size_t)(3 * MST_NCHW16C_BLOCK * d.s) : NULL;
     if (c->attrs.i[0]) {
         for (int64_t ch = c0; ch < c1; ch++) mean[ch] = acc[ch] = invstd[ch] = 0;
         bn_sums(MST_BN_SUM_X, xt, NULL, d, c0, c1, NULL, mean, slab_buf);
@@ -631,12 +652,15 @@ static void bn_fwd_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
         return;
     }
     if (mst_tensor_blocked(yt)) {   /* plain rows in, a slab out: the rows into a buffer, then transposed */
-        float *rows = slab_buf;
+        float *rows = slab_buf, *slab = rows + MST_NCHW16C_BLOCK * d.s;
         for (int64_t n = 0; n < d.n; n++)
             for (int64_t ch = c0; ch < c1; ch += MST_NCHW16C_BLOCK) {
+                size_t at = bn_row_at(d, n, ch);
                 for (int l = 0; l < MST_NCHW16C_BLOCK; l++)
                     bn_row_apply(xt, d, n, ch + l, rows + l * d.s, (float)mean[ch + l], (float)scale[ch + l], beta[ch + l], relu);
-                mst_nchw16c_rows_to_slab(rows, mst_tensor_f32(yt) + bn_row_at(d, n, ch), d.s);
+                float *out = yt->dtype == MST_DTYPE_F32 ? mst_tensor_f32(yt) + at : slab;
+                mst_nchw16c_rows_to_slab(rows, out, d.s);
+                bn_slab_store(yt, d, at, out);
             }
         return;
     }
@@ -662,24 +686,27 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     double *sum_gyx = sum_gy + d.c, *mean = sum_gyx + d.c, *scale = mean + d.c, *q = scale + d.c;
     bool blocked = mst_tensor_blocked(xt), gy_slabs = !blocked && mst_tensor_blocked(gyt);
     if (blocked || gy_slabs || mst_tensor_blocked(gxt)) c0 *= MST_NCHW16C_BLOCK, c1 *= MST_NCHW16C_BLOCK;
-    float *slab_buf = j->mixed ? j->mixed + (size_t)worker * (size_t)(2 * MST_NCHW16C_BLOCK * d.s) : NULL;
+    float *slab_buf = j->mixed ? j->mixed + (size_t)worker * (size_t)(3 * MST_NCHW16C_BLOCK * d.s) : NULL;
     for (int64_t ch = c0; ch < c1; ch++) {
         sum_gy[ch] = sum_gyx[ch] = 0;
         mean[ch] = (double)save_mean[ch];
     }
     /* plain x with gy in slabs: x's 16 rows of a slab (consecutive in plain memory) transposed into
-     * a slab in a buffer, then the slab functions (the rows' bits: planes here have >= 64 values) */
-    float *x_slab = gy_slabs ? slab_buf : NULL;
-    float *gx_slab = x_slab ? x_slab + MST_NCHW16C_BLOCK * d.s : NULL;
+     * an f32 slab in a buffer, then the slab functions with sixteen partials (the rows' bits: these
+     * planes have >= 64 f32 values, or are half rows, which always take sixteen); half operands
+     * widened on the way, through a two-byte staging slab */
+    float *x_slab = gy_slabs ? slab_buf : NULL, *gy_slab = x_slab ? x_slab + MST_NCHW16C_BLOCK * d.s : NULL;
+    uint16_t *stage = gy_slab ? (uint16_t *)(gy_slab + MST_NCHW16C_BLOCK * d.s) : NULL;
     if (gy_slabs) {
         for (int64_t n = 0; n < d.n; n++)
             for (int64_t ch = c0; ch < c1; ch += MST_NCHW16C_BLOCK) {
                 size_t at = bn_row_at(d, n, ch);
                 double s_gy[MST_NCHW16C_BLOCK], s_gyx[MST_NCHW16C_BLOCK];
                 static const double zeros[MST_NCHW16C_BLOCK];
-                mst_nchw16c_rows_to_slab(mst_tensor_f32(xt) + at, x_slab, d.s);
-                mst_bn_slab_sums_path(MST_BN_SUM_X, mst_tensor_f32(gyt) + at, NULL, d.s, zeros, false, s_gy, true);
-                mst_bn_slab_sums_path(MST_BN_SUM_GYX, x_slab, mst_tensor_f32(gyt) + at, d.s, mean + ch, false, s_gyx, true);
+                bn_rows_as_slab(xt, d, at, x_slab, stage);
+                const float *gy = bn_slab_f32(gyt, d, at, gy_slab);
+                mst_bn_slab_sums_path(MST_BN_SUM_X, gy, NULL, d.s, zeros, false, s_gy, true);
+                mst_bn_slab_sums_path(MST_BN_SUM_GYX, x_slab, gy, d.s, mean + ch, false, s_gyx, true);
                 for (int l = 0; l < MST_NCHW16C_BLOCK; l++) sum_gy[ch + l] += s_gy[l], sum_gyx[ch + l] += s_gyx[l];
             }
     } else if (blocked) {
@@ -714,10 +741,12 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
                 a[l] = (float)scale[ch + l], mg[l] = (float)sum_gy[ch + l], m[l] = (float)mean[ch + l], qf[l] = (float)q[ch + l];
             for (int64_t n = 0; n < d.n; n++) {
                 size_t at = bn_row_at(d, n, ch);
-                if (training) mst_nchw16c_rows_to_slab(mst_tensor_f32(xt) + at, x_slab, d.s);
-                float *out = gx_slabs ? mst_tensor_f32(gxt) + at : gx_slab;
-                mst_bn_slab_grad_apply_path(mst_tensor_f32(gyt) + at, training ? x_slab : NULL, out, d.s, a, mg, m, qf, true);
-                if (!gx_slabs) mst_nchw16c_slab_to_rows(gx_slab, mst_tensor_f32(gxt) + at, d.s);
+                if (training) bn_rows_as_slab(xt, d, at, x_slab, stage);
+                const float *gy = bn_slab_f32(gyt, d, at, gy_slab);
+                float *out = gx_slabs && gxt->dtype == MST_DTYPE_F32 ? mst_tensor_f32(gxt) + at : gy_slab;   /* else in place */
+                mst_bn_slab_grad_apply_path(gy, training ? x_slab : NULL, out, d.s, a, mg, m, qf, true);
+                if (gx_slabs) bn_slab_store(gxt, d, at, out);
+                else bn_slab_to_rows(out, gxt, d, at, stage);
             }
         }
         return;
@@ -742,11 +771,11 @@ static mst_status bn_rows_run(mst_ctx *ctx, const mst_op_call *c, const mst_tens
     int workers = widen ? mst_parallel_chunks_ctx(ctx, d.c, min_chunk) : 0;
     int64_t block_ch = bn_rows_block_channels(d);
     size_t doubles = (size_t)(k * d.c + 1), stride = ((size_t)(block_ch * d.s) + 15) & ~(size_t)15;
-    /* plain x beside slabs, or half slabs (runtime/layout.h): per worker, two slabs of f32 */
+    /* plain x beside slabs, or half slabs (runtime/layout.h): per worker, three slabs of f32 */
     bool any_blocked = mst_tensor_blocked(x) || mst_tensor_blocked(c->in[0]) || mst_tensor_blocked(c->out[0]);
     int64_t block_min = (min_chunk + MST_NCHW16C_BLOCK - 1) / MST_NCHW16C_BLOCK;
     size_t mixed = any_blocked && (!mst_tensor_blocked(x) || widen)
-                       ? (size_t)mst_parallel_chunks_ctx(ctx, d.c / MST_NCHW16C_BLOCK, block_min) * (size_t)(2 * MST_NCHW16C_BLOCK * d.s)
+                       ? (size_t)mst_parallel_chunks_ctx(ctx, d.c / MST_NCHW16C_BLOCK, block_min) * (size_t)(3 * MST_NCHW16C_BLOCK * d.s)
                        : 0;
     double *scratch = (double *)mst_ctx_workspace(
         ctx, doubles * sizeof(double) + 128 + ((size_t)workers * stride + mixed) * sizeof(float));
@@ -762,8 +791,8 @@ static mst_status bn_rows_run(mst_ctx *ctx, const mst_op_call *c, const mst_tens
 }
 
 /* The layouts the kernels take (runtime/layout.h): all plain; all nChw16c (f32, or half with planes
- * of more than one value, widened a slab at a time); plain x (f32,
- * planes of at least k_bn_rows_min_plane_f32, the rows' path) with y, or gy and either gx, in
+ * of more than one value, widened a slab at a time); plain x on the rows' path (f32 planes of at
+ * least k_bn_rows_min_plane_f32 values, half ones of more than one) with y, or gy and either gx, in
  * nChw16c (the cnn's stem: a builtin convolution's plain output into the blocked chain). */
 static bool bn_layouts_taken(const mst_op_call *c, bool grad) {
     const mst_tensor *x = c->in[grad ? 1 : 0];
@@ -771,7 +800,8 @@ static bool bn_layouts_taken(const mst_op_call *c, bool grad) {
     if (!xb && !ob && !gb) return true;
     int64_t plane = x->shape[2] * x->shape[3];
     if (xb) return ob && (!grad || gb) && (x->dtype == MST_DTYPE_F32 || plane > 1);    /* half slabs: the rows' S > 1 */
-    return x->dtype == MST_DTYPE_F32 && plane >= k_bn_rows_min_plane_f32 && (grad ? gb : ob);
+    /* plain x: the rows' path (f32 planes of >= 64 values, half ones of > 1) */
+    return (x->dtype == MST_DTYPE_F32 ? plane >= k_bn_rows_min_plane_f32 : plane > 1) && (grad ? gb : ob);
 }
 
 static mst_status batchnorm_rows(mst_ctx *ctx, const mst_op_call *c) {

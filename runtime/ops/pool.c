@@ -350,9 +350,8 @@ static mst_status maxpool2d_slabs(mst_ctx *ctx, const mst_op_call *c);
 
 static mst_status maxpool2d_fast(mst_ctx *ctx, const mst_op_call *c) {
     bool xb = mst_tensor_blocked(c->in[0]), yb = mst_tensor_blocked(c->out[0]);
-    bool half = mst_dtype_is_half(c->in[0]->dtype);
-    if (yb && (xb || !half)) return maxpool2d_slabs(ctx, c);  /* f32: x either way; half: slab to slab */
-    if (xb || yb) return mst_layout_run_plain(ctx, c, maxpool2d_fast);
+    if (yb) return maxpool2d_slabs(ctx, c);                   /* x either way */
+    if (xb) return mst_layout_run_plain(ctx, c, maxpool2d_fast);
     const mst_tensor *X = c->in[0], *Y = c->out[0];
     int64_t per_plane = Y->shape[2] * Y->shape[3] * c->attrs.i[0] * c->attrs.i[1];
     if (per_plane < 1) per_plane = 1;
@@ -390,10 +389,9 @@ const mst_op_desc mst_desc_maxpool2d = {
     .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = maxpool2d_ref_f32, [MST_DTYPE_F64] = maxpool2d_ref_f64,
                             [MST_DTYPE_F16] = mst_half_kernel, [MST_DTYPE_BF16] = mst_half_kernel},
     .backward = maxpool2d_backward, .flops = pool_flops,
-    /* y and the indices in one layout, x in either for f32 (the cnn's stem pools a plain plane into
-     * the blocked chain), the same as y for half */
+    /* y and the indices in one layout, x in either (the cnn's stem pools a plain plane into the
+     * blocked chain) */
     .blocked_in = 1u << 0, .blocked_out = 1u << 0 | 1u << 1, .blocked_tied = 1u << MST_TIED_OUT | 1u << (MST_TIED_OUT + 1),
-    .blocked_tied_half = 1u << 0 | 1u << MST_TIED_OUT,
 };
 
 /* ---- maxpool2d_grad: gy (N, C, P, Q), indices i32 (N, C, P, Q)[, pooled (N, C, P, Q)]; attrs in_h, in_w
@@ -812,8 +810,14 @@ static void maxpool2d_slabs_chunk(void *arg, int64_t s0, int64_t s1, int worker)
     for (int64_t sl = s0; sl < s1; sl++) {
         int32_t *ip = mst_tensor_i32(c->out[1]) + sl * P * Q * L;
         if (half) {     /* widened exactly into a buffer, pooled in f32, the maxima rounded back (exact) */
-            float *xw = j->buf + (size_t)worker * (size_t)((H * W + P * Q) * L), *yw = xw + H * W * L;
-            mst_half_to_f32(X->dtype, (const uint16_t *)mst_tensor_data(X) + sl * H * W * L, xw, (size_t)(H * W * L));
+            float *xw = j->buf + (size_t)worker * (size_t)((2 * H * W + P * Q) * L), *yw = xw + H * W * L;
+            const uint16_t *x16 = (const uint16_t *)mst_tensor_data(X) + sl * H * W * L;
+            if (!mst_tensor_blocked(X)) {   /* the slab's 16 plain planes, transposed through a staging slab */
+                uint16_t *stage = (uint16_t *)(yw + P * Q * L);
+                mst_nchw16c_rows_to_slab16(x16, stage, H * W);
+                x16 = stage;
+            }
+            mst_half_to_f32(X->dtype, x16, xw, (size_t)(H * W * L));
 #if MST_POOL_X86
             if (vector2x2) maxpool_slab_2x2_avx512(xw, W, yw, ip, P, Q);
             else
@@ -854,7 +858,7 @@ static mst_status maxpool2d_slabs(mst_ctx *ctx, const mst_op_call *c) {
     bool half = mst_dtype_is_half(X->dtype);
     if (half || !mst_tensor_blocked(X)) {   /* per worker: a half slab widened, or a plain slab's output and index rows */
         int workers = mst_parallel_chunks_ctx(ctx, slabs, min_chunk);
-        int64_t PQ = Y->shape[2] * Y->shape[3], floats = half ? (X->shape[2] * X->shape[3] + PQ) * L : 2 * PQ * L;
+        int64_t PQ = Y->shape[2] * Y->shape[3], floats = half ? (2 * X->shape[2] * X->shape[3] + PQ) * L : 2 * PQ * L;
         job.buf = mst_ctx_workspace(ctx, (size_t)workers * (size_t)floats * sizeof(float));
         if (!job.buf) return ctx->status;
     }
@@ -874,7 +878,7 @@ static void maxpool_grad_slabs_chunk(void *arg, int64_t s0, int64_t s1, int work
         const float *gy, *pooled = NULL;
         float *gx;
         if (half) {     /* gy and pooled widened, the gradient in f32, rounded once: the half-via-f32 kernel's bits */
-            float *gyw = j->buf + (size_t)worker * (size_t)((2 * PQ + HW) * L), *pw = gyw + PQ * L;
+            float *gyw = j->buf + (size_t)worker * (size_t)((2 * PQ + 2 * HW) * L), *pw = gyw + PQ * L;
             mst_half_to_f32(gyt->dtype, (const uint16_t *)mst_tensor_data(gyt) + sl * PQ * L, gyw, (size_t)(PQ * L));
             if (c->n_in > 2) mst_half_to_f32(gyt->dtype, (const uint16_t *)mst_tensor_data(c->in[2]) + sl * PQ * L, pw, (size_t)(PQ * L));
             gy = gyw, pooled = c->n_in > 2 ? pw : NULL, gx = pw + PQ * L;
@@ -882,7 +886,7 @@ static void maxpool_grad_slabs_chunk(void *arg, int64_t s0, int64_t s1, int work
             gy = mst_tensor_f32(gyt) + sl * PQ * L, pooled = c->n_in > 2 ? mst_tensor_f32(c->in[2]) + sl * PQ * L : NULL;
             gx = mst_tensor_f32(gxt) + sl * HW * L;
         }
-        if (!mst_tensor_blocked(gxt)) {
+        if (!half && !mst_tensor_blocked(gxt)) {
             /* plain planes out: the slab's rows, then the plain plane code into each plane */
             float *gyr = j->buf + (size_t)worker * (size_t)(3 * PQ * L), *pr = pooled ? gyr + PQ * L : NULL;
             int32_t *ir = (int32_t *)(gyr + 2 * PQ * L);
@@ -907,7 +911,16 @@ static void maxpool_grad_slabs_chunk(void *arg, int64_t s0, int64_t s1, int work
             j->bad_pos[worker] = (n * C + ch) * PQ + bad % PQ;
             j->bad_k[worker] = ip[(bad % PQ) * L + bad / PQ];
         }
-        if (half && bad < 0) mst_half_from_f32(gxt->dtype, gx, (uint16_t *)mst_tensor_data(gxt) + sl * HW * L, (size_t)(HW * L));
+        if (half && bad < 0) {  /* rounded into gx's slab, or through a staging slab into its plain planes */
+            uint16_t *gx16 = (uint16_t *)mst_tensor_data(gxt) + sl * HW * L;
+            if (mst_tensor_blocked(gxt)) {
+                mst_half_from_f32(gxt->dtype, gx, gx16, (size_t)(HW * L));
+            } else {
+                uint16_t *stage = (uint16_t *)(gx + HW * L);
+                mst_half_from_f32(gxt->dtype, gx, stage, (size_t)(HW * L));
+                mst_nchw16c_slab_to_rows16(stage, gx16, HW);
+            }
+        }
     }
 }
 
@@ -917,7 +930,7 @@ static mst_status maxpool2d_grad_slabs(mst_ctx *ctx, const mst_op_call *c) {
     int64_t slabs = gyt->shape[0] * gyt->shape[1] / L, min_chunk = (k_pool_min_chunk + per_slab - 1) / per_slab;
     int workers = mst_parallel_chunks_ctx(ctx, slabs, min_chunk);
     int64_t PQ = gyt->shape[2] * gyt->shape[3], HW = gxt->shape[2] * gxt->shape[3];
-    size_t rows = mst_dtype_is_half(gyt->dtype) ? (size_t)workers * (size_t)((2 * PQ + HW) * L)  /* widened gy, pooled, gx */
+    size_t rows = mst_dtype_is_half(gyt->dtype) ? (size_t)workers * (size_t)((2 * PQ + 2 * HW) * L)  /* widened gy, pooled, gx, stage */
                   : mst_tensor_blocked(gxt)     ? 0
                                                 : (size_t)workers * (size_t)(3 * PQ * L);     /* gy, pooled, index rows */
     int64_t *bad_pos = mst_ctx_workspace(ctx, 2 * (size_t)workers * sizeof(int64_t) + rows * sizeof(float));
@@ -932,9 +945,8 @@ static mst_status maxpool2d_grad_slabs(mst_ctx *ctx, const mst_op_call *c) {
 }
 
 static mst_status maxpool2d_grad_fast(mst_ctx *ctx, const mst_op_call *c) {
-    bool gyb = mst_tensor_blocked(c->in[0]), gxb = mst_tensor_blocked(c->out[0]);
-    if (gyb && (gxb || !mst_dtype_is_half(c->in[0]->dtype))) return maxpool2d_grad_slabs(ctx, c);  /* f32: gx either way */
-    if (gyb || gxb) return mst_layout_run_plain(ctx, c, maxpool2d_grad_fast);
+    if (mst_tensor_blocked(c->in[0])) return maxpool2d_grad_slabs(ctx, c);    /* gx either way */
+    if (mst_tensor_blocked(c->out[0])) return mst_layout_run_plain(ctx, c, maxpool2d_grad_fast);
     const mst_tensor *gyt = c->in[0], *gxt = c->out[0];
     int64_t planes = gyt->shape[0] * gyt->shape[1], PQ = gyt->shape[2] * gyt->shape[3], HW = gxt->shape[2] * gxt->shape[3];
     int64_t per_plane = PQ + HW > 0 ? PQ + HW : 1, min_chunk = (k_pool_min_chunk + per_plane - 1) / per_plane;
@@ -963,9 +975,8 @@ const mst_op_desc mst_desc_maxpool2d_grad = {
     .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = maxpool2d_grad_f32, [MST_DTYPE_F64] = maxpool2d_grad_f64,
                             [MST_DTYPE_F16] = mst_half_kernel, [MST_DTYPE_BF16] = mst_half_kernel},
     .flops = maxpool2d_grad_flops,
-    /* gy, the indices and pooled in one layout, gx in either for f32, the same for half */
+    /* gy, the indices and pooled in one layout, gx in either */
     .blocked_in = 1u << 0 | 1u << 1 | 1u << 2, .blocked_out = 1u << 0, .blocked_tied = 1u << 0 | 1u << 1 | 1u << 2,
-    .blocked_tied_half = 1u << 0 | 1u << MST_TIED_OUT,
 };
 
 /* ---- avgpool2d: x (N, C, H, W) -> (N, C, P, Q), divisor k_h k_w ---- */
