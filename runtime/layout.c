@@ -184,12 +184,12 @@ bool mst_layout_blocked_allowed(const mst_ctx *ctx) {
     return ctx->backend->kind == MST_DEVICE_CPU && !ctx->force_ref && ctx->kernels == MST_KERNELS_AUTO && mst_onednn_available();
 }
 
-bool mst_layout_call_takes_blocked(mst_ctx *ctx, const mst_op_call *c) {
+int mst_layout_call_blocked_how(mst_ctx *ctx, const mst_op_call *c) {
     const mst_op_desc *d = mst_op_table[c->op];
     mst_dtype key = c->n_in > 0 ? c->in[d->dtype_arg]->dtype : c->out[0]->dtype;
-    if (!mst_onednn_kernel(c->op, key, MST_ONEDNN_PLAIN)) return true;     /* not the kernel choice's */
+    if (!mst_onednn_kernel(c->op, key, MST_ONEDNN_PLAIN)) return 1;     /* not the kernel choice's */
     mst_provider p = mst_kernel_provider(ctx, c);
-    return p == MST_PROVIDER_ONEDNN_BLOCKED || p == MST_PROVIDER_ONEDNN_WINOGRAD;
+    return p == MST_PROVIDER_ONEDNN_BLOCKED || p == MST_PROVIDER_ONEDNN_WINOGRAD ? 2 : 0;
 }
 
 bool mst_call_has_blocked(const mst_op_call *c) {

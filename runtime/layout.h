@@ -44,13 +44,12 @@ void mst_nchw16c_to_plain(const void *blocked, void *plain, int64_t n, int64_t c
  * value plain). */
 bool mst_layout_blocked_allowed(const mst_ctx *ctx);
 
-/* Does the kernel that runs c read and write nChw16c itself: true for an op with its own slab
- * paths, and for one the kernel choice serves (the convolutions) when its provider for the shape
- * is oneDNN's blocked or Winograd kernels (decided now if it is not yet: runtime/backend/
- * kernel_choice.h; c's tensors are plain and only timed). Any other provider would take plain
- * copies in and out — the reorders the layout is there to save — so the layout pass keeps such a
- * call's values plain. */
-bool mst_layout_call_takes_blocked(mst_ctx *ctx, const mst_op_call *c);
+/* How the kernel that runs c meets nChw16c: an op with its own slab paths takes it (1); one the
+ * kernel choice serves (the convolutions) takes it and reorders plain operands (2) when its
+ * provider for the shape is oneDNN's blocked or Winograd kernels, and runs on plain copies (0)
+ * otherwise (the provider is decided now if it is not yet: runtime/backend/kernel_choice.h; c's
+ * tensors are plain and only timed). The layout pass weighs the copies against the reorders. */
+int mst_layout_call_blocked_how(mst_ctx *ctx, const mst_op_call *c);
 
 /* Does any of the call's tensors lie in nChw16c? */
 bool mst_call_has_blocked(const mst_op_call *c);

@@ -147,9 +147,9 @@ static mst_status trace(mst_graph_cache *gc, const signature *sig, mst_graph *g)
     return s;
 }
 
-/* The layout pass's question for op node n (runtime/layout.h): asked on zero-filled plain tensors
+/* The layout pass's question for op node n (runtime/layout.h), asked on zero-filled plain tensors
  * of the traced shapes (persistent values: their own tensors), which the kernel choice may time. */
-static bool node_takes_blocked(void *arg, const mst_graph *g, const mst_gnode *n) {
+static mst_node_layout node_blocked_how(void *arg, const mst_graph *g, const mst_gnode *n) {
     mst_ctx *ctx = arg;
     mst_op_call c = {.op = n->op, .n_in = n->n_in, .n_out = n->n_out, .attrs = n->attrs};
     mst_pool_push(ctx);
@@ -163,10 +163,10 @@ static bool node_takes_blocked(void *arg, const mst_graph *g, const mst_gnode *n
         else c.out[p - n->n_in] = t;
         ok = t != NULL;
     }
-    bool takes = ok && mst_layout_call_takes_blocked(ctx, &c);
+    int how = ok ? mst_layout_call_blocked_how(ctx, &c) : 0;
     mst_ctx_clear_error(ctx);
     mst_pool_pop(ctx);
-    return takes;
+    return how == 2 ? MST_NODE_REORDERS : how == 1 ? MST_NODE_TAKES : MST_NODE_COPIES;
 }
 
 static mst_status compile(mst_graph_cache *gc, const signature *sig, plan_entry *e) {
@@ -180,7 +180,7 @@ static mst_status compile(mst_graph_cache *gc, const signature *sig, plan_entry 
     if (gc->opt.optimize) mst_graph_optimize_skipping(e->g, gc->opt.skip_passes, NULL);
     else mst_graph_compact(e->g);
     if (gc->opt.optimize && !(gc->opt.skip_passes & MST_PASS_BLOCKED_LAYOUT) && mst_layout_blocked_allowed(ctx))
-        mst_pass_blocked_layout(e->g, gc->opt.blocked_everywhere ? NULL : node_takes_blocked, ctx);
+        mst_pass_blocked_layout(e->g, gc->opt.blocked_everywhere ? NULL : node_blocked_how, ctx);
     mst_graph_plan_build(e->g, &e->plan);
     MST_ASSERT(mst_graph_plan_check(e->g, &e->plan) == 0);
     e->ex = mst_graph_exec_new(ctx, e->g, &e->plan, gc->opt.dynamic_batch ? gc->opt.max_batch : -1);

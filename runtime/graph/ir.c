@@ -201,6 +201,14 @@ static void dump_op_line(const mst_graph *g, const mst_gnode *n, FILE *f, const 
     for (int k = 0; k < n->n_out; k++)
         if (n->inplace[k] >= 0) fprintf(f, "  [%%%d in place over %%%d]", n->out[k], n->in[n->inplace[k]]);
     if (n->relu_epilogue) fprintf(f, "  [+relu epilogue in place -> %%%d]", n->relu_value);
+    bool any = false;     /* values in oneDNN's nChw16c (the layout pass, layout.c) */
+    for (int p = 0; p < n->n_in + n->n_out; p++) {
+        int v = p < n->n_in ? n->in[p] : n->out[p - n->n_in];
+        if (g->values[v].layout != MST_LAYOUT_NCHW16C) continue;
+        fprintf(f, "%s%%%d", any ? " " : "  [nChw16c: ", v);
+        any = true;
+    }
+    if (any) fprintf(f, "]");
     fprintf(f, "\n");
 }
 

@@ -22,6 +22,9 @@
 typedef struct {
     int *parent;
     bool *plain;        /* the root's group must stay plain */
+    double *saved;      /* per value, summed per root after the ties: bytes a blocked group saves (reorders
+                           at oneDNN's blocked kernels) and costs (plain copies at other providers) */
+    double *copied;
 } groups;
 
 static int find(groups *G, int v) {
@@ -59,20 +62,24 @@ static void tie_elementwise(const mst_graph *g, groups *G, const mst_gnode *n) {
     }
 }
 
-/* An op node: positions outside its descriptor's bits (all of them, when its kernel would not
- * take the layout itself) stay plain; tied ones join one group. */
-static void tie_op(groups *G, const mst_gnode *n, bool takes) {
+/* An op node: positions outside its descriptor's bits stay plain; tied ones join one group. Where
+ * the kernel would run on plain copies (how MST_NODE_COPIES), a blocked value there costs its
+ * bytes; where a plain value would be reordered (MST_NODE_REORDERS), a blocked one saves them. */
+static void tie_op(const mst_graph *g, groups *G, const mst_gnode *n, mst_node_layout how) {
     const mst_op_desc *d = mst_op_table[n->op];
     int first = -1;
     for (int pos = 0; pos < n->n_in + n->n_out; pos++) {
         bool in = pos < n->n_in;
         int v = in ? n->in[pos] : n->out[pos - n->n_in];
-        uint32_t bits = !takes ? 0 : in ? d->blocked_in : d->blocked_out;
+        uint32_t bits = in ? d->blocked_in : d->blocked_out;
         int bit = in ? pos : pos - n->n_in;
         if (!(bits >> bit & 1)) {
             keep_plain(G, v);
             continue;
         }
+        double bytes = (double)mst_gvalue_bytes(&g->values[v]);
+        if (how == MST_NODE_COPIES) G->copied[v] += bytes;
+        if (how == MST_NODE_REORDERS) G->saved[v] += bytes;
         if (d->blocked_tied >> (in ? bit : MST_TIED_OUT + bit) & 1) {
             if (first < 0) first = v;
             else tie(G, first, v);
@@ -80,11 +87,12 @@ static void tie_op(groups *G, const mst_gnode *n, bool takes) {
     }
 }
 
-int mst_pass_blocked_layout(mst_graph *g, mst_node_pred takes_blocked, void *arg) {
-    groups G = {malloc((size_t)g->n_values * sizeof(int)), calloc((size_t)g->n_values, sizeof(bool))};
-    bool *has_f32 = calloc((size_t)g->n_values, sizeof(bool));
-    if (!G.parent || !G.plain || !has_f32) {
-        free(G.parent), free(G.plain), free(has_f32);
+int mst_pass_blocked_layout(mst_graph *g, mst_node_pred how_blocked, void *arg) {
+    size_t nv = (size_t)g->n_values;
+    groups G = {malloc(nv * sizeof(int)), calloc(nv, sizeof(bool)), calloc(nv, sizeof(double)), calloc(nv, sizeof(double))};
+    bool *has_data = calloc(nv, sizeof(bool));
+    if (!G.parent || !G.plain || !G.saved || !G.copied || !has_data) {
+        free(G.parent), free(G.plain), free(G.saved), free(G.copied), free(has_data);
         return 0;       /* no memory for the analysis: every value stays plain, which is always right */
     }
     for (int v = 0; v < g->n_values; v++) {
@@ -99,7 +107,7 @@ int mst_pass_blocked_layout(mst_graph *g, mst_node_pred takes_blocked, void *arg
         else if (n->kind == MST_GN_OP && (mst_op_table[n->op]->flags & MST_OPF_ELEMENTWISE) && n->n_out > 0) tie_elementwise(g, &G, n);
         else if (n->kind == MST_GN_OP) {
             const mst_op_desc *d = mst_op_table[n->op];
-            tie_op(&G, n, !(d->blocked_in | d->blocked_out) || !takes_blocked || takes_blocked(arg, g, n));
+            tie_op(g, &G, n, (d->blocked_in | d->blocked_out) && how_blocked ? how_blocked(arg, g, n) : MST_NODE_TAKES);
         }
         else {      /* fused optimizer updates: parameters and their gradients */
             for (int k = 0; k < n->n_in; k++) keep_plain(&G, n->in[k]);
@@ -110,15 +118,18 @@ int mst_pass_blocked_layout(mst_graph *g, mst_node_pred takes_blocked, void *arg
         for (int k = 0; k < n->n_out; k++)
             if (n->inplace[k] >= 0) tie(&G, n->out[k], n->in[n->inplace[k]]);
     }
-    for (int v = 0; v < g->n_values; v++)
-        if (g->values[v].dtype == MST_DTYPE_F32 || g->values[v].dtype == MST_DTYPE_BF16) has_f32[find(&G, v)] = true;
+    for (int v = 0; v < g->n_values; v++) {
+        int r = find(&G, v);
+        if (g->values[v].dtype == MST_DTYPE_F32 || g->values[v].dtype == MST_DTYPE_BF16) has_data[r] = true;
+        if (r != v) G.saved[r] += G.saved[v], G.copied[r] += G.copied[v];
+    }
     int changed = 0;
     for (int v = 0; v < g->n_values; v++) {
         int r = find(&G, v);
-        bool blocked = !G.plain[r] && has_f32[r];
+        bool blocked = !G.plain[r] && has_data[r] && G.saved[r] >= G.copied[r];
         g->values[v].layout = blocked ? MST_LAYOUT_NCHW16C : MST_LAYOUT_PLAIN;
         changed += blocked;
     }
-    free(G.parent), free(G.plain), free(has_f32);
+    free(G.parent), free(G.plain), free(G.saved), free(G.copied), free(has_data);
     return changed;
 }

@@ -35,12 +35,17 @@ int mst_pass_fuse_optimizer(mst_graph *g);
 /* inplace.c: an elementwise op (or fused group) writes over an input that dies there. */
 int mst_pass_inplace(mst_graph *g);
 /* layout.c: the intermediates of convolution chains whose every reader and writer can take
- * oneDNN's nChw16c get it (mst_gvalue.layout), so no convolution reorders them. takes_blocked(arg,
- * g, n) says whether op node n's kernel would read and write the layout itself (NULL: every node
- * whose descriptor allows it). Last, and only where the kernels are the fast ones with oneDNN
+ * oneDNN's nChw16c get it (mst_gvalue.layout), so no convolution reorders them. how_blocked(arg,
+ * g, n) says how op node n's kernel meets the layout (NULL: as if every node whose descriptor
+ * allows it took it). Last, and only where the kernels are the fast ones with oneDNN
  * (mst_layout_blocked_allowed); returns how many values it put in nChw16c. */
-typedef bool (*mst_node_pred)(void *arg, const mst_graph *g, const mst_gnode *n);
-int mst_pass_blocked_layout(mst_graph *g, mst_node_pred takes_blocked, void *arg);
+typedef enum {
+    MST_NODE_COPIES,    /* its kernel runs on plain copies of nChw16c operands (another provider) */
+    MST_NODE_TAKES,     /* reads and writes nChw16c itself; plain operands cost nothing more */
+    MST_NODE_REORDERS,  /* reads and writes nChw16c itself and reorders plain operands (oneDNN's blocked kernels) */
+} mst_node_layout;
+typedef mst_node_layout (*mst_node_pred)(void *arg, const mst_graph *g, const mst_gnode *n);
+int mst_pass_blocked_layout(mst_graph *g, mst_node_pred how_blocked, void *arg);
 
 typedef struct {
     int dce, cse, casts, epilogues, fused_pool_relu, fused_elem, fused_optim, inplace;

@@ -359,26 +359,43 @@ typedef struct {
     double p[k_lanes][k_lanes];     /* [partial][lane] */
 } slab_partials;
 
-__attribute__((always_inline)) static inline double slab_term(mst_bn_sum_kind k, const float *x, const float *gy,
-                                                              int64_t at, double m) {
-    return term(k, x, gy, at, m);
+/* Element i of a slab of f32 values or, bf16, of bf16 values widened exactly (a 16-bit shift):
+ * the same f32 value the widened copy would hold. */
+__attribute__((always_inline)) static inline float slab_ld(const void *p, int64_t i, bool bf16) {
+    if (!bf16) return ((const float *)p)[i];
+    uint32_t b = (uint32_t)((const uint16_t *)p)[i] << 16;
+    float f;
+    memcpy(&f, &b, sizeof(f));
+    return f;
 }
 
-__attribute__((always_inline)) static inline void slab_sums_body(mst_bn_sum_kind k, const float *x, const float *gy,
-                                                                 int64_t s, const double *m, bool four, double *out) {
+__attribute__((always_inline)) static inline double slab_term(mst_bn_sum_kind k, const void *x, const void *gy, int64_t at,
+                                                              double m, bool bf16) {
+    switch (k) {
+    case MST_BN_SUM_X: return (double)slab_ld(x, at, bf16);
+    case MST_BN_SUM_DEV2: {
+        double d = (double)slab_ld(x, at, bf16) - m;
+        return d * d;
+    }
+    default: return (double)slab_ld(gy, at, bf16) * ((double)slab_ld(x, at, bf16) - m);
+    }
+}
+
+__attribute__((always_inline)) static inline void slab_sums_body(mst_bn_sum_kind k, const void *x, const void *gy, int64_t s,
+                                                                 const double *m, bool four, double *out, bool bf16) {
     slab_partials a;
     memset(&a, 0, sizeof(a));
     int64_t i = 0;
     if (four) {
         for (int64_t whole = s / 4 * 4; i < whole; i++)
-            for (int l = 0; l < k_lanes; l++) a.p[i & 3][l] += slab_term(k, x, gy, i * k_lanes + l, m[l]);
+            for (int l = 0; l < k_lanes; l++) a.p[i & 3][l] += slab_term(k, x, gy, i * k_lanes + l, m[l], bf16);
         for (; i < s; i++)
-            for (int l = 0; l < k_lanes; l++) a.p[0][l] += slab_term(k, x, gy, i * k_lanes + l, m[l]);
+            for (int l = 0; l < k_lanes; l++) a.p[0][l] += slab_term(k, x, gy, i * k_lanes + l, m[l], bf16);
         for (int l = 0; l < k_lanes; l++) out[l] = (a.p[0][l] + a.p[1][l]) + (a.p[2][l] + a.p[3][l]);
         return;
     }
     for (; i < s; i++)
-        for (int l = 0; l < k_lanes; l++) a.p[i & (k_lanes - 1)][l] += slab_term(k, x, gy, i * k_lanes + l, m[l]);
+        for (int l = 0; l < k_lanes; l++) a.p[i & (k_lanes - 1)][l] += slab_term(k, x, gy, i * k_lanes + l, m[l], bf16);
     for (int l = 0; l < k_lanes; l++) {
         double s8[8], s4[4];
         for (int q = 0; q < 8; q++) s8[q] = a.p[2 * q][l] + a.p[2 * q + 1][l];
@@ -387,74 +404,93 @@ __attribute__((always_inline)) static inline void slab_sums_body(mst_bn_sum_kind
     }
 }
 
-__attribute__((always_inline)) static inline void slab_apply_body(const float *x, float *y, int64_t s, const float *m,
-                                                                  const float *a, const float *b, bool relu) {
+__attribute__((always_inline)) static inline void slab_apply_body(const void *x, float *y, int64_t s, const float *m,
+                                                                  const float *a, const float *b, bool relu, bool bf16) {
     for (int64_t i = 0; i < s; i++)
         for (int l = 0; l < k_lanes; l++) {
-            float v = (x[i * k_lanes + l] - m[l]) * a[l] + b[l];
+            float v = (slab_ld(x, i * k_lanes + l, bf16) - m[l]) * a[l] + b[l];
             y[i * k_lanes + l] = relu && v <= 0 ? 0.0f : v;
         }
 }
 
-__attribute__((always_inline)) static inline void slab_grad_apply_body(const float *gy, const float *x, float *gx, int64_t s,
+__attribute__((always_inline)) static inline void slab_grad_apply_body(const void *gy, const void *x, float *gx, int64_t s,
                                                                        const float *a, const float *mg, const float *m,
-                                                                       const float *q) {
+                                                                       const float *q, bool bf16) {
     if (!x) {
-        for (int64_t i = 0; i < s * k_lanes; i++) gx[i] = a[i & (k_lanes - 1)] * gy[i];
+        for (int64_t i = 0; i < s * k_lanes; i++) gx[i] = a[i & (k_lanes - 1)] * slab_ld(gy, i, bf16);
         return;
     }
     for (int64_t i = 0; i < s; i++)
         for (int l = 0; l < k_lanes; l++) {
             int64_t e = i * k_lanes + l;
-            gx[e] = a[l] * ((gy[e] - mg[l]) - (x[e] - m[l]) * q[l]);
+            gx[e] = a[l] * ((slab_ld(gy, e, bf16) - mg[l]) - (slab_ld(x, e, bf16) - m[l]) * q[l]);
         }
 }
 
-/* The bodies per kind (so no loop carries a switch), portable and AVX-512. */
-#define SLAB_FUNCS(SUF, ATTR)                                                                        \
-    ATTR static void slab_sums_x_##SUF(const float *x, int64_t s, bool four, double *out) {          \
+/* The bodies per kind and element type (so no loop carries a switch), portable and AVX-512. */
+#define SLAB_FUNCS(SUF, ATTR, BF16)                                                                  \
+    ATTR static void slab_sums_x_##SUF(const void *x, int64_t s, bool four, double *out) {           \
         static const double zero[k_lanes];                                                           \
-        slab_sums_body(MST_BN_SUM_X, x, 0, s, zero, four, out);                                      \
+        slab_sums_body(MST_BN_SUM_X, x, 0, s, zero, four, out, BF16);                                \
     }                                                                                                \
-    ATTR static void slab_sums_dev2_##SUF(const float *x, int64_t s, const double *m, bool four, double *out) { \
-        slab_sums_body(MST_BN_SUM_DEV2, x, 0, s, m, four, out);                                      \
+    ATTR static void slab_sums_dev2_##SUF(const void *x, int64_t s, const double *m, bool four, double *out) { \
+        slab_sums_body(MST_BN_SUM_DEV2, x, 0, s, m, four, out, BF16);                                \
     }                                                                                                \
-    ATTR static void slab_sums_gyx_##SUF(const float *x, const float *gy, int64_t s, const double *m, bool four, \
+    ATTR static void slab_sums_gyx_##SUF(const void *x, const void *gy, int64_t s, const double *m, bool four, \
                                          double *out) {                                              \
-        slab_sums_body(MST_BN_SUM_GYX, x, gy, s, m, four, out);                                      \
+        slab_sums_body(MST_BN_SUM_GYX, x, gy, s, m, four, out, BF16);                                \
     }                                                                                                \
-    ATTR static void slab_apply_##SUF(const float *x, float *y, int64_t s, const float *m, const float *a, \
+    ATTR static void slab_apply_##SUF(const void *x, float *y, int64_t s, const float *m, const float *a, \
                                       const float *b, bool relu) {                                   \
-        slab_apply_body(x, y, s, m, a, b, relu);                                                     \
+        slab_apply_body(x, y, s, m, a, b, relu, BF16);                                               \
     }                                                                                                \
-    ATTR static void slab_grad_apply_##SUF(const float *gy, const float *x, float *gx, int64_t s, const float *a, \
+    ATTR static void slab_grad_apply_##SUF(const void *gy, const void *x, float *gx, int64_t s, const float *a, \
                                            const float *mg, const float *m, const float *q) {        \
-        slab_grad_apply_body(gy, x, gx, s, a, mg, m, q);                                             \
+        slab_grad_apply_body(gy, x, gx, s, a, mg, m, q, BF16);                                       \
     }
-SLAB_FUNCS(portable, )
+SLAB_FUNCS(portable, , false)
+SLAB_FUNCS(bf16_portable, , true)
 #if defined(__x86_64__)
-SLAB_FUNCS(avx512, __attribute__((target("avx512f"))))
+SLAB_FUNCS(avx512, __attribute__((target("avx512f"))), false)
+SLAB_FUNCS(bf16_avx512, __attribute__((target("avx512f"))), true)
 #define SLAB_VECTOR(vector) ((vector) && mst_cpu_has(MST_CPU_AVX512F))
+#define SLAB_FN(name, v, bf16) ((v) ? ((bf16) ? name##_bf16_avx512 : name##_avx512) : ((bf16) ? name##_bf16_portable : name##_portable))
 #else
 #define SLAB_VECTOR(vector) false
+#define SLAB_FN(name, v, bf16) ((bf16) ? name##_bf16_portable : name##_portable)
 #endif
 
 void mst_bn_slab_sums_path(mst_bn_sum_kind k, const float *x, const float *gy, int64_t s, const double *m, bool four_partials,
                            double *out, bool vector) {
+    mst_bn_slab_sums_any(k, false, x, gy, s, m, four_partials, out, vector);
+}
+
+void mst_bn_slab_sums_any(mst_bn_sum_kind k, bool bf16, const void *x, const void *gy, int64_t s, const double *m,
+                          bool four_partials, double *out, bool vector) {
     bool v = SLAB_VECTOR(vector);
     switch (k) {
-    case MST_BN_SUM_X: (v ? slab_sums_x_avx512 : slab_sums_x_portable)(x, s, four_partials, out); return;
-    case MST_BN_SUM_DEV2: (v ? slab_sums_dev2_avx512 : slab_sums_dev2_portable)(x, s, m, four_partials, out); return;
-    default: (v ? slab_sums_gyx_avx512 : slab_sums_gyx_portable)(x, gy, s, m, four_partials, out); return;
+    case MST_BN_SUM_X: SLAB_FN(slab_sums_x, v, bf16)(x, s, four_partials, out); return;
+    case MST_BN_SUM_DEV2: SLAB_FN(slab_sums_dev2, v, bf16)(x, s, m, four_partials, out); return;
+    default: SLAB_FN(slab_sums_gyx, v, bf16)(x, gy, s, m, four_partials, out); return;
     }
 }
 
 void mst_bn_slab_apply_path(const float *x, float *y, int64_t s, const float *m, const float *a, const float *b, bool relu,
                             bool vector) {
-    (SLAB_VECTOR(vector) ? slab_apply_avx512 : slab_apply_portable)(x, y, s, m, a, b, relu);
+    mst_bn_slab_apply_any(false, x, y, s, m, a, b, relu, vector);
+}
+
+void mst_bn_slab_apply_any(bool bf16, const void *x, float *y, int64_t s, const float *m, const float *a, const float *b,
+                           bool relu, bool vector) {
+    SLAB_FN(slab_apply, SLAB_VECTOR(vector), bf16)(x, y, s, m, a, b, relu);
 }
 
 void mst_bn_slab_grad_apply_path(const float *gy, const float *x, float *gx, int64_t s, const float *a, const float *mg,
                                  const float *m, const float *q, bool vector) {
-    (SLAB_VECTOR(vector) ? slab_grad_apply_avx512 : slab_grad_apply_portable)(gy, x, gx, s, a, mg, m, q);
+    mst_bn_slab_grad_apply_any(false, gy, x, gx, s, a, mg, m, q, vector);
+}
+
+void mst_bn_slab_grad_apply_any(bool bf16, const void *gy, const void *x, float *gx, int64_t s, const float *a, const float *mg,
+                                const float *m, const float *q, bool vector) {
+    SLAB_FN(slab_grad_apply, SLAB_VECTOR(vector), bf16)(gy, x, gx, s, a, mg, m, q);
 }

@@ -74,5 +74,13 @@ void mst_bn_slab_apply_path(const float *x, float *y, int64_t s, const float *m,
                             bool vector);
 void mst_bn_slab_grad_apply_path(const float *gy, const float *x, float *gx, int64_t s, const float *a, const float *mg,
                                  const float *m, const float *q, bool vector);
+/* The same on f32 or (bf16) bf16 slabs, widened exactly in registers; the applies write f32 (the
+ * caller rounds to bf16). */
+void mst_bn_slab_sums_any(mst_bn_sum_kind k, bool bf16, const void *x, const void *gy, int64_t s, const double *m,
+                          bool four_partials, double *out, bool vector);
+void mst_bn_slab_apply_any(bool bf16, const void *x, float *y, int64_t s, const float *m, const float *a, const float *b,
+                           bool relu, bool vector);
+void mst_bn_slab_grad_apply_any(bool bf16, const void *gy, const void *x, float *gx, int64_t s, const float *a, const float *mg,
+                                const float *m, const float *q, bool vector);
 
 #endif

@@ -510,10 +510,12 @@ static void bn_rows_store(const mst_tensor *t, bn_dims d, int64_t n, int64_t ch0
     mst_half_from_f32(t->dtype, rows, (uint16_t *)mst_tensor_data(t) + bn_row_at(d, n, ch0), (size_t)((ch1 - ch0) * d.s));
 }
 
-/* The f32 values of the slab at element `at` of t: t's own for f32, else widened (exactly) into
- * buf (16 x S floats). */
-static const float *bn_slab_f32(const mst_tensor *t, bn_dims d, size_t at, float *buf) {
+/* The slab at element `at` of t as the slab functions read it: t's own f32 or bf16 values (bf16
+ * widened in registers: *bf16 set), f16 widened (exactly) into buf (16 x S floats). */
+static const void *bn_slab_src(const mst_tensor *t, bn_dims d, size_t at, float *buf, bool *bf16) {
+    *bf16 = t->dtype == MST_DTYPE_BF16;
     if (t->dtype == MST_DTYPE_F32) return mst_tensor_f32(t) + at;
+    if (*bf16) return (const uint16_t *)mst_tensor_data(t) + at;
     mst_half_to_f32(t->dtype, (const uint16_t *)mst_tensor_data(t) + at, buf, (size_t)(MST_NCHW16C_BLOCK * d.s));
     return buf;
 }
@@ -536,21 +538,27 @@ static void bn_sums(mst_bn_sum_kind k, const mst_tensor *xt, const mst_tensor *g
         for (int64_t ch = c0; ch < c1; ch += MST_NCHW16C_BLOCK) {
             size_t at = bn_row_at(d, n, ch);        /* the slab of (n, ch / 16) starts where row (n, ch) would */
             double out[MST_NCHW16C_BLOCK];
-            const float *x = bn_slab_f32(xt, d, at, buf), *gy = gyt ? bn_slab_f32(gyt, d, at, buf + MST_NCHW16C_BLOCK * d.s) : NULL;
-            mst_bn_slab_sums_path(k, x, gy, d.s, m ? m + ch : zeros, four, out, true);
+            bool bf16;
+            const void *x = bn_slab_src(xt, d, at, buf, &bf16);
+            const void *gy = gyt ? bn_slab_src(gyt, d, at, buf + MST_NCHW16C_BLOCK * d.s, &bf16) : NULL;
+            mst_bn_slab_sums_any(k, bf16, x, gy, d.s, m ? m + ch : zeros, four, out, true);
             for (int l = 0; l < MST_NCHW16C_BLOCK; l++) acc[ch + l] += out[l];
         }
 }
 
-/* Plain x's 16 rows at element `at` (consecutive rows of one image) as an f32 slab in slab; half
- * rows go through stage (16 x S two-byte values) and are widened exactly. */
-static void bn_rows_as_slab(const mst_tensor *xt, bn_dims d, size_t at, float *slab, uint16_t *stage) {
+/* Plain x's 16 rows at element `at` (consecutive rows of one image) as a slab the slab functions
+ * read: f32 into slab, half transposed into stage (16 x S two-byte values; bf16 read from there,
+ * *bf16 set; f16 then widened exactly into slab). */
+static const void *bn_rows_as_slab(const mst_tensor *xt, bn_dims d, size_t at, float *slab, uint16_t *stage, bool *bf16) {
+    *bf16 = xt->dtype == MST_DTYPE_BF16;
     if (xt->dtype == MST_DTYPE_F32) {
         mst_nchw16c_rows_to_slab(mst_tensor_f32(xt) + at, slab, d.s);
-        return;
+        return slab;
     }
     mst_nchw16c_rows_to_slab16((const uint16_t *)mst_tensor_data(xt) + at, stage, d.s);
+    if (*bf16) return stage;
     mst_half_to_f32(xt->dtype, stage, slab, (size_t)(MST_NCHW16C_BLOCK * d.s));
+    return slab;
 }
 
 /* An f32 slab of results into plain t's 16 rows at element `at`, rounded to half first for half
@@ -580,8 +588,10 @@ static void bn_slabs_apply(const mst_tensor *xt, const mst_tensor *yt, bn_dims d
         for (int l = 0; l < MST_NCHW16C_BLOCK; l++) m[l] = (float)mean[ch + l], a[l] = (float)scale[ch + l];
         for (int64_t n = 0; n < d.n; n++) {
             size_t at = bn_row_at(d, n, ch);
-            float *out = yt->dtype == MST_DTYPE_F32 ? mst_tensor_f32(yt) + at : buf;    /* half: computed in place */
-            mst_bn_slab_apply_path(bn_slab_f32(xt, d, at, buf), out, d.s, m, a, beta + ch, relu, true);
+            bool bf16;
+            const void *x = bn_slab_src(xt, d, at, buf, &bf16);
+            float *out = yt->dtype == MST_DTYPE_F32 ? mst_tensor_f32(yt) + at : buf;    /* half: f32 results, then rounded */
+            mst_bn_slab_apply_any(bf16, x, out, d.s, m, a, beta + ch, relu, true);
             bn_slab_store(yt, d, at, out);
         }
     }
@@ -596,10 +606,11 @@ static void bn_slabs_grad_apply(const mst_tensor *gyt, const mst_tensor *xt, con
             a[l] = (float)scale[ch + l], mg[l] = (float)mean_gy[ch + l], m[l] = (float)mean[ch + l], qf[l] = (float)q[ch + l];
         for (int64_t n = 0; n < d.n; n++) {
             size_t at = bn_row_at(d, n, ch);
-            const float *gy = bn_slab_f32(gyt, d, at, buf);
-            const float *x = xt ? bn_slab_f32(xt, d, at, buf + MST_NCHW16C_BLOCK * d.s) : NULL;
-            float *out = gxt->dtype == MST_DTYPE_F32 ? mst_tensor_f32(gxt) + at : buf;     /* half: in place over gy's */
-            mst_bn_slab_grad_apply_path(gy, x, out, d.s, a, mg, m, qf, true);
+            bool bf16;
+            const void *gy = bn_slab_src(gyt, d, at, buf, &bf16);
+            const void *x = xt ? bn_slab_src(xt, d, at, buf + MST_NCHW16C_BLOCK * d.s, &bf16) : NULL;
+            float *out = gxt->dtype == MST_DTYPE_F32 ? mst_tensor_f32(gxt) + at : buf;     /* f16: in place over gy's */
+            mst_bn_slab_grad_apply_any(bf16, gy, x, out, d.s, a, mg, m, qf, true);
             bn_slab_store(gxt, d, at, out);
         }
     }
@@ -703,10 +714,11 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
                 size_t at = bn_row_at(d, n, ch);
                 double s_gy[MST_NCHW16C_BLOCK], s_gyx[MST_NCHW16C_BLOCK];
                 static const double zeros[MST_NCHW16C_BLOCK];
-                bn_rows_as_slab(xt, d, at, x_slab, stage);
-                const float *gy = bn_slab_f32(gyt, d, at, gy_slab);
-                mst_bn_slab_sums_path(MST_BN_SUM_X, gy, NULL, d.s, zeros, false, s_gy, true);
-                mst_bn_slab_sums_path(MST_BN_SUM_GYX, x_slab, gy, d.s, mean + ch, false, s_gyx, true);
+                bool bf16;
+                const void *x = bn_rows_as_slab(xt, d, at, x_slab, stage, &bf16);
+                const void *gy = bn_slab_src(gyt, d, at, gy_slab, &bf16);
+                mst_bn_slab_sums_any(MST_BN_SUM_X, bf16, gy, NULL, d.s, zeros, false, s_gy, true);
+                mst_bn_slab_sums_any(MST_BN_SUM_GYX, bf16, x, gy, d.s, mean + ch, false, s_gyx, true);
                 for (int l = 0; l < MST_NCHW16C_BLOCK; l++) sum_gy[ch + l] += s_gy[l], sum_gyx[ch + l] += s_gyx[l];
             }
     } else if (blocked) {
@@ -741,10 +753,12 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
                 a[l] = (float)scale[ch + l], mg[l] = (float)sum_gy[ch + l], m[l] = (float)mean[ch + l], qf[l] = (float)q[ch + l];
             for (int64_t n = 0; n < d.n; n++) {
                 size_t at = bn_row_at(d, n, ch);
-                if (training) bn_rows_as_slab(xt, d, at, x_slab, stage);
-                const float *gy = bn_slab_f32(gyt, d, at, gy_slab);
-                float *out = gx_slabs && gxt->dtype == MST_DTYPE_F32 ? mst_tensor_f32(gxt) + at : gy_slab;   /* else in place */
-                mst_bn_slab_grad_apply_path(gy, training ? x_slab : NULL, out, d.s, a, mg, m, qf, true);
+                bool bf16;
+                const void *x = training ? bn_rows_as_slab(xt, d, at, x_slab, stage, &bf16) : NULL;
+                const void *gy = bn_slab_src(gyt, d, at, gy_slab, &bf16);
+                /* f32 results into gx's own slab, or gy_slab (free for bf16, in place over f16's widened gy) */
+                float *out = gx_slabs && gxt->dtype == MST_DTYPE_F32 ? mst_tensor_f32(gxt) + at : gy_slab;
+                mst_bn_slab_grad_apply_any(bf16, gy, x, out, d.s, a, mg, m, qf, true);
                 if (gx_slabs) bn_slab_store(gxt, d, at, out);
                 else bn_slab_to_rows(out, gxt, d, at, stage);
             }
