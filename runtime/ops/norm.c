@@ -426,7 +426,10 @@ const mst_op_desc mst_desc_batchnorm_grad = {
  * 1.6-2.3x faster than the scalar four-partial loops they replaced, and widening in registers
  * made the half gradient 1.2-1.5x faster than widening rows into a buffer first
  * (bench/bench_amp_kernels, Zen 5). Other dtype mixes (O3's half parameters), f64 and (N, C)
- * inputs keep the direct kernels above or the generic half kernel. */
+ * inputs keep the direct kernels above or the generic half kernel. nChw16c operands (graph mode,
+ * runtime/layout.h) go a slab of 16 channels at a time, with the same partial sums and the same
+ * per-element operations (bn_sums and the slab applies below), so the bits do not depend on the
+ * layout; bn_layouts_taken lists the layout combinations taken, the rest run on plain copies. */
 
 /* Planes shorter than this keep the direct f32 kernel: a row's three calls cost more than its
  * arithmetic there (64x64x7x7: 110 us direct, 151 us by rows; bench_amp_kernels, Zen 5, 2 threads). */
@@ -597,20 +600,31 @@ static void bn_slabs_apply(const mst_tensor *xt, const mst_tensor *yt, bn_dims d
     }
 }
 
+/* The gradient apply's per-channel factors for the 16 channels from ch, rounded to f32 as the rows'. */
+typedef struct {
+    float a[MST_NCHW16C_BLOCK], mg[MST_NCHW16C_BLOCK], m[MST_NCHW16C_BLOCK], q[MST_NCHW16C_BLOCK];
+} bn_grad_lanes;
+
+static bn_grad_lanes bn_grad_lanes_at(int64_t ch, const double *scale, const double *mean_gy, const double *mean,
+                                      const double *q) {
+    bn_grad_lanes f;
+    for (int l = 0; l < MST_NCHW16C_BLOCK; l++)
+        f.a[l] = (float)scale[ch + l], f.mg[l] = (float)mean_gy[ch + l], f.m[l] = (float)mean[ch + l], f.q[l] = (float)q[ch + l];
+    return f;
+}
+
 static void bn_slabs_grad_apply(const mst_tensor *gyt, const mst_tensor *xt, const mst_tensor *gxt, bn_dims d, int64_t c0,
                                 int64_t c1, const double *scale, const double *mean_gy, const double *mean, const double *q,
                                 float *buf) {
     for (int64_t ch = c0; ch < c1; ch += MST_NCHW16C_BLOCK) {
-        float a[MST_NCHW16C_BLOCK], mg[MST_NCHW16C_BLOCK], m[MST_NCHW16C_BLOCK], qf[MST_NCHW16C_BLOCK];
-        for (int l = 0; l < MST_NCHW16C_BLOCK; l++)
-            a[l] = (float)scale[ch + l], mg[l] = (float)mean_gy[ch + l], m[l] = (float)mean[ch + l], qf[l] = (float)q[ch + l];
+        bn_grad_lanes f = bn_grad_lanes_at(ch, scale, mean_gy, mean, q);
         for (int64_t n = 0; n < d.n; n++) {
             size_t at = bn_row_at(d, n, ch);
             bool bf16;
             const void *gy = bn_slab_src(gyt, d, at, buf, &bf16);
             const void *x = xt ? bn_slab_src(xt, d, at, buf + MST_NCHW16C_BLOCK * d.s, &bf16) : NULL;
             float *out = gxt->dtype == MST_DTYPE_F32 ? mst_tensor_f32(gxt) + at : buf;     /* f16: in place over gy's */
-            mst_bn_slab_grad_apply_any(bf16, gy, x, out, d.s, a, mg, m, qf, true);
+            mst_bn_slab_grad_apply_any(bf16, gy, x, out, d.s, f.a, f.mg, f.m, f.q, true);
             bn_slab_store(gxt, d, at, out);
         }
     }
@@ -748,9 +762,7 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     if (gy_slabs) {     /* gx into its slab, or into the buffer and transposed into its plain rows */
         bool gx_slabs = mst_tensor_blocked(gxt);
         for (int64_t ch = c0; ch < c1; ch += MST_NCHW16C_BLOCK) {
-            float a[MST_NCHW16C_BLOCK], mg[MST_NCHW16C_BLOCK], m[MST_NCHW16C_BLOCK], qf[MST_NCHW16C_BLOCK];
-            for (int l = 0; l < MST_NCHW16C_BLOCK; l++)
-                a[l] = (float)scale[ch + l], mg[l] = (float)sum_gy[ch + l], m[l] = (float)mean[ch + l], qf[l] = (float)q[ch + l];
+            bn_grad_lanes f = bn_grad_lanes_at(ch, scale, sum_gy, mean, q);
             for (int64_t n = 0; n < d.n; n++) {
                 size_t at = bn_row_at(d, n, ch);
                 bool bf16;
@@ -758,7 +770,7 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
                 const void *gy = bn_slab_src(gyt, d, at, gy_slab, &bf16);
                 /* f32 results into gx's own slab, or gy_slab (free for bf16, in place over f16's widened gy) */
                 float *out = gx_slabs && gxt->dtype == MST_DTYPE_F32 ? mst_tensor_f32(gxt) + at : gy_slab;
-                mst_bn_slab_grad_apply_any(bf16, gy, x, out, d.s, a, mg, m, qf, true);
+                mst_bn_slab_grad_apply_any(bf16, gy, x, out, d.s, f.a, f.mg, f.m, f.q, true);
                 if (gx_slabs) bn_slab_store(gxt, d, at, out);
                 else bn_slab_to_rows(out, gxt, d, at, stage);
             }
