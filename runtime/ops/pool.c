@@ -769,6 +769,70 @@ __attribute__((target("avx512f"))) static void maxpool_slab_2x2_avx512(const flo
         }
 }
 
+/* 16 bf16 values widened exactly (a 16-bit shift) to f32. */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 bf16x16_load(const uint16_t *p) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
+
+/* 16 f32 values that are widened bf16 values (or arithmetic on them that keeps the low 16 bits
+ * zero) back to bf16: exact, except a NaN comes back quiet — mst_f32_to_bf16's rounding of them. */
+__attribute__((target("avx512f"), always_inline)) static inline void bf16x16_store(uint16_t *p, __m512 v) {
+    __m512i b = _mm512_srli_epi32(_mm512_castps_si512(v), 16);
+    b = _mm512_mask_or_epi32(b, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), b, _mm512_set1_epi32(0x0040));
+    _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(b));
+}
+
+/* maxpool_slab_2x2_avx512 on a bf16 slab, widened in registers: the maxima (inputs, exact) and the
+ * first NaN (quieted, as the half kernels store it) rounded back with bf16x16_store. */
+__attribute__((target("avx512f"))) static void maxpool_slab_2x2_bf16_avx512(const uint16_t *x, int64_t W, uint16_t *y,
+                                                                            int32_t *ip, int64_t P, int64_t Q) {
+    const __m512i none = _mm512_set1_epi32(-1);
+    for (int64_t p = 0; p < P; p++)
+        for (int64_t q = 0; q < Q; q++) {
+            int64_t k0 = 2 * p * W + 2 * q, ks[4] = {k0, k0 + 1, k0 + W, k0 + W + 1};
+            __m512 best = bf16x16_load(x + ks[0] * L), nan_v = _mm512_setzero_ps();
+            __m512i best_i = _mm512_set1_epi32((int32_t)ks[0]), nan_i = none;
+            for (int e = 0; e < 4; e++) {
+                __m512 v = e ? bf16x16_load(x + ks[e] * L) : best;
+                __m512i k = _mm512_set1_epi32((int32_t)ks[e]);
+                __mmask16 gt = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
+                best = _mm512_mask_mov_ps(best, gt, v);
+                best_i = _mm512_mask_mov_epi32(best_i, gt, k);
+                __mmask16 first_nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & _mm512_cmpeq_epi32_mask(nan_i, none);
+                nan_i = _mm512_mask_mov_epi32(nan_i, first_nan, k);
+                nan_v = _mm512_mask_mov_ps(nan_v, first_nan, v);
+            }
+            __mmask16 has_nan = _mm512_cmpneq_epi32_mask(nan_i, none);
+            bf16x16_store(y + (p * Q + q) * L, _mm512_mask_mov_ps(best, has_nan, nan_v));
+            _mm512_storeu_si512(ip + (p * Q + q) * L, _mm512_mask_mov_epi32(best_i, has_nan, nan_i));
+        }
+}
+
+/* maxpool_grad_slab_2x2_avx512 on bf16 slabs, widened in registers: +0 + gy where kept (exact;
+ * -0 becomes +0, a NaN comes back quiet: the half kernels' bits), +0 elsewhere. */
+__attribute__((target("avx512f"))) static bool maxpool_grad_slab_2x2_bf16_avx512(const uint16_t *gy, const uint16_t *pooled,
+                                                                                 const int32_t *ip, uint16_t *gx, int64_t P,
+                                                                                 int64_t Q, int64_t W) {
+    const __m512i zero_i = _mm512_setzero_si512(), one = _mm512_set1_epi32(1), wv = _mm512_set1_epi32((int)W);
+    const __m512i w1 = _mm512_set1_epi32((int)W + 1);
+    const __m512 zero = _mm512_setzero_ps();
+    for (int64_t p = 0; p < P; p++)
+        for (int64_t q = 0; q < Q; q++) {
+            int64_t j = (p * Q + q) * L, row0 = 2 * p * W + 2 * q;
+            __m512i k = _mm512_sub_epi32(_mm512_loadu_si512(ip + j), _mm512_set1_epi32((int32_t)row0));
+            __mmask16 e0 = _mm512_cmpeq_epi32_mask(k, zero_i), e1 = _mm512_cmpeq_epi32_mask(k, one);
+            __mmask16 e2 = _mm512_cmpeq_epi32_mask(k, wv), e3 = _mm512_cmpeq_epi32_mask(k, w1);
+            if ((__mmask16)(e0 | e1 | e2 | e3) != (__mmask16)0xffff) return false;
+            __mmask16 keep = pooled ? _mm512_cmp_ps_mask(bf16x16_load(pooled + j), zero, _CMP_GT_OQ) : (__mmask16)0xffff;
+            __m512 v = _mm512_maskz_add_ps(keep, zero, bf16x16_load(gy + j));
+            bf16x16_store(gx + row0 * L, _mm512_maskz_mov_ps(e0, v));
+            bf16x16_store(gx + (row0 + 1) * L, _mm512_maskz_mov_ps(e1, v));
+            bf16x16_store(gx + (row0 + W) * L, _mm512_maskz_mov_ps(e2, v));
+            bf16x16_store(gx + (row0 + W + 1) * L, _mm512_maskz_mov_ps(e3, v));
+        }
+    return true;
+}
+
 /* maxpool_grad_slab_2x2_body, 16 lanes in one register. */
 __attribute__((target("avx512f"))) static bool maxpool_grad_slab_2x2_avx512(const float *gy, const float *pooled,
                                                                             const int32_t *ip, float *gx, int64_t P,
@@ -817,6 +881,12 @@ static void maxpool2d_slabs_chunk(void *arg, int64_t s0, int64_t s1, int worker)
                 mst_nchw16c_rows_to_slab16(x16, stage, H * W);
                 x16 = stage;
             }
+#if MST_POOL_X86
+            if (vector2x2 && X->dtype == MST_DTYPE_BF16) {    /* widened in registers */
+                maxpool_slab_2x2_bf16_avx512(x16, W, (uint16_t *)mst_tensor_data(Y) + sl * P * Q * L, ip, P, Q);
+                continue;
+            }
+#endif
             mst_half_to_f32(X->dtype, x16, xw, (size_t)(H * W * L));
 #if MST_POOL_X86
             if (vector2x2) maxpool_slab_2x2_avx512(xw, W, yw, ip, P, Q);
@@ -877,6 +947,13 @@ static void maxpool_grad_slabs_chunk(void *arg, int64_t s0, int64_t s1, int work
         const int32_t *ip = mst_tensor_i32(c->in[1]) + sl * PQ * L;
         const float *gy, *pooled = NULL;
         float *gx;
+#if MST_POOL_X86
+        if (half && windows_2x2 && gyt->dtype == MST_DTYPE_BF16 && mst_tensor_blocked(gxt) && mst_cpu_has(MST_CPU_AVX512F) &&
+            maxpool_grad_slab_2x2_bf16_avx512((const uint16_t *)mst_tensor_data(gyt) + sl * PQ * L,
+                                              c->n_in > 2 ? (const uint16_t *)mst_tensor_data(c->in[2]) + sl * PQ * L : NULL, ip,
+                                              (uint16_t *)mst_tensor_data(gxt) + sl * HW * L, P, Q, W))
+            continue;   /* bf16 2x2 windows in registers; an index outside its window redoes the slab below */
+#endif
         if (half) {     /* gy and pooled widened, the gradient in f32, rounded once: the half-via-f32 kernel's bits */
             float *gyw = j->buf + (size_t)worker * (size_t)((2 * PQ + 2 * HW) * L), *pw = gyw + PQ * L;
             mst_half_to_f32(gyt->dtype, (const uint16_t *)mst_tensor_data(gyt) + sl * PQ * L, gyw, (size_t)(PQ * L));
