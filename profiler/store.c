@@ -896,6 +896,10 @@ mst_store *mst_store_open_opts(const char *path, const mst_prof_config *cfg, int
         FAIL(s, "sqlite3_open_v2");
         goto fail_msg;
     }
+    /* a reader that opened the new file first (a report, or test_advise polling the staged run)
+     * holds a lock for a moment; switching to WAL needs it gone: wait for it rather than fail
+     * ("database is locked" made one profiled run exit 74 under make test's load) */
+    sqlite3_busy_timeout(s->db, 5000);
     sqlite3_stmt *jm = NULL;
     if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode=WAL", -1, &jm, NULL) != SQLITE_OK) {
         FAIL(s, "PRAGMA journal_mode=WAL");
