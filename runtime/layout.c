@@ -18,17 +18,16 @@ bool mst_layout_blockable(mst_dtype dtype, int ndim, const int64_t *shape) {
            shape[0] > 0 && shape[2] > 0 && shape[3] > 0;
 }
 
-/* Four-byte values moved as uint32_t, a transpose of S x 16 into 16 x S and back: whole tiles
- * of 16 positions through sixteen AVX-512 registers where the CPU has it, the rest (and every tile
- * without it) element by element. Pure data movement: both paths give the same bytes. */
-static void tile_to_rows_scalar(const uint32_t *src, uint32_t *dst, int64_t s, int64_t i0, int64_t n) {
-    for (int l = 0; l < B; l++)
-        for (int64_t i = 0; i < n; i++) dst[l * s + i0 + i] = src[(i0 + i) * B + l];
-}
-
-static void tile_to_slab_scalar(const uint32_t *src, uint32_t *dst, int64_t s, int64_t i0, int64_t n) {
-    for (int64_t i = 0; i < n; i++)
-        for (int l = 0; l < B; l++) dst[(i0 + i) * B + l] = src[l * s + i0 + i];
+/* A transpose of S x 16 values of elem bytes (4 or 2) into 16 x S (to_rows) or back: whole
+ * tiles of 16 positions through sixteen AVX-512 registers where the CPU has it (two-byte values
+ * zero-extended to 32-bit lanes and narrowed back), the rest element by element. Pure data
+ * movement: both paths give the same bytes. */
+static void transpose_scalar(const void *src, void *dst, int64_t s, int64_t i0, size_t elem, bool to_rows) {
+    for (int64_t i = i0; i < s; i++)
+        for (int l = 0; l < B; l++) {
+            size_t slab_at = (size_t)(i * B + l) * elem, row_at = (size_t)(l * s + i) * elem;
+            memcpy((char *)dst + (to_rows ? row_at : slab_at), (const char *)src + (to_rows ? slab_at : row_at), elem);
+        }
 }
 
 #if defined(__x86_64__)
@@ -64,132 +63,72 @@ __attribute__((target("avx512f"), always_inline)) static inline void transpose16
     }
 }
 
-__attribute__((target("avx512f"))) static void slab_to_rows_avx512(const uint32_t *src, uint32_t *dst, int64_t s) {
+/* 16 values of elem bytes at p as 32-bit lanes, and back. */
+__attribute__((target("avx512f"), always_inline)) static inline __m512i lanes_in(const void *p, size_t elem) {
+    return elem == 4 ? _mm512_loadu_si512(p) : _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+}
+__attribute__((target("avx512f"), always_inline)) static inline void lanes_out(void *p, __m512i v, size_t elem) {
+    if (elem == 4) _mm512_storeu_si512(p, v);
+    else _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(v));
+}
+
+__attribute__((target("avx512f"), always_inline)) static inline void transpose_avx512_body(const char *src, char *dst, int64_t s,
+                                                                                         size_t elem, bool to_rows) {
     int64_t i0 = 0;
     for (; i0 + B <= s; i0 += B) {
         __m512i r[16];
-        for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512(src + (i0 + i) * B);
+        for (int k = 0; k < 16; k++)    /* to_rows: k is a position of the slab; else a row */
+            r[k] = lanes_in(src + (to_rows ? (size_t)((i0 + k) * B) : (size_t)(k * s + i0)) * elem, elem);
         transpose16(r);
-        for (int l = 0; l < 16; l++) _mm512_storeu_si512(dst + l * s + i0, r[l]);
+        for (int k = 0; k < 16; k++)
+            lanes_out(dst + (to_rows ? (size_t)(k * s + i0) : (size_t)((i0 + k) * B)) * elem, r[k], elem);
     }
-    if (i0 < s) tile_to_rows_scalar(src, dst, s, i0, s - i0);
+    transpose_scalar(src, dst, s, i0, elem, to_rows);
 }
 
-__attribute__((target("avx512f"))) static void rows_to_slab_avx512(const uint32_t *src, uint32_t *dst, int64_t s) {
-    int64_t i0 = 0;
-    for (; i0 + B <= s; i0 += B) {
-        __m512i r[16];
-        for (int l = 0; l < 16; l++) r[l] = _mm512_loadu_si512(src + l * s + i0);
-        transpose16(r);
-        for (int i = 0; i < 16; i++) _mm512_storeu_si512(dst + (i0 + i) * B, r[i]);
-    }
-    if (i0 < s) tile_to_slab_scalar(src, dst, s, i0, s - i0);
+__attribute__((target("avx512f"))) static void transpose_avx512_4(const char *src, char *dst, int64_t s, bool to_rows) {
+    transpose_avx512_body(src, dst, s, 4, to_rows);
+}
+__attribute__((target("avx512f"))) static void transpose_avx512_2(const char *src, char *dst, int64_t s, bool to_rows) {
+    transpose_avx512_body(src, dst, s, 2, to_rows);
 }
 #endif
 
-void mst_nchw16c_slab_to_rows(const void *slab, void *rows, int64_t s) {
+static void transpose(const void *src, void *dst, int64_t s, size_t elem, bool to_rows) {
 #if defined(__x86_64__)
     if (mst_cpu_has(MST_CPU_AVX512F)) {
-        slab_to_rows_avx512(slab, rows, s);
+        (elem == 4 ? transpose_avx512_4 : transpose_avx512_2)(src, dst, s, to_rows);
         return;
     }
 #endif
-    for (int64_t i0 = 0; i0 < s; i0 += B) tile_to_rows_scalar(slab, rows, s, i0, s - i0 < B ? s - i0 : B);
+    transpose_scalar(src, dst, s, 0, elem, to_rows);
 }
 
-void mst_nchw16c_rows_to_slab(const void *rows, void *slab, int64_t s) {
-#if defined(__x86_64__)
-    if (mst_cpu_has(MST_CPU_AVX512F)) {
-        rows_to_slab_avx512(rows, slab, s);
-        return;
-    }
-#endif
-    for (int64_t i0 = 0; i0 < s; i0 += B) tile_to_slab_scalar(rows, slab, s, i0, s - i0 < B ? s - i0 : B);
-}
-
-#if defined(__x86_64__)
-/* Two-byte tiles: each 32-byte row zero-extended to 32-bit lanes, the 32-bit transpose, narrowed back. */
-__attribute__((target("avx512f"))) static void slab_to_rows16_avx512(const uint16_t *src, uint16_t *dst, int64_t s) {
-    int64_t i0 = 0;
-    for (; i0 + B <= s; i0 += B) {
-        __m512i r[16];
-        for (int i = 0; i < 16; i++) r[i] = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(src + (i0 + i) * B)));
-        transpose16(r);
-        for (int l = 0; l < 16; l++) _mm256_storeu_si256((__m256i *)(dst + l * s + i0), _mm512_cvtepi32_epi16(r[l]));
-    }
-    for (int l = 0; l < B; l++)
-        for (int64_t i = i0; i < s; i++) dst[l * s + i] = src[i * B + l];
-}
-
-__attribute__((target("avx512f"))) static void rows_to_slab16_avx512(const uint16_t *src, uint16_t *dst, int64_t s) {
-    int64_t i0 = 0;
-    for (; i0 + B <= s; i0 += B) {
-        __m512i r[16];
-        for (int l = 0; l < 16; l++) r[l] = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(src + l * s + i0)));
-        transpose16(r);
-        for (int i = 0; i < 16; i++) _mm256_storeu_si256((__m256i *)(dst + (i0 + i) * B), _mm512_cvtepi32_epi16(r[i]));
-    }
-    for (int64_t i = i0; i < s; i++)
-        for (int l = 0; l < B; l++) dst[i * B + l] = src[l * s + i];
-}
-#endif
-
-void mst_nchw16c_slab_to_rows16(const void *slab, void *rows, int64_t s) {
-    const uint16_t *src = slab;
-    uint16_t *dst = rows;
-#if defined(__x86_64__)
-    if (mst_cpu_has(MST_CPU_AVX512F)) {
-        slab_to_rows16_avx512(src, dst, s);
-        return;
-    }
-#endif
-    for (int l = 0; l < B; l++)
-        for (int64_t i = 0; i < s; i++) dst[l * s + i] = src[i * B + l];
-}
-
-void mst_nchw16c_rows_to_slab16(const void *rows, void *slab, int64_t s) {
-    const uint16_t *src = rows;
-    uint16_t *dst = slab;
-#if defined(__x86_64__)
-    if (mst_cpu_has(MST_CPU_AVX512F)) {
-        rows_to_slab16_avx512(src, dst, s);
-        return;
-    }
-#endif
-    for (int64_t i = 0; i < s; i++)
-        for (int l = 0; l < B; l++) dst[i * B + l] = src[l * s + i];
-}
+void mst_nchw16c_slab_to_rows(const void *slab, void *rows, int64_t s, size_t elem) { transpose(slab, rows, s, elem, true); }
+void mst_nchw16c_rows_to_slab(const void *rows, void *slab, int64_t s, size_t elem) { transpose(rows, slab, s, elem, false); }
 
 void mst_nchw16c_from_plain(const void *plain, void *blocked, int64_t n, int64_t c, int64_t s, size_t elem) {
     size_t slab = (size_t)(B * s) * elem;
-    for (int64_t k = 0; k < n * (c / B); k++) {
-        const char *p = (const char *)plain + (size_t)k * slab;
-        char *b = (char *)blocked + (size_t)k * slab;
-        if (elem == 2) mst_nchw16c_rows_to_slab16(p, b, s);
-        else mst_nchw16c_rows_to_slab(p, b, s);
-    }
+    for (int64_t k = 0; k < n * (c / B); k++)
+        mst_nchw16c_rows_to_slab((const char *)plain + (size_t)k * slab, (char *)blocked + (size_t)k * slab, s, elem);
 }
 
 void mst_nchw16c_to_plain(const void *blocked, void *plain, int64_t n, int64_t c, int64_t s, size_t elem) {
     size_t slab = (size_t)(B * s) * elem;
-    for (int64_t k = 0; k < n * (c / B); k++) {
-        const char *b = (const char *)blocked + (size_t)k * slab;
-        char *p = (char *)plain + (size_t)k * slab;
-        if (elem == 2) mst_nchw16c_slab_to_rows16(b, p, s);
-        else mst_nchw16c_slab_to_rows(b, p, s);
-    }
+    for (int64_t k = 0; k < n * (c / B); k++)
+        mst_nchw16c_slab_to_rows((const char *)blocked + (size_t)k * slab, (char *)plain + (size_t)k * slab, s, elem);
 }
 
 bool mst_layout_blocked_allowed(const mst_ctx *ctx) {
     return ctx->backend->kind == MST_DEVICE_CPU && !ctx->force_ref && ctx->kernels == MST_KERNELS_AUTO && mst_onednn_available();
 }
 
-int mst_layout_call_blocked_how(mst_ctx *ctx, const mst_op_call *c) {
+mst_blocked_how mst_layout_call_blocked_how(mst_ctx *ctx, const mst_op_call *c) {
     const mst_op_desc *d = mst_op_table[c->op];
     mst_dtype key = c->n_in > 0 ? c->in[d->dtype_arg]->dtype : c->out[0]->dtype;
-    if (!mst_onednn_kernel(c->op, key, MST_ONEDNN_PLAIN)) return 1;     /* not the kernel choice's */
+    if (!mst_onednn_kernel(c->op, key, MST_ONEDNN_PLAIN)) return MST_BLOCKED_TAKES;     /* not the kernel choice's */
     mst_provider p = mst_kernel_provider(ctx, c);
-    return p == MST_PROVIDER_ONEDNN_BLOCKED || p == MST_PROVIDER_ONEDNN_WINOGRAD ? 2 : 0;
+    return p == MST_PROVIDER_ONEDNN_BLOCKED || p == MST_PROVIDER_ONEDNN_WINOGRAD ? MST_BLOCKED_REORDERS : MST_BLOCKED_COPIES;
 }
 
 bool mst_call_has_blocked(const mst_op_call *c) {

@@ -10,7 +10,7 @@
  * (so the bits are the plain kernel's) and scatter the result back.
  *
  *     if (mst_tensor_blocked(x)) ...                       // a kernel's blocked branch
- *     mst_nchw16c_slab_to_rows(x32 + slab * 16 * S, rows, S);
+ *     mst_nchw16c_slab_to_rows(x32 + slab * 16 * S, rows, S, sizeof(float));
  */
 #ifndef MST_RUNTIME_LAYOUT_H
 #define MST_RUNTIME_LAYOUT_H
@@ -28,12 +28,10 @@ static inline bool mst_tensor_blocked(const mst_tensor *t) { return t && t->layo
  * f32 or bf16 data (oneDNN's bf16 convolutions take nChw16c too) or i32 pooling indices. */
 bool mst_layout_blockable(mst_dtype dtype, int ndim, const int64_t *shape);
 
-/* One slab (S x 16 four-byte values) to 16 rows of S values, and back; the 16 versions move
- * two-byte values (bf16). */
-void mst_nchw16c_slab_to_rows(const void *slab, void *rows, int64_t s);
-void mst_nchw16c_rows_to_slab(const void *rows, void *slab, int64_t s);
-void mst_nchw16c_slab_to_rows16(const void *slab, void *rows, int64_t s);
-void mst_nchw16c_rows_to_slab16(const void *rows, void *slab, int64_t s);
+/* One slab (S x 16 values of elem bytes: 4 for f32/i32, 2 for bf16) to 16 rows of S values, and
+ * back. */
+void mst_nchw16c_slab_to_rows(const void *slab, void *rows, int64_t s, size_t elem);
+void mst_nchw16c_rows_to_slab(const void *rows, void *slab, int64_t s, size_t elem);
 
 /* Whole (N, C, H, W) tensors of elem-byte values (4 or 2) between plain and nChw16c. */
 void mst_nchw16c_from_plain(const void *plain, void *blocked, int64_t n, int64_t c, int64_t s, size_t elem);
@@ -44,12 +42,19 @@ void mst_nchw16c_to_plain(const void *blocked, void *plain, int64_t n, int64_t c
  * value plain). */
 bool mst_layout_blocked_allowed(const mst_ctx *ctx);
 
-/* How the kernel that runs c meets nChw16c: an op with its own slab paths takes it (1); one the
- * kernel choice serves (the convolutions) takes it and reorders plain operands (2) when its
- * provider for the shape is oneDNN's blocked or Winograd kernels, and runs on plain copies (0)
- * otherwise (the provider is decided now if it is not yet: runtime/backend/kernel_choice.h; c's
- * tensors are plain and only timed). The layout pass weighs the copies against the reorders. */
-int mst_layout_call_blocked_how(mst_ctx *ctx, const mst_op_call *c);
+/* How a kernel meets nChw16c operands. */
+typedef enum {
+    MST_BLOCKED_COPIES,     /* runs on plain copies of them (mst_layout_run_plain) */
+    MST_BLOCKED_TAKES,      /* reads and writes them itself; plain operands cost nothing more */
+    MST_BLOCKED_REORDERS,   /* reads and writes them itself and reorders plain ones (oneDNN's blocked kernels) */
+} mst_blocked_how;
+
+/* How the kernel that runs c meets nChw16c: an op with its own slab paths takes it; one the kernel
+ * choice serves (the convolutions) reorders plain operands when its provider for the shape is
+ * oneDNN's blocked or Winograd kernels, and runs on plain copies otherwise (the provider is
+ * decided now if it is not yet: runtime/backend/kernel_choice.h; c's tensors are plain and only
+ * timed). The layout pass weighs the copies against the reorders. */
+mst_blocked_how mst_layout_call_blocked_how(mst_ctx *ctx, const mst_op_call *c);
 
 /* Does any of the call's tensors lie in nChw16c? */
 bool mst_call_has_blocked(const mst_op_call *c);

@@ -217,11 +217,10 @@ static bool log_choices(void) {
 }
 
 /* Provider p's kernel k on c: a call with nChw16c tensors (graph mode's blocked chains,
- * runtime/layout.h) goes to oneDNN's blocked kernels as it is, to any other provider through
- * plain copies. */
+ * runtime/layout.h) goes to oneDNN as it is (its run binds them where the primitive chose that
+ * layout and copies them otherwise), to the builtin kernels through plain copies. */
 static mst_status run_provider(mst_ctx *ctx, mst_provider p, mst_kernel_fn k, const mst_op_call *c) {
-    if (p != MST_PROVIDER_ONEDNN_BLOCKED && p != MST_PROVIDER_ONEDNN_WINOGRAD && mst_call_has_blocked(c))
-        return mst_layout_run_plain(ctx, c, k);
+    if (p == MST_PROVIDER_BUILTIN && mst_call_has_blocked(c)) return mst_layout_run_plain(ctx, c, k);
     return k(ctx, c);
 }
 

@@ -149,7 +149,7 @@ static mst_status trace(mst_graph_cache *gc, const signature *sig, mst_graph *g)
 
 /* The layout pass's question for op node n (runtime/layout.h), asked on zero-filled plain tensors
  * of the traced shapes (persistent values: their own tensors), which the kernel choice may time. */
-static mst_node_layout node_blocked_how(void *arg, const mst_graph *g, const mst_gnode *n) {
+static mst_blocked_how node_blocked_how(void *arg, const mst_graph *g, const mst_gnode *n) {
     mst_ctx *ctx = arg;
     mst_op_call c = {.op = n->op, .n_in = n->n_in, .n_out = n->n_out, .attrs = n->attrs};
     mst_pool_push(ctx);
@@ -163,10 +163,10 @@ static mst_node_layout node_blocked_how(void *arg, const mst_graph *g, const mst
         else c.out[p - n->n_in] = t;
         ok = t != NULL;
     }
-    int how = ok ? mst_layout_call_blocked_how(ctx, &c) : 0;
+    mst_blocked_how how = ok ? mst_layout_call_blocked_how(ctx, &c) : MST_BLOCKED_COPIES;
     mst_ctx_clear_error(ctx);
     mst_pool_pop(ctx);
-    return how == 2 ? MST_NODE_REORDERS : how == 1 ? MST_NODE_TAKES : MST_NODE_COPIES;
+    return how;
 }
 
 static mst_status compile(mst_graph_cache *gc, const signature *sig, plan_entry *e) {

@@ -63,9 +63,9 @@ static void tie_elementwise(const mst_graph *g, groups *G, const mst_gnode *n) {
 }
 
 /* An op node: positions outside its descriptor's bits stay plain; tied ones join one group. Where
- * the kernel would run on plain copies (how MST_NODE_COPIES), a blocked value there costs its
- * bytes; where a plain value would be reordered (MST_NODE_REORDERS), a blocked one saves them. */
-static void tie_op(const mst_graph *g, groups *G, const mst_gnode *n, mst_node_layout how) {
+ * the kernel would run on plain copies (how MST_BLOCKED_COPIES), a blocked value there costs its
+ * bytes; where a plain value would be reordered (MST_BLOCKED_REORDERS), a blocked one saves them. */
+static void tie_op(const mst_graph *g, groups *G, const mst_gnode *n, mst_blocked_how how) {
     const mst_op_desc *d = mst_op_table[n->op];
     int first = -1;
     for (int pos = 0; pos < n->n_in + n->n_out; pos++) {
@@ -78,8 +78,8 @@ static void tie_op(const mst_graph *g, groups *G, const mst_gnode *n, mst_node_l
             continue;
         }
         double bytes = (double)mst_gvalue_bytes(&g->values[v]);
-        if (how == MST_NODE_COPIES) G->copied[v] += bytes;
-        if (how == MST_NODE_REORDERS) G->saved[v] += bytes;
+        if (how == MST_BLOCKED_COPIES) G->copied[v] += bytes;
+        if (how == MST_BLOCKED_REORDERS) G->saved[v] += bytes;
         if (d->blocked_tied >> (in ? bit : MST_TIED_OUT + bit) & 1) {
             if (first < 0) first = v;
             else tie(G, first, v);
@@ -107,7 +107,7 @@ int mst_pass_blocked_layout(mst_graph *g, mst_node_pred how_blocked, void *arg) 
         else if (n->kind == MST_GN_OP && (mst_op_table[n->op]->flags & MST_OPF_ELEMENTWISE) && n->n_out > 0) tie_elementwise(g, &G, n);
         else if (n->kind == MST_GN_OP) {
             const mst_op_desc *d = mst_op_table[n->op];
-            tie_op(g, &G, n, (d->blocked_in | d->blocked_out) && how_blocked ? how_blocked(arg, g, n) : MST_NODE_TAKES);
+            tie_op(g, &G, n, (d->blocked_in | d->blocked_out) && how_blocked ? how_blocked(arg, g, n) : MST_BLOCKED_TAKES);
         }
         else {      /* fused optimizer updates: parameters and their gradients */
             for (int k = 0; k < n->n_in; k++) keep_plain(&G, n->in[k]);

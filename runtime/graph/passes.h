@@ -12,6 +12,7 @@
 #define MST_RUNTIME_GRAPH_PASSES_H
 
 #include "runtime/graph/ir.h"
+#include "runtime/layout.h"
 
 /* dce.c: drop nodes whose results nobody needs; keeps nodes that update persistent or input
  * values, feed outputs, or update a value a kept node reads. */
@@ -39,12 +40,7 @@ int mst_pass_inplace(mst_graph *g);
  * g, n) says how op node n's kernel meets the layout (NULL: as if every node whose descriptor
  * allows it took it). Last, and only where the kernels are the fast ones with oneDNN
  * (mst_layout_blocked_allowed); returns how many values it put in nChw16c. */
-typedef enum {
-    MST_NODE_COPIES,    /* its kernel runs on plain copies of nChw16c operands (another provider) */
-    MST_NODE_TAKES,     /* reads and writes nChw16c itself; plain operands cost nothing more */
-    MST_NODE_REORDERS,  /* reads and writes nChw16c itself and reorders plain operands (oneDNN's blocked kernels) */
-} mst_node_layout;
-typedef mst_node_layout (*mst_node_pred)(void *arg, const mst_graph *g, const mst_gnode *n);
+typedef mst_blocked_how (*mst_node_pred)(void *arg, const mst_graph *g, const mst_gnode *n);
 int mst_pass_blocked_layout(mst_graph *g, mst_node_pred how_blocked, void *arg);
 
 typedef struct {

@@ -555,10 +555,10 @@ static void bn_sums(mst_bn_sum_kind k, const mst_tensor *xt, const mst_tensor *g
 static const void *bn_rows_as_slab(const mst_tensor *xt, bn_dims d, size_t at, float *slab, uint16_t *stage, bool *bf16) {
     *bf16 = xt->dtype == MST_DTYPE_BF16;
     if (xt->dtype == MST_DTYPE_F32) {
-        mst_nchw16c_rows_to_slab(mst_tensor_f32(xt) + at, slab, d.s);
+        mst_nchw16c_rows_to_slab(mst_tensor_f32(xt) + at, slab, d.s, 4);
         return slab;
     }
-    mst_nchw16c_rows_to_slab16((const uint16_t *)mst_tensor_data(xt) + at, stage, d.s);
+    mst_nchw16c_rows_to_slab((const uint16_t *)mst_tensor_data(xt) + at, stage, d.s, 2);
     if (*bf16) return stage;
     mst_half_to_f32(xt->dtype, stage, slab, (size_t)(MST_NCHW16C_BLOCK * d.s));
     return slab;
@@ -568,11 +568,11 @@ static const void *bn_rows_as_slab(const mst_tensor *xt, bn_dims d, size_t at, f
  * t (through stage). */
 static void bn_slab_to_rows(const float *slab, const mst_tensor *t, bn_dims d, size_t at, uint16_t *stage) {
     if (t->dtype == MST_DTYPE_F32) {
-        mst_nchw16c_slab_to_rows(slab, mst_tensor_f32(t) + at, d.s);
+        mst_nchw16c_slab_to_rows(slab, mst_tensor_f32(t) + at, d.s, 4);
         return;
     }
     mst_half_from_f32(t->dtype, slab, stage, (size_t)(MST_NCHW16C_BLOCK * d.s));
-    mst_nchw16c_slab_to_rows16(stage, (uint16_t *)mst_tensor_data(t) + at, d.s);
+    mst_nchw16c_slab_to_rows(stage, (uint16_t *)mst_tensor_data(t) + at, d.s, 2);
 }
 
 /* A slab of f32 results at out into t at element `at`: already there for f32, rounded to half
@@ -684,7 +684,7 @@ static void bn_fwd_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
                 for (int l = 0; l < MST_NCHW16C_BLOCK; l++)
                     bn_row_apply(xt, d, n, ch + l, rows + l * d.s, (float)mean[ch + l], (float)scale[ch + l], beta[ch + l], relu);
                 float *out = yt->dtype == MST_DTYPE_F32 ? mst_tensor_f32(yt) + at : slab;
-                mst_nchw16c_rows_to_slab(rows, out, d.s);
+                mst_nchw16c_rows_to_slab(rows, out, d.s, 4);
                 bn_slab_store(yt, d, at, out);
             }
         return;

@@ -742,58 +742,40 @@ POOL_SLAB_FUNCS(avx512, __attribute__((target("avx512f"))))
 #endif
 
 #if MST_POOL_X86
-/* 2x2 stride-2 unpadded windows on a slab, all 16 lanes in one register: the four window elements
- * in the reference's order, strict > to replace the best, the first NaN winning (its value and
- * index kept). */
-__attribute__((target("avx512f"))) static void maxpool_slab_2x2_avx512(const float *x, int64_t W, float *y, int32_t *ip,
-                                                                       int64_t P, int64_t Q) {
-    const __m512i none = _mm512_set1_epi32(-1);
-    for (int64_t p = 0; p < P; p++)
-        for (int64_t q = 0; q < Q; q++) {
-            int64_t k0 = 2 * p * W + 2 * q, ks[4] = {k0, k0 + 1, k0 + W, k0 + W + 1};
-            __m512 best = _mm512_loadu_ps(x + ks[0] * L), nan_v = _mm512_setzero_ps();
-            __m512i best_i = _mm512_set1_epi32((int32_t)ks[0]), nan_i = none;
-            for (int e = 0; e < 4; e++) {
-                __m512 v = e ? _mm512_loadu_ps(x + ks[e] * L) : best;
-                __m512i k = _mm512_set1_epi32((int32_t)ks[e]);
-                __mmask16 gt = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
-                best = _mm512_mask_mov_ps(best, gt, v);
-                best_i = _mm512_mask_mov_epi32(best_i, gt, k);
-                __mmask16 first_nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & _mm512_cmpeq_epi32_mask(nan_i, none);
-                nan_i = _mm512_mask_mov_epi32(nan_i, first_nan, k);
-                nan_v = _mm512_mask_mov_ps(nan_v, first_nan, v);
-            }
-            __mmask16 has_nan = _mm512_cmpneq_epi32_mask(nan_i, none);
-            _mm512_storeu_ps(y + (p * Q + q) * L, _mm512_mask_mov_ps(best, has_nan, nan_v));
-            _mm512_storeu_si512(ip + (p * Q + q) * L, _mm512_mask_mov_epi32(best_i, has_nan, nan_i));
-        }
+/* 16 lanes of a slab element at p (f32, or bf16 widened exactly: a 16-bit shift). */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 lanes_load(const void *p, int64_t e, bool bf16) {
+    if (!bf16) return _mm512_loadu_ps((const float *)p + e * L);
+    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)p + e * L));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* 16 bf16 values widened exactly (a 16-bit shift) to f32. */
-__attribute__((target("avx512f"), always_inline)) static inline __m512 bf16x16_load(const uint16_t *p) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
-}
-
-/* 16 f32 values that are widened bf16 values (or arithmetic on them that keeps the low 16 bits
- * zero) back to bf16: exact, except a NaN comes back quiet — mst_f32_to_bf16's rounding of them. */
-__attribute__((target("avx512f"), always_inline)) static inline void bf16x16_store(uint16_t *p, __m512 v) {
+/* 16 f32 lanes into slab element e of p: f32 as they are; bf16 for values that are widened bf16
+ * (or +0 + one: the low 16 bits stay zero), so the shift back is exact, except that a NaN comes
+ * back quiet — mst_f32_to_bf16's rounding of them. */
+__attribute__((target("avx512f"), always_inline)) static inline void lanes_store(void *p, int64_t e, __m512 v, bool bf16) {
+    if (!bf16) {
+        _mm512_storeu_ps((float *)p + e * L, v);
+        return;
+    }
     __m512i b = _mm512_srli_epi32(_mm512_castps_si512(v), 16);
     b = _mm512_mask_or_epi32(b, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), b, _mm512_set1_epi32(0x0040));
-    _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(b));
+    _mm256_storeu_si256((__m256i *)((uint16_t *)p + e * L), _mm512_cvtepi32_epi16(b));
 }
 
-/* maxpool_slab_2x2_avx512 on a bf16 slab, widened in registers: the maxima (inputs, exact) and the
- * first NaN (quieted, as the half kernels store it) rounded back with bf16x16_store. */
-__attribute__((target("avx512f"))) static void maxpool_slab_2x2_bf16_avx512(const uint16_t *x, int64_t W, uint16_t *y,
-                                                                            int32_t *ip, int64_t P, int64_t Q) {
+/* 2x2 stride-2 unpadded windows on a slab, all 16 lanes in one register: the four window elements
+ * in the reference's order, strict > to replace the best, the first NaN winning (its value and
+ * index kept). bf16 slabs are read widened in registers and the maxima stored back exactly. */
+__attribute__((target("avx512f"), always_inline)) static inline void maxpool_slab_2x2_body(const void *x, int64_t W, void *y,
+                                                                                         int32_t *ip, int64_t P, int64_t Q,
+                                                                                         bool bf16) {
     const __m512i none = _mm512_set1_epi32(-1);
     for (int64_t p = 0; p < P; p++)
         for (int64_t q = 0; q < Q; q++) {
             int64_t k0 = 2 * p * W + 2 * q, ks[4] = {k0, k0 + 1, k0 + W, k0 + W + 1};
-            __m512 best = bf16x16_load(x + ks[0] * L), nan_v = _mm512_setzero_ps();
+            __m512 best = lanes_load(x, ks[0], bf16), nan_v = _mm512_setzero_ps();
             __m512i best_i = _mm512_set1_epi32((int32_t)ks[0]), nan_i = none;
             for (int e = 0; e < 4; e++) {
-                __m512 v = e ? bf16x16_load(x + ks[e] * L) : best;
+                __m512 v = e ? lanes_load(x, ks[e], bf16) : best;
                 __m512i k = _mm512_set1_epi32((int32_t)ks[e]);
                 __mmask16 gt = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
                 best = _mm512_mask_mov_ps(best, gt, v);
@@ -803,58 +785,54 @@ __attribute__((target("avx512f"))) static void maxpool_slab_2x2_bf16_avx512(cons
                 nan_v = _mm512_mask_mov_ps(nan_v, first_nan, v);
             }
             __mmask16 has_nan = _mm512_cmpneq_epi32_mask(nan_i, none);
-            bf16x16_store(y + (p * Q + q) * L, _mm512_mask_mov_ps(best, has_nan, nan_v));
+            lanes_store(y, p * Q + q, _mm512_mask_mov_ps(best, has_nan, nan_v), bf16);
             _mm512_storeu_si512(ip + (p * Q + q) * L, _mm512_mask_mov_epi32(best_i, has_nan, nan_i));
         }
 }
 
-/* maxpool_grad_slab_2x2_avx512 on bf16 slabs, widened in registers: +0 + gy where kept (exact;
- * -0 becomes +0, a NaN comes back quiet: the half kernels' bits), +0 elsewhere. */
-__attribute__((target("avx512f"))) static bool maxpool_grad_slab_2x2_bf16_avx512(const uint16_t *gy, const uint16_t *pooled,
-                                                                                 const int32_t *ip, uint16_t *gx, int64_t P,
-                                                                                 int64_t Q, int64_t W) {
+/* maxpool_grad_slab_2x2_body, 16 lanes in one register: +0 + gy where kept (-0 becomes +0, a NaN
+ * comes back quiet: the half kernels' bits for bf16), +0 elsewhere. */
+__attribute__((target("avx512f"), always_inline)) static inline bool maxpool_grad_slab_2x2_vbody(const void *gy, const void *pooled,
+                                                                                                const int32_t *ip, void *gx,
+                                                                                                int64_t P, int64_t Q, int64_t W,
+                                                                                                bool bf16) {
     const __m512i zero_i = _mm512_setzero_si512(), one = _mm512_set1_epi32(1), wv = _mm512_set1_epi32((int)W);
     const __m512i w1 = _mm512_set1_epi32((int)W + 1);
     const __m512 zero = _mm512_setzero_ps();
     for (int64_t p = 0; p < P; p++)
         for (int64_t q = 0; q < Q; q++) {
-            int64_t j = (p * Q + q) * L, row0 = 2 * p * W + 2 * q;
-            __m512i k = _mm512_sub_epi32(_mm512_loadu_si512(ip + j), _mm512_set1_epi32((int32_t)row0));
+            int64_t j = p * Q + q, row0 = 2 * p * W + 2 * q;
+            __m512i k = _mm512_sub_epi32(_mm512_loadu_si512(ip + j * L), _mm512_set1_epi32((int32_t)row0));
             __mmask16 e0 = _mm512_cmpeq_epi32_mask(k, zero_i), e1 = _mm512_cmpeq_epi32_mask(k, one);
             __mmask16 e2 = _mm512_cmpeq_epi32_mask(k, wv), e3 = _mm512_cmpeq_epi32_mask(k, w1);
             if ((__mmask16)(e0 | e1 | e2 | e3) != (__mmask16)0xffff) return false;
-            __mmask16 keep = pooled ? _mm512_cmp_ps_mask(bf16x16_load(pooled + j), zero, _CMP_GT_OQ) : (__mmask16)0xffff;
-            __m512 v = _mm512_maskz_add_ps(keep, zero, bf16x16_load(gy + j));
-            bf16x16_store(gx + row0 * L, _mm512_maskz_mov_ps(e0, v));
-            bf16x16_store(gx + (row0 + 1) * L, _mm512_maskz_mov_ps(e1, v));
-            bf16x16_store(gx + (row0 + W) * L, _mm512_maskz_mov_ps(e2, v));
-            bf16x16_store(gx + (row0 + W + 1) * L, _mm512_maskz_mov_ps(e3, v));
+            __mmask16 keep = pooled ? _mm512_cmp_ps_mask(lanes_load(pooled, j, bf16), zero, _CMP_GT_OQ) : (__mmask16)0xffff;
+            __m512 v = _mm512_maskz_add_ps(keep, zero, lanes_load(gy, j, bf16));
+            lanes_store(gx, row0, _mm512_maskz_mov_ps(e0, v), bf16);
+            lanes_store(gx, row0 + 1, _mm512_maskz_mov_ps(e1, v), bf16);
+            lanes_store(gx, row0 + W, _mm512_maskz_mov_ps(e2, v), bf16);
+            lanes_store(gx, row0 + W + 1, _mm512_maskz_mov_ps(e3, v), bf16);
         }
     return true;
 }
 
-/* maxpool_grad_slab_2x2_body, 16 lanes in one register. */
+__attribute__((target("avx512f"))) static void maxpool_slab_2x2_avx512(const float *x, int64_t W, float *y, int32_t *ip,
+                                                                       int64_t P, int64_t Q) {
+    maxpool_slab_2x2_body(x, W, y, ip, P, Q, false);
+}
+__attribute__((target("avx512f"))) static void maxpool_slab_2x2_bf16_avx512(const uint16_t *x, int64_t W, uint16_t *y,
+                                                                            int32_t *ip, int64_t P, int64_t Q) {
+    maxpool_slab_2x2_body(x, W, y, ip, P, Q, true);
+}
 __attribute__((target("avx512f"))) static bool maxpool_grad_slab_2x2_avx512(const float *gy, const float *pooled,
                                                                             const int32_t *ip, float *gx, int64_t P,
                                                                             int64_t Q, int64_t W) {
-    const __m512i zero_i = _mm512_setzero_si512(), one = _mm512_set1_epi32(1), wv = _mm512_set1_epi32((int)W);
-    const __m512i w1 = _mm512_set1_epi32((int)W + 1);
-    const __m512 zero = _mm512_setzero_ps();
-    for (int64_t p = 0; p < P; p++)
-        for (int64_t q = 0; q < Q; q++) {
-            int64_t j = (p * Q + q) * L, row0 = 2 * p * W + 2 * q;
-            __m512i k = _mm512_sub_epi32(_mm512_loadu_si512(ip + j), _mm512_set1_epi32((int32_t)row0));
-            __mmask16 e0 = _mm512_cmpeq_epi32_mask(k, zero_i), e1 = _mm512_cmpeq_epi32_mask(k, one);
-            __mmask16 e2 = _mm512_cmpeq_epi32_mask(k, wv), e3 = _mm512_cmpeq_epi32_mask(k, w1);
-            if ((__mmask16)(e0 | e1 | e2 | e3) != (__mmask16)0xffff) return false;
-            __mmask16 keep = pooled ? _mm512_cmp_ps_mask(_mm512_loadu_ps(pooled + j), zero, _CMP_GT_OQ) : (__mmask16)0xffff;
-            __m512 v = _mm512_maskz_add_ps(keep, zero, _mm512_loadu_ps(gy + j));
-            _mm512_storeu_ps(gx + row0 * L, _mm512_maskz_mov_ps(e0, v));
-            _mm512_storeu_ps(gx + (row0 + 1) * L, _mm512_maskz_mov_ps(e1, v));
-            _mm512_storeu_ps(gx + (row0 + W) * L, _mm512_maskz_mov_ps(e2, v));
-            _mm512_storeu_ps(gx + (row0 + W + 1) * L, _mm512_maskz_mov_ps(e3, v));
-        }
-    return true;
+    return maxpool_grad_slab_2x2_vbody(gy, pooled, ip, gx, P, Q, W, false);
+}
+__attribute__((target("avx512f"))) static bool maxpool_grad_slab_2x2_bf16_avx512(const uint16_t *gy, const uint16_t *pooled,
+                                                                                 const int32_t *ip, uint16_t *gx, int64_t P,
+                                                                                 int64_t Q, int64_t W) {
+    return maxpool_grad_slab_2x2_vbody(gy, pooled, ip, gx, P, Q, W, true);
 }
 #endif
 
@@ -878,7 +856,7 @@ static void maxpool2d_slabs_chunk(void *arg, int64_t s0, int64_t s1, int worker)
             const uint16_t *x16 = (const uint16_t *)mst_tensor_data(X) + sl * H * W * L;
             if (!mst_tensor_blocked(X)) {   /* the slab's 16 plain planes, transposed through a staging slab */
                 uint16_t *stage = (uint16_t *)(yw + P * Q * L);
-                mst_nchw16c_rows_to_slab16(x16, stage, H * W);
+                mst_nchw16c_rows_to_slab(x16, stage, H * W, 2);
                 x16 = stage;
             }
 #if MST_POOL_X86
@@ -904,8 +882,8 @@ static void maxpool2d_slabs_chunk(void *arg, int64_t s0, int64_t s1, int worker)
             float *yr = j->buf + (size_t)worker * (size_t)(2 * P * Q * L);
             int32_t *ir = (int32_t *)(yr + P * Q * L);
             for (int l = 0; l < L; l++) maxpool_plane_f32(x + l * H * W, H, W, yr + l * P * Q, ir + l * P * Q, P, Q, g, vector2x2);
-            mst_nchw16c_rows_to_slab(yr, y, P * Q);
-            mst_nchw16c_rows_to_slab(ir, ip, P * Q);
+            mst_nchw16c_rows_to_slab(yr, y, P * Q, 4);
+            mst_nchw16c_rows_to_slab(ir, ip, P * Q, 4);
             continue;
         }
 #if MST_POOL_X86
@@ -967,9 +945,9 @@ static void maxpool_grad_slabs_chunk(void *arg, int64_t s0, int64_t s1, int work
             /* plain planes out: the slab's rows, then the plain plane code into each plane */
             float *gyr = j->buf + (size_t)worker * (size_t)(3 * PQ * L), *pr = pooled ? gyr + PQ * L : NULL;
             int32_t *ir = (int32_t *)(gyr + 2 * PQ * L);
-            mst_nchw16c_slab_to_rows(gy, gyr, PQ);
-            mst_nchw16c_slab_to_rows(ip, ir, PQ);
-            if (pooled) mst_nchw16c_slab_to_rows(pooled, pr, PQ);
+            mst_nchw16c_slab_to_rows(gy, gyr, PQ, 4);
+            mst_nchw16c_slab_to_rows(ip, ir, PQ, 4);
+            if (pooled) mst_nchw16c_slab_to_rows(pooled, pr, PQ, 4);
             for (int l = 0; l < L; l++) {
                 int64_t bad = maxpool_grad_plane_f32(gyr + l * PQ, pr ? pr + l * PQ : NULL, ir + l * PQ, gx + l * HW, P, Q, HW, W,
                                                      windows_2x2);
@@ -995,7 +973,7 @@ static void maxpool_grad_slabs_chunk(void *arg, int64_t s0, int64_t s1, int work
             } else {
                 uint16_t *stage = (uint16_t *)(gx + HW * L);
                 mst_half_from_f32(gxt->dtype, gx, stage, (size_t)(HW * L));
-                mst_nchw16c_slab_to_rows16(stage, gx16, HW);
+                mst_nchw16c_slab_to_rows(stage, gx16, HW, 2);
             }
         }
     }

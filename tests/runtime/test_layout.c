@@ -111,25 +111,21 @@ static mst_status run(mst_op op, int n_in, mst_tensor *const in[], int n_out, ms
 static void test_conversions(void **state) {
     (void)state;
     int64_t s_values[] = {1, 7, 16, 49, 50};
-    for (size_t k = 0; k < sizeof(s_values) / sizeof(s_values[0]); k++) {
-        int64_t s = s_values[k], n = 16 * s;
-        uint32_t *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4), *c = malloc((size_t)n * 4);
-        for (int64_t i = 0; i < n; i++) a[i] = (uint32_t)(i * 2654435761u);
-        mst_nchw16c_rows_to_slab(a, b, s);
-        for (int64_t i = 0; i < s; i++)
-            for (int l = 0; l < 16; l++) assert_int_equal(b[i * 16 + l], a[l * s + i]);
-        mst_nchw16c_slab_to_rows(b, c, s);
-        assert_memory_equal(a, c, (size_t)n * 4);
-        /* two-byte values (bf16) */
-        uint16_t *a2 = (uint16_t *)a, *b2 = (uint16_t *)b, *c2 = (uint16_t *)c;
-        for (int64_t i = 0; i < n; i++) a2[i] = (uint16_t)(i * 40503u);
-        mst_nchw16c_rows_to_slab16(a2, b2, s);
-        for (int64_t i = 0; i < s; i++)
-            for (int l = 0; l < 16; l++) assert_int_equal(b2[i * 16 + l], a2[l * s + i]);
-        mst_nchw16c_slab_to_rows16(b2, c2, s);
-        assert_memory_equal(a2, c2, (size_t)n * 2);
-        free(a), free(b), free(c);
-    }
+    for (size_t k = 0; k < sizeof(s_values) / sizeof(s_values[0]); k++)
+        for (size_t elem = 2; elem <= 4; elem += 2) {     /* bf16, then f32 / i32 */
+            int64_t s = s_values[k], n = 16 * s;
+            char *a = malloc((size_t)n * elem), *b = malloc((size_t)n * elem), *c = malloc((size_t)n * elem);
+            for (int64_t i = 0; i < n; i++) {
+                uint32_t v = (uint32_t)(i * 2654435761u);
+                memcpy(a + (size_t)i * elem, &v, elem);
+            }
+            mst_nchw16c_rows_to_slab(a, b, s, elem);
+            for (int64_t i = 0; i < s; i++)
+                for (int l = 0; l < 16; l++) assert_memory_equal(b + (size_t)(i * 16 + l) * elem, a + (size_t)(l * s + i) * elem, elem);
+            mst_nchw16c_slab_to_rows(b, c, s, elem);
+            assert_memory_equal(a, c, (size_t)n * elem);
+            free(a), free(b), free(c);
+        }
     assert_true(mst_layout_blockable(MST_DTYPE_F32, 4, (int64_t[]){2, 32, 7, 7}));
     assert_true(mst_layout_blockable(MST_DTYPE_I32, 4, (int64_t[]){2, 16, 1, 1}));
     assert_false(mst_layout_blockable(MST_DTYPE_F32, 4, (int64_t[]){2, 24, 7, 7}));
