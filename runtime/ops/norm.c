@@ -616,6 +616,7 @@ static bn_grad_lanes bn_grad_lanes_at(int64_t ch, const double *scale, const dou
 static void bn_slabs_grad_apply(const mst_tensor *gyt, const mst_tensor *xt, const mst_tensor *gxt, bn_dims d, int64_t c0,
                                 int64_t c1, const double *scale, const double *mean_gy, const double *mean, const double *q,
                                 float *buf) {
+    bool gx_slabs = mst_tensor_blocked(gxt);
     for (int64_t ch = c0; ch < c1; ch += MST_NCHW16C_BLOCK) {
         bn_grad_lanes f = bn_grad_lanes_at(ch, scale, mean_gy, mean, q);
         for (int64_t n = 0; n < d.n; n++) {
@@ -623,9 +624,13 @@ static void bn_slabs_grad_apply(const mst_tensor *gyt, const mst_tensor *xt, con
             bool bf16;
             const void *gy = bn_slab_src(gyt, d, at, buf, &bf16);
             const void *x = xt ? bn_slab_src(xt, d, at, buf + MST_NCHW16C_BLOCK * d.s, &bf16) : NULL;
-            float *out = gxt->dtype == MST_DTYPE_F32 ? mst_tensor_f32(gxt) + at : buf;     /* f16: in place over gy's */
+            /* f32 results into gx's own slab; otherwise into buf (in place over f16's widened gy) and
+             * from there rounded into a half slab, or transposed (through x's buffer, free by then)
+             * into plain gx's rows */
+            float *out = gx_slabs && gxt->dtype == MST_DTYPE_F32 ? mst_tensor_f32(gxt) + at : buf;
             mst_bn_slab_grad_apply_any(bf16, gy, x, out, d.s, f.a, f.mg, f.m, f.q, true);
-            bn_slab_store(gxt, d, at, out);
+            if (gx_slabs) bn_slab_store(gxt, d, at, out);
+            else bn_slab_to_rows(out, gxt, d, at, (uint16_t *)(buf + MST_NCHW16C_BLOCK * d.s));
         }
     }
 }
@@ -800,7 +805,7 @@ static mst_status bn_rows_run(mst_ctx *ctx, const mst_op_call *c, const mst_tens
     /* plain x beside slabs, or half slabs (runtime/layout.h): per worker, three slabs of f32 */
     bool any_blocked = mst_tensor_blocked(x) || mst_tensor_blocked(c->in[0]) || mst_tensor_blocked(c->out[0]);
     int64_t block_min = (min_chunk + MST_NCHW16C_BLOCK - 1) / MST_NCHW16C_BLOCK;
-    size_t mixed = any_blocked && (!mst_tensor_blocked(x) || widen)
+    size_t mixed = any_blocked && (!mst_tensor_blocked(x) || !mst_tensor_blocked(c->out[0]) || widen)
                        ? (size_t)mst_parallel_chunks_ctx(ctx, d.c / MST_NCHW16C_BLOCK, block_min) * (size_t)(3 * MST_NCHW16C_BLOCK * d.s)
                        : 0;
     double *scratch = (double *)mst_ctx_workspace(
@@ -817,7 +822,8 @@ static mst_status bn_rows_run(mst_ctx *ctx, const mst_op_call *c, const mst_tens
 }
 
 /* The layouts the kernels take (runtime/layout.h): all plain; all nChw16c (f32, or half with planes
- * of more than one value, widened a slab at a time); plain x on the rows' path (f32 planes of at
+ * of more than one value, widened a slab at a time), in the gradient with gx in either layout (the
+ * stem's gx into a builtin convolution: each slab's results transposed into the rows); plain x on the rows' path (f32 planes of at
  * least k_bn_rows_min_plane_f32 values, half ones of more than one) with y, or gy and either gx, in
  * nChw16c (the cnn's stem: a builtin convolution's plain output into the blocked chain). */
 static bool bn_layouts_taken(const mst_op_call *c, bool grad) {
@@ -825,7 +831,7 @@ static bool bn_layouts_taken(const mst_op_call *c, bool grad) {
     bool xb = mst_tensor_blocked(x), ob = mst_tensor_blocked(c->out[0]), gb = grad && mst_tensor_blocked(c->in[0]);
     if (!xb && !ob && !gb) return true;
     int64_t plane = x->shape[2] * x->shape[3];
-    if (xb) return ob && (!grad || gb) && (x->dtype == MST_DTYPE_F32 || plane > 1);    /* half slabs: the rows' S > 1 */
+    if (xb) return (grad ? gb : ob) && (x->dtype == MST_DTYPE_F32 || plane > 1);    /* half slabs: the rows' S > 1 */
     /* plain x: the rows' path (f32 planes of >= 64 values, half ones of > 1) */
     return (x->dtype == MST_DTYPE_F32 ? plane >= k_bn_rows_min_plane_f32 : plane > 1) && (grad ? gb : ob);
 }
