@@ -9,6 +9,7 @@
 #include "runtime/context.h"
 #include "runtime/cpu_features.h"
 #include "runtime/device.h"
+#include "runtime/threadpool.h"
 
 enum { B = MST_NCHW16C_BLOCK };
 
@@ -107,16 +108,40 @@ static void transpose(const void *src, void *dst, int64_t s, size_t elem, bool t
 void mst_nchw16c_slab_to_rows(const void *slab, void *rows, int64_t s, size_t elem) { transpose(slab, rows, s, elem, true); }
 void mst_nchw16c_rows_to_slab(const void *rows, void *slab, int64_t s, size_t elem) { transpose(rows, slab, s, elem, false); }
 
-void mst_nchw16c_from_plain(const void *plain, void *blocked, int64_t n, int64_t c, int64_t s, size_t elem) {
-    size_t slab = (size_t)(B * s) * elem;
-    for (int64_t k = 0; k < n * (c / B); k++)
-        mst_nchw16c_rows_to_slab((const char *)plain + (size_t)k * slab, (char *)blocked + (size_t)k * slab, s, elem);
+/* Whole tensors a run of slabs per pool worker (each slab is independent data movement). */
+typedef struct {
+    const char *src;
+    char *dst;
+    int64_t s;
+    size_t elem;
+    bool to_rows;
+} convert_job;
+
+static void convert_slabs(void *arg, int64_t k0, int64_t k1, int worker) {
+    (void)worker;
+    const convert_job *j = arg;
+    size_t slab = (size_t)(B * j->s) * j->elem;
+    for (int64_t k = k0; k < k1; k++) transpose(j->src + (size_t)k * slab, j->dst + (size_t)k * slab, j->s, j->elem, j->to_rows);
 }
 
-void mst_nchw16c_to_plain(const void *blocked, void *plain, int64_t n, int64_t c, int64_t s, size_t elem) {
-    size_t slab = (size_t)(B * s) * elem;
-    for (int64_t k = 0; k < n * (c / B); k++)
-        mst_nchw16c_slab_to_rows((const char *)blocked + (size_t)k * slab, (char *)plain + (size_t)k * slab, s, elem);
+static void convert(mst_ctx *ctx, const void *src, void *dst, int64_t n, int64_t c, int64_t s, size_t elem, bool to_rows) {
+    convert_job j = {src, dst, s, elem, to_rows};
+    int64_t slabs = n * (c / B), slab_bytes = B * s * (int64_t)elem;
+    if (!ctx) {
+        convert_slabs(&j, 0, slabs, 0);
+        return;
+    }
+    /* at least 64 KiB a chunk: below that a wake-up of the pool costs more than it moves */
+    int64_t min_chunk = (65536 + slab_bytes - 1) / slab_bytes;
+    mst_parallel_for(ctx, slabs, min_chunk, convert_slabs, &j);
+}
+
+void mst_nchw16c_from_plain(mst_ctx *ctx, const void *plain, void *blocked, int64_t n, int64_t c, int64_t s, size_t elem) {
+    convert(ctx, plain, blocked, n, c, s, elem, false);
+}
+
+void mst_nchw16c_to_plain(mst_ctx *ctx, const void *blocked, void *plain, int64_t n, int64_t c, int64_t s, size_t elem) {
+    convert(ctx, blocked, plain, n, c, s, elem, true);
 }
 
 bool mst_layout_blocked_allowed(const mst_ctx *ctx) {
@@ -159,7 +184,7 @@ static void *scratch_get(size_t bytes) {
 
 /* A plain twin of blocked tensor t at data, holding t's values when fill (inputs; an output's
  * twin is written by the kernel). */
-static void plain_twin(const mst_tensor *t, mst_tensor *h, mst_storage *st, void *data, bool fill) {
+static void plain_twin(mst_ctx *ctx, const mst_tensor *t, mst_tensor *h, mst_storage *st, void *data, bool fill) {
     *h = *t;
     h->layout = MST_LAYOUT_PLAIN;
     *st = (mst_storage){.data = data, .nbytes = mst_tensor_nbytes(t), .refcount = 1 << 30, .cat = t->storage->cat,
@@ -168,7 +193,7 @@ static void plain_twin(const mst_tensor *t, mst_tensor *h, mst_storage *st, void
     h->offset = 0;
     h->refcount = 1 << 30;
     if (fill)
-        mst_nchw16c_to_plain(mst_tensor_data(t), data, t->shape[0], t->shape[1], t->shape[2] * t->shape[3], mst_dtype_size(t->dtype));
+        mst_nchw16c_to_plain(ctx, mst_tensor_data(t), data, t->shape[0], t->shape[1], t->shape[2] * t->shape[3], mst_dtype_size(t->dtype));
 }
 
 mst_status mst_layout_run_plain(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn k) {
@@ -191,7 +216,7 @@ mst_status mst_layout_run_plain(mst_ctx *ctx, const mst_op_call *c, mst_kernel_f
     for (int p = 0, t = 0; p < c->n_in + c->n_out; p++) {
         mst_tensor **slot = p < c->n_in ? &pc.in[p] : &pc.out[p - c->n_in];
         if (!mst_tensor_blocked(*slot)) continue;
-        plain_twin(orig[t], &twin[t], &st[t], base + at[t], p < c->n_in);
+        plain_twin(ctx, orig[t], &twin[t], &st[t], base + at[t], p < c->n_in);
         *slot = &twin[t++];
     }
     mst_status s = k(ctx, &pc);
@@ -199,7 +224,7 @@ mst_status mst_layout_run_plain(mst_ctx *ctx, const mst_op_call *c, mst_kernel_f
         bool out = false;
         for (int o = 0; o < c->n_out; o++) out |= c->out[o] == orig[t];
         if (out)
-            mst_nchw16c_from_plain(st[t].data, mst_tensor_data(orig[t]), orig[t]->shape[0], orig[t]->shape[1],
+            mst_nchw16c_from_plain(ctx, st[t].data, mst_tensor_data(orig[t]), orig[t]->shape[0], orig[t]->shape[1],
                                    orig[t]->shape[2] * orig[t]->shape[3], mst_dtype_size(orig[t]->dtype));
     }
     return s;

@@ -33,9 +33,10 @@ bool mst_layout_blockable(mst_dtype dtype, int ndim, const int64_t *shape);
 void mst_nchw16c_slab_to_rows(const void *slab, void *rows, int64_t s, size_t elem);
 void mst_nchw16c_rows_to_slab(const void *rows, void *slab, int64_t s, size_t elem);
 
-/* Whole (N, C, H, W) tensors of elem-byte values (4 or 2) between plain and nChw16c. */
-void mst_nchw16c_from_plain(const void *plain, void *blocked, int64_t n, int64_t c, int64_t s, size_t elem);
-void mst_nchw16c_to_plain(const void *blocked, void *plain, int64_t n, int64_t c, int64_t s, size_t elem);
+/* Whole (N, C, H, W) tensors of elem-byte values (4 or 2) between plain and nChw16c, on ctx's
+ * kernel pool (NULL: on the calling thread). */
+void mst_nchw16c_from_plain(mst_ctx *ctx, const void *plain, void *blocked, int64_t n, int64_t c, int64_t s, size_t elem);
+void mst_nchw16c_to_plain(mst_ctx *ctx, const void *blocked, void *plain, int64_t n, int64_t c, int64_t s, size_t elem);
 
 /* May graph mode put values in nChw16c under this context: the CPU's fast kernels with the kernel
  * choice in auto and oneDNN loaded (the reference, builtin-only and plain-oneDNN modes keep every

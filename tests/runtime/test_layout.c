@@ -39,7 +39,7 @@ static int teardown(void **state) {
 static mst_tensor *blocked_copy(const mst_tensor *t) {
     mst_tensor *b = mst_tensor_new(g_ctx, t->dtype, t->ndim, t->shape);
     assert_non_null(b);
-    mst_nchw16c_from_plain(mst_tensor_data(t), mst_tensor_data(b), t->shape[0], t->shape[1], t->shape[2] * t->shape[3],
+    mst_nchw16c_from_plain(NULL, mst_tensor_data(t), mst_tensor_data(b), t->shape[0], t->shape[1], t->shape[2] * t->shape[3],
                            mst_dtype_size(t->dtype));
     b->layout = MST_LAYOUT_NCHW16C;
     return b;
@@ -61,7 +61,7 @@ static void assert_same_bits(const mst_tensor *a, const mst_tensor *b, const cha
     void *plain = malloc(bytes ? bytes : 1);
     assert_non_null(plain);
     if (mst_tensor_blocked(b))
-        mst_nchw16c_to_plain(mst_tensor_data(b), plain, b->shape[0], b->shape[1], b->shape[2] * b->shape[3], elem);
+        mst_nchw16c_to_plain(NULL, mst_tensor_data(b), plain, b->shape[0], b->shape[1], b->shape[2] * b->shape[3], elem);
     else
         memcpy(plain, mst_tensor_data(b), bytes);
     for (int64_t i = 0; i < a->numel; i++) {
