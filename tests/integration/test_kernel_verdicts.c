@@ -2,7 +2,8 @@
  * timed while other work was runnable is written as `busy`; the next process that finds only busy
  * lines for a key on a quiet machine measures that key again and appends a `quiet` line; after
  * that, quiet and busy processes alike take the quiet verdict and append nothing; v3 lines from
- * before the tag are measured again like busy ones. The machine's
+ * before the tag are measured again like busy ones; a line's verdict is the margin rule applied to
+ * the times it records. The machine's
  * load comes from a stand-in for /proc/loadavg (MSTUNE_LOADAVG), so the test does not depend on
  * what else runs. Where oneDNN is not there nothing is chosen and the test says so. */
 #include <setjmp.h>
@@ -116,9 +117,79 @@ static void test_busy_verdicts_measured_again(void **state) {
     e2e_rmtree(dir);
 }
 
+/* A line's verdict is the margin rule applied to the times it records, not its provider field:
+ * lines written under another margin (0.25 before the nChw16c layout) decide as today's rule does.
+ * Each quiet verdict of a run is rewritten twice into a new file: oneDNN 5% faster than builtin
+ * with "onednn" in the provider field (under the 10% margin: builtin), and 20% faster with
+ * "builtin" there (oneDNN); the next run must log the rule's verdict for every key. */
+static void test_verdict_from_recorded_times(void **state) {
+    (void)state;
+    char dir[256], cache[320], loadavg[320], edited[340];
+    e2e_tmpdir(dir, sizeof(dir));
+    assert_true(dir[0] != '\0');
+    snprintf(cache, sizeof(cache), "%s/kernel-choices.tsv", dir);
+    snprintf(loadavg, sizeof(loadavg), "%s/loadavg", dir);
+    setenv("MSTUNE_KERNELS_CACHE", cache, 1);
+    setenv("MSTUNE_LOADAVG", loadavg, 1);
+    unsetenv("MSTUNE_KERNELS");
+    write_loadavg(loadavg, 1);
+    run_job(dir, "measure");
+    for (int close_race = 1; close_race >= 0; close_race--) {
+        snprintf(edited, sizeof(edited), "%s/edited-%d.tsv", dir, close_race);
+        FILE *in = fopen(cache, "r"), *out = fopen(edited, "w");
+        if (!in) {
+            printf("  skipped: no kernel had more than one provider to choose from (oneDNN absent?)\n");
+            if (out) fclose(out);
+            e2e_rmtree(dir);
+            return;
+        }
+        assert_non_null(out);
+        char line[1024];
+        int lines = 0;
+        while (fgets(line, sizeof(line), in)) {
+            char *save = NULL, *field[12];
+            int k = 0;
+            for (char *t = strtok_r(line, "\t\n", &save); t && k < 12; t = strtok_r(NULL, "\t\n", &save)) field[k++] = t;
+            /* keys where builtin and oneDNN's plain kernel both serve; the other candidates dropped */
+            if (k < 12 || strcmp(field[10], "quiet") || atof(field[6]) <= 0 || atof(field[7]) <= 0) continue;
+            fprintf(out, "%s\t%s\t%s\t%s\t%s\t%s\t100.0\t%s\t0.0\t0.0\tquiet\t%s\n", field[0], field[1], field[2], field[3],
+                    field[4], close_race ? "onednn" : "builtin", close_race ? "95.0" : "80.0", field[11]);
+            lines++;
+        }
+        fclose(in);
+        fclose(out);
+        if (lines == 0) {
+            printf("  skipped: no key that builtin and oneDNN's plain kernel both serve\n");
+            break;
+        }
+        setenv("MSTUNE_KERNELS_CACHE", edited, 1);
+        setenv("MSTUNE_KERNELS_LOG", "1", 1);
+        char args[1024];
+        snprintf(args, sizeof(args), JOB " --out %s/edited-%d", dir, close_race);
+        e2e_run_ok(args, g_out, sizeof(g_out));
+        unsetenv("MSTUNE_KERNELS_LOG");
+        const char *want = close_race ? "-> builtin\n" : "-> onednn\n", *other = close_race ? "-> onednn\n" : "-> builtin\n";
+        int found = 0;
+        for (const char *at = g_out; (at = strstr(at, " from ")) != NULL; at++) {
+            const char *eol = strchr(at, '\n');
+            assert_non_null(eol);
+            if (strncmp(at + strlen(" from "), edited, strlen(edited)) != 0) continue;
+            const char *arrow = strstr(at, "-> ");
+            assert_true(arrow && arrow < eol);
+            assert_true(strncmp(arrow, other, strlen(other)) != 0);
+            found += strncmp(arrow, want, strlen(want)) == 0;
+        }
+        printf("%s: %d keys rewritten, %d verdicts from the file %s", close_race ? "5% faster" : "20% faster", lines, found, want);
+        assert_int_equal(found, lines);
+        setenv("MSTUNE_KERNELS_CACHE", cache, 1);
+    }
+    e2e_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_busy_verdicts_measured_again),
+        cmocka_unit_test(test_verdict_from_recorded_times),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
