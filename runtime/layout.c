@@ -144,6 +144,54 @@ void mst_nchw16c_to_plain(mst_ctx *ctx, const void *blocked, void *plain, int64_
     convert(ctx, blocked, plain, n, c, s, elem, true);
 }
 
+bool mst_blocked_call_make(mst_ctx *ctx, const mst_op_call *c, mst_blocked_call *b) {
+    const mst_op_desc *d = mst_op_table[c->op];
+    size_t at[MST_MAX_OP_INPUTS + MST_MAX_OP_OUTPUTS], total = 0;
+    bool pick[MST_MAX_OP_INPUTS + MST_MAX_OP_OUTPUTS] = {false};
+    int n = 0;
+    for (int p = 0; p < c->n_in + c->n_out; p++) {
+        bool in = p < c->n_in;
+        const mst_tensor *t = in ? c->in[p] : c->out[p - c->n_in];
+        uint32_t allowed = in ? d->blocked_in >> p & 1 : d->blocked_out >> (p - c->n_in) & 1;
+        if (!allowed || !t || mst_tensor_blocked(t) || !mst_layout_blockable(t->dtype, t->ndim, t->shape)) continue;
+        pick[p] = true;
+        at[p] = total;
+        total += (mst_tensor_nbytes(t) + 63) & ~(size_t)63;
+        n++;
+    }
+    if (n == 0) return false;
+    b->mem = aligned_alloc(64, total);
+    if (!b->mem) return false;
+    b->call = *c;
+    for (int p = 0; p < c->n_in + c->n_out; p++) {
+        if (!pick[p]) continue;
+        bool in = p < c->n_in;
+        const mst_tensor *t = in ? c->in[p] : c->out[p - c->n_in];
+        mst_tensor *h = &b->twin[p];
+        void *data = (char *)b->mem + at[p];
+        *h = *t;
+        h->layout = MST_LAYOUT_NCHW16C;
+        b->storage[p] = (mst_storage){.data = data, .nbytes = mst_tensor_nbytes(t), .refcount = 1 << 30,
+                                      .cat = t->storage->cat, .device = t->storage->device, .ctx = t->storage->ctx};
+        h->storage = &b->storage[p];
+        h->offset = 0;
+        h->refcount = 1 << 30;
+        if (in)
+            mst_nchw16c_from_plain(ctx, mst_tensor_data(t), data, t->shape[0], t->shape[1], t->shape[2] * t->shape[3],
+                                   mst_dtype_size(t->dtype));
+        else
+            memset(data, 0, mst_tensor_nbytes(t));
+        if (in) b->call.in[p] = h;
+        else b->call.out[p - c->n_in] = h;
+    }
+    return true;
+}
+
+void mst_blocked_call_free(mst_blocked_call *b) {
+    free(b->mem);
+    b->mem = NULL;
+}
+
 bool mst_layout_blocked_allowed(const mst_ctx *ctx) {
     return ctx->backend->kind == MST_DEVICE_CPU && !ctx->force_ref && ctx->kernels == MST_KERNELS_AUTO && mst_onednn_available();
 }

@@ -60,6 +60,20 @@ mst_blocked_how mst_layout_call_blocked_how(mst_ctx *ctx, const mst_op_call *c);
 /* Does any of the call's tensors lie in nChw16c? */
 bool mst_call_has_blocked(const mst_op_call *c);
 
+/* Call c as graph mode's blocked chains would make it: every position c's op descriptor lets lie
+ * in nChw16c (blocked_in / blocked_out) whose plain tensor can (mst_layout_blockable) replaced by
+ * an nChw16c twin in memory of its own (inputs holding c's values, outputs zeros). The kernel
+ * choice times candidates on it too. make returns false (and needs no free) when no position
+ * qualifies or memory ran out. */
+typedef struct {
+    mst_op_call call;
+    mst_tensor twin[MST_MAX_OP_INPUTS + MST_MAX_OP_OUTPUTS];
+    mst_storage storage[MST_MAX_OP_INPUTS + MST_MAX_OP_OUTPUTS];
+    void *mem;
+} mst_blocked_call;
+bool mst_blocked_call_make(mst_ctx *ctx, const mst_op_call *c, mst_blocked_call *b);
+void mst_blocked_call_free(mst_blocked_call *b);
+
 /* Runs kernel k on plain copies of the call's nChw16c tensors and writes its blocked outputs back
  * (a kernel that cannot read the layout, e.g. the builtin convolution a kernel choice picked for a
  * shape inside a blocked chain). Correct, and a reorder in and out like oneDNN's staged arguments. */

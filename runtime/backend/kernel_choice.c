@@ -13,11 +13,12 @@
  * purpose) and in a calibration file per machine that every process reads before it measures and
  * appends to after: MSTUNE_KERNELS_CACHE names it (`off`: per process only), default
  * $XDG_CACHE_HOME/mstune/kernel-choices.tsv (or ~/.cache/...). A line is one verdict:
- *   v3 <TAB> machine <TAB> op <TAB> dtype <TAB> key hash <TAB> provider <TAB> builtin us <TAB> onednn us <TAB> onednn_blocked us <TAB> onednn_winograd us <TAB> quiet|busy <TAB> shapes
+ *   v4 <TAB> machine <TAB> op <TAB> dtype <TAB> key hash <TAB> provider <TAB> builtin us <TAB> onednn us <TAB> onednn_blocked us <TAB> onednn_winograd us <TAB> quiet|busy <TAB> shapes
  * where machine is the CPU model and its available features (a masked run is another machine), the
- * key covers shapes, attributes and the thread budget, and a provider that does not serve the shape
- * shows 0 us. (v1 and v2 lines, from before oneDNN's blocked layouts and then its Winograd kernels
- * were candidates, are ignored: their verdicts weighed fewer providers.) Lines are appended with
+ * key covers shapes, attributes and the thread budget, a time is the candidate's on plain tensors
+ * plus, where graph mode could block the call's operands, on nChw16c ones (measure below), and a
+ * provider that does not serve the shape shows 0 us. (v1-v3 lines are ignored: v1 and v2 weighed
+ * fewer providers, v3 timed plain tensors only.) Lines are appended with
  * one O_APPEND write each (atomic for lines this short); the first quiet line for a key wins.
  *
  * quiet|busy: whether other work was runnable on the machine while the candidates were timed
@@ -26,9 +27,7 @@
  * processes of that moment agree, but it is not final: the next process that finds only busy
  * lines for a key while the machine is quiet measures again and appends a quiet line, which every
  * later process uses. (Verdicts timed
- * during a sanitizer run had made the cnn's O2 step 1.6x slower in every later run.) v3 lines
- * written before the tag existed count as busy: they were timed under whatever ran then (one such
- * file kept the cnn's O2 step 6% slower than fresh verdicts did).
+ * during a sanitizer run had made the cnn's O2 step 1.6x slower in every later run.)
  *
  * A candidate's time is its best of k_timed_rounds runs, the candidates taking turns round by
  * round, so a few milliseconds of the VM running slow land on every candidate alike.
@@ -178,10 +177,10 @@ static bool cache_find(const char *op, const char *dtype, uint64_t hash, mst_pro
         char *save = NULL, *field[11];
         int n = 0;
         for (char *t = strtok_r(line, "\t\n", &save); t && n < 11; t = strtok_r(NULL, "\t\n", &save)) field[n++] = t;
-        if (n < 11 || strcmp(field[0], "v3") || strcmp(field[1], machine) || strcmp(field[2], op) || strcmp(field[3], dtype) ||
+        if (n < 11 || strcmp(field[0], "v4") || strcmp(field[1], machine) || strcmp(field[2], op) || strcmp(field[3], dtype) ||
             strcmp(field[4], want))
             continue;
-        bool line_quiet = strcmp(field[10], "quiet") == 0;     /* untagged (older v3): not final */
+        bool line_quiet = strcmp(field[10], "quiet") == 0;
         if (found && !line_quiet) continue;     /* a busy line after the first one found: no news */
         /* the verdict from the recorded times under today's margin (lines written under another
          * margin included); the provider field where the times do not parse */
@@ -208,7 +207,7 @@ static void cache_append(const char *op, const char *dtype, uint64_t hash, mst_p
                          const char *shapes) {
     if (!*cache_path) return;
     char line[1024];
-    int n = snprintf(line, sizeof(line), "v3\t%s\t%s\t%s\t%016" PRIx64 "\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%s\n", machine,
+    int n = snprintf(line, sizeof(line), "v4\t%s\t%s\t%s\t%016" PRIx64 "\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%s\n", machine,
                      op, dtype, hash, provider_names[p], t_ns[0] / 1e3, t_ns[1] / 1e3, t_ns[2] / 1e3, t_ns[3] / 1e3,
                      quiet ? "quiet" : "busy", shapes);
     if (n <= 0 || n >= (int)sizeof(line)) return;
@@ -272,26 +271,41 @@ static bool serves(mst_ctx *ctx, mst_provider p, const mst_op_call *c, mst_dtype
     return mst_onednn_supports(ctx, c, key, layout_of(p));
 }
 
-/* Times the candidates (served[p]) on c's tensors, t_ns[p] the best of k_timed_rounds after a warm-up (0 when
- * not a candidate); leaves c's outputs as whichever ran last (the caller reruns). The fastest oneDNN
- * kernel wins when it beats builtin by the margin; a candidate that fails is dropped. */
+/* Times the candidates (served[p]) on c's tensors, and where graph mode could keep c's operands in
+ * nChw16c (the layouts allowed, oneDNN's blocked kernels a candidate, c all plain) on the call as
+ * its blocked chains make it too (mst_blocked_call: builtin and oneDNN's plain kernels pay copies
+ * there, the blocked ones none): t_ns[p] is the best of k_timed_rounds after a warm-up, summed
+ * over the two calls (0 when not a candidate). Eager and graph mode share one verdict per shape
+ * (the same bits from the same seed), so it is the one fastest over both ways the runtime makes
+ * the call: timed on plain tensors alone, a bf16 weight gradient of the cnn picked oneDNN's plain
+ * kernel (731 us against the blocked one's 824 with its reorders), which then took 1.7 ms inside
+ * graph mode's blocked chain. Leaves c's outputs as whichever ran last (the caller reruns). The
+ * fastest oneDNN kernel wins when it beats builtin by the margin; a candidate that fails is dropped. */
 static mst_provider measure(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn *kernels, bool *served, double *t_ns) {
     mst_status s;
+    mst_blocked_call bc;
+    bool dual = mst_layout_blocked_allowed(ctx) && served[MST_PROVIDER_ONEDNN_BLOCKED] && !mst_call_has_blocked(c) &&
+                mst_blocked_call_make(ctx, c, &bc);
     for (int p = 0; p < MST_PROVIDER_COUNT; p++) {
         t_ns[p] = 0;
-        if (served[p] && (run_ns(ctx, (mst_provider)p, kernels[p], c, &s), s != MST_OK)) {
-            served[p] = false;
-            mst_ctx_clear_error(ctx);   /* the chosen kernel reruns and reports for real */
-        }
+        if (served[p] && (run_ns(ctx, (mst_provider)p, kernels[p], c, &s), s != MST_OK)) served[p] = false;
+        if (served[p] && dual && (run_ns(ctx, (mst_provider)p, kernels[p], &bc.call, &s), s != MST_OK)) served[p] = false;
+        if (!served[p]) mst_ctx_clear_error(ctx);   /* the chosen kernel reruns and reports for real */
     }
-    double best[MST_PROVIDER_COUNT];
+    double best[MST_PROVIDER_COUNT], best_blocked[MST_PROVIDER_COUNT];
+    for (int p = 0; p < MST_PROVIDER_COUNT; p++) best[p] = best_blocked[p] = dual ? 1e300 : 0;
     for (int p = 0; p < MST_PROVIDER_COUNT; p++) best[p] = 1e300;
     for (int r = 0; r < k_timed_rounds; r++)
         for (int p = 0; p < MST_PROVIDER_COUNT; p++) {
             if (!served[p]) continue;
             double t = run_ns(ctx, (mst_provider)p, kernels[p], c, &s);
             if (t < best[p]) best[p] = t;
+            if (!dual) continue;
+            t = run_ns(ctx, (mst_provider)p, kernels[p], &bc.call, &s);
+            if (t < best_blocked[p]) best_blocked[p] = t;
         }
+    if (dual) mst_blocked_call_free(&bc);
+    for (int p = 0; p < MST_PROVIDER_COUNT; p++) best[p] += best_blocked[p];
     /* decided on the times as the file records them (0.1 us), so a process reading the line
      * decides the same */
     double t_us[MST_PROVIDER_COUNT];
