@@ -293,8 +293,7 @@ static mst_provider measure(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn *k
         if (!served[p]) mst_ctx_clear_error(ctx);   /* the chosen kernel reruns and reports for real */
     }
     double best[MST_PROVIDER_COUNT], best_blocked[MST_PROVIDER_COUNT];
-    for (int p = 0; p < MST_PROVIDER_COUNT; p++) best[p] = best_blocked[p] = dual ? 1e300 : 0;
-    for (int p = 0; p < MST_PROVIDER_COUNT; p++) best[p] = 1e300;
+    for (int p = 0; p < MST_PROVIDER_COUNT; p++) best[p] = 1e300, best_blocked[p] = dual ? 1e300 : 0;
     for (int r = 0; r < k_timed_rounds; r++)
         for (int p = 0; p < MST_PROVIDER_COUNT; p++) {
             if (!served[p]) continue;

@@ -52,16 +52,22 @@ static void run_job(const char *dir, const char *name) {
     e2e_run_ok(args, g_out, sizeof(g_out));
 }
 
-static void test_busy_verdicts_measured_again(void **state) {
-    (void)state;
-    char dir[256], cache[320], loadavg[320];
-    e2e_tmpdir(dir, sizeof(dir));
+/* A new temporary folder (dir, 256 bytes) whose verdict file (cache) and stand-in load file
+ * (loadavg; 320 bytes each) the runs use. */
+static void fresh_dir(char *dir, char *cache, char *loadavg) {
+    e2e_tmpdir(dir, 256);
     assert_true(dir[0] != '\0');
-    snprintf(cache, sizeof(cache), "%s/kernel-choices.tsv", dir);
-    snprintf(loadavg, sizeof(loadavg), "%s/loadavg", dir);
+    snprintf(cache, 320, "%s/kernel-choices.tsv", dir);
+    snprintf(loadavg, 320, "%s/loadavg", dir);
     setenv("MSTUNE_KERNELS_CACHE", cache, 1);
     setenv("MSTUNE_LOADAVG", loadavg, 1);
     unsetenv("MSTUNE_KERNELS");
+}
+
+static void test_busy_verdicts_measured_again(void **state) {
+    (void)state;
+    char dir[256], cache[320], loadavg[320];
+    fresh_dir(dir, cache, loadavg);
 
     write_loadavg(loadavg, 12);     /* ten runnable tasks beside a 2-thread process */
     run_job(dir, "busy");
@@ -100,13 +106,7 @@ static void test_busy_verdicts_measured_again(void **state) {
 static void test_verdict_from_recorded_times(void **state) {
     (void)state;
     char dir[256], cache[320], loadavg[320], edited[340];
-    e2e_tmpdir(dir, sizeof(dir));
-    assert_true(dir[0] != '\0');
-    snprintf(cache, sizeof(cache), "%s/kernel-choices.tsv", dir);
-    snprintf(loadavg, sizeof(loadavg), "%s/loadavg", dir);
-    setenv("MSTUNE_KERNELS_CACHE", cache, 1);
-    setenv("MSTUNE_LOADAVG", loadavg, 1);
-    unsetenv("MSTUNE_KERNELS");
+    fresh_dir(dir, cache, loadavg);
     write_loadavg(loadavg, 1);
     run_job(dir, "measure");
     for (int close_race = 1; close_race >= 0; close_race--) {
