@@ -99,6 +99,10 @@ typedef struct {
     bool speed_unresolved;          /* a speed change whose estimate reached the minimum effect but whose
                                        interval did not exclude 1 (nor show it slower), accuracy not
                                        inferior, every run fine: more seeds could decide it */
+    bool speed_confirm;             /* a first look whose timing decided the outcome (a speed change
+                                       faster, or a count change slower): its runs followed the
+                                       baseline's rather than taking turns with them, so a drift of
+                                       the machine reads as an effect; more seeds in turns confirm it */
     int trial_runs;                 /* the trial's runs it was judged on (the first N) */
     int extended_from;              /* runs per side before the extension; 0 when not extended */
     char reason[700];

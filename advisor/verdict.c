@@ -288,6 +288,10 @@ void mst_verdict_decide_at(const mst_trial_set *base, const mst_trial_set *trial
      * verify") */
     v->speed_unresolved = goal == MST_GOAL_SPEED && count == MST_COUNT_NONE && !faster && !slower && noninferior &&
                           (v->speedup >= min_speedup || v->step_speedup >= min_speedup);
+    /* the first look's runs came after the baseline's (not in turns with them): where its timing
+     * alone decides the outcome, the advisor confirms it on alternated runs */
+    v->speed_confirm = goal == MST_GOAL_SPEED && noninferior &&
+                       (count == MST_COUNT_NONE ? faster : count_fewer && slower);
     /* a count change: the count decides (exactly), provided the time is not worse beyond noise */
     bool gained = count != MST_COUNT_NONE ? count_fewer && !slower && (faster || isnan(v->ci_low) || v->ci_high >= 1) : faster;
     if (gained && noninferior) {
