@@ -144,6 +144,18 @@ void mst_nchw16c_to_plain(mst_ctx *ctx, const void *blocked, void *plain, int64_
     convert(ctx, blocked, plain, n, c, s, elem, true);
 }
 
+/* h: t's header over data (t's size, held in storage st, never freed through it) in the given
+ * layout; the caller fills the data. */
+static void twin_header(const mst_tensor *t, mst_tensor *h, mst_storage *st, void *data, mst_layout layout) {
+    *h = *t;
+    h->layout = (uint8_t)layout;
+    *st = (mst_storage){.data = data, .nbytes = mst_tensor_nbytes(t), .refcount = 1 << 30, .cat = t->storage->cat,
+                        .device = t->storage->device, .ctx = t->storage->ctx};
+    h->storage = st;
+    h->offset = 0;
+    h->refcount = 1 << 30;
+}
+
 bool mst_blocked_call_make(mst_ctx *ctx, const mst_op_call *c, mst_blocked_call *b) {
     const mst_op_desc *d = mst_op_table[c->op];
     size_t at[MST_MAX_OP_INPUTS + MST_MAX_OP_OUTPUTS], total = 0;
@@ -169,13 +181,7 @@ bool mst_blocked_call_make(mst_ctx *ctx, const mst_op_call *c, mst_blocked_call 
         const mst_tensor *t = in ? c->in[p] : c->out[p - c->n_in];
         mst_tensor *h = &b->twin[p];
         void *data = (char *)b->mem + at[p];
-        *h = *t;
-        h->layout = MST_LAYOUT_NCHW16C;
-        b->storage[p] = (mst_storage){.data = data, .nbytes = mst_tensor_nbytes(t), .refcount = 1 << 30,
-                                      .cat = t->storage->cat, .device = t->storage->device, .ctx = t->storage->ctx};
-        h->storage = &b->storage[p];
-        h->offset = 0;
-        h->refcount = 1 << 30;
+        twin_header(t, h, &b->storage[p], data, MST_LAYOUT_NCHW16C);
         if (in)
             mst_nchw16c_from_plain(ctx, mst_tensor_data(t), data, t->shape[0], t->shape[1], t->shape[2] * t->shape[3],
                                    mst_dtype_size(t->dtype));
@@ -233,13 +239,7 @@ static void *scratch_get(size_t bytes) {
 /* A plain twin of blocked tensor t at data, holding t's values when fill (inputs; an output's
  * twin is written by the kernel). */
 static void plain_twin(mst_ctx *ctx, const mst_tensor *t, mst_tensor *h, mst_storage *st, void *data, bool fill) {
-    *h = *t;
-    h->layout = MST_LAYOUT_PLAIN;
-    *st = (mst_storage){.data = data, .nbytes = mst_tensor_nbytes(t), .refcount = 1 << 30, .cat = t->storage->cat,
-                        .device = t->storage->device, .ctx = t->storage->ctx};
-    h->storage = st;
-    h->offset = 0;
-    h->refcount = 1 << 30;
+    twin_header(t, h, st, data, MST_LAYOUT_PLAIN);
     if (fill)
         mst_nchw16c_to_plain(ctx, mst_tensor_data(t), data, t->shape[0], t->shape[1], t->shape[2] * t->shape[3], mst_dtype_size(t->dtype));
 }
