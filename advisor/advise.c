@@ -65,7 +65,7 @@ static double minutes_left(const mst_advise_config *cfg, double t_start) {
  * two of three advise runs at 6 a side). Each later look is judged at a stricter level (90% ->
  * 95% -> 97.5%), so that looking again does not raise the rate of accepting a change that gains
  * nothing. Runs only within the budget; false when it ran nothing. */
-static bool extend_unresolved(const mst_advise_config *cfg, mst_trial_set *base, mst_trial_set *t, const mst_finding *f,
+static bool extend_trial(const mst_advise_config *cfg, mst_trial_set *base, mst_trial_set *t, const mst_finding *f,
                               int repeats, int look, double t_start, mst_verdict *v) {
     int target = (repeats << look) > MST_TRIAL_MAX_RUNS ? MST_TRIAL_MAX_RUNS : repeats << look;
     if (t->n_runs >= target || base->n_runs == 0 || t->n_runs == 0) return false;
@@ -247,7 +247,7 @@ int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, siz
          * more looks (2K, then 4K runs a side, each judged at a stricter level) */
         mst_verdict *v = &adv->verdicts[i];
         for (int look = 1; look <= 2 && (v->speed_unresolved || (look == 1 && v->speed_confirm)); look++)
-            if (!extend_unresolved(cfg, base, t, f, repeats, look, t_start, v)) break;
+            if (!extend_trial(cfg, base, t, f, repeats, look, t_start, v)) break;
         if (log) fprintf(log, "  -> %s\n", adv->verdicts[i].reason);
     }
 

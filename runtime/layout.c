@@ -144,52 +144,60 @@ void mst_nchw16c_to_plain(mst_ctx *ctx, const void *blocked, void *plain, int64_
     convert(ctx, blocked, plain, n, c, s, elem, true);
 }
 
-/* h: t's header over data (t's size, held in storage st, never freed through it) in the given
- * layout; the caller fills the data. */
-static void twin_header(const mst_tensor *t, mst_tensor *h, mst_storage *st, void *data, mst_layout layout) {
-    *h = *t;
-    h->layout = (uint8_t)layout;
-    *st = (mst_storage){.data = data, .nbytes = mst_tensor_nbytes(t), .refcount = 1 << 30, .cat = t->storage->cat,
-                        .device = t->storage->device, .ctx = t->storage->ctx};
-    h->storage = st;
-    h->offset = 0;
-    h->refcount = 1 << 30;
+enum { MAX_POS = MST_MAX_OP_INPUTS + MST_MAX_OP_OUTPUTS };
+
+/* Position p of c: its inputs, then its outputs. */
+static const mst_tensor *pos_tensor(const mst_op_call *c, int p) { return p < c->n_in ? c->in[p] : c->out[p - c->n_in]; }
+
+/* Bytes the twins of c's picked positions take, each 64-byte aligned. */
+static size_t twins_bytes(const mst_op_call *c, const bool *pick) {
+    size_t total = 0;
+    for (int p = 0; p < c->n_in + c->n_out; p++)
+        if (pick[p]) total += (mst_tensor_nbytes(pos_tensor(c, p)) + 63) & ~(size_t)63;
+    return total;
+}
+
+/* *call = c with every picked position p replaced by twin[p]: c's tensor's header in `layout`
+ * over memory at base (in position order), its storage in st[p] (never freed through it). Input
+ * twins hold c's values converted to the layout; output twins are left for the kernel to write. */
+static void twin_call(mst_ctx *ctx, const mst_op_call *c, const bool *pick, mst_layout layout, char *base, mst_op_call *call,
+                      mst_tensor *twin, mst_storage *st) {
+    *call = *c;
+    for (int p = 0; p < c->n_in + c->n_out; p++) {
+        if (!pick[p]) continue;
+        const mst_tensor *t = pos_tensor(c, p);
+        mst_tensor *h = &twin[p];
+        *h = *t;
+        h->layout = (uint8_t)layout;
+        st[p] = (mst_storage){.data = base, .nbytes = mst_tensor_nbytes(t), .refcount = 1 << 30, .cat = t->storage->cat,
+                              .device = t->storage->device, .ctx = t->storage->ctx};
+        h->storage = &st[p];
+        h->offset = 0;
+        h->refcount = 1 << 30;
+        base += (mst_tensor_nbytes(t) + 63) & ~(size_t)63;
+        if (p >= c->n_in) {
+            call->out[p - c->n_in] = h;
+            continue;
+        }
+        call->in[p] = h;
+        (layout == MST_LAYOUT_NCHW16C ? mst_nchw16c_from_plain : mst_nchw16c_to_plain)(
+            ctx, mst_tensor_data(t), st[p].data, t->shape[0], t->shape[1], t->shape[2] * t->shape[3], mst_dtype_size(t->dtype));
+    }
 }
 
 bool mst_blocked_call_make(mst_ctx *ctx, const mst_op_call *c, mst_blocked_call *b) {
     const mst_op_desc *d = mst_op_table[c->op];
-    size_t at[MST_MAX_OP_INPUTS + MST_MAX_OP_OUTPUTS], total = 0;
-    bool pick[MST_MAX_OP_INPUTS + MST_MAX_OP_OUTPUTS] = {false};
-    int n = 0;
+    bool pick[MAX_POS] = {false}, any = false;
     for (int p = 0; p < c->n_in + c->n_out; p++) {
-        bool in = p < c->n_in;
-        const mst_tensor *t = in ? c->in[p] : c->out[p - c->n_in];
-        uint32_t allowed = in ? d->blocked_in >> p & 1 : d->blocked_out >> (p - c->n_in) & 1;
-        if (!allowed || !t || mst_tensor_blocked(t) || !mst_layout_blockable(t->dtype, t->ndim, t->shape)) continue;
-        pick[p] = true;
-        at[p] = total;
-        total += (mst_tensor_nbytes(t) + 63) & ~(size_t)63;
-        n++;
+        const mst_tensor *t = pos_tensor(c, p);
+        uint32_t allowed = p < c->n_in ? d->blocked_in >> p & 1 : d->blocked_out >> (p - c->n_in) & 1;
+        pick[p] = allowed && t && !mst_tensor_blocked(t) && mst_layout_blockable(t->dtype, t->ndim, t->shape);
+        any |= pick[p];
     }
-    if (n == 0) return false;
-    b->mem = aligned_alloc(64, total);
+    if (!any) return false;
+    b->mem = aligned_alloc(64, twins_bytes(c, pick));
     if (!b->mem) return false;
-    b->call = *c;
-    for (int p = 0; p < c->n_in + c->n_out; p++) {
-        if (!pick[p]) continue;
-        bool in = p < c->n_in;
-        const mst_tensor *t = in ? c->in[p] : c->out[p - c->n_in];
-        mst_tensor *h = &b->twin[p];
-        void *data = (char *)b->mem + at[p];
-        twin_header(t, h, &b->storage[p], data, MST_LAYOUT_NCHW16C);
-        if (in)
-            mst_nchw16c_from_plain(ctx, mst_tensor_data(t), data, t->shape[0], t->shape[1], t->shape[2] * t->shape[3],
-                                   mst_dtype_size(t->dtype));
-        else
-            memset(data, 0, mst_tensor_nbytes(t));
-        if (in) b->call.in[p] = h;
-        else b->call.out[p - c->n_in] = h;
-    }
+    twin_call(ctx, c, pick, MST_LAYOUT_NCHW16C, b->mem, &b->call, b->twin, b->storage);
     return true;
 }
 
@@ -236,44 +244,22 @@ static void *scratch_get(size_t bytes) {
     return p;
 }
 
-/* A plain twin of blocked tensor t at data, holding t's values when fill (inputs; an output's
- * twin is written by the kernel). */
-static void plain_twin(mst_ctx *ctx, const mst_tensor *t, mst_tensor *h, mst_storage *st, void *data, bool fill) {
-    twin_header(t, h, st, data, MST_LAYOUT_PLAIN);
-    if (fill)
-        mst_nchw16c_to_plain(ctx, mst_tensor_data(t), data, t->shape[0], t->shape[1], t->shape[2] * t->shape[3], mst_dtype_size(t->dtype));
-}
-
 mst_status mst_layout_run_plain(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn k) {
-    enum { MAX = MST_MAX_OP_INPUTS + MST_MAX_OP_OUTPUTS };
-    const mst_tensor *orig[MAX];
-    mst_tensor twin[MAX];
-    mst_storage st[MAX];
-    size_t at[MAX], total = 0;
-    int n = 0;
-    for (int p = 0; p < c->n_in + c->n_out; p++) {
-        const mst_tensor *t = p < c->n_in ? c->in[p] : c->out[p - c->n_in];
-        if (!mst_tensor_blocked(t)) continue;
-        orig[n] = t;
-        at[n++] = total;
-        total += (mst_tensor_nbytes(t) + 63) & ~(size_t)63;
-    }
+    bool pick[MAX_POS] = {false};
+    for (int p = 0; p < c->n_in + c->n_out; p++) pick[p] = mst_tensor_blocked(pos_tensor(c, p));
+    size_t total = twins_bytes(c, pick);
     char *base = scratch_get(total);
     if (!base) return mst_ctx_fail(ctx, MST_ERR_OOM, "out of memory: %zu bytes of plain copies of nChw16c tensors", total);
-    mst_op_call pc = *c;
-    for (int p = 0, t = 0; p < c->n_in + c->n_out; p++) {
-        mst_tensor **slot = p < c->n_in ? &pc.in[p] : &pc.out[p - c->n_in];
-        if (!mst_tensor_blocked(*slot)) continue;
-        plain_twin(ctx, orig[t], &twin[t], &st[t], base + at[t], p < c->n_in);
-        *slot = &twin[t++];
-    }
+    mst_op_call pc;
+    mst_tensor twin[MAX_POS];
+    mst_storage st[MAX_POS];
+    twin_call(ctx, c, pick, MST_LAYOUT_PLAIN, base, &pc, twin, st);
     mst_status s = k(ctx, &pc);
-    for (int t = 0; s == MST_OK && t < n; t++) {
-        bool out = false;
-        for (int o = 0; o < c->n_out; o++) out |= c->out[o] == orig[t];
-        if (out)
-            mst_nchw16c_from_plain(ctx, st[t].data, mst_tensor_data(orig[t]), orig[t]->shape[0], orig[t]->shape[1],
-                                   orig[t]->shape[2] * orig[t]->shape[3], mst_dtype_size(orig[t]->dtype));
+    for (int o = 0; s == MST_OK && o < c->n_out; o++) {       /* the blocked outputs from their plain twins */
+        const mst_tensor *t = c->out[o];
+        if (pick[c->n_in + o])
+            mst_nchw16c_from_plain(ctx, st[c->n_in + o].data, mst_tensor_data(t), t->shape[0], t->shape[1],
+                                   t->shape[2] * t->shape[3], mst_dtype_size(t->dtype));
     }
     return s;
 }

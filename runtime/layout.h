@@ -62,7 +62,7 @@ bool mst_call_has_blocked(const mst_op_call *c);
 
 /* Call c as graph mode's blocked chains would make it: every position c's op descriptor lets lie
  * in nChw16c (blocked_in / blocked_out) whose plain tensor can (mst_layout_blockable) replaced by
- * an nChw16c twin in memory of its own (inputs holding c's values, outputs zeros). The kernel
+ * an nChw16c twin in memory of its own (inputs holding c's values, outputs for the kernel to write). The kernel
  * choice times candidates on it too. make returns false (and needs no free) when no position
  * qualifies or memory ran out. */
 typedef struct {

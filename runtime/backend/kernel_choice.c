@@ -281,7 +281,7 @@ static bool serves(mst_ctx *ctx, mst_provider p, const mst_op_call *c, mst_dtype
  * kernel (731 us against the blocked one's 824 with its reorders), which then took 1.7 ms inside
  * graph mode's blocked chain. Leaves c's outputs as whichever ran last (the caller reruns). The
  * fastest oneDNN kernel wins when it beats builtin by the margin; a candidate that fails is dropped. */
-static mst_provider measure(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn *kernels, bool *served, double *t_ns) {
+static mst_provider measure(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn *kernels, bool *served, double *t_ns, bool *dual_out) {
     mst_status s;
     mst_blocked_call bc;
     bool dual = mst_layout_blocked_allowed(ctx) && served[MST_PROVIDER_ONEDNN_BLOCKED] && !mst_call_has_blocked(c) &&
@@ -304,6 +304,7 @@ static mst_provider measure(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn *k
             if (t < best_blocked[p]) best_blocked[p] = t;
         }
     if (dual) mst_blocked_call_free(&bc);
+    *dual_out = dual;
     for (int p = 0; p < MST_PROVIDER_COUNT; p++) best[p] += best_blocked[p];
     /* decided on the times as the file records them (0.1 us), so a process reading the line
      * decides the same */
@@ -352,11 +353,12 @@ static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measur
         if (known && busy && machine_quiet()) known = false;     /* timed under load: again, now */
     }
     double t_ns[MST_PROVIDER_COUNT] = {0};
+    bool summed = false;        /* t_ns sum the plain call's and the nChw16c call's times */
     /* measured outside the lock: another thread may measure the same shape; the first verdict stays */
     const bool measured = !known;
     if (measured) {
         quiet = machine_quiet();
-        p = measure(ctx, c, kernels, served, t_ns);
+        p = measure(ctx, c, kernels, served, t_ns, &summed);
         quiet = quiet && machine_quiet();
     }
     *just_measured = measured;
@@ -388,9 +390,9 @@ static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measur
         const char *ip = mst_onednn_impl(ctx, c, key, MST_ONEDNN_PLAIN), *ib = mst_onednn_impl(ctx, c, key, MST_ONEDNN_BLOCKED);
         const char *iw = mst_onednn_impl(ctx, c, key, MST_ONEDNN_WINOGRAD);
         fprintf(stderr,
-                "mstune kernels: %s(%s) at %d threads: builtin %.1f us, onednn %.1f us (%s), onednn_blocked %.1f us (%s), "
+                "mstune kernels: %s(%s) at %d threads%s: builtin %.1f us, onednn %.1f us (%s), onednn_blocked %.1f us (%s), "
                 "onednn_winograd %.1f us (%s) -> %s%s\n",
-                op, shapes, ctx->n_threads, t_ns[0] / 1e3, t_ns[1] / 1e3, ip ? ip : "-", t_ns[2] / 1e3, ib ? ib : "-",
+                op, shapes, ctx->n_threads, summed ? ", plain + nChw16c call" : "", t_ns[0] / 1e3, t_ns[1] / 1e3, ip ? ip : "-", t_ns[2] / 1e3, ib ? ib : "-",
                 t_ns[3] / 1e3, iw ? iw : "-", mst_provider_name(p), quiet ? "" : " (machine busy: to be measured again)");
     }
     return p;

@@ -8,11 +8,13 @@
  * to the input it overwrites; a group goes blocked when every value in it can (an f32 or i32
  * intermediate of four dims whose channels are a multiple of 16, private to the graph: not an
  * output, viewed or updated in place; bf16 data too, O2's activations), every position touching it
- * allows it, and it holds a data value (not only pooling indices). Anything else stays plain, so a kernel that cannot read the layout never sees it; the
- * convolutions' positions are not tied, so a chain's edges (the image, the weights' gradients) stay
- * plain and oneDNN reorders only there. A convolution whose kernel choice is not one of oneDNN's
- * blocked kernels (the cnn's one-channel stem runs the builtin GEMM) keeps its values plain: the
- * caller's predicate says so. Runs after the other passes (fused groups are final).
+ * allows it, it holds a data value (not only pooling indices), and the bytes it saves at positions
+ * whose kernel would reorder a plain value (oneDNN's blocked kernels, MST_BLOCKED_REORDERS) are at
+ * least the bytes it costs at positions whose kernel runs on plain copies (another provider's
+ * convolution, MST_BLOCKED_COPIES); the caller's how_blocked says which, per node. Anything else
+ * stays plain, so a kernel that cannot read the layout never sees it; the convolutions' positions
+ * are not tied, so a chain's edges (the image, the weights' gradients) stay plain and oneDNN
+ * reorders only there. Runs after the other passes (fused groups are final).
  */
 #include <stdlib.h>
 
@@ -87,7 +89,7 @@ static void tie_op(const mst_graph *g, groups *G, const mst_gnode *n, mst_blocke
     }
 }
 
-int mst_pass_blocked_layout(mst_graph *g, mst_node_pred how_blocked, void *arg) {
+int mst_pass_blocked_layout(mst_graph *g, mst_node_blocked_how_fn how_blocked, void *arg) {
     size_t nv = (size_t)g->n_values;
     groups G = {malloc(nv * sizeof(int)), calloc(nv, sizeof(bool)), calloc(nv, sizeof(double)), calloc(nv, sizeof(double))};
     bool *has_data = calloc(nv, sizeof(bool));

@@ -40,8 +40,8 @@ int mst_pass_inplace(mst_graph *g);
  * g, n) says how op node n's kernel meets the layout (NULL: as if every node whose descriptor
  * allows it took it). Last, and only where the kernels are the fast ones with oneDNN
  * (mst_layout_blocked_allowed); returns how many values it put in nChw16c. */
-typedef mst_blocked_how (*mst_node_pred)(void *arg, const mst_graph *g, const mst_gnode *n);
-int mst_pass_blocked_layout(mst_graph *g, mst_node_pred how_blocked, void *arg);
+typedef mst_blocked_how (*mst_node_blocked_how_fn)(void *arg, const mst_graph *g, const mst_gnode *n);
+int mst_pass_blocked_layout(mst_graph *g, mst_node_blocked_how_fn how_blocked, void *arg);
 
 typedef struct {
     int dce, cse, casts, epilogues, fused_pool_relu, fused_elem, fused_optim, inplace;
