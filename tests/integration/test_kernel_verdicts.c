@@ -31,16 +31,22 @@ static void write_loadavg(const char *path, int running) {
 }
 
 /* The file's v4 lines tagged `tag`. */
+/* A verdict line's tab-separated fields (at most max; the line is cut up in place): how many. */
+static int split_fields(char *line, char **field, int max) {
+    char *save = NULL;
+    int k = 0;
+    for (char *t = strtok_r(line, "\t\n", &save); t && k < max; t = strtok_r(NULL, "\t\n", &save)) field[k++] = t;
+    return k;
+}
+
 static int count_lines(const char *path, const char *tag) {
     FILE *f = fopen(path, "r");
     if (!f) return 0;
     char line[1024];
     int n = 0;
     while (fgets(line, sizeof(line), f)) {
-        char *save = NULL, *field[11];
-        int k = 0;
-        for (char *t = strtok_r(line, "\t\n", &save); t && k < 11; t = strtok_r(NULL, "\t\n", &save)) field[k++] = t;
-        n += k == 11 && strcmp(field[0], "v4") == 0 && strcmp(field[10], tag) == 0;
+        char *field[11];
+        n += split_fields(line, field, 11) == 11 && strcmp(field[0], "v4") == 0 && strcmp(field[10], tag) == 0;
     }
     fclose(f);
     return n;
@@ -122,11 +128,9 @@ static void test_verdict_from_recorded_times(void **state) {
         char line[1024];
         int lines = 0;
         while (fgets(line, sizeof(line), in)) {
-            char *save = NULL, *field[12];
-            int k = 0;
-            for (char *t = strtok_r(line, "\t\n", &save); t && k < 12; t = strtok_r(NULL, "\t\n", &save)) field[k++] = t;
+            char *field[12];
             /* keys where builtin and oneDNN's plain kernel both serve; the other candidates dropped */
-            if (k < 12 || strcmp(field[10], "quiet") || atof(field[6]) <= 0 || atof(field[7]) <= 0) continue;
+            if (split_fields(line, field, 12) < 12 || strcmp(field[10], "quiet") || atof(field[6]) <= 0 || atof(field[7]) <= 0) continue;
             fprintf(out, "%s\t%s\t%s\t%s\t%s\t%s\t100.0\t%s\t0.0\t0.0\tquiet\t%s\n", field[0], field[1], field[2], field[3],
                     field[4], close_race ? "onednn" : "builtin", close_race ? "95.0" : "80.0", field[11]);
             lines++;
