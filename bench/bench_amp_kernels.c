@@ -10,9 +10,12 @@
  *    AVX2+F16C and AVX-512F paths.
  * 3. OpenBLAS's cblas_sbgemm, looked up at run time (Debian's 0.3.21 declares it but does not export
  *    it): when present, timed against convert-to-f32 + sgemm on the same shape.
+ * 4. Batch norm and its gradient on nChw16c tensors, as graph mode's blocked chains run them
+ *    (runtime/layout.h), f32 and bf16 with f32 parameters, on the cnn's batch-64 shapes.
  * Every figure is the median of repeats in one run; a repeat lasts at least a few milliseconds.
  * Threads: MST_BENCH_THREADS (default 1), for the kernels' pool and OpenBLAS alike;
- * MST_BENCH_ONLY=text keeps the kernel rows whose name contains it.
+ * MST_BENCH_ONLY=text keeps the kernel rows whose name contains it; MST_BENCH_SECTIONS=digits runs those
+ * sections only (default all).
  *
  *     ./build/bench_amp_kernels > amp.md
  */
@@ -28,6 +31,8 @@
 #include "runtime/amp/half.h"
 #include "runtime/autograd.h"
 #include "runtime/context.h"
+#include "runtime/layout.h"
+#include "runtime/op.h"
 #include "runtime/ops.h"
 
 enum { k_repeats = 15 };
@@ -256,6 +261,76 @@ static void bench_sbgemm(void) {
     free(bh);
 }
 
+/* ---- batch norm in nChw16c ---- */
+
+/* A tensor of shape (n, c, h, w) in dt, N(mean, sd) values; blocked: in nChw16c. */
+static mst_tensor *bn_operand(mst_ctx *ctx, mst_dtype dt, const int64_t shape[4], bool blocked) {
+    mst_tensor *f = mst_tensor_randn(ctx, MST_DTYPE_F32, 4, shape, 0.3, 1);
+    mst_tensor *t = mst_tensor_new(ctx, dt, 4, shape);
+    if (!f || !t) { fprintf(stderr, "error: %s\n", mst_ctx_error(ctx)); exit(2); }
+    if (dt == MST_DTYPE_F32) memcpy(mst_tensor_data(t), mst_tensor_data(f), mst_tensor_nbytes(f));
+    else mst_half_from_f32(dt, mst_tensor_f32(f), mst_tensor_data(t), (size_t)f->numel);
+    if (blocked) {
+        mst_tensor *b = mst_tensor_new(ctx, dt, 4, shape);
+        mst_nchw16c_from_plain(NULL, mst_tensor_data(t), mst_tensor_data(b), shape[0], shape[1], shape[2] * shape[3],
+                               mst_dtype_size(dt));
+        b->layout = MST_LAYOUT_NCHW16C;
+        t = b;
+    }
+    return mst_tensor_retain(t);
+}
+
+/* Median seconds per call of batchnorm (grad false: training, relu fused as the cnn's first of a
+ * pair) or batchnorm_grad on (n, c, h, w) in dt, every 4-D operand in nChw16c. */
+static double time_bn_blocked(mst_ctx *ctx, const int64_t shape[4], mst_dtype dt, bool grad) {
+    const int64_t ch[1] = {shape[1]};
+    mst_op_call c = {.op = grad ? MST_OP_BATCHNORM_GRAD : MST_OP_BATCHNORM, .n_in = 5, .n_out = 3};
+    c.in[0] = bn_operand(ctx, dt, shape, true);
+    c.in[1] = mst_tensor_retain(grad ? bn_operand(ctx, dt, shape, true) : mst_tensor_full(ctx, MST_DTYPE_F32, 1, ch, 1.1));
+    for (int i = 2; i < 5; i++)
+        c.in[i] = mst_tensor_retain(mst_tensor_full(ctx, MST_DTYPE_F32, 1, ch, grad && i == 4 ? 1.0 : i == 2 ? 0.1 : 0.2));
+    if (grad) c.attrs = (mst_attrs){.i = {1}};
+    else c.attrs = (mst_attrs){.i = {1, 1}, .f = {0.1, 1e-5}};
+    c.out[0] = bn_operand(ctx, dt, shape, true);
+    for (int k = 1; k < 3; k++) c.out[k] = mst_tensor_retain(mst_tensor_zeros(ctx, MST_DTYPE_F32, 1, ch));
+    mst_kernel_fn kernel = mst_op_kernel(ctx, c.op, dt);
+    int calls = 1;
+    for (;;) {      /* warm up and size a repeat */
+        double t0 = bench_now_ms() * 1e-3;
+        for (int k = 0; k < calls; k++)
+            if (kernel(ctx, &c) != MST_OK) { fprintf(stderr, "error: %s\n", mst_ctx_error(ctx)); exit(2); }
+        if (bench_now_ms() * 1e-3 - t0 >= k_min_repeat_s) break;
+        calls *= 2;
+    }
+    double v[k_repeats];
+    for (int r = 0; r < k_repeats; r++) {
+        double t0 = bench_now_ms() * 1e-3;
+        for (int k = 0; k < calls; k++) kernel(ctx, &c);
+        v[r] = (bench_now_ms() * 1e-3 - t0) / calls;
+    }
+    for (int i = 0; i < 5; i++) mst_tensor_release(c.in[i]);
+    for (int k = 0; k < 3; k++) mst_tensor_release(c.out[k]);
+    return bench_median(v, k_repeats);
+}
+
+static void bench_bn_blocked(mst_ctx *ctx) {
+    static const int64_t shapes[3][4] = {{64, 32, 28, 28}, {64, 32, 14, 14}, {64, 64, 7, 7}};
+    printf("## Batch norm in nChw16c (graph mode's layout; median of %d repeats)\n\n", k_repeats);
+    printf("| kernel | f32 (us) | bf16 (us) | f32 GB/s |\n|---|---:|---:|---:|\n");
+    mst_pool_push(ctx);
+    for (int g = 0; g < 2; g++)
+        for (int i = 0; i < 3; i++) {
+            const int64_t *s = shapes[i];
+            double f32 = time_bn_blocked(ctx, s, MST_DTYPE_F32, g), bf16 = time_bn_blocked(ctx, s, MST_DTYPE_BF16, g);
+            /* the bytes a kernel must move: x read and y written (forward); gy, x read, gx written */
+            double bytes = (double)(s[0] * s[1] * s[2] * s[3]) * 4 * (g ? 3 : 2);
+            printf("| %s %lldx%lldx%lldx%lld | %.1f | %.1f | %.1f |\n", g ? "batchnorm_grad" : "batchnorm+relu", (long long)s[0],
+                   (long long)s[1], (long long)s[2], (long long)s[3], 1e6 * f32, 1e6 * bf16, bytes / f32 / 1e9);
+        }
+    mst_pool_pop(ctx);
+    printf("\n");
+}
+
 int main(void) {
     const char *env = getenv("MST_BENCH_THREADS");
     int threads = env ? atoi(env) : 1;
@@ -264,9 +339,11 @@ int main(void) {
     if (!ctx) return 2;
     openblas_set_num_threads(threads);
     printf("# mstune amp kernels (threads %d, conversion path %s)\n\n", threads, mst_half_path_name(mst_half_best_path()));
-    bench_kernels(ctx);
-    bench_conversions();
-    bench_sbgemm();
+    const char *sections = getenv("MST_BENCH_SECTIONS");    /* e.g. "4": only the nChw16c batch norms */
+    if (!sections || strchr(sections, '1')) bench_kernels(ctx);
+    if (!sections || strchr(sections, '2')) bench_conversions();
+    if (!sections || strchr(sections, '3')) bench_sbgemm();
+    if (!sections || strchr(sections, '4')) bench_bn_blocked(ctx);
     mst_ctx_free(ctx);
     return 0;
 }

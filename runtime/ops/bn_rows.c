@@ -352,8 +352,8 @@ void mst_bn_row_grad_apply_half_path(mst_dtype dt, const uint16_t *gy, const uin
  * lanes_total's tree: the rows above) or, with four_partials, four (i = k mod 4 over whole groups
  * of four, the rest into partial 0, added as (p0 + p1) + (p2 + p3): norm.c's direct kernel, which
  * planes under 64 values keep) — so a blocked tensor's statistics are the plain tensor's, to the
- * bit. One generic body, compiled twice: the AVX-512 clone vectorizes across the lanes, which
- * changes no lane's operations. */
+ * bit. The generic bodies below are the portable path; the AVX-512 path after them computes each
+ * lane's operations in the same order. */
 
 typedef struct {
     double p[k_lanes][k_lanes];     /* [partial][lane] */
@@ -450,9 +450,188 @@ __attribute__((always_inline)) static inline void slab_grad_apply_body(const voi
     }
 SLAB_FUNCS(portable, , false)
 SLAB_FUNCS(bf16_portable, , true)
+
+/* The gradient's two sums (gy; gy (x - m)) in one call: by definition the two calls above. */
+static void slab_grad_sums_portable(const void *x, const void *gy, int64_t s, const double *m, bool four, double *sum_gy,
+                                    double *sum_gyx) {
+    slab_sums_x_portable(gy, s, four, sum_gy);
+    slab_sums_gyx_portable(x, gy, s, m, four, sum_gyx);
+}
+static void slab_grad_sums_bf16_portable(const void *x, const void *gy, int64_t s, const double *m, bool four,
+                                         double *sum_gy, double *sum_gyx) {
+    slab_sums_x_bf16_portable(gy, s, four, sum_gy);
+    slab_sums_gyx_bf16_portable(x, gy, s, m, four, sum_gyx);
+}
+
 #if defined(__x86_64__)
-SLAB_FUNCS(avx512, __attribute__((target("avx512f"))), false)
-SLAB_FUNCS(bf16_avx512, __attribute__((target("avx512f"))), true)
+/* The AVX-512 path: a slab's element row (16 lanes) is one register, the per-lane parameters stay
+ * in registers, and each lane's operations are the generic body's, in its order (the generic body
+ * compiled for AVX-512 re-checked its pointers for overlap on every row).
+ *
+ * The sums go partial by partial: partial k's rows (i = k, k + 16, ... or, four, k, k + 4, ...
+ * then the rest into partial 0) are added in their order with the partial in registers, where the
+ * row-by-row order kept all sixteen partials in memory. The gradient's two sums share each row's
+ * widening to double (most of a sum's work on Zen 5). On the cnn's batch-64 shapes with the data in
+ * cache (bench_amp_kernels section 4, alternated with the generic body, 2 threads, Zen 5) batch
+ * norm ran 1.2-1.6x and its gradient 1.35-2.5x as fast; in the training step, where the 28x28
+ * tensors come from memory, the kernels gained a few percent (docs/benchmarks.md). */
+
+enum { k_slab_chunk = 128 };    /* a multiple of sixteen and of four */
+
+/* Row i (16 lanes) of a slab of f32 or bf16 values, widened exactly to f32. */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 slab_row(const void *p, int64_t i, bool bf16) {
+    if (!bf16) return _mm512_loadu_ps((const float *)p + i * k_lanes);
+    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i * k_lanes));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* The row widened to double: lanes 0-7 and 8-15. */
+typedef struct {
+    __m512d lo, hi;
+} slab_row_pd;
+
+__attribute__((target("avx512f"), always_inline)) static inline slab_row_pd slab_row_double(const void *p, int64_t i,
+                                                                                            bool bf16) {
+    __m512 v = slab_row(p, i, bf16);
+    return (slab_row_pd){_mm512_cvtps_pd(_mm512_castps512_ps256(v)),
+                         _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)))};
+}
+
+/* Partial sums of each kind a call adds: one for the sums, two (gy, gy (x - m)) for the gradient's. */
+typedef struct {
+    slab_row_pd p[k_lanes];
+} slab_partials_pd;
+
+/* kind GYX with both set adds gy to *a and gy (x - m) to *b; otherwise the kind's term to *a. */
+__attribute__((target("avx512f"), always_inline)) static inline void slab_add_row(mst_bn_sum_kind k, bool both, const void *x,
+                                                                                 const void *gy, int64_t i, slab_row_pd m,
+                                                                                 slab_row_pd *a, slab_row_pd *b, bool bf16) {
+    slab_row_pd v = slab_row_double(k == MST_BN_SUM_GYX ? gy : x, i, bf16);
+    if (k == MST_BN_SUM_X) {
+        a->lo = _mm512_add_pd(a->lo, v.lo), a->hi = _mm512_add_pd(a->hi, v.hi);
+        return;
+    }
+    if (k == MST_BN_SUM_DEV2) {
+        __m512d dl = _mm512_sub_pd(v.lo, m.lo), dh = _mm512_sub_pd(v.hi, m.hi);
+        a->lo = _mm512_add_pd(a->lo, _mm512_mul_pd(dl, dl)), a->hi = _mm512_add_pd(a->hi, _mm512_mul_pd(dh, dh));
+        return;
+    }
+    slab_row_pd xv = slab_row_double(x, i, bf16);
+    __m512d tl = _mm512_mul_pd(v.lo, _mm512_sub_pd(xv.lo, m.lo)), th = _mm512_mul_pd(v.hi, _mm512_sub_pd(xv.hi, m.hi));
+    if (both) {
+        a->lo = _mm512_add_pd(a->lo, v.lo), a->hi = _mm512_add_pd(a->hi, v.hi);
+        b->lo = _mm512_add_pd(b->lo, tl), b->hi = _mm512_add_pd(b->hi, th);
+    } else {
+        a->lo = _mm512_add_pd(a->lo, tl), a->hi = _mm512_add_pd(a->hi, th);
+    }
+}
+
+/* The partials' total per lane: sixteen by lanes_total's tree, four as (p0 + p1) + (p2 + p3). */
+__attribute__((target("avx512f"), always_inline)) static inline void slab_total(const slab_partials_pd *a, bool four,
+                                                                               double *out) {
+    __m512d lo, hi;
+    if (four) {
+        lo = _mm512_add_pd(_mm512_add_pd(a->p[0].lo, a->p[1].lo), _mm512_add_pd(a->p[2].lo, a->p[3].lo));
+        hi = _mm512_add_pd(_mm512_add_pd(a->p[0].hi, a->p[1].hi), _mm512_add_pd(a->p[2].hi, a->p[3].hi));
+    } else {
+        __m512d l8[8], h8[8], l4[4], h4[4];
+        for (int q = 0; q < 8; q++)
+            l8[q] = _mm512_add_pd(a->p[2 * q].lo, a->p[2 * q + 1].lo), h8[q] = _mm512_add_pd(a->p[2 * q].hi, a->p[2 * q + 1].hi);
+        for (int q = 0; q < 4; q++)
+            l4[q] = _mm512_add_pd(l8[2 * q], l8[2 * q + 1]), h4[q] = _mm512_add_pd(h8[2 * q], h8[2 * q + 1]);
+        lo = _mm512_add_pd(_mm512_add_pd(l4[0], l4[1]), _mm512_add_pd(l4[2], l4[3]));
+        hi = _mm512_add_pd(_mm512_add_pd(h4[0], h4[1]), _mm512_add_pd(h4[2], h4[3]));
+    }
+    _mm512_storeu_pd(out, lo);
+    _mm512_storeu_pd(out + 8, hi);
+}
+
+__attribute__((target("avx512f"), always_inline)) static inline void slab_sums_avx512_body(mst_bn_sum_kind k, bool both,
+                                                                                          const void *x, const void *gy,
+                                                                                          int64_t s, const double *m,
+                                                                                          bool four, double *out,
+                                                                                          double *out_b, bool bf16) {
+    slab_partials_pd a, b;
+    slab_row_pd mv = {_mm512_loadu_pd(m), _mm512_loadu_pd(m + 8)}, zero = {_mm512_setzero_pd(), _mm512_setzero_pd()};
+    int period = four ? 4 : k_lanes;
+    int64_t whole = four ? s / 4 * 4 : s;
+    for (int p = 0; p < period; p++) a.p[p] = b.p[p] = zero;
+    /* chunks of k_slab_chunk rows (8 KB of f32 per operand), so the partial-by-partial order reads
+     * the rows from L1; the next chunk is prefetched in order meanwhile (read in the partials' order
+     * from memory, 28x28 f32 slabs ran at half the speed) */
+    const void *ops[2] = {x, gy};
+    int n_ops = k == MST_BN_SUM_GYX ? 2 : 1, row_bytes = bf16 ? 2 * k_lanes : 4 * k_lanes;
+    for (int64_t c0 = 0; c0 < whole; c0 += k_slab_chunk) {
+        int64_t c1 = c0 + k_slab_chunk < whole ? c0 + k_slab_chunk : whole, ahead = k_slab_chunk / period;
+        for (int p = 0; p < period; p++) {
+            for (int64_t r = c1 + p * ahead; r < c1 + (p + 1) * ahead && r < s; r++)
+                for (int o = 0; o < n_ops; o++)
+                    _mm_prefetch((const char *)ops[o] + r * row_bytes, _MM_HINT_T0);
+            slab_row_pd pa = a.p[p], pb = b.p[p];
+            for (int64_t i = c0 + p; i < c1; i += period) slab_add_row(k, both, x, gy, i, mv, &pa, &pb, bf16);
+            a.p[p] = pa, b.p[p] = pb;
+        }
+    }
+    for (int64_t i = whole; i < s; i++) slab_add_row(k, both, x, gy, i, mv, &a.p[0], &b.p[0], bf16);
+    slab_total(&a, four, out);
+    if (both) slab_total(&b, four, out_b);
+}
+
+__attribute__((target("avx512f"), always_inline)) static inline void slab_apply_avx512_body(const void *x, float *y, int64_t s,
+                                                                                           const float *m, const float *a,
+                                                                                           const float *b, bool relu,
+                                                                                           bool bf16) {
+    __m512 mv = _mm512_loadu_ps(m), av = _mm512_loadu_ps(a), bv = _mm512_loadu_ps(b), zero = _mm512_setzero_ps();
+    for (int64_t i = 0; i < s; i++) {
+        __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(slab_row(x, i, bf16), mv), av), bv);
+        if (relu) v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LE_OQ), zero);
+        _mm512_storeu_ps(y + i * k_lanes, v);
+    }
+}
+
+__attribute__((target("avx512f"), always_inline)) static inline void slab_grad_apply_avx512_body(
+    const void *gy, const void *x, float *gx, int64_t s, const float *a, const float *mg, const float *m, const float *q,
+    bool bf16) {
+    __m512 av = _mm512_loadu_ps(a), mgv = _mm512_loadu_ps(mg), mv = _mm512_loadu_ps(m), qv = _mm512_loadu_ps(q);
+    for (int64_t i = 0; i < s; i++) {
+        __m512 g = slab_row(gy, i, bf16), v;
+        if (x)
+            v = _mm512_mul_ps(av, _mm512_sub_ps(_mm512_sub_ps(g, mgv), _mm512_mul_ps(_mm512_sub_ps(slab_row(x, i, bf16), mv), qv)));
+        else
+            v = _mm512_mul_ps(av, g);
+        _mm512_storeu_ps(gx + i * k_lanes, v);
+    }
+}
+
+#define SLAB_AVX512_FUNCS(SUF, BF16)                                                                                   \
+    __attribute__((target("avx512f"))) static void slab_sums_x_##SUF(const void *x, int64_t s, bool four, double *out) { \
+        static const double zero[k_lanes];                                                                             \
+        slab_sums_avx512_body(MST_BN_SUM_X, false, x, 0, s, zero, four, out, 0, BF16);                                 \
+    }                                                                                                                  \
+    __attribute__((target("avx512f"))) static void slab_sums_dev2_##SUF(const void *x, int64_t s, const double *m,     \
+                                                                        bool four, double *out) {                      \
+        slab_sums_avx512_body(MST_BN_SUM_DEV2, false, x, 0, s, m, four, out, 0, BF16);                                 \
+    }                                                                                                                  \
+    __attribute__((target("avx512f"))) static void slab_sums_gyx_##SUF(const void *x, const void *gy, int64_t s,       \
+                                                                       const double *m, bool four, double *out) {      \
+        slab_sums_avx512_body(MST_BN_SUM_GYX, false, x, gy, s, m, four, out, 0, BF16);                                 \
+    }                                                                                                                  \
+    __attribute__((target("avx512f"))) static void slab_grad_sums_##SUF(const void *x, const void *gy, int64_t s,      \
+                                                                        const double *m, bool four, double *sum_gy,    \
+                                                                        double *sum_gyx) {                             \
+        slab_sums_avx512_body(MST_BN_SUM_GYX, true, x, gy, s, m, four, sum_gy, sum_gyx, BF16);                         \
+    }                                                                                                                  \
+    __attribute__((target("avx512f"))) static void slab_apply_##SUF(const void *x, float *y, int64_t s, const float *m, \
+                                                                    const float *a, const float *b, bool relu) {       \
+        slab_apply_avx512_body(x, y, s, m, a, b, relu, BF16);                                                          \
+    }                                                                                                                  \
+    __attribute__((target("avx512f"))) static void slab_grad_apply_##SUF(const void *gy, const void *x, float *gx,     \
+                                                                         int64_t s, const float *a, const float *mg,   \
+                                                                         const float *m, const float *q) {             \
+        slab_grad_apply_avx512_body(gy, x, gx, s, a, mg, m, q, BF16);                                                  \
+    }
+SLAB_AVX512_FUNCS(avx512, false)
+SLAB_AVX512_FUNCS(bf16_avx512, true)
 #define SLAB_VECTOR(vector) ((vector) && mst_cpu_has(MST_CPU_AVX512F))
 #define SLAB_FN(name, v, bf16) ((v) ? ((bf16) ? name##_bf16_avx512 : name##_avx512) : ((bf16) ? name##_bf16_portable : name##_portable))
 #else
@@ -473,6 +652,11 @@ void mst_bn_slab_sums_any(mst_bn_sum_kind k, bool bf16, const void *x, const voi
     case MST_BN_SUM_DEV2: SLAB_FN(slab_sums_dev2, v, bf16)(x, s, m, four_partials, out); return;
     default: SLAB_FN(slab_sums_gyx, v, bf16)(x, gy, s, m, four_partials, out); return;
     }
+}
+
+void mst_bn_slab_grad_sums_any(bool bf16, const void *x, const void *gy, int64_t s, const double *m, bool four_partials,
+                               double *sum_gy, double *sum_gyx, bool vector) {
+    SLAB_FN(slab_grad_sums, SLAB_VECTOR(vector), bf16)(x, gy, s, m, four_partials, sum_gy, sum_gyx);
 }
 
 void mst_bn_slab_apply_path(const float *x, float *y, int64_t s, const float *m, const float *a, const float *b, bool relu,

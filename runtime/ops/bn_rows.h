@@ -78,6 +78,10 @@ void mst_bn_slab_grad_apply_path(const float *gy, const float *x, float *gx, int
  * caller rounds to bf16). */
 void mst_bn_slab_sums_any(mst_bn_sum_kind k, bool bf16, const void *x, const void *gy, int64_t s, const double *m,
                           bool four_partials, double *out, bool vector);
+/* Both sums of batch norm's gradient in one pass: sum_gy[l] = the MST_BN_SUM_X sum of gy's lane l,
+ * sum_gyx[l] = the MST_BN_SUM_GYX sum of (x, gy): the two calls' bits, each row widened once. */
+void mst_bn_slab_grad_sums_any(bool bf16, const void *x, const void *gy, int64_t s, const double *m, bool four_partials,
+                               double *sum_gy, double *sum_gyx, bool vector);
 void mst_bn_slab_apply_any(bool bf16, const void *x, float *y, int64_t s, const float *m, const float *a, const float *b,
                            bool relu, bool vector);
 void mst_bn_slab_grad_apply_any(bool bf16, const void *gy, const void *x, float *gx, int64_t s, const float *a, const float *mg,

@@ -553,6 +553,105 @@ static void test_half_rows_bits(void **state) {
     }
 }
 
+/* The nChw16c slab functions: each lane is its own row, bit for bit. Sums against the row sums
+ * (sixteen partials, which test_row_sums_bits pins) or, four_partials, against the four-partial
+ * definition written out here; the gradient's fused sums against the two single sums; the applies
+ * against the row applies; f32 and bf16 slabs (widened exactly), both paths, every length to 100
+ * (the four-partial tail, whole and partial periods of sixteen), with NaN, inf and -0 in the
+ * applies' data and spiky magnitudes in the sums' (so a changed order shows). */
+static double four_partials_sum(mst_bn_sum_kind k, const float *x, const float *gy, int s, double m) {
+    double p[4] = {0};
+    int whole = s / 4 * 4;
+    for (int i = 0; i < s; i++) {
+        double t = k == MST_BN_SUM_X      ? (double)x[i]
+                   : k == MST_BN_SUM_DEV2 ? ((double)x[i] - m) * ((double)x[i] - m)
+                                          : (double)gy[i] * ((double)x[i] - m);
+        p[i < whole ? i & 3 : 0] += t;
+    }
+    return (p[0] + p[1]) + (p[2] + p[3]);
+}
+
+static void test_slab_bits(void **state) {
+    enum { n_max = 100, lanes = 16 };
+    static float xf[n_max * lanes], gf[n_max * lanes], rows_x[lanes][n_max], rows_g[lanes][n_max];
+    static float want[n_max * lanes], got[n_max * lanes], row_out[n_max];
+    static uint16_t xh[n_max * lanes], gh[n_max * lanes];
+    double m[lanes], sums[lanes], sums2[lanes], want_gy[lanes], want_gyx[lanes];
+    float mf[lanes], a[lanes], b[lanes], mg[lanes], q[lanes];
+    for (int l = 0; l < lanes; l++) {
+        m[l] = l == 3 ? -0.375 : 0.1 * l - 0.7;     /* lane 3: x = m, a < 0, b = -0 gives y = -0 (relu: +0) */
+        mf[l] = (float)m[l], a[l] = l == 3 ? -0.5f : 0.5f + 0.25f * (float)l, b[l] = l == 3 ? -0.0f : 0.01f * (float)l;
+        mg[l] = 0.002f * (float)l, q[l] = -0.3f + 0.05f * (float)l;
+    }
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        mst_rng rng = mst_rng_make(gc_seed(), 3);
+        for (int i = 0; i < n_max * lanes; i++) {
+            xf[i] = (float)ldexp(mst_rng_normal(&rng), (int)(mst_rng_u64(&rng) % 61) - 30);
+            gf[i] = (float)ldexp(mst_rng_normal(&rng), (int)(mst_rng_u64(&rng) % 41) - 20);
+        }
+        mst_half_from_f32(MST_DTYPE_BF16, xf, xh, n_max * lanes);
+        mst_half_from_f32(MST_DTYPE_BF16, gf, gh, n_max * lanes);
+        if (bf16) {     /* the rows hold what the slab functions see: the exactly widened bf16 values */
+            mst_half_to_f32(MST_DTYPE_BF16, xh, xf, n_max * lanes);
+            mst_half_to_f32(MST_DTYPE_BF16, gh, gf, n_max * lanes);
+        }
+        const void *xs = bf16 ? (const void *)xh : xf, *gs = bf16 ? (const void *)gh : gf;
+        for (int i = 0; i < n_max; i++)
+            for (int l = 0; l < lanes; l++) rows_x[l][i] = xf[i * lanes + l], rows_g[l][i] = gf[i * lanes + l];
+        for (int s = 0; s <= n_max; s++)
+            for (int vector = 0; vector < 2; vector++) {
+                const char *path = vector ? "CPU's" : "portable";
+                for (int four = 0; four < 2; four++) {
+                    for (int k = 0; k < 3; k++) {
+                        mst_bn_slab_sums_any((mst_bn_sum_kind)k, bf16, xs, gs, s, m, four, sums, vector);
+                        for (int l = 0; l < lanes; l++) {
+                            double w = four ? four_partials_sum((mst_bn_sum_kind)k, rows_x[l], rows_g[l], s, m[l])
+                                            : mst_bn_row_sum_path((mst_bn_sum_kind)k, rows_x[l], rows_g[l], s, m[l], false);
+                            if (memcmp(&w, &sums[l], sizeof(w)) != 0)
+                                fail_msg("slab sum kind %d, bf16 %d, four %d, length %d, lane %d, %s path: %.17g, row's %.17g",
+                                         k, bf16, four, s, l, path, sums[l], w);
+                        }
+                    }
+                    mst_bn_slab_sums_any(MST_BN_SUM_X, bf16, gs, NULL, s, m, four, want_gy, false);
+                    mst_bn_slab_sums_any(MST_BN_SUM_GYX, bf16, xs, gs, s, m, four, want_gyx, false);
+                    mst_bn_slab_grad_sums_any(bf16, xs, gs, s, m, four, sums, sums2, vector);
+                    if (memcmp(want_gy, sums, sizeof(sums)) || memcmp(want_gyx, sums2, sizeof(sums2)))
+                        fail_msg("slab grad sums, bf16 %d, four %d, length %d, %s path", bf16, four, s, path);
+                }
+            }
+        /* the applies, with NaN, inf and -0 among the values */
+        for (int i = 0; i < n_max * lanes; i += 37) xf[i] = i % 3 ? NAN : i % 2 ? INFINITY : -0.0f;
+        for (int i = 0; i < n_max; i += 3) xf[i * lanes + 3] = mf[3];
+        mst_half_from_f32(MST_DTYPE_BF16, xf, xh, n_max * lanes);
+        if (bf16) mst_half_to_f32(MST_DTYPE_BF16, xh, xf, n_max * lanes);
+        for (int i = 0; i < n_max; i++)
+            for (int l = 0; l < lanes; l++) rows_x[l][i] = xf[i * lanes + l];
+        for (int s = 0; s <= n_max; s += s < 20 ? 1 : 7)
+            for (int vector = 0; vector < 2; vector++) {
+                const char *path = vector ? "CPU's" : "portable";
+                for (int relu = 0; relu < 2; relu++) {
+                    for (int l = 0; l < lanes; l++) {
+                        mst_bn_row_apply_path(rows_x[l], row_out, s, mf[l], a[l], b[l], relu, false);
+                        for (int i = 0; i < s; i++) want[i * lanes + l] = row_out[i];
+                    }
+                    mst_bn_slab_apply_any(bf16, xs, got, s, mf, a, b, relu, vector);
+                    if (memcmp(want, got, (size_t)(s * lanes) * sizeof(float)))
+                        fail_msg("slab apply, bf16 %d, relu %d, length %d, %s path", bf16, relu, s, path);
+                }
+                for (int training = 0; training < 2; training++) {
+                    for (int l = 0; l < lanes; l++) {
+                        mst_bn_row_grad_apply_path(rows_g[l], training ? rows_x[l] : NULL, row_out, s, a[l], mg[l], mf[l],
+                                                   q[l], false);
+                        for (int i = 0; i < s; i++) want[i * lanes + l] = row_out[i];
+                    }
+                    mst_bn_slab_grad_apply_any(bf16, gs, training ? xs : NULL, got, s, a, mg, mf, q, vector);
+                    if (memcmp(want, got, (size_t)(s * lanes) * sizeof(float)))
+                        fail_msg("slab grad apply, bf16 %d, training %d, length %d, %s path", bf16, training, s, path);
+                }
+            }
+    }
+}
+
 static void test_relu_attribute(void **state) {
     for (int ref = 0; ref < 2; ref++) {
         mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 3, .n_threads = 2});
@@ -589,6 +688,7 @@ int main(void) {
         cmocka_unit_test(test_statistics_robust),
         cmocka_unit_test(test_row_applies_bits),
         cmocka_unit_test(test_half_rows_bits),
+        cmocka_unit_test(test_slab_bits),
         cmocka_unit_test(test_layernorm_values),
         cmocka_unit_test(test_autograd_wiring),
         cmocka_unit_test(test_batchnorm_errors),
