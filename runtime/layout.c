@@ -213,9 +213,11 @@ bool mst_layout_blocked_allowed(const mst_ctx *ctx) {
 mst_blocked_how mst_layout_call_blocked_how(mst_ctx *ctx, const mst_op_call *c) {
     const mst_op_desc *d = mst_op_table[c->op];
     mst_dtype key = c->n_in > 0 ? c->in[d->dtype_arg]->dtype : c->out[0]->dtype;
-    if (!mst_onednn_kernel(c->op, key, MST_ONEDNN_PLAIN)) return MST_BLOCKED_TAKES;     /* not the kernel choice's */
+    if (!mst_kernel_choice_applies(c->op, key)) return MST_BLOCKED_TAKES;     /* not the kernel choice's */
     mst_provider p = mst_kernel_provider(ctx, c);
-    return p == MST_PROVIDER_ONEDNN_BLOCKED || p == MST_PROVIDER_ONEDNN_WINOGRAD ? MST_BLOCKED_REORDERS : MST_BLOCKED_COPIES;
+    return p == MST_PROVIDER_ONEDNN_BLOCKED || p == MST_PROVIDER_ONEDNN_WINOGRAD || p == MST_PROVIDER_ONEDNN_F32
+               ? MST_BLOCKED_REORDERS
+               : MST_BLOCKED_COPIES;
 }
 
 bool mst_call_has_blocked(const mst_op_call *c) {

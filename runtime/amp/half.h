@@ -53,6 +53,11 @@ static inline void mst_half_from_f32(mst_dtype half, const float *src, void *dst
 /* The generic half kernel: runs the op's f32 kernel (its reference one under force_ref) on f16/bf16
  * inputs. The dispatcher selects it when an op has no kernel for a half dtype but has an f32 one. */
 mst_status mst_half_kernel(mst_ctx *ctx, const mst_op_call *c);
+/* The half call c run by the f32 kernel `kernel` on f32 copies of its f16/bf16 operands (widened
+ * exactly; layouts kept), its half outputs (and mutated inputs) rounded back to nearest even:
+ * mst_half_kernel's whole-tensor path, with the kernel given (the oneDNN f32 provider of half
+ * convolutions, runtime/backend/kernel_choice.h). */
+mst_status mst_half_run_wide(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn kernel);
 /* Whether mst_half_kernel can run op d on kernel dtype key. */
 bool mst_half_kernel_applies(const mst_op_desc *d, mst_dtype key);
 /* The half kernel's grow-only f32 scratch (kept in ctx->amp_cache, counted as MST_MEM_WORKSPACE);

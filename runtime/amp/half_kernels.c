@@ -265,7 +265,12 @@ mst_status mst_half_kernel(mst_ctx *ctx, const mst_op_call *c) {
     if (!ctx->force_ref && blocks_apply(d, c)) return run_blocks(ctx, d, c);
     if (flat_applies(d, c)) return run_flat(ctx, d, c, kernel, path);
     if (channels_apply(c)) return run_channels(ctx, d, c, kernel, path);
+    return mst_half_run_wide(ctx, c, kernel);
+}
 
+mst_status mst_half_run_wide(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn kernel) {
+    const mst_op_desc *d = mst_op_table[c->op];
+    mst_half_path path = ctx->force_ref ? MST_HALF_PATH_SCALAR : mst_half_best_path();
     size_t need = 0;
     for (int i = 0; i < c->n_in; i++)
         if (mst_dtype_is_half(c->in[i]->dtype)) need += scratch_bytes(c->in[i]);

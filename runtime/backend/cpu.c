@@ -2,7 +2,8 @@
  * copies as memcpy (device and host memory are one), nothing to synchronize (a kernel has finished
  * when it returns; the thread pool joins inside it), and kernels from two providers — the builtin
  * kernels of the op descriptors (kernels/ref[MST_DEVICE_CPU], the half-via-f32 kernel) and oneDNN
- * in its plain and blocked layouts, and through its Winograd kernels — chosen per op and shape by
+ * in its plain and blocked layouts, through its Winograd kernels, and its f32 kernels for half
+ * convolutions — chosen per op and shape by
  * runtime/backend/kernel_choice.c. */
 #include <string.h>
 
@@ -24,6 +25,9 @@ static bool builtin_serves(mst_op op, mst_dtype dt) {
 static bool onednn_plain_serves(mst_op op, mst_dtype dt) { return mst_onednn_kernel(op, dt, MST_ONEDNN_PLAIN) != NULL; }
 static bool onednn_blocked_serves(mst_op op, mst_dtype dt) { return mst_onednn_kernel(op, dt, MST_ONEDNN_BLOCKED) != NULL; }
 static bool onednn_winograd_serves(mst_op op, mst_dtype dt) { return mst_onednn_kernel(op, dt, MST_ONEDNN_WINOGRAD) != NULL; }
+static bool onednn_f32_serves(mst_op op, mst_dtype dt) {
+    return mst_dtype_is_half(dt) && mst_onednn_kernel(op, MST_DTYPE_F32, MST_ONEDNN_BLOCKED) != NULL;
+}
 static const char *builtin_unavailable(void) { return NULL; }
 static const char *onednn_unavailable(void) { return mst_onednn_available() ? NULL : mst_onednn_unavailable_reason(); }
 
@@ -33,6 +37,7 @@ static const mst_backend_provider cpu_providers[MST_PROVIDER_COUNT] = {
     [MST_PROVIDER_ONEDNN] = {"onednn", onednn_plain_serves, onednn_unavailable},
     [MST_PROVIDER_ONEDNN_BLOCKED] = {"onednn_blocked", onednn_blocked_serves, onednn_unavailable},
     [MST_PROVIDER_ONEDNN_WINOGRAD] = {"onednn_winograd", onednn_winograd_serves, onednn_unavailable},
+    [MST_PROVIDER_ONEDNN_F32] = {"onednn_f32", onednn_f32_serves, onednn_unavailable},
 };
 
 static void *cpu_alloc(mst_ctx *ctx, size_t bytes, mst_mem_cat cat) { return mst_alloc(ctx->alloc, bytes, cat); }

@@ -13,11 +13,11 @@
  * purpose) and in a calibration file per machine that every process reads before it measures and
  * appends to after: MSTUNE_KERNELS_CACHE names it (`off`: per process only), default
  * $XDG_CACHE_HOME/mstune/kernel-choices.tsv (or ~/.cache/...). A line is one verdict:
- *   v4 <TAB> machine <TAB> op <TAB> dtype <TAB> key hash <TAB> provider <TAB> builtin us <TAB> onednn us <TAB> onednn_blocked us <TAB> onednn_winograd us <TAB> quiet|busy <TAB> shapes
+ *   v5 <TAB> machine <TAB> op <TAB> dtype <TAB> key hash <TAB> provider <TAB> builtin us <TAB> onednn us <TAB> onednn_blocked us <TAB> onednn_winograd us <TAB> onednn_f32 us <TAB> quiet|busy <TAB> shapes
  * where machine is the CPU model and its available features (a masked run is another machine), the
  * key covers shapes, attributes and the thread budget, a time is the candidate's on plain tensors
  * plus, where graph mode could block the call's operands, on nChw16c ones (measure below), and a
- * provider that does not serve the shape shows 0 us. (v1-v3 lines are ignored: v1 and v2 weighed
+ * provider that does not serve the shape shows 0 us. (v1-v4 lines are ignored: v1, v2 and v4 weighed
  * fewer providers, v3 timed plain tensors only.) Lines are appended with
  * one O_APPEND write each (atomic for lines this short); the first quiet line for a key wins.
  *
@@ -53,6 +53,8 @@
 #include "runtime/layout.h"
 #include "util/fsutil.h"
 
+static const char k_line_tag[] = "v5";     /* the calibration file's line format (above) */
+
 /* oneDNN must beat builtin by this fraction of builtin's time to be chosen in auto mode: a close
  * race is noise on a shared machine. (Processes agree through the file whatever the margin: the
  * rule below is applied to the times a line records, so a verdict never flips between processes.)
@@ -78,13 +80,14 @@ static mst_provider choose(const double *t_us) {
 enum { k_timed_rounds = 4 };
 
 static const char *const mode_names[MST_KERNELS_MODE_COUNT] = {"auto", "onednn", "builtin"};
-static const char *const provider_names[MST_PROVIDER_COUNT] = {"builtin", "onednn", "onednn_blocked", "onednn_winograd"};
+static const char *const provider_names[MST_PROVIDER_COUNT] = {"builtin", "onednn", "onednn_blocked", "onednn_winograd",
+                                                              "onednn_f32"};
 
-/* The oneDNN layout a oneDNN provider runs in. */
+/* The oneDNN layout a oneDNN provider runs in (onednn_f32: blocked, Winograd where its f32 verdict says). */
 static mst_onednn_layout layout_of(mst_provider p) {
-    return p == MST_PROVIDER_ONEDNN           ? MST_ONEDNN_PLAIN
-           : p == MST_PROVIDER_ONEDNN_BLOCKED ? MST_ONEDNN_BLOCKED
-                                              : MST_ONEDNN_WINOGRAD;
+    return p == MST_PROVIDER_ONEDNN            ? MST_ONEDNN_PLAIN
+           : p == MST_PROVIDER_ONEDNN_WINOGRAD ? MST_ONEDNN_WINOGRAD
+                                               : MST_ONEDNN_BLOCKED;
 }
 
 const char *mst_kernels_mode_name(mst_kernels_mode m) { return (unsigned)m < MST_KERNELS_MODE_COUNT ? mode_names[m] : "?"; }
@@ -174,13 +177,14 @@ static bool cache_find(const char *op, const char *dtype, uint64_t hash, mst_pro
     snprintf(want, sizeof(want), "%016" PRIx64, hash);
     bool found = false, quiet = false;
     while (!quiet && fgets(line, sizeof(line), f)) {
-        char *save = NULL, *field[11];
+        enum { n_fields = 7 + MST_PROVIDER_COUNT };     /* tag machine op dtype key provider times... quiet */
+        char *save = NULL, *field[n_fields];
         int n = 0;
-        for (char *t = strtok_r(line, "\t\n", &save); t && n < 11; t = strtok_r(NULL, "\t\n", &save)) field[n++] = t;
-        if (n < 11 || strcmp(field[0], "v4") || strcmp(field[1], machine) || strcmp(field[2], op) || strcmp(field[3], dtype) ||
-            strcmp(field[4], want))
+        for (char *t = strtok_r(line, "\t\n", &save); t && n < n_fields; t = strtok_r(NULL, "\t\n", &save)) field[n++] = t;
+        if (n < n_fields || strcmp(field[0], k_line_tag) || strcmp(field[1], machine) || strcmp(field[2], op) ||
+            strcmp(field[3], dtype) || strcmp(field[4], want))
             continue;
-        bool line_quiet = strcmp(field[10], "quiet") == 0;
+        bool line_quiet = strcmp(field[6 + MST_PROVIDER_COUNT], "quiet") == 0;
         if (found && !line_quiet) continue;     /* a busy line after the first one found: no news */
         /* the verdict from the recorded times under today's margin (lines written under another
          * margin included); the provider field where the times do not parse */
@@ -207,9 +211,11 @@ static void cache_append(const char *op, const char *dtype, uint64_t hash, mst_p
                          const char *shapes) {
     if (!*cache_path) return;
     char line[1024];
-    int n = snprintf(line, sizeof(line), "v4\t%s\t%s\t%s\t%016" PRIx64 "\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%s\n", machine,
-                     op, dtype, hash, provider_names[p], t_ns[0] / 1e3, t_ns[1] / 1e3, t_ns[2] / 1e3, t_ns[3] / 1e3,
-                     quiet ? "quiet" : "busy", shapes);
+    int n = snprintf(line, sizeof(line), "%s\t%s\t%s\t%s\t%016" PRIx64 "\t%s", k_line_tag, machine, op, dtype, hash,
+                     provider_names[p]);
+    for (int q = 0; q < MST_PROVIDER_COUNT && n > 0 && n < (int)sizeof(line); q++)
+        n += snprintf(line + n, sizeof(line) - (size_t)n, "\t%.1f", t_ns[q] / 1e3);
+    if (n > 0 && n < (int)sizeof(line)) n += snprintf(line + n, sizeof(line) - (size_t)n, "\t%s\t%s\n", quiet ? "quiet" : "busy", shapes);
     if (n <= 0 || n >= (int)sizeof(line)) return;
     int fd = open(cache_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return;
@@ -258,17 +264,44 @@ static double run_ns(mst_ctx *ctx, mst_provider p, mst_kernel_fn k, const mst_op
     return (double)(mst_prof_now_ns() - t0);
 }
 
+static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measured);
+
+/* onednn_f32's kernel on the widened (f32) twin of a half convolution: oneDNN's f32 Winograd kernel
+ * where the f32 verdict of the shape takes it (and it serves the shape), its blocked direct one
+ * otherwise. */
+static mst_status onednn_f32_wide(mst_ctx *ctx, const mst_op_call *wide) {
+    bool measured;
+    mst_onednn_layout l = decide(ctx, wide, &measured) == MST_PROVIDER_ONEDNN_WINOGRAD &&
+                                  mst_onednn_supports(ctx, wide, MST_DTYPE_F32, MST_ONEDNN_WINOGRAD)
+                              ? MST_ONEDNN_WINOGRAD
+                              : MST_ONEDNN_BLOCKED;
+    return mst_onednn_kernel(wide->op, MST_DTYPE_F32, l)(ctx, wide);
+}
+
+static mst_status onednn_f32_run(mst_ctx *ctx, const mst_op_call *c) { return mst_half_run_wide(ctx, c, onednn_f32_wide); }
+
+mst_kernel_fn mst_provider_kernel(const mst_ctx *ctx, mst_provider p, mst_op op, mst_dtype key) {
+    if ((unsigned)op >= MST_OP_COUNT || (unsigned)p >= MST_PROVIDER_COUNT) return NULL;
+    if (p == MST_PROVIDER_BUILTIN) return mst_kernel_builtin(ctx, mst_op_table[op], key);
+    if (p == MST_PROVIDER_ONEDNN_F32)
+        return mst_dtype_is_half(key) && mst_onednn_kernel(op, MST_DTYPE_F32, MST_ONEDNN_BLOCKED) ? onednn_f32_run : NULL;
+    return mst_onednn_kernel(op, key, layout_of(p));
+}
+
+bool mst_kernel_choice_applies(mst_op op, mst_dtype key) {
+    return mst_onednn_kernel(op, key, MST_ONEDNN_PLAIN) || mst_provider_kernel(NULL, MST_PROVIDER_ONEDNN_F32, op, key);
+}
+
 /* Provider p's kernel for the call's key dtype; NULL when p does not serve it. */
 static mst_kernel_fn provider_kernel(const mst_ctx *ctx, mst_provider p, const mst_op_call *c, mst_dtype key) {
-    if (p == MST_PROVIDER_BUILTIN) return mst_kernel_builtin(ctx, mst_op_table[c->op], key);
-    return mst_onednn_kernel(c->op, key, layout_of(p));
+    return mst_provider_kernel(ctx, p, c->op, key);
 }
 
 /* Whether p can run this call's shape (oneDNN: a primitive exists for it; made on first ask). */
 static bool serves(mst_ctx *ctx, mst_provider p, const mst_op_call *c, mst_dtype key) {
     if (!provider_kernel(ctx, p, c, key)) return false;
     if (p == MST_PROVIDER_BUILTIN) return true;
-    return mst_onednn_supports(ctx, c, key, layout_of(p));
+    return mst_onednn_supports(ctx, c, p == MST_PROVIDER_ONEDNN_F32 ? MST_DTYPE_F32 : key, layout_of(p));
 }
 
 /* Times the candidates (served[p]) on c's tensors, and where graph mode could keep c's operands in
@@ -391,9 +424,9 @@ static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measur
         const char *iw = mst_onednn_impl(ctx, c, key, MST_ONEDNN_WINOGRAD);
         fprintf(stderr,
                 "mstune kernels: %s(%s) at %d threads%s: builtin %.1f us, onednn %.1f us (%s), onednn_blocked %.1f us (%s), "
-                "onednn_winograd %.1f us (%s) -> %s%s\n",
+                "onednn_winograd %.1f us (%s), onednn_f32 %.1f us -> %s%s\n",
                 op, shapes, ctx->n_threads, summed ? ", plain + nChw16c call" : "", t_ns[0] / 1e3, t_ns[1] / 1e3, ip ? ip : "-", t_ns[2] / 1e3, ib ? ib : "-",
-                t_ns[3] / 1e3, iw ? iw : "-", mst_provider_name(p), quiet ? "" : " (machine busy: to be measured again)");
+                t_ns[3] / 1e3, iw ? iw : "-", t_ns[4] / 1e3, mst_provider_name(p), quiet ? "" : " (machine busy: to be measured again)");
     }
     return p;
 }
@@ -416,7 +449,7 @@ mst_kernel_fn mst_kernel_lookup(const mst_ctx *ctx, const mst_op_desc *d, mst_dt
     mst_kernel_fn builtin = mst_kernel_builtin(ctx, d, key);
     if (ctx->force_ref || ctx->kernels == MST_KERNELS_BUILTIN) return builtin;
     mst_op op = op_of(d);
-    if (op == MST_OP_COUNT || !mst_onednn_kernel(op, key, MST_ONEDNN_PLAIN)) return builtin;
+    if (op == MST_OP_COUNT || !mst_kernel_choice_applies(op, key)) return builtin;
     return choose_and_run;
 }
 
@@ -431,7 +464,7 @@ size_t mst_op_kernel_addrs(const void **out, size_t cap) {
                 if (d->ref[dev][t] && n < cap) out[n++] = (const void *)d->ref[dev][t];
             }
     }
-    mst_kernel_fn providers[] = {choose_and_run, mst_onednn_kernel(MST_OP_MATMUL, MST_DTYPE_F32, MST_ONEDNN_PLAIN),
+    mst_kernel_fn providers[] = {choose_and_run, onednn_f32_run, mst_onednn_kernel(MST_OP_MATMUL, MST_DTYPE_F32, MST_ONEDNN_PLAIN),
                                  mst_onednn_kernel(MST_OP_CONV2D, MST_DTYPE_F32, MST_ONEDNN_BLOCKED),
                                  mst_onednn_kernel(MST_OP_CONV2D, MST_DTYPE_F32, MST_ONEDNN_WINOGRAD)};
     for (size_t i = 0; i < sizeof(providers) / sizeof(providers[0]); i++)

@@ -5,7 +5,8 @@
  *   auto     for an op oneDNN serves, the first call of each (op, dtype, shapes, attributes) times
  *            every provider that serves it on the call's own tensors — builtin, oneDNN on the
  *            plain layouts, and for convolutions oneDNN in its blocked layouts with the reorders
- *            in and out counted, directly and through its Winograd kernels — and keeps the
+ *            in and out counted, directly and through its Winograd kernels, and for half ones
+ *            oneDNN's f32 kernels on widened copies — and keeps the
  *            fastest (a oneDNN kernel only when it beats builtin by more than k_choice_margin, so noise never swaps in a slower kernel); the
  *            verdict is kept for the process, so eager, graph plans and every context of the
  *            process run the same kernel for the same shape (MSTUNE_KERNELS_LOG=1 prints each
@@ -24,12 +25,16 @@
 typedef enum { MST_KERNELS_AUTO, MST_KERNELS_ONEDNN, MST_KERNELS_BUILTIN, MST_KERNELS_MODE_COUNT } mst_kernels_mode;
 /* onednn: oneDNN on the tensors' plain layouts; onednn_blocked: oneDNN in its blocked layouts,
  * reorders in the call (convolutions); onednn_winograd: the same with oneDNN's Winograd kernels (f32
- * 3x3 stride-1 convolutions). */
+ * 3x3 stride-1 convolutions); onednn_f32: f16/bf16 convolutions on oneDNN's f32 blocked kernels
+ * (Winograd where the f32 verdict of the widened shape takes it), the half operands widened
+ * exactly and the half outputs rounded (mst_half_run_wide): oneDNN 2.6's bf16 weight gradients
+ * ran 1.3-1.5x slower than its f32 ones on the cnn's 7x7 planes (docs/benchmarks.md). */
 typedef enum {
     MST_PROVIDER_BUILTIN,
     MST_PROVIDER_ONEDNN,
     MST_PROVIDER_ONEDNN_BLOCKED,
     MST_PROVIDER_ONEDNN_WINOGRAD,
+    MST_PROVIDER_ONEDNN_F32,
     MST_PROVIDER_COUNT
 } mst_provider;
 
@@ -45,6 +50,11 @@ void mst_ctx_set_kernels(mst_ctx *ctx, mst_kernels_mode m);
 mst_kernel_fn mst_kernel_lookup(const mst_ctx *ctx, const mst_op_desc *d, mst_dtype dtype);
 /* The builtin kernel alone (what mst_op_kernel returned before providers). */
 mst_kernel_fn mst_kernel_builtin(const mst_ctx *ctx, const mst_op_desc *d, mst_dtype dtype);
+/* Whether the choice decides op on key dtype: some oneDNN provider has a kernel for the pair. */
+bool mst_kernel_choice_applies(mst_op op, mst_dtype key);
+/* Provider p's kernel for op on key dtype (what runs when the choice reports p); NULL when p does
+ * not serve the pair. ctx may be NULL except for builtin. */
+mst_kernel_fn mst_provider_kernel(const mst_ctx *ctx, mst_provider p, mst_op op, mst_dtype key);
 /* Which provider runs (or, in auto before the first run, would be timed for) this call; decides
  * now (running the candidates on c's tensors) in auto mode when not yet decided. */
 mst_provider mst_kernel_provider(mst_ctx *ctx, const mst_op_call *c);

@@ -30,7 +30,11 @@ static void write_loadavg(const char *path, int running) {
     fclose(f);
 }
 
-/* The file's v4 lines tagged `tag`. */
+/* A verdict line (runtime/backend/kernel_choice.c): tag, machine, op, dtype, key, provider, one time
+ * per provider, quiet|busy, shapes. */
+#define LINE_TAG "v5"
+enum { k_providers = 5, k_quiet_field = 6 + k_providers, k_fields = 8 + k_providers };
+
 /* A verdict line's tab-separated fields (at most max; the line is cut up in place): how many. */
 static int split_fields(char *line, char **field, int max) {
     char *save = NULL;
@@ -39,14 +43,18 @@ static int split_fields(char *line, char **field, int max) {
     return k;
 }
 
+/* The file's lines tagged `tag`; every line must be in the format above (a format this test does
+ * not know fails it, rather than leaving nothing to count). */
 static int count_lines(const char *path, const char *tag) {
     FILE *f = fopen(path, "r");
     if (!f) return 0;
     char line[1024];
     int n = 0;
     while (fgets(line, sizeof(line), f)) {
-        char *field[11];
-        n += split_fields(line, field, 11) == 11 && strcmp(field[0], "v4") == 0 && strcmp(field[10], tag) == 0;
+        char *field[k_fields];
+        int k = split_fields(line, field, k_fields);
+        if (k != k_fields || strcmp(field[0], LINE_TAG) != 0) fail_msg("a verdict line of %d fields tagged %s", k, k ? field[0] : "-");
+        n += strcmp(field[k_quiet_field], tag) == 0;
     }
     fclose(f);
     return n;
@@ -128,11 +136,15 @@ static void test_verdict_from_recorded_times(void **state) {
         char line[1024];
         int lines = 0;
         while (fgets(line, sizeof(line), in)) {
-            char *field[12];
+            char *field[k_fields];
             /* keys where builtin and oneDNN's plain kernel both serve; the other candidates dropped */
-            if (split_fields(line, field, 12) < 12 || strcmp(field[10], "quiet") || atof(field[6]) <= 0 || atof(field[7]) <= 0) continue;
-            fprintf(out, "%s\t%s\t%s\t%s\t%s\t%s\t100.0\t%s\t0.0\t0.0\tquiet\t%s\n", field[0], field[1], field[2], field[3],
-                    field[4], close_race ? "onednn" : "builtin", close_race ? "95.0" : "80.0", field[11]);
+            if (split_fields(line, field, k_fields) < k_fields || strcmp(field[k_quiet_field], "quiet") || atof(field[6]) <= 0 ||
+                atof(field[7]) <= 0)
+                continue;
+            fprintf(out, "%s\t%s\t%s\t%s\t%s\t%s\t100.0\t%s", field[0], field[1], field[2], field[3], field[4],
+                    close_race ? "onednn" : "builtin", close_race ? "95.0" : "80.0");
+            for (int q = 2; q < k_providers; q++) fprintf(out, "\t0.0");
+            fprintf(out, "\tquiet\t%s\n", field[k_fields - 1]);
             lines++;
         }
         fclose(in);

@@ -199,10 +199,7 @@ static void test_choice(void **state) {
                 if (p == MST_PROVIDER_BUILTIN) {
                     assert_true(same_bits(c.out[0], b.out[0]));
                 } else {
-                    mst_onednn_layout layout = p == MST_PROVIDER_ONEDNN_BLOCKED    ? MST_ONEDNN_BLOCKED
-                                               : p == MST_PROVIDER_ONEDNN_WINOGRAD ? MST_ONEDNN_WINOGRAD
-                                                                                    : MST_ONEDNN_PLAIN;
-                    assert_int_equal(mst_onednn_kernel(k->op, dt, layout)(ctx, &o), MST_OK);
+                    assert_int_equal(mst_provider_kernel(ctx, p, k->op, dt)(ctx, &o), MST_OK);
                     assert_true(same_bits(c.out[0], o.out[0]));
                 }
                 printf("  %-7s %-26s %-4s -> %s\n", mst_kernels_mode_name((mst_kernels_mode)m), k->name, mst_dtype_name(dt),
@@ -211,9 +208,45 @@ static void test_choice(void **state) {
     mst_ctx_free(ctx);
 }
 
+/* onednn_f32: half convolutions on oneDNN's f32 kernels, the operands widened, the output rounded:
+ * against the f32 reference within the half type's tolerance (Winograd's where its f32 verdict
+ * takes it), f16 and bf16; only convolutions, only half keys. */
+static void test_f32_provider(void **state) {
+    (void)state;
+    mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 13, .n_threads = 2});
+    mst_grad_set_enabled(ctx, false);
+    if (!mst_onednn_available()) {
+        mst_ctx_free(ctx);
+        return;
+    }
+    static const mst_dtype dts[] = {MST_DTYPE_F16, MST_DTYPE_BF16};
+    int served = 0;
+    for (size_t i = 0; i < sizeof(k_cases) / sizeof(k_cases[0]); i++)
+        for (size_t j = 0; j < 2; j++) {
+            const kcase *k = &k_cases[i];
+            mst_kernel_fn fn = mst_provider_kernel(ctx, MST_PROVIDER_ONEDNN_F32, k->op, dts[j]);
+            bool conv = k->op == MST_OP_CONV2D || k->op == MST_OP_CONV2D_GRAD_INPUT || k->op == MST_OP_CONV2D_GRAD_WEIGHT;
+            assert_int_equal(fn != NULL, conv);
+            assert_true(mst_kernel_choice_applies(k->op, dts[j]) || !conv);
+            if (!fn) continue;
+            mst_op_call c, r;
+            make_call(ctx, k, dts[j], &c);
+            if (!mst_onednn_supports(ctx, &c, MST_DTYPE_F32, MST_ONEDNN_BLOCKED)) continue;
+            assert_int_equal(fn(ctx, &c), MST_OK);
+            f32_twin(ctx, &c, &r);
+            assert_int_equal(mst_op_table[k->op]->ref[MST_DEVICE_CPU][MST_DTYPE_F32](ctx, &r), MST_OK);
+            compare(k, ctx, c.out[0], r.out[0], dts[j], true);
+            served++;
+        }
+    assert_true(served >= 6);
+    assert_null(mst_provider_kernel(ctx, MST_PROVIDER_ONEDNN_F32, MST_OP_CONV2D, MST_DTYPE_F32));
+    mst_ctx_free(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_reference),
+        cmocka_unit_test(test_f32_provider),
         cmocka_unit_test(test_choice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
