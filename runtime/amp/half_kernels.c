@@ -268,6 +268,36 @@ mst_status mst_half_kernel(mst_ctx *ctx, const mst_op_call *c) {
     return mst_half_run_wide(ctx, c, kernel);
 }
 
+/* Whole-tensor conversions on the kernel pool: elementwise and exact (widening) or rounded per
+ * element (narrowing), so the chunks change no bit. */
+typedef struct {
+    mst_half_path path;
+    mst_dtype half;
+    const uint16_t *h;      /* widen: h -> f; narrow: f -> out */
+    float *f;
+    const float *from;
+    uint16_t *out;
+} convert_job;
+
+enum { k_convert_min_chunk = 1 << 15 };
+
+static void convert_chunk(void *arg, int64_t begin, int64_t end, int worker) {
+    (void)worker;
+    const convert_job *j = arg;
+    if (j->h) mst_half_to_f32_path(j->path, j->half, j->h + begin, j->f + begin, (size_t)(end - begin));
+    else mst_half_from_f32_path(j->path, j->half, j->from + begin, j->out + begin, (size_t)(end - begin));
+}
+
+static void widen_all(mst_ctx *ctx, mst_half_path path, mst_dtype half, const void *h, float *f, int64_t n) {
+    convert_job j = {.path = path, .half = half, .h = h, .f = f};
+    mst_parallel_for(ctx, n, k_convert_min_chunk, convert_chunk, &j);
+}
+
+static void narrow_all(mst_ctx *ctx, mst_half_path path, mst_dtype half, const float *f, void *h, int64_t n) {
+    convert_job j = {.path = path, .half = half, .from = f, .out = h};
+    mst_parallel_for(ctx, n, k_convert_min_chunk, convert_chunk, &j);
+}
+
 mst_status mst_half_run_wide(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn kernel) {
     const mst_op_desc *d = mst_op_table[c->op];
     mst_half_path path = ctx->force_ref ? MST_HALF_PATH_SCALAR : mst_half_best_path();
@@ -285,7 +315,7 @@ mst_status mst_half_run_wide(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn k
         const mst_tensor *t = c->in[i];
         if (!mst_dtype_is_half(t->dtype)) continue;
         wide.in[i] = shadow_make(&in[i], t, p);
-        mst_half_to_f32_path(path, t->dtype, mst_tensor_data(t), (float *)p, (size_t)t->numel);
+        widen_all(ctx, path, t->dtype, mst_tensor_data(t), (float *)p, t->numel);
         p += scratch_bytes(t);
     }
     for (int k = 0; k < c->n_out; k++) {
@@ -300,11 +330,9 @@ mst_status mst_half_run_wide(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn k
 
     for (int k = 0; k < c->n_out; k++)
         if (wide.out[k] != c->out[k])
-            mst_half_from_f32_path(path, c->out[k]->dtype, mst_tensor_f32(wide.out[k]), mst_tensor_data(c->out[k]),
-                                   (size_t)c->out[k]->numel);
+            narrow_all(ctx, path, c->out[k]->dtype, mst_tensor_f32(wide.out[k]), mst_tensor_data(c->out[k]), c->out[k]->numel);
     for (int i = 0; i < c->n_in; i++)
         if ((d->mutates >> i & 1) && wide.in[i] != c->in[i])
-            mst_half_from_f32_path(path, c->in[i]->dtype, mst_tensor_f32(wide.in[i]), mst_tensor_data(c->in[i]),
-                                   (size_t)c->in[i]->numel);
+            narrow_all(ctx, path, c->in[i]->dtype, mst_tensor_f32(wide.in[i]), mst_tensor_data(c->in[i]), c->in[i]->numel);
     return MST_OK;
 }
