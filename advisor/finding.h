@@ -50,6 +50,8 @@ typedef struct {
     bool mpi_available;                 /* trials may run several ranks (--nproc) */
     const mst_amp_calib *amp_calib;     /* the AMP rule's per-op rates on this machine (advisor/calibration.h);
                                            NULL: the rule reports that it cannot predict */
+    double subnormal_penalty;           /* mst_fpu_subnormal_penalty() on this machine (runtime/fpu.h): subnormal
+                                           over normal arithmetic time; 0 or NAN: not measured */
 } mst_rule_env;
 
 /* Runs every rule; fills at most cap findings, largest score first; returns the count. */

@@ -17,6 +17,7 @@
 #include "cli/signals.h"
 #include "cli/ranks.h"
 #include "runtime/comm/comm.h"
+#include "runtime/fpu.h"
 #include "cli/summary.h"
 #include "profiler/csv_export.h"
 #include "profiler/sampler.h"
@@ -147,7 +148,8 @@ static void next_hint(const char *db_path, const cJSON *summary, const char *job
     char err[512];
     if (rpt_profile_load(&prof, db_path, err, sizeof(err)) != 0) return;
     double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    mst_rule_env env = {(int)sysconf(_SC_NPROCESSORS_ONLN), phys > 0 ? phys : 0, summary, 0, false, NULL};
+    mst_rule_env env = {(int)sysconf(_SC_NPROCESSORS_ONLN), phys > 0 ? phys : 0, summary, 0, false, NULL,
+                        mst_fpu_subnormal_penalty()};
     mst_finding f[MST_MAX_FINDINGS];
     int k = mst_advisor_diagnose(&prof, &env, f, MST_MAX_FINDINGS), act = 0, first = -1;
     for (int i = 0; i < k; i++)

@@ -1,5 +1,10 @@
-/* fpu.c — flush-to-zero / denormals-are-zero per thread (MXCSR on x86, FPCR on AArch64). */
+/* fpu.c — flush-to-zero / denormals-are-zero per thread (MXCSR on x86, FPCR on AArch64), and what
+ * subnormal arithmetic costs on this CPU. */
 #include "runtime/fpu.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <time.h>
 
 #include "runtime/context.h"
 
@@ -40,3 +45,53 @@ bool mst_fpu_flushing(void) { return false; }
 #endif
 
 void mst_fpu_apply(const mst_ctx *ctx) { mst_fpu_set_flush(ctx && ctx->flush_denormals); }
+
+/* ---- the subnormal penalty ---- */
+
+enum { k_penalty_elems = 1 << 14, k_penalty_reps = 9 };
+
+static double now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return 1e9 * (double)t.tv_sec + (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median ns of one pass y = x 0.75 + x 0.125 over the array (an update's multiplies and adds;
+ * subnormal x gives subnormal products and sums). */
+static double pass_ns(const float *x, float *y, volatile float *sink) {
+    double t[k_penalty_reps];
+    for (int r = 0; r < k_penalty_reps; r++) {
+        double t0 = now_ns();
+        for (int i = 0; i < k_penalty_elems; i++) y[i] = x[i] * 0.75f + x[i] * 0.125f;
+        t[r] = now_ns() - t0;
+        *sink += y[r];
+    }
+    qsort(t, k_penalty_reps, sizeof(double), cmp_double);
+    return t[k_penalty_reps / 2];
+}
+
+double mst_fpu_subnormal_penalty(void) {
+    float *x = malloc(sizeof(float) * k_penalty_elems), *y = malloc(sizeof(float) * k_penalty_elems);
+    if (!x || !y) {
+        free(x);
+        free(y);
+        return NAN;
+    }
+    volatile float sink = 0;
+    bool was = mst_fpu_flushing();
+    mst_fpu_set_flush(false);
+    for (int i = 0; i < k_penalty_elems; i++) x[i] = 1.0f + (float)(i % 7) / 8;
+    pass_ns(x, y, &sink);       /* warm-up: pages, caches, clock */
+    double normal = pass_ns(x, y, &sink);
+    for (int i = 0; i < k_penalty_elems; i++) x[i] = 1e-39f * (1.0f + (float)(i % 7) / 8);     /* < 2^-126: subnormal */
+    double sub = pass_ns(x, y, &sink);
+    mst_fpu_set_flush(was);
+    free(x);
+    free(y);
+    return normal > 0 ? sub / normal : NAN;
+}

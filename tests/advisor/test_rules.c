@@ -44,9 +44,10 @@ static void setup_profile(fixture *x, const char *config_json, double dispatch, 
 }
 
 static double g_resolvable = 0;     /* the env's resolvable speedup (0: the rules' default, 1.10) */
+static double g_penalty = 0;        /* the env's measured subnormal penalty (0: not measured) */
 
 static void diagnose(fixture *x) {
-    mst_rule_env env = {2, 0, x->summary, g_resolvable};
+    mst_rule_env env = {2, 0, x->summary, g_resolvable, .subnormal_penalty = g_penalty};
     x->n = mst_advisor_diagnose(&x->p, &env, x->f, MST_MAX_FINDINGS);
 }
 
@@ -406,6 +407,23 @@ static void test_denormals(void **state) {
     assert_non_null(f);
     assert_string_equal(f->sets[0], "runtime.flush_denormals=true");
     assert_true(isnan(f->predicted));         /* no timing evidence: no prediction, the trial measures */
+    assert_int_equal(f->goal, MST_GOAL_SPEED);
+    /* weighed by the CPU's measured penalty: 1.04x (this project's Zen 5) is not worth a trial */
+    g_penalty = 1.04;
+    diagnose(&x);
+    f = find(&x, "denormals");
+    assert_non_null(f);
+    assert_int_equal(f->goal, MST_GOAL_NONE);
+    assert_true(f->predicted > 1 && f->predicted < 1.01);     /* 1 / (1 - 0.95 (1 - 1 / (1 + 0.05 x 0.04))) */
+    assert_non_null(strstr(f->evidence, "not worth a trial"));
+    /* 50x (microcode assists): 5% subnormal values make the kernels 3.45x slower; flushing gains ~3.07x */
+    g_penalty = 50;
+    diagnose(&x);
+    f = find(&x, "denormals");
+    assert_non_null(f);
+    assert_int_equal(f->goal, MST_GOAL_SPEED);
+    assert_true(fabs(f->predicted - 1 / (1 - 0.95 * (1 - 1 / 3.45))) < 1e-9);
+    g_penalty = 0;
     teardown_fixture(&x);
     /* steps from 1 ms to 4 ms over the run (SGD on subnormal momentum), none counted in the weights */
     setup_profile(&x, "{\"runtime\": {\"mode\": \"eager\"}}", 0.02, 0.95, 0.0);
