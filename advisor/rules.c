@@ -526,9 +526,9 @@ static void rule_recompile(const rpt_profile *p, const mst_rule_env *env, sink *
  * 1 + f (P - 1) times their flushed time, so flushing saves k (1 - 1 / (1 + f (P - 1))) of the
  * step (k its kernel share; f taken from the parameters or the last gradients, whichever holds
  * more) and the prediction is 1 over what is left; below what the trials resolve it stays a
- * finding (no trial). On
- * this project's Zen 5 the penalty measured 1.04x and the subnormal_weights scenario's FTZ trial,
- * judged on timing noise alone, was accepted in one advise run of three at 1.09x. */
+ * finding (no trial). On this project's Zen 5 the penalty measured 1.04-1.1x, and before this the
+ * subnormal_weights scenario's FTZ trial, judged on timing noise alone, was accepted in one advise
+ * run of three at 1.09x. */
 static void rule_denormals(const rpt_profile *p, const mst_rule_env *env, sink *s) {
     if (mst_cfg_num(p->config, "runtime.flush_denormals", 0) != 0) return;
     double frac = mst_cfg_num(env->summary, "subnormal_fraction.params", 0);
@@ -587,8 +587,9 @@ static void rule_denormals(const rpt_profile *p, const mst_rule_env *env, sink *
      * load, a sanitizer's growing heap): still proposed, for the trial to decide, but ranked below
      * the findings that rest on counts */
     bool counted = frac > 0 || frac_grads > 0;
-    f->confidence = slowing && counted ? 0.6 : 0.3;
-    f->score = slowing && counted ? f->predicted : weighed ? fmin(bound, 1.01) : 1.01;
+    /* counted and weighed by the measured penalty: ranked by its prediction */
+    f->confidence = slowing && counted ? 0.6 : weighed ? 0.5 : 0.3;
+    f->score = (slowing && counted) || weighed ? f->predicted : 1.01;
 }
 
 /* Findings only: memory headroom and batch size change the optimization problem, never applied. */

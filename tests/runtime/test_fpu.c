@@ -83,10 +83,25 @@ static void test_gradual_underflow_by_default(void **state) {
     mst_ctx_free(ctx);
 }
 
+/* The penalty measurement: a finite ratio (timing decides nothing here: ~1 on a CPU without a
+ * subnormal slow path, tens with microcode assists), and the thread's mode restored either way. */
+static void test_subnormal_penalty_restores_the_mode(void **state) {
+    (void)state;
+    for (int flush = 0; flush < 2; flush++) {
+        mst_fpu_set_flush(flush);
+        bool before = mst_fpu_flushing();
+        double p = mst_fpu_subnormal_penalty();
+        assert_true(isfinite(p) && p > 0);
+        assert_int_equal(mst_fpu_flushing(), before);
+    }
+    mst_fpu_set_flush(false);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flush_on_every_pool_thread),
         cmocka_unit_test(test_gradual_underflow_by_default),
+        cmocka_unit_test(test_subnormal_penalty_restores_the_mode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
