@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -24,6 +25,7 @@
 #include "runtime/backend/onednn.h"
 #include "runtime/cpu_features.h"
 #include "runtime/context.h"
+#include "runtime/layout.h"
 #include "runtime/ops.h"
 
 typedef struct {
@@ -208,9 +210,48 @@ static void test_choice(void **state) {
     mst_ctx_free(ctx);
 }
 
+/* t in nChw16c (a new tensor, same dtype and logical shape). */
+static mst_tensor *blocked_twin(mst_ctx *ctx, const mst_tensor *t, bool copy) {
+    mst_tensor *b = mst_tensor_new(ctx, t->dtype, t->ndim, t->shape);
+    assert_non_null(b);
+    if (copy)
+        mst_nchw16c_from_plain(NULL, mst_tensor_data(t), mst_tensor_data(b), t->shape[0], t->shape[1],
+                               t->shape[2] * t->shape[3], mst_dtype_size(t->dtype));
+    b->layout = MST_LAYOUT_NCHW16C;
+    return b;
+}
+
+/* The call with every operand its op's descriptor lets lie in nChw16c (and can) in that layout, as
+ * graph mode's blocked chains make it, gives the plain call's bits: eager and graph share a verdict. */
+static bool assert_blocked_call_same_bits(mst_ctx *ctx, mst_kernel_fn fn, const mst_op_call *c) {
+    const mst_op_desc *d = mst_op_table[c->op];
+    mst_op_call b = *c;
+    int blocked = 0;
+    for (int i = 0; i < c->n_in; i++)
+        if ((d->blocked_in >> i & 1) && mst_layout_blockable(c->in[i]->dtype, c->in[i]->ndim, c->in[i]->shape))
+            b.in[i] = blocked_twin(ctx, c->in[i], true), blocked++;
+    bool out_blocked = (d->blocked_out & 1) && mst_layout_blockable(c->out[0]->dtype, c->out[0]->ndim, c->out[0]->shape);
+    b.out[0] = out_blocked ? blocked_twin(ctx, c->out[0], false) : mst_tensor_new(ctx, c->out[0]->dtype, c->out[0]->ndim, c->out[0]->shape);
+    if (!blocked) return false;
+    assert_int_equal(fn(ctx, &b), MST_OK);
+    const mst_tensor *o = b.out[0];
+    size_t bytes = mst_tensor_nbytes(c->out[0]);
+    void *plain = malloc(bytes);
+    assert_non_null(plain);
+    if (out_blocked)
+        mst_nchw16c_to_plain(NULL, mst_tensor_data(o), plain, o->shape[0], o->shape[1], o->shape[2] * o->shape[3],
+                             mst_dtype_size(o->dtype));
+    else
+        memcpy(plain, mst_tensor_data(o), bytes);
+    assert_memory_equal(plain, mst_tensor_data(c->out[0]), bytes);
+    free(plain);
+    return true;
+}
+
 /* onednn_f32: half convolutions on oneDNN's f32 kernels, the operands widened, the output rounded:
  * against the f32 reference within the half type's tolerance (Winograd's where its f32 verdict
- * takes it), f16 and bf16; only convolutions, only half keys. */
+ * takes it), f16 and bf16; only convolutions, only half keys; the nChw16c call (bf16: graph mode's
+ * layout) bit for bit the plain one. */
 static void test_f32_provider(void **state) {
     (void)state;
     mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 13, .n_threads = 2});
@@ -220,7 +261,7 @@ static void test_f32_provider(void **state) {
         return;
     }
     static const mst_dtype dts[] = {MST_DTYPE_F16, MST_DTYPE_BF16};
-    int served = 0;
+    int served = 0, served_blocked = 0;
     for (size_t i = 0; i < sizeof(k_cases) / sizeof(k_cases[0]); i++)
         for (size_t j = 0; j < 2; j++) {
             const kcase *k = &k_cases[i];
@@ -236,9 +277,12 @@ static void test_f32_provider(void **state) {
             f32_twin(ctx, &c, &r);
             assert_int_equal(mst_op_table[k->op]->ref[MST_DEVICE_CPU][MST_DTYPE_F32](ctx, &r), MST_OK);
             compare(k, ctx, c.out[0], r.out[0], dts[j], true);
+            served_blocked += assert_blocked_call_same_bits(ctx, fn, &c);
             served++;
         }
+    printf("  onednn_f32: %d half convolutions served, %d also as nChw16c calls\n", served, served_blocked);
     assert_true(served >= 6);
+    assert_true(served_blocked >= 3);     /* the three 16-channel cases in bf16 */
     assert_null(mst_provider_kernel(ctx, MST_PROVIDER_ONEDNN_F32, MST_OP_CONV2D, MST_DTYPE_F32));
     mst_ctx_free(ctx);
 }
