@@ -103,6 +103,40 @@ static mst_tensor *pool_indices(mst_ctx *ctx, const int64_t shape[4]) {
     return t;
 }
 
+/* Median seconds per call of run(ctx, arg) (false: an error, which ends the program), after a
+ * warm-up that sizes a repeat to at least k_min_repeat_s. */
+static double median_call_s(mst_ctx *ctx, bool (*run)(mst_ctx *, void *), void *arg) {
+    int calls = 1;
+    for (;;) {      /* warm up and size a repeat */
+        double t0 = bench_now_ms() * 1e-3;
+        for (int c = 0; c < calls; c++)
+            if (!run(ctx, arg)) { fprintf(stderr, "error: %s\n", mst_ctx_error(ctx)); exit(2); }
+        if (bench_now_ms() * 1e-3 - t0 >= k_min_repeat_s) break;
+        calls *= 2;
+    }
+    double v[k_repeats];
+    for (int r = 0; r < k_repeats; r++) {
+        double t0 = bench_now_ms() * 1e-3;
+        for (int c = 0; c < calls; c++) run(ctx, arg);
+        v[r] = (bench_now_ms() * 1e-3 - t0) / calls;
+    }
+    return bench_median(v, k_repeats);
+}
+
+typedef struct {
+    const kernel_case *k;
+    mst_tensor *const *in;
+} kernel_run;
+
+/* One eager call of the case, its outputs released with the pool frame. */
+static bool run_kernel_once(mst_ctx *ctx, void *arg) {
+    const kernel_run *r = arg;
+    mst_pool_push(ctx);
+    bool ok = run_kernel(ctx, r->k, r->in) != NULL;
+    mst_pool_pop(ctx);
+    return ok;
+}
+
 /* Median seconds per call of kernel case `which` in dtype dt (running statistics stay f32). */
 static double time_kernel(mst_ctx *ctx, int which, mst_dtype dt) {
     const kernel_case *k = &kcases[which];
@@ -118,29 +152,9 @@ static double time_kernel(mst_ctx *ctx, int which, mst_dtype dt) {
         if (k->kind == K_BN_GRAD && i == 4) t = mst_tensor_full(ctx, MST_DTYPE_F32, 1, k->shape[i], 1.0);   /* invstd */
         in[i] = mst_tensor_retain(vec ? t : mst_cast(ctx, t, dt));
     }
-    int calls = 1;
-    for (;;) {      /* warm up and size a repeat */
-        double t0 = bench_now_ms() * 1e-3;
-        for (int c = 0; c < calls; c++) {
-            mst_pool_push(ctx);
-            if (!run_kernel(ctx, k, in)) { fprintf(stderr, "error: %s\n", mst_ctx_error(ctx)); exit(2); }
-            mst_pool_pop(ctx);
-        }
-        if (bench_now_ms() * 1e-3 - t0 >= k_min_repeat_s) break;
-        calls *= 2;
-    }
-    double v[k_repeats];
-    for (int r = 0; r < k_repeats; r++) {
-        double t0 = bench_now_ms() * 1e-3;
-        for (int c = 0; c < calls; c++) {
-            mst_pool_push(ctx);
-            run_kernel(ctx, k, in);
-            mst_pool_pop(ctx);
-        }
-        v[r] = (bench_now_ms() * 1e-3 - t0) / calls;
-    }
+    double t = median_call_s(ctx, run_kernel_once, &(kernel_run){k, in});
     for (int i = 0; i < k->n_in; i++) mst_tensor_release(in[i]);
-    return bench_median(v, k_repeats);
+    return t;
 }
 
 static void bench_kernels(mst_ctx *ctx) {
@@ -280,6 +294,16 @@ static mst_tensor *bn_operand(mst_ctx *ctx, mst_dtype dt, const int64_t shape[4]
     return mst_tensor_retain(t);
 }
 
+typedef struct {
+    mst_kernel_fn kernel;
+    const mst_op_call *c;
+} call_run;
+
+static bool run_call_once(mst_ctx *ctx, void *arg) {
+    const call_run *r = arg;
+    return r->kernel(ctx, r->c) == MST_OK;
+}
+
 /* Median seconds per call of batchnorm (grad false: training, relu fused as the cnn's first of a
  * pair) or batchnorm_grad on (n, c, h, w) in dt, every 4-D operand in nChw16c. */
 static double time_bn_blocked(mst_ctx *ctx, const int64_t shape[4], mst_dtype dt, bool grad) {
@@ -293,24 +317,10 @@ static double time_bn_blocked(mst_ctx *ctx, const int64_t shape[4], mst_dtype dt
     else c.attrs = (mst_attrs){.i = {1, 1}, .f = {0.1, 1e-5}};
     c.out[0] = bn_operand(ctx, dt, shape, true);
     for (int k = 1; k < 3; k++) c.out[k] = mst_tensor_retain(mst_tensor_zeros(ctx, MST_DTYPE_F32, 1, ch));
-    mst_kernel_fn kernel = mst_op_kernel(ctx, c.op, dt);
-    int calls = 1;
-    for (;;) {      /* warm up and size a repeat */
-        double t0 = bench_now_ms() * 1e-3;
-        for (int k = 0; k < calls; k++)
-            if (kernel(ctx, &c) != MST_OK) { fprintf(stderr, "error: %s\n", mst_ctx_error(ctx)); exit(2); }
-        if (bench_now_ms() * 1e-3 - t0 >= k_min_repeat_s) break;
-        calls *= 2;
-    }
-    double v[k_repeats];
-    for (int r = 0; r < k_repeats; r++) {
-        double t0 = bench_now_ms() * 1e-3;
-        for (int k = 0; k < calls; k++) kernel(ctx, &c);
-        v[r] = (bench_now_ms() * 1e-3 - t0) / calls;
-    }
+    double t = median_call_s(ctx, run_call_once, &(call_run){mst_op_kernel(ctx, c.op, dt), &c});
     for (int i = 0; i < 5; i++) mst_tensor_release(c.in[i]);
     for (int k = 0; k < 3; k++) mst_tensor_release(c.out[k]);
-    return bench_median(v, k_repeats);
+    return t;
 }
 
 static void bench_bn_blocked(mst_ctx *ctx) {

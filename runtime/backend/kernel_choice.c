@@ -292,14 +292,9 @@ bool mst_kernel_choice_applies(mst_op op, mst_dtype key) {
     return mst_onednn_kernel(op, key, MST_ONEDNN_PLAIN) || mst_provider_kernel(NULL, MST_PROVIDER_ONEDNN_F32, op, key);
 }
 
-/* Provider p's kernel for the call's key dtype; NULL when p does not serve it. */
-static mst_kernel_fn provider_kernel(const mst_ctx *ctx, mst_provider p, const mst_op_call *c, mst_dtype key) {
-    return mst_provider_kernel(ctx, p, c->op, key);
-}
-
 /* Whether p can run this call's shape (oneDNN: a primitive exists for it; made on first ask). */
 static bool serves(mst_ctx *ctx, mst_provider p, const mst_op_call *c, mst_dtype key) {
-    if (!provider_kernel(ctx, p, c, key)) return false;
+    if (!mst_provider_kernel(ctx, p, c->op, key)) return false;
     if (p == MST_PROVIDER_BUILTIN) return true;
     return mst_onednn_supports(ctx, c, p == MST_PROVIDER_ONEDNN_F32 ? MST_DTYPE_F32 : key, layout_of(p));
 }
@@ -368,7 +363,7 @@ static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measur
     mst_kernel_fn kernels[MST_PROVIDER_COUNT];
     bool served[MST_PROVIDER_COUNT], any_onednn = false;
     for (int p = 0; p < MST_PROVIDER_COUNT; p++) {
-        kernels[p] = provider_kernel(ctx, (mst_provider)p, c, key);
+        kernels[p] = mst_provider_kernel(ctx, (mst_provider)p, c->op, key);
         served[p] = serves(ctx, (mst_provider)p, c, key);
         any_onednn |= p != MST_PROVIDER_BUILTIN && served[p];
     }
@@ -440,7 +435,7 @@ static mst_status choose_and_run(mst_ctx *ctx, const mst_op_call *c) {
     bool measured;
     mst_provider p = decide(ctx, c, &measured);
     mst_dtype key = key_dtype(c);
-    mst_kernel_fn k = provider_kernel(ctx, p, c, key);
+    mst_kernel_fn k = mst_provider_kernel(ctx, p, c->op, key);
     if (!k) return mst_op_fail(ctx, c, MST_ERR_DTYPE, "no cpu kernel for dtype %s", mst_dtype_name(key));
     return run_provider(ctx, p, k, c);
 }

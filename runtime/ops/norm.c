@@ -549,23 +549,6 @@ static void bn_sums(mst_bn_sum_kind k, const mst_tensor *xt, const mst_tensor *g
         }
 }
 
-/* The gradient's two sums over channels [c0, c1) of nChw16c x and gy (as bn_sums' MST_BN_SUM_X of
- * gy and MST_BN_SUM_GYX, to the bit), each slab read once for both. */
-static void bn_grad_sums(const mst_tensor *xt, const mst_tensor *gyt, bn_dims d, int64_t c0, int64_t c1, const double *m,
-                         double *sum_gy, double *sum_gyx, float *buf) {
-    bool four = xt->dtype == MST_DTYPE_F32 && d.s < k_bn_rows_min_plane_f32;
-    for (int64_t n = 0; n < d.n; n++)
-        for (int64_t ch = c0; ch < c1; ch += MST_NCHW16C_BLOCK) {
-            size_t at = bn_row_at(d, n, ch);
-            double s_gy[MST_NCHW16C_BLOCK], s_gyx[MST_NCHW16C_BLOCK];
-            bool bf16;
-            const void *x = bn_slab_src(xt, d, at, buf, &bf16);
-            const void *gy = bn_slab_src(gyt, d, at, buf + MST_NCHW16C_BLOCK * d.s, &bf16);
-            mst_bn_slab_grad_sums_any(bf16, x, gy, d.s, m + ch, four, s_gy, s_gyx, true);
-            for (int l = 0; l < MST_NCHW16C_BLOCK; l++) sum_gy[ch + l] += s_gy[l], sum_gyx[ch + l] += s_gyx[l];
-        }
-}
-
 /* Plain x's 16 rows at element `at` (consecutive rows of one image) as a slab the slab functions
  * read: f32 into slab, half transposed into stage (16 x S two-byte values; bf16 read from there,
  * *bf16 set; f16 then widened exactly into slab). */
@@ -579,6 +562,28 @@ static const void *bn_rows_as_slab(const mst_tensor *xt, bn_dims d, size_t at, f
     if (*bf16) return stage;
     mst_half_to_f32(xt->dtype, stage, slab, (size_t)(MST_NCHW16C_BLOCK * d.s));
     return slab;
+}
+
+/* The gradient's two sums over channels [c0, c1) with gy in nChw16c (as bn_sums' MST_BN_SUM_X of
+ * gy and MST_BN_SUM_GYX, to the bit), each slab read once for both. x in nChw16c too, or plain (its
+ * 16 rows transposed into a slab first: planes of >= 64 f32 values or half rows, which take the
+ * sixteen partials either way). buf: per worker, x's slab, gy's, then a two-byte staging slab. */
+static void bn_grad_sums(const mst_tensor *xt, const mst_tensor *gyt, bn_dims d, int64_t c0, int64_t c1, const double *m,
+                         double *sum_gy, double *sum_gyx, float *buf) {
+    bool x_slabs = mst_tensor_blocked(xt), four = x_slabs && xt->dtype == MST_DTYPE_F32 && d.s < k_bn_rows_min_plane_f32;
+    /* no buffer for f32 slabs on both sides: they are read in place */
+    float *x_buf = buf, *gy_buf = buf ? buf + MST_NCHW16C_BLOCK * d.s : NULL;
+    uint16_t *stage = buf ? (uint16_t *)(gy_buf + MST_NCHW16C_BLOCK * d.s) : NULL;
+    for (int64_t n = 0; n < d.n; n++)
+        for (int64_t ch = c0; ch < c1; ch += MST_NCHW16C_BLOCK) {
+            size_t at = bn_row_at(d, n, ch);
+            double s_gy[MST_NCHW16C_BLOCK], s_gyx[MST_NCHW16C_BLOCK];
+            bool bf16;
+            const void *x = x_slabs ? bn_slab_src(xt, d, at, x_buf, &bf16) : bn_rows_as_slab(xt, d, at, x_buf, stage, &bf16);
+            const void *gy = bn_slab_src(gyt, d, at, gy_buf, &bf16);
+            mst_bn_slab_grad_sums_any(bf16, x, gy, d.s, m + ch, four, s_gy, s_gyx, true);
+            for (int l = 0; l < MST_NCHW16C_BLOCK; l++) sum_gy[ch + l] += s_gy[l], sum_gyx[ch + l] += s_gyx[l];
+        }
 }
 
 /* An f32 slab of results into plain t's 16 rows at element `at`, rounded to half first for half
@@ -744,18 +749,7 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
      * widened on the way, through a two-byte staging slab */
     float *x_slab = gy_slabs ? slab_buf : NULL, *gy_slab = x_slab ? x_slab + MST_NCHW16C_BLOCK * d.s : NULL;
     uint16_t *stage = gy_slab ? (uint16_t *)(gy_slab + MST_NCHW16C_BLOCK * d.s) : NULL;
-    if (gy_slabs) {
-        for (int64_t n = 0; n < d.n; n++)
-            for (int64_t ch = c0; ch < c1; ch += MST_NCHW16C_BLOCK) {
-                size_t at = bn_row_at(d, n, ch);
-                double s_gy[MST_NCHW16C_BLOCK], s_gyx[MST_NCHW16C_BLOCK];
-                bool bf16;
-                const void *x = bn_rows_as_slab(xt, d, at, x_slab, stage, &bf16);
-                const void *gy = bn_slab_src(gyt, d, at, gy_slab, &bf16);
-                mst_bn_slab_grad_sums_any(bf16, x, gy, d.s, mean + ch, false, s_gy, s_gyx, true);
-                for (int l = 0; l < MST_NCHW16C_BLOCK; l++) sum_gy[ch + l] += s_gy[l], sum_gyx[ch + l] += s_gyx[l];
-            }
-    } else if (blocked) {
+    if (gy_slabs || blocked) {
         bn_grad_sums(xt, gyt, d, c0, c1, mean, sum_gy, sum_gyx, slab_buf);
     } else {
         for (int64_t n = 0; n < d.n; n++)
