@@ -28,7 +28,7 @@ typedef enum { MST_KERNELS_AUTO, MST_KERNELS_ONEDNN, MST_KERNELS_BUILTIN, MST_KE
  * 3x3 stride-1 convolutions); onednn_f32: f16/bf16 convolutions on oneDNN's f32 blocked kernels
  * (Winograd where the f32 verdict of the widened shape takes it), the half operands widened
  * exactly and the half outputs rounded (mst_half_run_wide): oneDNN 2.6's bf16 weight gradients
- * ran 1.3-1.5x slower than its f32 ones on the cnn's 7x7 planes (docs/benchmarks.md). */
+ * took 1.5x the time of its f32 ones in the cnn's step on the 7x7 planes (docs/benchmarks.md). */
 typedef enum {
     MST_PROVIDER_BUILTIN,
     MST_PROVIDER_ONEDNN,
