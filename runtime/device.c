@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "runtime/backend/kernel_choice.h"
 #include "runtime/context.h"
 
 #ifdef MSTUNE_HAVE_CUDA
@@ -48,4 +49,9 @@ mst_status mst_ctx_set_device(mst_ctx *ctx, mst_device kind) {
     if (!b) return mst_ctx_fail(ctx, MST_ERR_UNSUPPORTED, "%s", mst_device_unavailable(kind));
     ctx->backend = b;
     return MST_OK;
+}
+
+void mst_ctx_load_providers(mst_ctx *ctx) {
+    if (!ctx || !ctx->backend || ctx->force_ref || ctx->kernels == MST_KERNELS_BUILTIN) return;
+    for (int p = 0; p < ctx->backend->n_providers; p++) (void)ctx->backend->providers[p].unavailable();
 }

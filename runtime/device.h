@@ -93,6 +93,12 @@ bool mst_device_supports(mst_device kind, mst_op op, mst_dtype dtype);
  * starts on the CPU; switch before creating tensors (storage records its device). */
 mst_status mst_ctx_set_device(mst_ctx *ctx, mst_device kind);
 
+/* Load the kernel providers the context may call (a library loaded at its first use, oneDNN's
+ * dlopen) now rather than inside the first op that needs one: the trainer calls it before its
+ * timed loop, where the loading (3-10 ms measured on the first eager step of a tiny MLP) is process
+ * setup, not training work. Nothing with runtime.kernels builtin or reference kernels forced. */
+void mst_ctx_load_providers(mst_ctx *ctx);
+
 /* The CPU backend (runtime/backend/cpu.c): builtin kernels and oneDNN. */
 extern const mst_backend mst_backend_cpu;
 
