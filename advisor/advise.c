@@ -84,11 +84,19 @@ static bool extend_trial(const mst_advise_config *cfg, mst_trial_set *base, mst_
                  v->speed_unresolved ? "unresolved" : "not confirmed in turns", more_trial, need_min, left_min > 0 ? left_min : 0);
         return false;
     }
+    /* this extension's runs form a turn of their own: the verdict compares them only with each other */
+    int turn = 0;
+    for (int i = 0; i < base->n_runs; i++) turn = base->runs[i].turn > turn ? base->runs[i].turn : turn;
+    for (int i = 0; i < t->n_runs; i++) turn = t->runs[i].turn > turn ? t->runs[i].turn : turn;
+    turn++;
     const char *why = v->speed_unresolved ? "unresolved" : "decided by its timing";
     if (cfg->log) fprintf(cfg->log, "  %s at %.3fx: %d more seeds each, alternated with the baseline\n", why, v->speedup, more_trial);
     for (int k = 0; k < more_trial && !(cfg->stop && *cfg->stop); k++) {
+        int nb0 = base->n_runs, nt0 = t->n_runs;
         if (k < more_base) mst_trial_run(base, cfg->mstune_bin, cfg->job_path, cfg->out_dir, 1, false, cfg->log, cfg->stop);
         mst_trial_run(t, cfg->mstune_bin, cfg->job_path, cfg->out_dir, 1, false, cfg->log, cfg->stop);
+        if (base->n_runs > nb0) base->runs[nb0].turn = turn;
+        if (t->n_runs > nt0) t->runs[nt0].turn = turn;
     }
     if (cfg->stop && *cfg->stop) {      /* the first look stands; the runs it did not see are listed apart */
         snprintf(v->reason + len, sizeof(v->reason) - len, " (its extension was interrupted)");

@@ -173,6 +173,7 @@ static cJSON *verdict_json(const mst_verdict *v) {
         cJSON_AddNumberToObject(o, "runs_judged", v->trial_runs);
         cJSON_AddNumberToObject(o, "speed_confidence", v->speed_confidence);
         if (v->extended_from > 0) cJSON_AddNumberToObject(o, "extended_from", v->extended_from);
+        if (v->extended_from > 0) cJSON_AddBoolToObject(o, "speed_within_turns", v->in_turns);
     }
     cJSON_AddStringToObject(o, "reason", v->reason);
     return o;
@@ -204,6 +205,7 @@ static cJSON *runs_json(const mst_trial_set *t) {
             if (!isnan(r->ms_per_update)) cJSON_AddNumberToObject(o, "ms_per_update", r->ms_per_update);
             if (!isnan(r->train_loop_s)) cJSON_AddNumberToObject(o, "train_loop_s", r->train_loop_s);
             cJSON_AddNumberToObject(o, "compile_count", (double)r->compile_count);
+            cJSON_AddNumberToObject(o, "turn", r->turn);
         } else {
             cJSON_AddStringToObject(o, "error", r->error);
         }

@@ -5,7 +5,9 @@
  * its peak memory is its own. Each run writes summary.json into its own folder; the trial keeps the
  * numbers the verdict needs. Speed is compared per run (the run is the unit, as in the gate:
  * steps within a run are correlated): the Hodges–Lehmann shift of log time per applied update
- * between the two groups with its distribution-free interval (util/stats.h); accuracy as a
+ * between the two groups with its distribution-free interval (util/stats.h), stratified by turn
+ * once a trial was extended (runs are compared only with the runs taken in turns with them, so a
+ * drift of the machine between the first look and an extension falls out); accuracy as a
  * non-inferiority test on the mean paired (same seed) difference with its t interval. */
 #ifndef MST_ADVISOR_TRIAL_H
 #define MST_ADVISOR_TRIAL_H
@@ -36,6 +38,9 @@ typedef struct {
     int64_t seed;                   /* summary seed: runs of two configurations are paired by it */
     int64_t steps, skipped_steps, overflow_steps, compile_count;
     double loss_scale_final;        /* NAN when not reported */
+    int turn;                       /* the block of runs taken in turns it belongs to: 0 for the first look
+                                       (the baseline's first K runs and every trial's first K), a new id
+                                       for each extension, whose baseline and trial runs alternate */
     char dir[1024];
     char error[256];                /* the last line of the run's stderr when !ok */
 } mst_run_result;
@@ -105,6 +110,9 @@ typedef struct {
                                        the machine reads as an effect; more seeds in turns confirm it */
     int trial_runs;                 /* the trial's runs it was judged on (the first N) */
     int extended_from;              /* runs per side before the extension; 0 when not extended */
+    bool in_turns;                  /* the speed was compared within turns (stratified by mst_run_result.turn:
+                                       an extended trial whose every run has baseline runs of its turn),
+                                       not pooled */
     char reason[700];
 } mst_verdict;
 

@@ -81,14 +81,44 @@ static double value_of(const mst_run_result *r, what w) {
     return NAN;
 }
 
-static int ok_values(const mst_trial_set *t, what w, double *out) {
+/* The finite values of the runs that completed; turns (may be NULL): each value's run's turn. */
+static int ok_values_in(const mst_trial_set *t, what w, double *out, int *turns) {
     int n = 0;
     for (int i = 0; i < t->n_runs; i++) {
         if (!t->runs[i].ok) continue;
         double v = value_of(&t->runs[i], w);
-        if (isfinite(v)) out[n++] = v;
+        if (!isfinite(v)) continue;
+        if (turns) turns[n] = t->runs[i].turn;
+        out[n++] = v;
     }
     return n;
+}
+
+static int ok_values(const mst_trial_set *t, what w, double *out) { return ok_values_in(t, w, out, NULL); }
+
+/* The shift of the trial's values against the baseline's: within turns once the trial was extended
+ * and every trial value has baseline values of its own turn (the extension's runs alternated with
+ * them, so drift between turns cancels), else pooled. *in_turns says which. */
+static int speed_shift(const mst_trial_set *base, const mst_trial_set *trial, what w, double conf, mst_shift *s, int *nb_out,
+                       bool *in_turns) {
+    double bt[MST_TRIAL_MAX_RUNS], tt[MST_TRIAL_MAX_RUNS];
+    int bturn[MST_TRIAL_MAX_RUNS], tturn[MST_TRIAL_MAX_RUNS];
+    int nb = ok_values_in(base, w, bt, bturn), nt = ok_values_in(trial, w, tt, tturn);
+    *nb_out = nb;
+    *in_turns = false;
+    if (nb == 0 || nt == 0) return -1;
+    bool extended = false, partnered = true;
+    for (int j = 0; j < nt; j++) {
+        bool has = false;
+        for (int i = 0; i < nb && !has; i++) has = bturn[i] == tturn[j];
+        partnered &= has;
+        extended |= tturn[j] != 0;
+    }
+    if (extended && partnered && mst_stats_hodges_lehmann_strata(bt, bturn, nb, tt, tturn, nt, conf, s) == 0) {
+        *in_turns = true;
+        return 0;
+    }
+    return mst_stats_hodges_lehmann(bt, nb, tt, nt, conf, s);
 }
 
 static const char *first_error(const mst_trial_set *t) {
@@ -148,7 +178,7 @@ void mst_verdict_decide_at(const mst_trial_set *base, const mst_trial_set *trial
     v->count_base = v->count_trial = NAN;
     double bt[MST_TRIAL_MAX_RUNS], tt[MST_TRIAL_MAX_RUNS];
     int nb = ok_values(base, V_LOG_UPDATE, bt), nt = ok_values(trial, V_LOG_UPDATE, tt);
-    bool failed = false;
+    bool failed = false, in_turns = false, step_in_turns = false;
     for (int i = 0; i < trial->n_runs; i++) failed |= !trial->runs[i].ok;
     if (nt == 0 || failed) {
         snprintf(v->reason, sizeof(v->reason), "the trial failed (%s): rejected", first_error(trial));
@@ -159,15 +189,16 @@ void mst_verdict_decide_at(const mst_trial_set *base, const mst_trial_set *trial
         return;
     }
     mst_shift s;
-    if (mst_stats_hodges_lehmann(bt, nb, tt, nt, speed_confidence, &s) == 0) {
+    int unused;
+    if (speed_shift(base, trial, V_LOG_UPDATE, speed_confidence, &s, &unused, &in_turns) == 0) {
         v->speedup = exp(-s.estimate);
         v->ci_low = s.bounded ? exp(-s.hi) : NAN;
         v->ci_high = s.bounded ? exp(-s.lo) : NAN;
     }
+    v->in_turns = in_turns;
     /* the per-step median: secondary, and robust to one preempted step that a loop total is not */
     double step_ci_low = NAN;
-    int nbs = ok_values(base, V_LOG_STEP, bt), nts = ok_values(trial, V_LOG_STEP, tt);
-    if (nbs > 0 && nts > 0 && mst_stats_hodges_lehmann(bt, nbs, tt, nts, speed_confidence, &s) == 0) {
+    if (speed_shift(base, trial, V_LOG_STEP, speed_confidence, &s, &unused, &step_in_turns) == 0) {
         v->step_speedup = exp(-s.estimate);
         step_ci_low = s.bounded ? exp(-s.hi) : NAN;
     }
@@ -213,8 +244,8 @@ void mst_verdict_decide_at(const mst_trial_set *base, const mst_trial_set *trial
 
     char speed[128], acc[200], mem[64], cnt[96] = "";
     if (isnan(v->ci_low)) snprintf(speed, sizeof(speed), "%.3fx per applied update (too few runs for an interval)", v->speedup);
-    else snprintf(speed, sizeof(speed), "%.3fx per applied update (%.0f%% interval %.3f-%.3f; per-step median %.3fx)", v->speedup,
-                  100 * speed_confidence, v->ci_low, v->ci_high, v->step_speedup);
+    else snprintf(speed, sizeof(speed), "%.3fx per applied update%s (%.0f%% interval %.3f-%.3f; per-step median %.3fx)", v->speedup,
+                  in_turns ? " within turns" : "", 100 * speed_confidence, v->ci_low, v->ci_high, v->step_speedup);
     const char *un = u[0] ? u : "units";        /* the tolerance's unit, in words */
     bool acc_metric = strcmp(mname, "accuracy") == 0;
     if (isnan(v->accuracy_delta_pp))

@@ -256,6 +256,76 @@ int mst_stats_hodges_lehmann(const double *x, int m, const double *y, int n, dou
     return 0;
 }
 
+int mst_stats_hodges_lehmann_strata(const double *x, const int *xs, int m, const double *y, const int *ys, int n, double conf,
+                                    mst_shift *out) {
+    memset(out, 0, sizeof(*out));
+    if (m < 1 || n < 1 || !(conf > 0 && conf < 1)) return -1;
+    double *d = malloc((size_t)m * (size_t)n * sizeof(double));
+    double *dist = calloc((size_t)m * (size_t)n + 1, sizeof(double));     /* T's null counts, normalised per stratum */
+    double *next = calloc((size_t)m * (size_t)n + 1, sizeof(double));
+    bool *done = calloc((size_t)m, sizeof(bool));
+    int rc = -1;
+    if (!d || !dist || !next || !done) goto out;
+    size_t nd = 0;
+    int tmax = 0;       /* T's largest value so far */
+    dist[0] = 1;
+    for (int i0 = 0; i0 < m; i0++) {
+        if (done[i0]) continue;
+        int k = xs[i0], mk = 0, nk = 0;
+        for (int i = i0; i < m; i++)
+            if (xs[i] == k) {
+                done[i] = true;
+                mk++;
+            }
+        for (int j = 0; j < n; j++)
+            if (ys[j] == k) {
+                nk++;
+                for (int i = i0; i < m; i++)
+                    if (xs[i] == k) d[nd++] = y[j] - x[i];
+            }
+        if (nk == 0) continue;
+        if (!exact_ok(mk, nk)) goto out;
+        double *f = mwu_counts(mk, nk), total = 0;
+        if (!f) goto out;
+        for (int u = 0; u <= mk * nk; u++) total += f[u];
+        memset(next, 0, ((size_t)tmax + (size_t)mk * nk + 1) * sizeof(double));
+        for (int t = 0; t <= tmax; t++)
+            if (dist[t] != 0)
+                for (int u = 0; u <= mk * nk; u++) next[t + u] += dist[t] * f[u] / total;
+        free(f);
+        tmax += mk * nk;
+        memcpy(dist, next, ((size_t)tmax + 1) * sizeof(double));
+    }
+    if (nd == 0) goto out;
+    qsort(d, nd, sizeof(double), cmp_double);
+    out->estimate = nd % 2 ? d[nd / 2] : 0.5 * (d[nd / 2 - 1] + d[nd / 2]);
+    out->level = conf;
+    /* the largest c with P(T <= c) <= (1 - conf) / 2 */
+    double alpha = (1 - conf) / 2, cum = 0;
+    int c = -1;
+    for (int t = 0; t <= tmax; t++) {
+        cum += dist[t];
+        if (cum <= alpha * (1 + 1e-12)) c = t;
+        else break;
+    }
+    if (c < 0 || (size_t)c >= nd / 2) {
+        out->lo = -INFINITY;
+        out->hi = INFINITY;
+        out->bounded = false;
+    } else {
+        out->lo = d[c];
+        out->hi = d[nd - 1 - (size_t)c];
+        out->bounded = true;
+    }
+    rc = 0;
+out:
+    free(d);
+    free(dist);
+    free(next);
+    free(done);
+    return rc;
+}
+
 int mst_stats_prediction_interval(const double *x, int n, int k, double conf, double *lo, double *hi) {
     if (n < 2 || k < 1 || !(conf > 0 && conf < 1)) return -1;
     double m = mst_stats_mean(x, n), s = mst_stats_sd(x, n);

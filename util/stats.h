@@ -79,6 +79,17 @@ typedef struct {
 
 int mst_stats_hodges_lehmann(const double *x, int m, const double *y, int n, double conf, mst_shift *out);
 
+/* The same estimate stratified: x[i] belongs to stratum xs[i], y[j] to ys[j], and only differences
+ * within a stratum count (groups measured in turns share a stratum, so a drift of the machine
+ * between strata falls out). The estimate is the median of all within-stratum differences; the
+ * interval inverts T = the sum of the strata's Mann–Whitney U, whose exact null distribution is
+ * the convolution of theirs (Lehmann's stratified shift, van Elteren with unit weights). With one
+ * stratum it equals mst_stats_hodges_lehmann. A value in a stratum the other group lacks is not
+ * used; -1 when no stratum holds both groups, when a stratum exceeds MST_STATS_EXACT_MAX, or when
+ * memory ran out. */
+int mst_stats_hodges_lehmann_strata(const double *x, const int *xs, int m, const double *y, const int *ys, int n, double conf,
+                                    mst_shift *out);
+
 /* Two-sided prediction interval at level conf for the mean of k future values drawn like x
  * (normal model): mean(x) +- t_{(1+conf)/2, n-1} * sd(x) * sqrt(1/n + 1/k). Needs n >= 2. */
 int mst_stats_prediction_interval(const double *x, int n, int k, double conf, double *lo, double *hi);

@@ -105,6 +105,42 @@ static void test_extended_look_tolerates_one_slow_run(void **state) {
     assert_false(v.speed_unresolved);
 }
 
+static void set_turns(mst_trial_set *t, int from, int turn) {
+    for (int i = from; i < t->n_runs; i++) t->runs[i].turn = turn;
+}
+
+/* The machine sped up between the first look and the extension (its runs ~25% faster): pooled, the
+ * trial's first runs overlap the baseline's later ones and the 1.2x gain is not resolved; compared
+ * within turns it is, and a trial without a gain stays rejected under the same drift. A trial run
+ * whose turn has no baseline run falls back to the pooled comparison. */
+static void test_extension_compared_within_turns(void **state) {
+    (void)state;
+    mst_trial_set b, t;
+    mst_verdict v;
+    make(&b, (double[]){15.0, 14.6, 15.3, 11.4, 11.7, 11.5}, 6, 0.85, 1e6);
+    make(&t, (double[]){12.6, 12.2, 12.9, 9.6, 9.8, 9.5}, 6, 0.85, 1e6);
+    mst_verdict_decide_at(&b, &t, MST_GOAL_SPEED, MST_COUNT_NONE, 0.5, 1.02, 0.90, 0.95, &v);
+    assert_false(v.in_turns);               /* no turns recorded: pooled */
+    assert_int_equal(v.kind, MST_VERDICT_REJECTED);
+    set_turns(&b, 3, 1);
+    set_turns(&t, 3, 1);
+    mst_verdict_decide_at(&b, &t, MST_GOAL_SPEED, MST_COUNT_NONE, 0.5, 1.02, 0.90, 0.95, &v);
+    assert_true(v.in_turns);
+    assert_int_equal(v.kind, MST_VERDICT_ACCEPTED);
+    assert_true(v.speedup > 1.15 && v.speedup < 1.25 && v.ci_low > 1);
+    assert_non_null(strstr(v.reason, "within turns"));
+    make(&t, (double[]){14.8, 15.2, 14.9, 11.6, 11.3, 11.5}, 6, 0.85, 1e6);
+    set_turns(&t, 3, 1);
+    mst_verdict_decide_at(&b, &t, MST_GOAL_SPEED, MST_COUNT_NONE, 0.5, 1.02, 0.90, 0.95, &v);
+    assert_true(v.in_turns);
+    assert_int_equal(v.kind, MST_VERDICT_REJECTED);
+    make(&t, (double[]){12.6, 12.2, 12.9, 9.6, 9.8, 9.5}, 6, 0.85, 1e6);
+    set_turns(&t, 3, 2);                    /* turn 2 has no baseline run */
+    mst_verdict_decide_at(&b, &t, MST_GOAL_SPEED, MST_COUNT_NONE, 0.5, 1.02, 0.90, 0.95, &v);
+    assert_false(v.in_turns);
+    assert_null(strstr(v.reason, "within turns"));
+}
+
 static void test_accuracy_loss_rejected(void **state) {
     (void)state;
     mst_trial_set b, t;
@@ -278,6 +314,7 @@ int main(void) {
         cmocka_unit_test(test_overlap_rejected),
         cmocka_unit_test(test_unresolved_flagged_for_more_seeds),
         cmocka_unit_test(test_extended_look_tolerates_one_slow_run),
+        cmocka_unit_test(test_extension_compared_within_turns),
         cmocka_unit_test(test_accuracy_loss_rejected),
         cmocka_unit_test(test_slower_but_smaller_noted_for_memory),
         cmocka_unit_test(test_failed_run_rejected),

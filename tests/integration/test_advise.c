@@ -31,6 +31,7 @@
 typedef struct {
     double log_t[16], log_step[16], acc[16], count[16];
     int64_t seed[16];
+    int turn[16];       /* the advisor's turn of the run (advice.json): runs alternated in an extension share one */
     int n;
     bool failed;
 } runs;
@@ -62,6 +63,7 @@ static void read_runs_first(const cJSON *arr, const char *count, int limit, runs
         r->log_step[r->n] = log(num(s, "step_time_ms_median", NAN));
         r->acc[r->n] = num(s, "val_accuracy", -1);
         r->seed[r->n] = (int64_t)num(s, "seed", -1);
+        r->turn[r->n] = (int)num(it, "turn", 0);
         r->count[r->n] = count ? num(s, count, NAN) : NAN;
         r->n++;
         cJSON_Delete(s);
@@ -70,35 +72,68 @@ static void read_runs_first(const cJSON *arr, const char *count, int limit, runs
 
 static void read_runs(const cJSON *arr, const char *count, runs *r) { read_runs_first(arr, count, -1, r); }
 
-/* The exact Mann-Whitney critical value, counted here on its own: the largest c with P(U <= c) <=
- * alpha for m and n runs, by N(m, n, u) = N(m-1, n, u-n) + N(m, n-1, u); -1 when none. */
-static int mwu_critical(int m, int n, double alpha) {
+/* The exact null distribution of U for m and n runs (probabilities), counted here on its own by
+ * N(m, n, u) = N(m-1, n, u-n) + N(m, n-1, u). */
+static void mwu_pmf(int m, int n, double *p) {
     static double ways[17][17][257];
     memset(ways, 0, sizeof(ways));
     for (int a = 0; a <= m; a++)
         for (int b = 0; b <= n; b++)
             for (int u = 0; u <= a * b; u++)
                 ways[a][b][u] = a == 0 || b == 0 ? (u == 0) : (u >= b ? ways[a - 1][b][u - b] : 0) + ways[a][b - 1][u];
-    double total = 0, cum = 0;
+    double total = 0;
     for (int u = 0; u <= m * n; u++) total += ways[m][n][u];
-    int c = -1;
-    for (int u = 0; u <= m * n; u++) {
-        cum += ways[m][n][u];
-        if (cum / total > alpha * (1 + 1e-12)) break;
-        c = u;
-    }
-    return c;
+    for (int u = 0; u <= m * n; u++) p[u] = ways[m][n][u] / total;
 }
 
-/* The Moses interval's verdict on two groups of log times: +1 when its lower speedup bound is above
- * 1 (at most c of the baseline-trial pairs have the trial not faster), -1 when its upper bound is
- * below 1, 0 otherwise. */
-static int separated(const double *base, int nb, const double *trial, int nt, double confidence) {
-    int c = mwu_critical(nb, nt, (1 - confidence) / 2);
-    if (c < 0 || 2 * c >= nb * nt) return 0;
-    int not_faster = 0, not_slower = 0;
-    for (int i = 0; i < nb; i++)
-        for (int j = 0; j < nt; j++) not_faster += trial[j] >= base[i], not_slower += trial[j] <= base[i];
+/* The runs compared within turns: the trial was extended (a turn other than 0) and each of its runs
+ * has baseline runs of its own turn; otherwise every baseline run with every trial run. */
+static bool within_turns(const runs *b, const runs *t) {
+    bool extended = false;
+    for (int j = 0; j < t->n; j++) {
+        bool has = false;
+        for (int i = 0; i < b->n; i++) has |= b->turn[i] == t->turn[j];
+        if (!has) return false;
+        extended |= t->turn[j] != 0;
+    }
+    return extended;
+}
+
+static bool compared(const runs *b, int i, const runs *t, int j, bool turns) { return !turns || b->turn[i] == t->turn[j]; }
+
+/* The Moses interval's verdict on two groups of log times (compared within turns or not): +1 when
+ * its lower speedup bound is above 1 (at most c of the compared baseline-trial pairs have the trial
+ * not faster, c the largest with P(T <= c) <= alpha, T the sum of the turns' U), -1 when its upper
+ * bound is below 1, 0 otherwise. */
+static int separated(const runs *b, const double *base, const runs *t, const double *trial, bool turns, double confidence) {
+    double dist[257] = {1}, next[257], p[257];
+    int tmax = 0, pairs = 0, not_faster = 0, not_slower = 0;
+    bool seen[16] = {false};
+    for (int i0 = 0; i0 < b->n; i0++) {
+        if (seen[i0]) continue;
+        int mk = 0, nk = 0;
+        for (int i = i0; i < b->n; i++)
+            if (!turns || b->turn[i] == b->turn[i0]) seen[i] = true, mk++;
+        for (int j = 0; j < t->n; j++) nk += compared(b, i0, t, j, turns);
+        if (nk == 0) continue;
+        mwu_pmf(mk, nk, p);
+        memset(next, 0, sizeof(next));
+        for (int x = 0; x <= tmax; x++)
+            for (int u = 0; u <= mk * nk; u++) next[x + u] += dist[x] * p[u];
+        tmax += mk * nk;
+        memcpy(dist, next, sizeof(dist));
+    }
+    double alpha = (1 - confidence) / 2, cum = 0;
+    int c = -1;
+    for (int x = 0; x <= tmax; x++) {
+        cum += dist[x];
+        if (cum > alpha * (1 + 1e-12)) break;
+        c = x;
+    }
+    for (int i = 0; i < b->n; i++)
+        for (int j = 0; j < t->n; j++)
+            if (compared(b, i, t, j, turns)) pairs++, not_faster += trial[j] >= base[i], not_slower += trial[j] <= base[i];
+    if (c < 0 || 2 * c >= pairs) return 0;
     return not_faster <= c ? 1 : not_slower <= c ? -1 : 0;
 }
 
@@ -111,19 +146,21 @@ static double median(const double *v, int n) {
 }
 
 /* What the records say the verdict must be: speed separation (the Moses interval of the shift at
- * the verdict's level above 1: with 3 runs a side, every trial run beats every baseline run) by the
- * minimum effect, in the loop time and the per-step median alike; accuracy as the mean same-seed
+ * the verdict's level above 1: with 3 runs a side, every trial run beats every baseline run;
+ * an extended trial's runs compared only with the baseline runs of their turn) by the minimum effect, in the loop time and the per-step median alike; accuracy as the mean same-seed
  * difference with its t interval against the tolerance; counts exactly. */
 static const char *records_verdict(const runs *b, const runs *t, const char *goal, const char *count, double speed_confidence) {
     if (t->failed || t->n == 0) return "rejected";
     double diffs[256];
     int k = 0;
+    bool turns = within_turns(b, t);
     for (int i = 0; i < b->n; i++)
-        for (int j = 0; j < t->n; j++) diffs[k++] = b->log_t[i] - t->log_t[j];
+        for (int j = 0; j < t->n; j++)
+            if (compared(b, i, t, j, turns)) diffs[k++] = b->log_t[i] - t->log_t[j];
     double speedup = exp(median(diffs, k));
-    bool faster = separated(b->log_t, b->n, t->log_t, t->n, speed_confidence) > 0 && speedup >= MIN_SPEEDUP &&
-                  separated(b->log_step, b->n, t->log_step, t->n, speed_confidence) > 0;
-    bool slower = separated(b->log_t, b->n, t->log_t, t->n, speed_confidence) < 0 && speedup < 0.95;
+    bool faster = separated(b, b->log_t, t, t->log_t, turns, speed_confidence) > 0 && speedup >= MIN_SPEEDUP &&
+                  separated(b, b->log_step, t, t->log_step, turns, speed_confidence) > 0;
+    bool slower = separated(b, b->log_t, t, t->log_t, turns, speed_confidence) < 0 && speedup < 0.95;
     /* accuracy, paired by seed */
     double d[16], lo = INFINITY, hi = -INFINITY;
     int np = 0;

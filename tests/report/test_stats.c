@@ -200,6 +200,41 @@ static void test_hodges_lehmann(void **state) {
     assert_true(isinf(s.lo) && isinf(s.hi));
 }
 
+/* Two blocks measured minutes apart (the second 4 units higher: the machine drifted), y 1 below x
+ * within each. Pooled, the drift hides the shift; within the blocks it is resolved. Python
+ * (exact convolution of two 3x3 U distributions): 90% c = 3 -> [D(4), D(33)] = [-1.3, -0.7], 80%
+ * c = 4 -> [-1.2, -0.8], estimate -1.0. */
+static void test_hodges_lehmann_strata(void **state) {
+    mst_shift s, pooled;
+    double x[] = {10.0, 10.4, 9.8, 14.0, 14.3, 13.9}, y[] = {9.1, 9.6, 8.7, 13.2, 13.1, 12.8};
+    int xs[] = {0, 0, 0, 1, 1, 1}, ys[] = {0, 0, 0, 1, 1, 1};
+    assert_int_equal(mst_stats_hodges_lehmann_strata(x, xs, 6, y, ys, 6, 0.90, &s), 0);
+    assert_true(s.bounded);
+    CLOSE(s.estimate, -1.0, 1e-12);
+    CLOSE(s.lo, -1.3, 1e-12);
+    CLOSE(s.hi, -0.7, 1e-12);
+    mst_stats_hodges_lehmann_strata(x, xs, 6, y, ys, 6, 0.80, &s);
+    CLOSE(s.lo, -1.2, 1e-12);
+    CLOSE(s.hi, -0.8, 1e-12);
+    mst_stats_hodges_lehmann(x, 6, y, 6, 0.90, &pooled);
+    assert_true(pooled.lo < 0 && pooled.hi > 0);       /* the drift hides it when pooled */
+    /* one stratum: the plain estimate and interval (case C of test_hodges_lehmann) */
+    double cx[] = {3.1, 1.2, 5.5, 4.4}, cy[] = {2.2, 6.6, 7.7, 0.5, 8.8, 9.9};
+    int zero[6] = {0};
+    mst_stats_hodges_lehmann_strata(cx, zero, 4, cy, zero, 6, 0.90, &s);
+    CLOSE(s.estimate, 3.3, 1e-12);
+    CLOSE(s.lo, -2.6, 1e-12);
+    CLOSE(s.hi, 6.5, 1e-12);
+    /* a value in a stratum the other group lacks is not used */
+    int ys2[] = {0, 0, 0, 1, 1, 7};
+    double y2[] = {9.1, 9.6, 8.7, 13.2, 13.1, -100};
+    mst_stats_hodges_lehmann_strata(x, xs, 6, y2, ys2, 6, 0.90, &s);
+    assert_true(s.estimate > -1.3 && s.estimate < -0.7);
+    /* no stratum in common */
+    int other[] = {5, 5, 5, 5, 5, 5};
+    assert_int_equal(mst_stats_hodges_lehmann_strata(x, xs, 6, y, other, 6, 0.90, &s), -1);
+}
+
 static void test_prediction_interval(void **state) {
     /* Python: mean 1.05, sd 0.1049, t_{0.975,5} = 2.5705818356363155, k = 2 future values */
     double x[] = {1.0, 1.2, 0.9, 1.1, 1.05, 0.95};
@@ -239,6 +274,7 @@ int main(void) {
         cmocka_unit_test(test_t_distribution),     cmocka_unit_test(test_mann_whitney_exact),
         cmocka_unit_test(test_mann_whitney_ties),  cmocka_unit_test(test_critical_values),
         cmocka_unit_test(test_exact_close_to_normal), cmocka_unit_test(test_hodges_lehmann),
+        cmocka_unit_test(test_hodges_lehmann_strata),
         cmocka_unit_test(test_prediction_interval), cmocka_unit_test(test_size_under_null),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
