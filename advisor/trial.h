@@ -101,9 +101,9 @@ typedef struct {
     double speed_confidence;        /* the level of the speed intervals (stricter on an extended look) */
     int baseline_runs;              /* the baseline runs it was judged against (the first N: a later
                                        extension adds runs that an earlier verdict did not see) */
-    bool speed_unresolved;          /* a speed change whose estimate reached the minimum effect but whose
-                                       interval did not exclude 1 (nor show it slower), accuracy not
-                                       inferior, every run fine: more seeds could decide it */
+    bool speed_unresolved;          /* a speed change whose estimate or interval reached the minimum effect
+                                       but whose interval did not exclude 1 (nor show it slower), accuracy
+                                       not inferior, every run fine: more seeds could decide it */
     bool speed_confirm;             /* a first look whose timing decided the outcome (a speed change
                                        faster, or a count change slower): its runs followed the
                                        baseline's rather than taking turns with them, so a drift of

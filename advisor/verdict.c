@@ -311,14 +311,18 @@ void mst_verdict_decide_at(const mst_trial_set *base, const mst_trial_set *trial
                  tolerance_pp, un, speed, mem, mname);
         return;
     }
-    /* a speed change that reached the minimum effect in either figure (the loop total of a short run
-     * can swing +-30% with its one-off costs while the per-step median shows the gain) without
-     * separating from the baseline, its
-     * accuracy measured and non-inferior: more seeds could decide it either way (the advisor may
-     * extend the trial and decide again; without a measured accuracy it could only end in "cannot
-     * verify") */
+    /* a speed change whose interval reaches the minimum effect, or whose estimate does in either
+     * figure (the loop total of a short run can swing +-30% with its one-off costs while the
+     * per-step median shows the gain), without separating from the baseline, its accuracy measured
+     * and non-inferior: more seeds could decide it either way (the advisor may extend the trial and
+     * decide again; without a measured accuracy it could only end in "cannot verify"). The
+     * interval counts as well as the estimate: the first look's trial runs all follow the
+     * baseline's, so a slow phase of the machine over them pulls the estimate under 1 as easily as
+     * a fast one lifts it over (one_slow_step's graph mode: 0.99x, interval 0.93-1.23, two of its
+     * three runs 30% slower per step than the third), and only the second kind was looked at again */
     v->speed_unresolved = goal == MST_GOAL_SPEED && count == MST_COUNT_NONE && !faster && !slower && noninferior &&
-                          (v->speedup >= min_speedup || v->step_speedup >= min_speedup);
+                          (v->speedup >= min_speedup || v->step_speedup >= min_speedup ||
+                           (!isnan(v->ci_high) && v->ci_high >= min_speedup));
     /* the first look's runs came after the baseline's (not in turns with them): where its timing
      * alone decides the outcome, the advisor confirms it on alternated runs */
     v->speed_confirm = goal == MST_GOAL_SPEED && noninferior &&
