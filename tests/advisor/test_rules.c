@@ -103,7 +103,32 @@ static void test_loader(void **state) {
     assert_non_null(f);
     assert_string_equal(f->sets[0], "data.num_workers=2");            /* bounded by the 2 cores */
     assert_string_equal(f->sets[1], "data.prefetch=4");
-    assert_non_null(strstr(f->title, "high"));
+    assert_true(f && strstr(f->title, "high") != NULL);
+    /* data 60%, compute 40% on 2 threads, 2 cores: the CPU work leaves a step of (0.6 + 2 x 0.4) / 2 =
+     * 0.7 of today's, not the 0.4 that hiding the wait would (2.5x) */
+    assert_true(fabs(f->predicted - 1 / 0.7) < 1e-9);
+    assert_int_equal(f->goal, MST_GOAL_SPEED);
+    teardown_fixture(&x);
+    g_resolvable = 1.5;                     /* a high share gets its trial even above the prediction */
+    setup_profile(&x, "{\"data\": {\"num_workers\": 0, \"prefetch\": 2}}", 0.02, 0.30, 0.60);
+    diagnose(&x);
+    const mst_finding *high = find(&x, "loader");
+    assert_true(high && high->goal == MST_GOAL_SPEED);
+    g_resolvable = 0;
+    teardown_fixture(&x);
+    setup_profile(&x, "{\"data\": {\"num_workers\": 0, \"prefetch\": 2}, \"runtime\": {\"threads\": 1}}", 0.02, 0.30, 0.60);
+    diagnose(&x);
+    const mst_finding *one = find(&x, "loader");     /* one compute thread: the second core takes the loader */
+    assert_non_null(one);
+    assert_true(fabs(one->predicted - 1 / 0.5) < 1e-9);
+    teardown_fixture(&x);
+    setup_profile(&x, "{\"data\": {\"num_workers\": 0, \"prefetch\": 2}}", 0.02, 0.80, 0.06);
+    diagnose(&x);
+    const mst_finding *low = find(&x, "loader");     /* 6%: (0.06 + 2 x 0.94) / 2 = 0.97 of the step, 1.03x: a finding */
+    assert_non_null(low);
+    assert_true(fabs(low->predicted - 1 / 0.97) < 1e-9);
+    assert_int_equal(low->goal, MST_GOAL_NONE);
+    assert_non_null(strstr(low->evidence, "not worth a trial"));
     teardown_fixture(&x);
     setup_profile(&x, "{\"data\": {\"num_workers\": 0, \"prefetch\": 2}}", 0.02, 0.90, 0.04);
     diagnose(&x);
