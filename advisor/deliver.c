@@ -94,7 +94,7 @@ void mst_advice_print(FILE *f, const mst_advice *adv, const mst_advise_config *c
     if (adv->n_findings == 0) fprintf(f, "findings: none\n");
     else
         fprintf(f, "\n %-2s %-21s %-42s %-9s %-24s %-7s %-10s %s\n", "#", "rule", "change", "predicted",
-                "measured [90% interval]", "memory", "accuracy", "verdict");
+                "measured [interval]", "memory", "accuracy", "verdict");
     for (int i = 0; i < adv->n_findings; i++) {
         const mst_finding *fd = &adv->findings[i];
         const mst_verdict *v = &adv->verdicts[i];
