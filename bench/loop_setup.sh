@@ -8,20 +8,23 @@
 #
 #     bench/loop_setup.sh                                   # dispatch_bound, 7 rounds
 #     MSTUNE_BIN_B=/tmp/old/build/mstune ROUNDS=9 bench/loop_setup.sh workloads/scenarios/dispatch_bound.yaml
+#     SETS="train.steps=20 data.batch_size=64 train.eval=false" bench/loop_setup.sh workloads/jobs/fashion_cnn.yaml
 set -euo pipefail
 JOB=${1:-workloads/scenarios/dispatch_bound.yaml}
 ROUNDS=${ROUNDS:-7}
 BINS=("${MSTUNE_BIN:-./build/mstune}")
+EXTRA=()
+for kv in ${SETS:-}; do EXTRA+=(--set "$kv"); done
 [[ -n "${MSTUNE_BIN_B:-}" ]] && BINS+=("$MSTUNE_BIN_B")
 OUT=$(mktemp -d /tmp/mstune-loop-setup.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
 echo "flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|avx512f|avx512_bf16|amx_bf16|avx512_fp16)$' | tr '\n' ' ')"
-echo "job $JOB, $ROUNDS rounds alternated over ${#BINS[@]} binaries x eager/graph"
+echo "job $JOB ${SETS:+(--set $SETS) }, $ROUNDS rounds alternated over ${#BINS[@]} binaries x eager/graph"
 for r in $(seq 1 "$ROUNDS"); do
   for b in "${!BINS[@]}"; do
     for mode in eager graph; do
-      "${BINS[$b]}" train "$JOB" --set runtime.mode=$mode --out "$OUT/$b-$mode-$r" > /dev/null 2>&1
+      "${BINS[$b]}" train "$JOB" --set runtime.mode=$mode ${EXTRA[@]+"${EXTRA[@]}"} --out "$OUT/$b-$mode-$r" > /dev/null 2>&1
     done
   done
 done

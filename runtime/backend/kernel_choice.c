@@ -359,26 +359,40 @@ static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measur
     void *v = mst_shape_map_get(&verdicts, &k);
     pthread_mutex_unlock(&verdict_lock);
     if (v) return (mst_provider)((uintptr_t)v - 1);
-    /* first call of the shape in this process */
+    /* first call of the shape in this process: the file's verdict first, so that a oneDNN
+     * primitive is made only for the provider it names (making every candidate's primitive before
+     * reading the file put 1-3 ms of primitive creation into the first training step of a job whose
+     * verdicts were all on file) */
     mst_kernel_fn kernels[MST_PROVIDER_COUNT];
-    bool served[MST_PROVIDER_COUNT], any_onednn = false;
+    bool served[MST_PROVIDER_COUNT] = {false}, any_onednn = false, may_choose = false;
     for (int p = 0; p < MST_PROVIDER_COUNT; p++) {
         kernels[p] = mst_provider_kernel(ctx, (mst_provider)p, c->op, key);
-        served[p] = serves(ctx, (mst_provider)p, c, key);
-        any_onednn |= p != MST_PROVIDER_BUILTIN && served[p];
+        may_choose |= p != MST_PROVIDER_BUILTIN && kernels[p];
     }
     uint64_t hash = mst_shape_key_hash(&k);
     const char *op = mst_op_name(c->op), *dt = mst_dtype_name(key);
     mst_provider p = MST_PROVIDER_BUILTIN;
-    bool known = !any_onednn;                   /* nothing to choose: builtin, not written to the file */
+    bool known = false, from_file = false;
     bool quiet = true;
-    if (!known) {
+    if (may_choose) {
         bool busy = false;
         pthread_mutex_lock(&verdict_lock);
         cache_setup();
         known = cache_find(op, dt, hash, &p, &busy);
         pthread_mutex_unlock(&verdict_lock);
         if (known && busy && machine_quiet()) known = false;     /* timed under load: again, now */
+        if (known && !serves(ctx, p, c, key)) known = false;     /* its provider cannot run the shape here */
+        from_file = known;
+    }
+    if (!known) {
+        for (int q = 0; q < MST_PROVIDER_COUNT; q++) {
+            served[q] = serves(ctx, (mst_provider)q, c, key);
+            any_onednn |= q != MST_PROVIDER_BUILTIN && served[q];
+        }
+        if (!any_onednn) {                      /* nothing to choose: builtin, not written to the file */
+            known = true;
+            p = MST_PROVIDER_BUILTIN;
+        }
     }
     double t_ns[MST_PROVIDER_COUNT] = {0};
     bool summed = false;        /* t_ns sum the plain call's and the nChw16c call's times */
@@ -411,7 +425,7 @@ static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measur
     }
     if (slot) p = (mst_provider)((uintptr_t)*slot - 1);
     pthread_mutex_unlock(&verdict_lock);
-    if (!measured && any_onednn && log_choices())
+    if (from_file && log_choices())
         fprintf(stderr, "mstune kernels: %s %s key %016" PRIx64 " at %d threads: from %s -> %s\n", op, dt, hash, ctx->n_threads,
                 cache_path, mst_provider_name(p));
     if (measured && log_choices()) {
