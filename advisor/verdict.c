@@ -98,14 +98,13 @@ static int ok_values(const mst_trial_set *t, what w, double *out) { return ok_va
 
 /* The shift of the trial's values against the baseline's: within turns once the trial was extended
  * and every trial value has baseline values of its own turn (the extension's runs alternated with
- * them, so drift between turns cancels), else pooled. *in_turns says which. */
-static int speed_shift(const mst_trial_set *base, const mst_trial_set *trial, what w, double conf, mst_shift *s, int *nb_out,
+ * them, so drift between turns cancels), else pooled. *in_turns (when not NULL) says which. */
+static int speed_shift(const mst_trial_set *base, const mst_trial_set *trial, what w, double conf, mst_shift *s,
                        bool *in_turns) {
     double bt[MST_TRIAL_MAX_RUNS], tt[MST_TRIAL_MAX_RUNS];
     int bturn[MST_TRIAL_MAX_RUNS], tturn[MST_TRIAL_MAX_RUNS];
     int nb = ok_values_in(base, w, bt, bturn), nt = ok_values_in(trial, w, tt, tturn);
-    *nb_out = nb;
-    *in_turns = false;
+    if (in_turns) *in_turns = false;
     if (nb == 0 || nt == 0) return -1;
     bool extended = false, partnered = true;
     for (int j = 0; j < nt; j++) {
@@ -115,7 +114,7 @@ static int speed_shift(const mst_trial_set *base, const mst_trial_set *trial, wh
         extended |= tturn[j] != 0;
     }
     if (extended && partnered && mst_stats_hodges_lehmann_strata(bt, bturn, nb, tt, tturn, nt, conf, s) == 0) {
-        *in_turns = true;
+        if (in_turns) *in_turns = true;
         return 0;
     }
     return mst_stats_hodges_lehmann(bt, nb, tt, nt, conf, s);
@@ -178,7 +177,7 @@ void mst_verdict_decide_at(const mst_trial_set *base, const mst_trial_set *trial
     v->count_base = v->count_trial = NAN;
     double bt[MST_TRIAL_MAX_RUNS], tt[MST_TRIAL_MAX_RUNS];
     int nb = ok_values(base, V_LOG_UPDATE, bt), nt = ok_values(trial, V_LOG_UPDATE, tt);
-    bool failed = false, in_turns = false, step_in_turns = false;
+    bool failed = false, in_turns = false;
     for (int i = 0; i < trial->n_runs; i++) failed |= !trial->runs[i].ok;
     if (nt == 0 || failed) {
         snprintf(v->reason, sizeof(v->reason), "the trial failed (%s): rejected", first_error(trial));
@@ -189,8 +188,7 @@ void mst_verdict_decide_at(const mst_trial_set *base, const mst_trial_set *trial
         return;
     }
     mst_shift s;
-    int unused;
-    if (speed_shift(base, trial, V_LOG_UPDATE, speed_confidence, &s, &unused, &in_turns) == 0) {
+    if (speed_shift(base, trial, V_LOG_UPDATE, speed_confidence, &s, &in_turns) == 0) {
         v->speedup = exp(-s.estimate);
         v->ci_low = s.bounded ? exp(-s.hi) : NAN;
         v->ci_high = s.bounded ? exp(-s.lo) : NAN;
@@ -198,7 +196,7 @@ void mst_verdict_decide_at(const mst_trial_set *base, const mst_trial_set *trial
     v->in_turns = in_turns;
     /* the per-step median: secondary, and robust to one preempted step that a loop total is not */
     double step_ci_low = NAN;
-    if (speed_shift(base, trial, V_LOG_STEP, speed_confidence, &s, &unused, &step_in_turns) == 0) {
+    if (speed_shift(base, trial, V_LOG_STEP, speed_confidence, &s, NULL) == 0) {
         v->step_speedup = exp(-s.estimate);
         step_ci_low = s.bounded ? exp(-s.hi) : NAN;
     }

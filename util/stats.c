@@ -126,6 +126,35 @@ static double *mwu_counts(int m, int n) {
     return out;
 }
 
+/* The largest c with P(T <= c) <= alpha for a statistic T on 0..top whose null counts are f (over
+ * total); -1 when even T = 0 is more likely than alpha. */
+static int lower_critical(const double *f, int top, double total, double alpha) {
+    double cum = 0;
+    int c = -1;
+    for (int k = 0; k <= top; k++) {
+        cum += f[k];
+        if (cum / total <= alpha * (1 + 1e-12)) c = k;
+        else break;
+    }
+    return c;
+}
+
+/* The estimate (median) and the interval [D(c+1), D(nd-c)] of nd sorted differences d, c the lower
+ * critical value of the statistic counting differences below the shift. */
+static void shift_from_sorted(const double *d, size_t nd, int c, double conf, mst_shift *out) {
+    out->estimate = nd % 2 ? d[nd / 2] : 0.5 * (d[nd / 2 - 1] + d[nd / 2]);
+    out->level = conf;
+    if (c < 0 || (size_t)c >= nd / 2) {
+        out->lo = -INFINITY;
+        out->hi = INFINITY;
+        out->bounded = false;
+    } else {
+        out->lo = d[c];             /* D(k) with k = c + 1, 1-based */
+        out->hi = d[nd - 1 - (size_t)c];    /* D(nd + 1 - k) */
+        out->bounded = true;
+    }
+}
+
 static bool exact_ok(int m, int n) { return m <= MST_STATS_EXACT_MAX && n <= MST_STATS_EXACT_MAX; }
 
 double mst_stats_mwu_min_p(int m, int n) {
@@ -160,13 +189,7 @@ int mst_stats_mwu_critical(int m, int n, double alpha) {
         if (f) {
             double total = 0;
             for (int k = 0; k <= m * n; k++) total += f[k];
-            double cum = 0;
-            int c = -1;
-            for (int k = 0; k <= m * n; k++) {
-                cum += f[k];
-                if (cum / total <= alpha * (1 + 1e-12)) c = k;
-                else break;
-            }
+            int c = lower_critical(f, m * n, total, alpha);
             free(f);
             return c;
         }
@@ -240,18 +263,7 @@ int mst_stats_hodges_lehmann(const double *x, int m, const double *y, int n, dou
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) d[(size_t)j * m + i] = y[j] - x[i];
     qsort(d, mn, sizeof(double), cmp_double);
-    out->estimate = mn % 2 ? d[mn / 2] : 0.5 * (d[mn / 2 - 1] + d[mn / 2]);
-    out->level = conf;
-    int c = mst_stats_mwu_critical(m, n, (1 - conf) / 2);
-    if (c < 0 || (size_t)c >= mn / 2) {
-        out->lo = -INFINITY;
-        out->hi = INFINITY;
-        out->bounded = false;
-    } else {
-        out->lo = d[c];             /* D(k) with k = c + 1, 1-based */
-        out->hi = d[mn - 1 - c];    /* D(mn + 1 - k) */
-        out->bounded = true;
-    }
+    shift_from_sorted(d, mn, mst_stats_mwu_critical(m, n, (1 - conf) / 2), conf, out);
     free(d);
     return 0;
 }
@@ -298,25 +310,7 @@ int mst_stats_hodges_lehmann_strata(const double *x, const int *xs, int m, const
     }
     if (nd == 0) goto out;
     qsort(d, nd, sizeof(double), cmp_double);
-    out->estimate = nd % 2 ? d[nd / 2] : 0.5 * (d[nd / 2 - 1] + d[nd / 2]);
-    out->level = conf;
-    /* the largest c with P(T <= c) <= (1 - conf) / 2 */
-    double alpha = (1 - conf) / 2, cum = 0;
-    int c = -1;
-    for (int t = 0; t <= tmax; t++) {
-        cum += dist[t];
-        if (cum <= alpha * (1 + 1e-12)) c = t;
-        else break;
-    }
-    if (c < 0 || (size_t)c >= nd / 2) {
-        out->lo = -INFINITY;
-        out->hi = INFINITY;
-        out->bounded = false;
-    } else {
-        out->lo = d[c];
-        out->hi = d[nd - 1 - (size_t)c];
-        out->bounded = true;
-    }
+    shift_from_sorted(d, nd, lower_critical(dist, tmax, 1.0, (1 - conf) / 2), conf, out);
     rc = 0;
 out:
     free(d);

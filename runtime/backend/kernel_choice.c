@@ -361,8 +361,8 @@ static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measur
     if (v) return (mst_provider)((uintptr_t)v - 1);
     /* first call of the shape in this process: the file's verdict first, so that a oneDNN
      * primitive is made only for the provider it names (making every candidate's primitive before
-     * reading the file put 1-3 ms of primitive creation into the first training step of a job whose
-     * verdicts were all on file) */
+     * reading the file put ~1 ms (a tiny MLP) to ~10 ms (the cnn) of primitive creation into the first
+     * training step of a job whose verdicts were all on file: bench/loop_setup.sh) */
     mst_kernel_fn kernels[MST_PROVIDER_COUNT];
     bool served[MST_PROVIDER_COUNT] = {false}, any_onednn = false, may_choose = false;
     for (int p = 0; p < MST_PROVIDER_COUNT; p++) {
