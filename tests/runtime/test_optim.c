@@ -727,6 +727,85 @@ static void test_skipped_update_touches_nothing(void **state) {
     }
 }
 
+/* ---- the update loops' bits on this process's path ----
+ * The f32 loops run on the widest vector path the CPU offers (AVX2, or the portable SSE2 build);
+ * ctest runs this file again with AVX2 masked. Every path must give the bits of the formula
+ * evaluated here one element at a time in float, each operation rounded as written (no FMA:
+ * the build has -ffp-contract=off), over a length that leaves a tail after every vector width. */
+
+#define BITS_N 1037
+
+static float bits_value(int64_t i, int salt) {
+    return (float)sin((double)(i * 7 + salt * 13) * 0.37) * (salt == 2 ? 1e-3f : 1.0f);
+}
+
+static void fill_bits(mst_tensor *t, int salt) {
+    for (int64_t i = 0; i < t->numel; i++) mst_tensor_f32(t)[i] = bits_value(i, salt);
+}
+
+static void test_update_bits_every_path(void **state) {
+    (void)state;
+    const int64_t shape[1] = {BITS_N};
+    const double lr = 0.05, wd = 0.01;
+    /* SGD: plain, momentum with dampening, Nesterov */
+    const struct { double mom, damp; bool nesterov; } sgd_cases[3] = {{0, 0, false}, {0.9, 0.1, false}, {0.9, 0, true}};
+    for (int c = 0; c < 3; c++) {
+        mst_ctx *ctx = mst_ctx_new(NULL);
+        mst_tensor *p = mst_tensor_zeros(ctx, MST_DTYPE_F32, 1, shape), *g = mst_tensor_zeros(ctx, MST_DTYPE_F32, 1, shape);
+        mst_tensor *buf = sgd_cases[c].mom > 0 ? mst_tensor_zeros(ctx, MST_DTYPE_F32, 1, shape) : NULL;
+        fill_bits(p, 0);
+        static float wp[BITS_N], wb[BITS_N];
+        for (int64_t i = 0; i < BITS_N; i++) wp[i] = bits_value(i, 0), wb[i] = 0;
+        controls k = ctl(ctx, lr);
+        const float flr = (float)lr, fwd = (float)wd, mom = (float)sgd_cases[c].mom, mix = (float)(1.0 - sgd_cases[c].damp);
+        const float k_d = sgd_cases[c].nesterov ? 1.0f : 0.0f, k_b = sgd_cases[c].nesterov ? mom : 1.0f;
+        for (int t = 1; t <= 3; t++) {
+            fill_bits(g, t);
+            assert_int_equal(sgd(ctx, p, g, buf, k, sgd_cases[c].mom, sgd_cases[c].damp, wd, sgd_cases[c].nesterov), MST_OK);
+            for (int64_t i = 0; i < BITS_N; i++) {
+                float d = bits_value(i, t) + fwd * wp[i];
+                if (mom == 0) { wp[i] -= flr * (d); continue; }
+                float b = t == 1 ? d : mom * wb[i] + mix * d;
+                wb[i] = b;
+                wp[i] -= flr * (k_d * d + k_b * b);
+            }
+            assert_memory_equal(mst_tensor_f32(p), wp, sizeof(wp));
+            if (buf) assert_memory_equal(mst_tensor_f32(buf), wb, sizeof(wb));
+        }
+        mst_ctx_free(ctx);
+    }
+    /* Adam (L2 decay into the gradient) and AdamW (decoupled decay) */
+    for (int decoupled = 0; decoupled <= 1; decoupled++) {
+        mst_ctx *ctx = mst_ctx_new(NULL);
+        mst_tensor *p = mst_tensor_zeros(ctx, MST_DTYPE_F32, 1, shape), *g = mst_tensor_zeros(ctx, MST_DTYPE_F32, 1, shape);
+        mst_tensor *m = mst_tensor_zeros(ctx, MST_DTYPE_F32, 1, shape), *v = mst_tensor_zeros(ctx, MST_DTYPE_F32, 1, shape);
+        fill_bits(p, 0);
+        static float wp[BITS_N], wm[BITS_N], wv[BITS_N];
+        for (int64_t i = 0; i < BITS_N; i++) wp[i] = bits_value(i, 0), wm[i] = wv[i] = 0;
+        controls k = ctl(ctx, lr);
+        const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
+        for (int t = 1; t <= 3; t++) {
+            fill_bits(g, t);
+            assert_int_equal(adam(ctx, p, g, m, v, k, b1, b2, eps, wd, decoupled), MST_OK);
+            const float step = (float)(lr / (1.0 - pow(b1, t))), bc2 = (float)sqrt(1.0 - pow(b2, t));
+            const float g_wd = decoupled ? 0.0f : (float)wd, decay = decoupled ? (float)(1.0 - lr * wd) : 1.0f;
+            const float fb1 = (float)b1, fb2 = (float)b2, o1 = (float)(1.0 - b1), o2 = (float)(1.0 - b2), feps = (float)eps;
+            for (int64_t i = 0; i < BITS_N; i++) {
+                float gi = bits_value(i, t) + g_wd * wp[i];
+                float mi = fb1 * wm[i] + o1 * gi;
+                float vi = fb2 * wv[i] + o2 * gi * gi;
+                wm[i] = mi;
+                wv[i] = vi;
+                wp[i] = decay * wp[i] - step * mi / (sqrtf(vi) / bc2 + feps);
+            }
+            assert_memory_equal(mst_tensor_f32(p), wp, sizeof(wp));
+            assert_memory_equal(mst_tensor_f32(m), wm, sizeof(wm));
+            assert_memory_equal(mst_tensor_f32(v), wv, sizeof(wv));
+        }
+        mst_ctx_free(ctx);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_reference),     cmocka_unit_test(test_sgd_by_hand),
@@ -735,6 +814,7 @@ int main(void) {
         cmocka_unit_test(test_defaults_and_names),    cmocka_unit_test(test_cost_formulas),
         cmocka_unit_test(test_update_op_errors),      cmocka_unit_test(test_optim_config_errors),
         cmocka_unit_test(test_optim_step_errors),     cmocka_unit_test(test_skipped_update_touches_nothing),
+        cmocka_unit_test(test_update_bits_every_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
