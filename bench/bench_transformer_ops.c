@@ -3,7 +3,8 @@
  * GELU and its gradient (the feed-forward's (64, 24, 128) activations), dropout (p = 0.1) on the
  * attention probabilities (64, 4, 24, 24) and on the residual stream (64, 24, 32), and the masked
  * softmax of the attention scores (64, 4, 24, 24) with a padding mask (sample b's last b % 12 keys
- * absent), all f32 through the eager dispatcher; median microseconds per call of 15 repeats, each
+ * absent), and the attention's two head permutes (rows of 8 floats), all f32 through the eager
+ * dispatcher; median microseconds per call of 15 repeats, each
  * at least a few milliseconds long. The first line names the vector math path the f32 GELU and
  * softmax take on this CPU (runtime/ops/vmath.h). Threads: MST_BENCH_THREADS (default 1).
  * MST_BENCH_ONLY=text keeps the rows whose name contains it.
@@ -24,13 +25,13 @@
 enum { k_repeats = 15 };
 static const double k_min_repeat_ms = 4;
 
-typedef enum { K_GELU, K_GELU_GRAD, K_DROPOUT, K_MASKED_SOFTMAX } kind;
+typedef enum { K_GELU, K_GELU_GRAD, K_DROPOUT, K_MASKED_SOFTMAX, K_PERMUTE_QKV, K_PERMUTE_HEADS } kind;
 
 typedef struct {
     const char *name;
     kind k;
     int ndim;
-    int64_t shape[4];
+    int64_t shape[5];
 } op_case;
 
 static const op_case cases[] = {
@@ -39,6 +40,8 @@ static const op_case cases[] = {
     {"dropout 0.1 (64, 4, 24, 24)", K_DROPOUT, 4, {64, 4, 24, 24}},
     {"dropout 0.1 (64, 24, 32)", K_DROPOUT, 3, {64, 24, 32}},
     {"masked_softmax (64, 4, 24, 24)", K_MASKED_SOFTMAX, 4, {64, 4, 24, 24}},
+    {"permute qkv (64, 24, 3, 4, 8) -> (3, 64, 4, 24, 8)", K_PERMUTE_QKV, 5, {64, 24, 3, 4, 8}},
+    {"permute heads (64, 4, 24, 8) -> (64, 24, 4, 8)", K_PERMUTE_HEADS, 4, {64, 4, 24, 8}},
 };
 
 static mst_tensor *run(mst_ctx *ctx, kind k, mst_tensor *x, mst_tensor *aux) {
@@ -46,6 +49,8 @@ static mst_tensor *run(mst_ctx *ctx, kind k, mst_tensor *x, mst_tensor *aux) {
     case K_GELU: return mst_gelu(ctx, x);
     case K_GELU_GRAD: return mst_gelu_grad(ctx, aux, x);
     case K_DROPOUT: return mst_dropout(ctx, x, 0.1, true);
+    case K_PERMUTE_QKV: return mst_permute(ctx, x, (int[]){2, 0, 3, 1, 4});
+    case K_PERMUTE_HEADS: return mst_permute(ctx, x, (int[]){0, 2, 1, 3});
     default: return mst_masked_softmax(ctx, x, aux);
     }
 }

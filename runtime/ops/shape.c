@@ -180,6 +180,23 @@ static void permute_gather(const permute_plan *pl, size_t esize, const void *s0,
     }
 }
 
+/* n rows of row_bytes each, packed into dst, from src at a stride of in_step bytes. The
+ * attention heads' permutes copy rows of 8 to 64 floats: a fixed-size memcpy is a few moves
+ * inline, where a library call per 32-byte row cost more than the bytes (0.8 ms a step of the
+ * transformer's 9.6 in 8 permutes, its profile). */
+#define COPY_ROWS_FIXED(B)                                                                       \
+    case B:                                                                                      \
+        for (int64_t r = 0; r < n; r++) memcpy(dst + (size_t)r * (B), src + r * in_step, B);     \
+        return;
+static void copy_rows(char *dst, const char *src, int64_t n, size_t row_bytes, ptrdiff_t in_step) {
+    switch (row_bytes) {
+    COPY_ROWS_FIXED(4) COPY_ROWS_FIXED(8) COPY_ROWS_FIXED(16) COPY_ROWS_FIXED(32) COPY_ROWS_FIXED(64)
+    COPY_ROWS_FIXED(128)
+    default:
+        for (int64_t r = 0; r < n; r++) memcpy(dst + (size_t)r * row_bytes, src + r * in_step, row_bytes);
+    }
+}
+
 static mst_status permute_fast(mst_ctx *ctx, const mst_op_call *c) {
     const mst_tensor *x = c->in[0];
     mst_tensor *y = c->out[0];
@@ -191,12 +208,15 @@ static mst_status permute_fast(mst_ctx *ctx, const mst_op_call *c) {
     permute_plan_make(c, &pl);
     if (pl.n <= 1) { memcpy(dst, src, mst_tensor_nbytes(x)); return MST_OK; }
     if (pl.stride[pl.n - 1] == 1) {
-        /* the innermost run stays contiguous: copy whole rows */
-        int64_t row = pl.size[pl.n - 1], rows = y->numel / row;
+        /* the innermost run stays contiguous: copy whole rows, a run of `inner` rows (the next
+         * dim out, at a fixed input stride) per step of the outer dims' odometer */
+        const size_t row_bytes = (size_t)pl.size[pl.n - 1] * es;
+        const int64_t inner = pl.size[pl.n - 2], groups = y->numel / pl.size[pl.n - 1] / inner;
+        const ptrdiff_t in_step = (ptrdiff_t)pl.stride[pl.n - 2] * (ptrdiff_t)es;
         int64_t idx[MST_MAX_DIMS] = {0}, off = 0;
-        for (int64_t r = 0; r < rows; r++) {
-            memcpy(dst + (size_t)(r * row) * es, src + (size_t)off * es, (size_t)row * es);
-            for (int k = pl.n - 2; k >= 0; k--) {
+        for (int64_t gi = 0; gi < groups; gi++) {
+            copy_rows(dst + (size_t)gi * (size_t)inner * row_bytes, src + (size_t)off * es, inner, row_bytes, in_step);
+            for (int k = pl.n - 3; k >= 0; k--) {
                 off += pl.stride[k];
                 if (++idx[k] < pl.size[k]) break;
                 off -= pl.stride[k] * pl.size[k];

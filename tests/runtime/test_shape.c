@@ -154,6 +154,32 @@ static void test_permute_all_dtypes(void **state) {
     mst_ctx_free(ctx);
 }
 
+/* The row-copy path's fixed-size copies (rows of 4 to 128 bytes) and its general one, in every
+ * dtype: the attention heads' permutes (N, L, 3, H, dh) -> (3, N, H, L, dh) and
+ * (N, H, L, dh) -> (N, L, H, dh) with dh of 8, 16 and 3 elements. */
+static void test_permute_rows_all_dtypes(void **state) {
+    static const struct { int ndim; int64_t shape[5]; int perm[5]; } cases[] = {
+        {5, {3, 5, 3, 2, 8}, {2, 0, 3, 1, 4}}, {4, {3, 2, 5, 8}, {0, 2, 1, 3}},
+        {4, {2, 3, 5, 16}, {0, 2, 1, 3}},      {5, {2, 4, 3, 2, 3}, {2, 0, 3, 1, 4}},
+    };
+    mst_ctx *ctx = mst_ctx_new(NULL);
+    for (int dt = 0; dt < MST_DTYPE_COUNT; dt++)
+        for (int k = 0; k < N_ELEMS(cases); k++) {
+            mst_tensor *x = mst_tensor_new(ctx, (mst_dtype)dt, cases[k].ndim, cases[k].shape);
+            assert_non_null(x);
+            unsigned char *p = mst_tensor_data(x);
+            for (size_t i = 0; i < mst_tensor_nbytes(x); i++) p[i] = (unsigned char)(i * 131 + (i >> 8));
+            mst_ctx_set_force_ref(ctx, false);
+            mst_tensor *fast = mst_permute(ctx, x, cases[k].perm);
+            mst_ctx_set_force_ref(ctx, true);
+            mst_tensor *ref = mst_permute(ctx, x, cases[k].perm);
+            mst_ctx_set_force_ref(ctx, false);
+            if (!fast || !ref) fail_msg("%s case %d: %s", mst_dtype_name((mst_dtype)dt), k, mst_ctx_error(ctx));
+            assert_memory_equal(mst_tensor_data(fast), mst_tensor_data(ref), mst_tensor_nbytes(ref));
+        }
+    mst_ctx_free(ctx);
+}
+
 /* ---- values ---- */
 
 static void test_values(void **state) {
@@ -343,7 +369,7 @@ static void test_slice_errors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gradients),          cmocka_unit_test(test_empty_slice),
-        cmocka_unit_test(test_permute_fast_vs_ref), cmocka_unit_test(test_permute_all_dtypes),
+        cmocka_unit_test(test_permute_fast_vs_ref), cmocka_unit_test(test_permute_all_dtypes), cmocka_unit_test(test_permute_rows_all_dtypes),
         cmocka_unit_test(test_values),             cmocka_unit_test(test_reshape_view),
         cmocka_unit_test(test_reshape_errors),     cmocka_unit_test(test_permute_errors),
         cmocka_unit_test(test_concat_errors),      cmocka_unit_test(test_slice_errors),
