@@ -3,6 +3,8 @@
 #include "runtime/comm/dp.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,14 +90,36 @@ mst_status mst_ctx_fail(mst_ctx *ctx, mst_status s, const char *fmt, ...) {
     return s;
 }
 
+/* One pool owns the cores: ours. OpenBLAS runs each call on the calling thread, so the kernels'
+ * GEMMs (split over our workers) never wake a second, spinning pool. Setting its thread count is
+ * not enough: Debian's pthread OpenBLAS starts its pool when it loads, before main, one thread per
+ * extra core, and each spins in sched_yield for its THREAD_TIMEOUT (~0.1 s) before it sleeps.
+ * perf on `mstune train fashion_mlp` (300 steps): that thread took 12% of the process's samples,
+ * all in the first 0.115 s, the whole training loop of a small job (an advisor trial of 10-50
+ * ms), on one of two cores beside the loader's workers. Its `blas_thread_shutdown_` (exported,
+ * the fork handler's) joins the pool; with one thread OpenBLAS never starts it again. Looked up
+ * at run time: the serial and OpenMP builds have no such pool (and no symbol). It runs as a
+ * constructor (after the shared libraries', so after OpenBLAS started its pool): a job reading
+ * its dataset before it makes a context had the spin through its first ~0.1 s all the same. */
+static pthread_once_t openblas_once = PTHREAD_ONCE_INIT;
+
+static void openblas_pool_stop(void);
+__attribute__((constructor)) static void openblas_pool_stop_at_load(void) { pthread_once(&openblas_once, openblas_pool_stop); }
+
+static void openblas_pool_stop(void) {
+    openblas_set_num_threads(1);
+    int (*shutdown)(void);
+    void *sym = dlsym(RTLD_DEFAULT, "blas_thread_shutdown_");
+    memcpy(&shutdown, &sym, sizeof(shutdown));
+    if (shutdown) shutdown();
+}
+
 void mst_ctx_set_threads(mst_ctx *ctx, int n) {
     if (n <= 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         n = cores > 0 ? (int)cores : 1;
     }
-    /* One pool owns the cores: ours. OpenBLAS runs each call on the calling thread, so the
-     * kernels' GEMMs (split over our workers) never wake a second, spinning pool. */
-    openblas_set_num_threads(1);
+    pthread_once(&openblas_once, openblas_pool_stop);
     if (n == ctx->n_threads && (n == 1) == (ctx->threadpool == NULL)) return;
     mst_threadpool_free(ctx->threadpool);
     ctx->threadpool = NULL;
