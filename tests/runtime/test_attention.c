@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "runtime/ops/vmath.h"
 #include "tests/runtime/gradcheck.h"
 
 static mst_tensor *b_masked(mst_ctx *ctx, mst_tensor *const in[], const void *arg) {
@@ -96,6 +97,71 @@ static void test_values(void **state) {
     mst_ctx_free(ctx);
 }
 
+/* The f32 kernel's bits on this process's path (AVX2, or the portable loop: ctest runs this file
+ * again with AVX2 masked): each row as documented in ops/attention.c, computed here one key at a
+ * time — the max of the kept, non-NaN scores, x - max up to the last kept key through the same
+ * vector exp, masked keys zeroed, four double partials over every fourth key (the tail into the
+ * first) summed (s0 + s1) + (s2 + s3), each value times the float of 1 / sum. Rows of 1 to 41
+ * keys, masks with gaps and a padding suffix, a fully masked row, a NaN score and -inf scores. */
+static void expected_row(const float *x, const int32_t *keep, float *y, int64_t n) {
+    float m = -INFINITY;
+    for (int64_t k = 0; k < n; k++)
+        if (keep[k] && x[k] > m) m = x[k];
+    if (m == -INFINITY) {
+        for (int64_t k = 0; k < n; k++) y[k] = 0;
+        return;
+    }
+    int64_t hi = n;
+    while (hi > 0 && !keep[hi - 1]) hi--;
+    for (int64_t k = 0; k < n; k++) y[k] = k < hi ? x[k] - m : 0.0f;
+    mst_vmath_expf(y, y, hi);
+    double s[4] = {0, 0, 0, 0};
+    int64_t k = 0;
+    for (; k + 4 <= hi; k += 4)
+        for (int j = 0; j < 4; j++) {
+            y[k + j] = keep[k + j] ? y[k + j] : 0.0f;
+            s[j] += y[k + j];
+        }
+    for (; k < hi; k++) {
+        y[k] = keep[k] ? y[k] : 0.0f;
+        s[0] += y[k];
+    }
+    float inv = (float)(1.0 / ((s[0] + s[1]) + (s[2] + s[3])));
+    for (k = 0; k < hi; k++) y[k] *= inv;
+}
+
+static void test_f32_bits_every_path(void **state) {
+    (void)state;
+    mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = gc_seed(), .n_threads = 1});
+    const int64_t lks[] = {1, 3, 4, 7, 8, 9, 16, 24, 33, 41};
+    for (size_t c = 0; c < sizeof(lks) / sizeof(lks[0]); c++) {
+        const int64_t b = 5, rows = 3, lk = lks[c];
+        mst_tensor *x = mst_tensor_new(ctx, MST_DTYPE_F32, 3, (int64_t[]){b, rows, lk});
+        mst_tensor_fill_rand(ctx, x, -6, 6);
+        mst_tensor *keep = mst_tensor_new(ctx, MST_DTYPE_I32, 2, (int64_t[]){b, lk});
+        for (int64_t i = 0; i < b; i++)
+            for (int64_t k = 0; k < lk; k++) {
+                int32_t v = 1;
+                if (i == 1) v = k < lk - lk / 3;             /* a padding suffix */
+                if (i == 2) v = (k % 3) != 1;                /* gaps */
+                if (i == 3) v = 0;                           /* nothing kept */
+                mst_tensor_i32(keep)[i * lk + k] = v;
+            }
+        float *xd = mst_tensor_f32(x);
+        xd[4 * rows * lk] = NAN;                             /* sample 4: a NaN, then -inf scores */
+        if (lk > 2) xd[4 * rows * lk + rows * lk - 1] = -INFINITY, xd[4 * rows * lk + lk] = -INFINITY;
+        mst_tensor *y = mst_masked_softmax(ctx, x, keep);
+        assert_non_null(y);
+        float want[64];
+        for (int64_t r = 0; r < b * rows; r++) {
+            expected_row(xd + r * lk, mst_tensor_i32(keep) + (r / rows) * lk, want, lk);
+            if (memcmp(want, mst_tensor_f32(y) + r * lk, (size_t)lk * sizeof(float)) != 0)
+                fail_msg("masked_softmax f32 row %lld of %lld keys differs from the documented bits", (long long)r, (long long)lk);
+        }
+    }
+    mst_ctx_free(ctx);
+}
+
 static void test_errors(void **state) {
     (void)state;
     mst_ctx *ctx = mst_ctx_new(NULL);
@@ -130,6 +196,7 @@ int main(void) {
         cmocka_unit_test(test_gradients),
         cmocka_unit_test(test_fast_vs_reference),
         cmocka_unit_test(test_values),
+        cmocka_unit_test(test_f32_bits_every_path),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_descriptor),
     };
