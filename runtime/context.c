@@ -1,4 +1,5 @@
 /* context.c — context lifetime, errors, thread budget (the kernel pool) and workspace. */
+#define _GNU_SOURCE     /* dladdr */
 #include "runtime/context.h"
 #include "runtime/comm/dp.h"
 
@@ -108,10 +109,19 @@ __attribute__((constructor)) static void openblas_pool_stop_at_load(void) { pthr
 
 static void openblas_pool_stop(void) {
     openblas_set_num_threads(1);
+    /* In the library that defines openblas_set_num_threads: inside a Python extension (loaded
+     * RTLD_LOCAL) OpenBLAS is not in the global scope that RTLD_DEFAULT searches. */
+    void (*set_threads)(int) = openblas_set_num_threads, *lib = NULL, *sym = NULL;
+    void *addr;
+    memcpy(&addr, &set_threads, sizeof(addr));
+    Dl_info info;
+    if (dladdr(addr, &info) && info.dli_fname) lib = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+    if (lib) sym = dlsym(lib, "blas_thread_shutdown_");
+    if (!sym) sym = dlsym(RTLD_DEFAULT, "blas_thread_shutdown_");
     int (*shutdown)(void);
-    void *sym = dlsym(RTLD_DEFAULT, "blas_thread_shutdown_");
     memcpy(&shutdown, &sym, sizeof(shutdown));
     if (shutdown) shutdown();
+    if (lib) dlclose(lib);
 }
 
 void mst_ctx_set_threads(mst_ctx *ctx, int n) {
