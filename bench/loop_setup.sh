@@ -18,8 +18,9 @@ for kv in ${SETS:-}; do EXTRA+=(--set "$kv"); done
 [[ -n "${MSTUNE_BIN_B:-}" ]] && BINS+=("$MSTUNE_BIN_B")
 OUT=$(mktemp -d /tmp/mstune-loop-setup.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
-echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-echo "flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|avx512f|avx512_bf16|amx_bf16|avx512_fp16)$' | tr '\n' ' ')"
+# shellcheck source=bench/machine.sh
+. "$(dirname "$0")/machine.sh"
+print_machine
 echo "job $JOB ${SETS:+(--set $SETS) }, $ROUNDS rounds alternated over ${#BINS[@]} binaries x eager/graph"
 for r in $(seq 1 "$ROUNDS"); do
   for b in "${!BINS[@]}"; do

@@ -22,8 +22,9 @@ BINS=("${MSTUNE_BIN:-./build/mstune}")
 OUT=$(mktemp -d /tmp/mstune-short-long.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 sets() { local a=(); for kv in $*; do a+=(--set "$kv"); done; echo "${a[@]}"; }
-echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-echo "flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|avx512f|avx512_bf16|amx_bf16|avx512_fp16)$' | tr '\n' ' ')"
+# shellcheck source=bench/machine.sh
+. "$(dirname "$0")/machine.sh"
+print_machine
 echo "job $JOB; change $CHANGE; short: $SHORT; long: $LONG; $ROUNDS rounds alternated over ${#BINS[@]} binaries"
 for r in $(seq 1 "$ROUNDS"); do
   for b in "${!BINS[@]}"; do
