@@ -81,7 +81,8 @@ static double value_of(const mst_run_result *r, what w) {
     return NAN;
 }
 
-/* The finite values of the runs that completed; turns (may be NULL): each value's run's turn. */
+/* The finite values of the runs that completed (out NULL: only their count); turns (may be NULL):
+ * each value's run's turn. */
 static int ok_values_in(const mst_trial_set *t, what w, double *out, int *turns) {
     int n = 0;
     for (int i = 0; i < t->n_runs; i++) {
@@ -89,7 +90,8 @@ static int ok_values_in(const mst_trial_set *t, what w, double *out, int *turns)
         double v = value_of(&t->runs[i], w);
         if (!isfinite(v)) continue;
         if (turns) turns[n] = t->runs[i].turn;
-        out[n++] = v;
+        if (out) out[n] = v;
+        n++;
     }
     return n;
 }
@@ -175,8 +177,7 @@ void mst_verdict_decide_at(const mst_trial_set *base, const mst_trial_set *trial
     v->accuracy_ci_low = v->accuracy_ci_high = v->seed_spread_pp = v->step_speedup = NAN;
     v->count = count;
     v->count_base = v->count_trial = NAN;
-    double bt[MST_TRIAL_MAX_RUNS], tt[MST_TRIAL_MAX_RUNS];
-    int nb = ok_values(base, V_LOG_UPDATE, bt), nt = ok_values(trial, V_LOG_UPDATE, tt);
+    int nb = ok_values(base, V_LOG_UPDATE, NULL), nt = ok_values(trial, V_LOG_UPDATE, NULL);   /* speed_shift gathers them */
     bool failed = false, in_turns = false;
     for (int i = 0; i < trial->n_runs; i++) failed |= !trial->runs[i].ok;
     if (nt == 0 || failed) {

@@ -5,7 +5,6 @@
 
 #include <cblas.h>
 #include <dlfcn.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,15 +98,10 @@ mst_status mst_ctx_fail(mst_ctx *ctx, mst_status s, const char *fmt, ...) {
  * all in the first 0.115 s, the whole training loop of a small job (an advisor trial of 10-50
  * ms), on one of two cores beside the loader's workers. Its `blas_thread_shutdown_` (exported,
  * the fork handler's) joins the pool; with one thread OpenBLAS never starts it again. Looked up
- * at run time: the serial and OpenMP builds have no such pool (and no symbol). It runs as a
+ * at run time: the serial and OpenMP builds have no such pool (and no symbol). It runs once, as a
  * constructor (after the shared libraries', so after OpenBLAS started its pool): a job reading
  * its dataset before it makes a context had the spin through its first ~0.1 s all the same. */
-static pthread_once_t openblas_once = PTHREAD_ONCE_INIT;
-
-static void openblas_pool_stop(void);
-__attribute__((constructor)) static void openblas_pool_stop_at_load(void) { pthread_once(&openblas_once, openblas_pool_stop); }
-
-static void openblas_pool_stop(void) {
+__attribute__((constructor)) static void openblas_pool_stop(void) {
     openblas_set_num_threads(1);
     /* In the library that defines openblas_set_num_threads: inside a Python extension (loaded
      * RTLD_LOCAL) OpenBLAS is not in the global scope that RTLD_DEFAULT searches. */
@@ -129,7 +123,6 @@ void mst_ctx_set_threads(mst_ctx *ctx, int n) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         n = cores > 0 ? (int)cores : 1;
     }
-    pthread_once(&openblas_once, openblas_pool_stop);
     if (n == ctx->n_threads && (n == 1) == (ctx->threadpool == NULL)) return;
     mst_threadpool_free(ctx->threadpool);
     ctx->threadpool = NULL;
