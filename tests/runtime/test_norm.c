@@ -468,6 +468,60 @@ static void test_row_sums_bits(void **state) {
     assert_true(order_matters > 10);    /* the data does tell one order from another */
 }
 
+/* The layernorm kernels run LN_ROWS rows' sums as interleaved chains (runtime/ops/norm.c): every
+ * output must keep the row-at-a-time reference's bits, for row counts around the block size, dims
+ * from 1 up, both dtypes, a forward that splits its rows over 2 threads, and values spread over
+ * 80 binary orders so that the order of a row's additions shows in its sums. */
+static void test_layernorm_fast_bits(void **state) {
+    const int64_t dims[] = {1, 3, 32, 33, 100}, rows_of[] = {1, 7, 8, 9, 17, 2100};
+    const mst_dtype dts[2] = {MST_DTYPE_F32, MST_DTYPE_F64};
+    int order_matters = 0;
+    for (int t = 0; t < 2; t++)
+        for (size_t di = 0; di < sizeof(dims) / sizeof(dims[0]); di++)
+            for (size_t ri = 0; ri < sizeof(rows_of) / sizeof(rows_of[0]); ri++) {
+                int64_t dim = dims[di], rows = rows_of[ri];
+                if (rows * dim > 100000 && dim != 32) continue;
+                mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = gc_seed(), .n_threads = 2});
+                mst_dtype dt = dts[t];
+                const int64_t xs[2] = {rows, dim};
+                mst_tensor *x = mst_tensor_randn(ctx, dt, 2, xs, 0.5, 1.0);
+                mst_tensor *gy = mst_tensor_randn(ctx, dt, 2, xs, 0, 1.0);
+                mst_rng rng = mst_rng_make(gc_seed(), 7);
+                for (int64_t i = 0; i < rows * dim; i++) {
+                    double v = ldexp(mst_rng_normal(&rng), (int)(mst_rng_u64(&rng) % 81) - 40);
+                    if (dt == MST_DTYPE_F32) mst_tensor_f32(x)[i] = (float)v;
+                    else ((double *)mst_tensor_data(x))[i] = v;
+                }
+                mst_tensor *gamma = mst_tensor_randn(ctx, dt, 1, &dim, 1, 0.5), *beta = mst_tensor_randn(ctx, dt, 1, &dim, 0, 1);
+                mst_tensor *out[2][3], *gout[2][3];
+                for (int ref = 0; ref < 2; ref++) {
+                    mst_ctx_set_force_ref(ctx, ref);
+                    mst_status s = mst_dispatch(ctx, MST_OP_LAYERNORM, 3, (mst_tensor *[]){x, gamma, beta},
+                                                &(mst_attrs){.f = {1e-5}}, out[ref]);
+                    if (s != MST_OK) fail_msg("%s", mst_ctx_error(ctx));
+                    s = mst_layernorm_grad(ctx, gy, x, gamma, out[0][1], out[0][2], gout[ref]);
+                    if (s != MST_OK) fail_msg("%s", mst_ctx_error(ctx));
+                }
+                for (int k = 0; k < 3; k++) {
+                    const mst_tensor *a[2] = {out[0][k], gout[0][k]}, *b[2] = {out[1][k], gout[1][k]};
+                    for (int w = 0; w < 2; w++)
+                        if (memcmp(mst_tensor_data(a[w]), mst_tensor_data(b[w]), (size_t)a[w]->numel * mst_dtype_size(dt)) != 0)
+                            fail_msg("layernorm%s output %d, %s, %lld rows of %lld: fast kernel's bits differ from the reference's",
+                                     w ? "_grad" : "", k, mst_dtype_name(dt), (long long)rows, (long long)dim);
+                }
+                if (dt == MST_DTYPE_F32 && dim >= 32) {
+                    /* the data tells one order from another: row 0's sum, forward and backward */
+                    const float *xv = mst_tensor_f32(x);
+                    double fwd = 0, bwd = 0;
+                    for (int64_t j = 0; j < dim; j++) fwd += xv[j];
+                    for (int64_t j = dim - 1; j >= 0; j--) bwd += xv[j];
+                    order_matters += fwd != bwd;
+                }
+                mst_ctx_free(ctx);
+            }
+    assert_true(order_matters > 0);
+}
+
 /* The row applies are defined by their f32 expressions, one rounding per operation in the order
  * written: computed here by hand, with NaN, +-inf, -0 and values that round to <= 0 after the
  * shift, and wanted bit for bit from both paths for every length 0..40 (the masked last block),
@@ -690,6 +744,7 @@ int main(void) {
         cmocka_unit_test(test_half_rows_bits),
         cmocka_unit_test(test_slab_bits),
         cmocka_unit_test(test_layernorm_values),
+        cmocka_unit_test(test_layernorm_fast_bits),
         cmocka_unit_test(test_autograd_wiring),
         cmocka_unit_test(test_batchnorm_errors),
         cmocka_unit_test(test_layernorm_errors),
