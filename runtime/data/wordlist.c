@@ -80,6 +80,8 @@ static int pool_push_word(pool *p, word w) {
     return 0;
 }
 
+enum { k_max_code_point = 0x10FFFF };     /* the largest code point utf8_decode returns */
+
 /* One UTF-8 sequence at s (n bytes left): its length, or 0 when invalid. */
 static int utf8_decode(const unsigned char *s, size_t n, uint32_t *out) {
     if (s[0] < 0x80) { *out = s[0]; return 1; }
@@ -90,7 +92,7 @@ static int utf8_decode(const unsigned char *s, size_t n, uint32_t *out) {
         if ((s[k] & 0xC0) != 0x80) return 0;
         c = c << 6 | (s[k] & 0x3F);
     }
-    if ((len == 2 && c < 0x80) || (len == 3 && c < 0x800) || (len == 4 && c < 0x10000) || c > 0x10FFFF) return 0;
+    if ((len == 2 && c < 0x80) || (len == 3 && c < 0x800) || (len == 4 && c < 0x10000) || c > k_max_code_point) return 0;
     *out = c;
     return len;
 }
@@ -278,21 +280,20 @@ int mst_source_langid_open(const char *dir, int max_len, int64_t per_language, m
         i = j;
     }
     /* the vocabulary: distinct code points of the training words, ascending (a bitmap over the code
-     * points: sorting the ~17 M characters of the full lists took ~2 s of every run's start) */
-    uint32_t max_cp = 0;
-    for (size_t i = 0; i < n_kept; i++)
-        if (!is_test(kept[i].h))
-            for (int j = 0; j < kept[i].len; j++)
-                if (p.cp[kept[i].off + j] > max_cp) max_cp = p.cp[kept[i].off + j];
-    size_t n_words64 = (size_t)max_cp / 64 + 1;
+     * points, which the decoders cap at U+10FFFF: sorting the ~17 M characters of the full lists
+     * took ~2 s of every run's start) */
+    size_t n_words64 = (k_max_code_point + 1) / 64 + 1;
     uint64_t *seen = calloc(n_words64, sizeof(*seen));
     if (!seen) goto oom;
-    for (size_t i = 0; i < n_kept; i++)
+    enum { k_ahead = 16 };     /* kept is in word order, so each word's characters are a cache miss */
+    for (size_t i = 0; i < n_kept; i++) {
+        if (i + k_ahead < n_kept) __builtin_prefetch(p.cp + kept[i + k_ahead].off);
         if (!is_test(kept[i].h))
             for (int j = 0; j < kept[i].len; j++) {
                 uint32_t c = p.cp[kept[i].off + j];
                 seen[c / 64] |= 1ull << (c % 64);
             }
+    }
     size_t n_vocab = 0;
     for (size_t k = 0; k < n_words64; k++) n_vocab += (size_t)__builtin_popcountll(seen[k]);
     vocab = malloc((n_vocab ? n_vocab : 1) * sizeof(*vocab));
