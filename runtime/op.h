@@ -56,6 +56,8 @@ typedef enum {
     MST_OP_L1_LOSS, MST_OP_L1_LOSS_GRAD, MST_OP_MSE_LOSS, MST_OP_MSE_LOSS_GRAD,
     /* ops/collective.c — the gradient all-reduce of data parallelism (runtime/comm/dp.h) */
     MST_OP_ALLREDUCE_START, MST_OP_ALLREDUCE_WAIT,
+    /* ops/shape.c — graph mode's rewrite of a sum of slice gradients that tile an axis */
+    MST_OP_SLICE_GRAD_SUM,
     MST_OP_COUNT
 } mst_op;
 

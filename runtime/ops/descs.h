@@ -69,6 +69,7 @@ MST_DESC mst_desc_transpose;
 MST_DESC mst_desc_concat;
 MST_DESC mst_desc_slice;
 MST_DESC mst_desc_slice_grad;
+MST_DESC mst_desc_slice_grad_sum;
 
 /* ops/reduce.c */
 MST_DESC mst_desc_sum;

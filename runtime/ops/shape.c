@@ -1,4 +1,4 @@
-/* shape.c — reshape (a view), permute/transpose, concat, slice and slice_grad.
+/* shape.c — reshape (a view), permute/transpose, concat, slice, slice_grad and slice_grad_sum.
  *
  * Tensors are always contiguous, so reshape is the only op that can share storage; every other
  * op here copies into a fresh contiguous output. They move bytes and never look at values, so
@@ -466,6 +466,47 @@ const mst_op_desc mst_desc_slice_grad = {
     .attr_i = {"axis", "start", "full_length"},
     .infer = infer_slice_grad, .kernels[MST_DEVICE_CPU] = ALL_DTYPES(slice_grad_kernel),
     .backward = slice_grad_backward, .flops = cost_zero,
+};
+
+/* ---- slice_grad_sum: inputs along attr i[0] = axis ----
+ * The sum of slice_grad(x_k, axis, start_k, full) over windows that tile the axis in order (x_0 at
+ * 0, x_1 right after it, ...): graph mode's rewrite of that add chain (runtime/graph/slice_sum.c),
+ * which writes each window once instead of zero-filling and adding the whole tensor per window. Each
+ * element is x + 0, the one nonzero term plus the zeros of the other windows as the chain adds
+ * them, so -0 becomes +0 as there and every bit is the chain's. Floating point only: the chain's
+ * half adds round through f32. */
+static mst_status infer_slice_grad_sum(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) {
+    if (c->in[0]->dtype != MST_DTYPE_F32 && c->in[0]->dtype != MST_DTYPE_F64)
+        return mst_op_fail(ctx, c, MST_ERR_DTYPE, "inputs are %s, expected f32 or f64", mst_dtype_name(c->in[0]->dtype));
+    return infer_concat(ctx, c, out);
+}
+
+#define SLICE_GRAD_SUM_BODY(T)                                                                       \
+    {                                                                                                \
+        mst_tensor *y = c->out[0];                                                                   \
+        int axis = op_axis((int)c->attrs.i[0], y->ndim);                                             \
+        int64_t outer = dims_product(y->shape, 0, axis), inner = dims_product(y->shape, axis + 1, y->ndim); \
+        int64_t row = y->shape[axis] * inner, at = 0;                                                \
+        T *dst = (T *)mst_tensor_data(y);                                                            \
+        for (int i = 0; i < c->n_in; i++) {                                                          \
+            const T *src = (const T *)mst_tensor_data(c->in[i]);                                     \
+            int64_t chunk = c->in[i]->shape[axis] * inner;                                           \
+            for (int64_t o = 0; o < outer; o++)                                                      \
+                for (int64_t j = 0; j < chunk; j++) dst[o * row + at + j] = src[o * chunk + j] + (T)0; \
+            at += chunk;                                                                             \
+        }                                                                                            \
+        return MST_OK;                                                                               \
+    }
+FLOAT_KERNELS(slice_grad_sum, SLICE_GRAD_SUM_BODY)
+
+/* reads every input once and writes the output once */
+static int64_t cost_slice_grad_sum_bytes(const mst_op_call *c) { return 2 * (int64_t)mst_tensor_nbytes(c->out[0]); }
+
+const mst_op_desc mst_desc_slice_grad_sum = {
+    .name = "slice_grad_sum", .min_inputs = 1, .max_inputs = MST_MAX_OP_INPUTS, .n_outputs = 1, .flags = MST_OPF_GRAD_OP,
+    .attr_i = {"axis"},
+    .infer = infer_slice_grad_sum, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(slice_grad_sum),
+    .backward = concat_backward, .flops = cost_zero, .bytes = cost_slice_grad_sum_bytes,
 };
 
 mst_tensor *mst_slice(mst_ctx *ctx, mst_tensor *x, int axis, int64_t start, int64_t length) {

@@ -2,6 +2,7 @@
  * fused vs unfused execution bit for bit, and the memory planner: no two buffers live at the same
  * time overlap, checked independently of the planner's own validator on random graphs that are
  * also executed and compared with eager mode. Seeded; the seed is printed on failure. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -210,6 +211,105 @@ static void test_fusion_matches_unfused(void **state) {
     mst_ctx_free(ctx);
 }
 
+/* The attention's q, k, v gradients: three windows of axis 0 summed as slice_grads in the order
+ * autograd accumulates them. The pass turns the add tree into one slice_grad_sum whose output has
+ * the chain's bits, -0 turned to +0 and NaN kept included (fused and unfused and eager agree); a
+ * gap in the windows, an extra reader of a window and an f16 tree stay as they are. */
+static int64_t k_qkv_window = 1;        /* the windows' length on axis 0 (1: a tiling of 3) */
+static int64_t k_qkv_starts[3] = {2, 1, 0};
+static mst_tensor *qkv_grads(mst_ctx *ctx, mst_tensor *const in[], uint64_t seed) {
+    (void)seed;
+    mst_tensor *s = NULL;
+    for (int k = 0; k < 3; k++) {
+        mst_tensor *w = mst_slice_grad(ctx, in[k], 0, k_qkv_starts[k], 3 * k_qkv_window);
+        s = s ? mst_add(ctx, s, w) : w;
+    }
+    return s;
+}
+
+static void test_slice_grad_sum(void **state) {
+    (void)state;
+    mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 5, .n_threads = 2});
+    mst_pool_push(ctx);
+    const int64_t shape[3] = {1, 64, 40};
+    mst_tensor *in[3];
+    for (int k = 0; k < 3; k++) in[k] = mst_tensor_randn(ctx, MST_DTYPE_F32, 3, shape, 0, 1);
+    mst_tensor_f32(in[0])[5] = -0.0f;
+    mst_tensor_f32(in[1])[7] = -0.0f;
+    mst_tensor_f32(in[2])[0] = -0.0f;
+    mst_tensor_f32(in[1])[9] = NAN;
+    mst_graph *g = trace_fn(ctx, qkv_grads, in, 3, 0);
+    int64_t n1, n2;
+    float *chain_bits = exec_graph(ctx, g, in, 3, &n1);
+    assert_int_equal(mst_pass_slice_grad_sums(g), 1);
+    assert_int_equal(g->n_nodes, 1);
+    assert_int_equal(g->nodes[0].op, MST_OP_SLICE_GRAD_SUM);
+    assert_int_equal(g->nodes[0].n_in, 3);
+    float *sum_bits = exec_graph(ctx, g, in, 3, &n2);
+    assert_int_equal(n1, n2);
+    assert_int_equal(n1, 3 * 64 * 40);
+    assert_memory_equal(chain_bits, sum_bits, (size_t)n1 * sizeof(float));
+    mst_tensor *eager = qkv_grads(ctx, in, 0);
+    assert_memory_equal(mst_tensor_data(eager), sum_bits, (size_t)n1 * sizeof(float));
+    /* -0 + 0 is +0 in the chain, so in the sum too: window 2 holds in[0] */
+    assert_false(signbit(sum_bits[2 * 64 * 40 + 5]));
+    free(chain_bits);
+    free(sum_bits);
+    mst_graph_free(g);
+
+    /* a gap: windows 0, 1 and 3 of a length-4 axis */
+    k_qkv_starts[0] = 3;
+    k_qkv_window = 1;
+    g = mst_graph_new("gap");
+    int x[3], w[3], s1, s2;
+    for (int k = 0; k < 3; k++) {
+        x[k] = mst_graph_add_value(g, MST_GV_INPUT, MST_DTYPE_F32, 3, shape);
+        g->values[x[k]].input_index = k;
+        w[k] = mst_graph_add_value(g, MST_GV_INTERMEDIATE, MST_DTYPE_F32, 3, (int64_t[]){4, 64, 40});
+        node1(g, MST_OP_SLICE_GRAD, &(mst_attrs){.i = {0, k == 0 ? 3 : k, 4}}, 1, &x[k], w[k]);
+    }
+    g->n_inputs = 3;
+    s1 = mst_graph_add_value(g, MST_GV_INTERMEDIATE, MST_DTYPE_F32, 3, (int64_t[]){4, 64, 40});
+    s2 = mst_graph_add_value(g, MST_GV_INTERMEDIATE, MST_DTYPE_F32, 3, (int64_t[]){4, 64, 40});
+    node1(g, MST_OP_ADD, NULL, 2, (int[]){w[0], w[1]}, s1);
+    node1(g, MST_OP_ADD, NULL, 2, (int[]){s1, w[2]}, s2);
+    mst_graph_add_output(g, s2);
+    assert_int_equal(mst_pass_slice_grad_sums(g), 0);
+    /* the same windows tiling 0..2, but window 1 read by another node too */
+    g->nodes[0].attrs.i[1] = 0;
+    g->nodes[0].attrs.i[2] = g->nodes[1].attrs.i[2] = g->nodes[2].attrs.i[2] = 3;
+    for (int k = 0; k < 3; k++) g->values[w[k]].shape[0] = 3;
+    g->values[s1].shape[0] = g->values[s2].shape[0] = 3;
+    int extra = mst_graph_add_value(g, MST_GV_INTERMEDIATE, MST_DTYPE_F32, 3, (int64_t[]){3, 64, 40});
+    node1(g, MST_OP_RELU, NULL, 1, &w[1], extra);
+    mst_graph_add_output(g, extra);
+    assert_int_equal(mst_pass_slice_grad_sums(g), 0);
+    /* without the extra reader it tiles */
+    g->nodes[5].dead = true;     /* the relu */
+    g->n_outputs = 1;
+    mst_graph_compact(g);
+    assert_int_equal(mst_pass_slice_grad_sums(g), 1);
+    /* f16: no slice_grad_sum kernel, the chain stays */
+    mst_graph_free(g);
+    g = mst_graph_new("f16");
+    for (int k = 0; k < 3; k++) {
+        x[k] = mst_graph_add_value(g, MST_GV_INPUT, MST_DTYPE_F16, 3, shape);
+        g->values[x[k]].input_index = k;
+        w[k] = mst_graph_add_value(g, MST_GV_INTERMEDIATE, MST_DTYPE_F16, 3, (int64_t[]){3, 64, 40});
+        node1(g, MST_OP_SLICE_GRAD, &(mst_attrs){.i = {0, k, 3}}, 1, &x[k], w[k]);
+    }
+    s1 = mst_graph_add_value(g, MST_GV_INTERMEDIATE, MST_DTYPE_F16, 3, (int64_t[]){3, 64, 40});
+    s2 = mst_graph_add_value(g, MST_GV_INTERMEDIATE, MST_DTYPE_F16, 3, (int64_t[]){3, 64, 40});
+    node1(g, MST_OP_ADD, NULL, 2, (int[]){w[0], w[1]}, s1);
+    node1(g, MST_OP_ADD, NULL, 2, (int[]){s1, w[2]}, s2);
+    mst_graph_add_output(g, s2);
+    assert_int_equal(mst_pass_slice_grad_sums(g), 0);
+    mst_graph_free(g);
+    k_qkv_starts[0] = 2;
+    mst_pool_pop(ctx);
+    mst_ctx_free(ctx);
+}
+
 /* The same chain on bf16 and f16 operands (amp's half values): one fused group whose every member
  * rounds where eager's half kernel stores, so fused, unfused and eager agree bit for bit; a
  * broadcast half operand and a scalar one take the gather paths. */
@@ -366,6 +466,7 @@ int main(void) {
         cmocka_unit_test(test_cast_fold),
         cmocka_unit_test(test_relu_epilogue),
         cmocka_unit_test(test_fusion_matches_unfused),
+        cmocka_unit_test(test_slice_grad_sum),
         cmocka_unit_test(test_half_fusion_matches_eager),
         cmocka_unit_test(test_inplace),
         cmocka_unit_test(test_planner_random_graphs),
