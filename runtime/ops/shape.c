@@ -133,7 +133,19 @@ static void permute_plan_make(const mst_op_call *c, permute_plan *pl) {
 
 #define PERMUTE_TILE 32
 
-/* T is an unsigned integer type of the element's size: the copy never looks at values. */
+/* A tile whose inner output dim has NIN (a constant) elements: NIN input rows of m elements,
+ * interleaved (pixel shuffle's (.., w, r) from (.., r, .., w)): the constant lets the compiler
+ * vectorize the interleave instead of running a 2-element loop per output pair. */
+#define PERMUTE_INTERLEAVE(NIN)                                                                  \
+    {                                                                                            \
+        int64_t m = pl->size[r - 2];                                                             \
+        for (int64_t i = 0; i < m; i++)                                                          \
+            for (int j = 0; j < (NIN); j++) o[i * (NIN) + j] = in[i + j * sin];                  \
+    }
+
+/* T is an unsigned integer type of the element's size: the copy never looks at values. Inner
+ * strides of 2 and 4 (de-interleaves, the pixel shuffle's backward) are constants in their own
+ * loops for the same reason. */
 #define PERMUTE_BODY(T)                                                                          \
     {                                                                                            \
         const T *src = (const T *)s0;                                                            \
@@ -148,7 +160,11 @@ static void permute_plan_make(const mst_op_call *c, permute_plan *pl) {
         for (int64_t b = 0; b < nblocks; b++) {                                                  \
             T *o = dst + b * block;                                                              \
             const T *in = src + off;                                                             \
-            if (tile) {                                                                          \
+            if (tile && nin == 2) {                                                              \
+                PERMUTE_INTERLEAVE(2)                                                            \
+            } else if (tile && nin == 4) {                                                       \
+                PERMUTE_INTERLEAVE(4)                                                            \
+            } else if (tile) {                                                                   \
                 /* out (m, nin) from in with unit stride along m, stride sin along nin */       \
                 int64_t m = pl->size[r - 2];                                                     \
                 for (int64_t i0 = 0; i0 < m; i0 += PERMUTE_TILE)                                 \
@@ -158,6 +174,10 @@ static void permute_plan_make(const mst_op_call *c, permute_plan *pl) {
                         for (int64_t i = i0; i < i1; i++)                                        \
                             for (int64_t j = j0; j < j1; j++) o[i * nin + j] = in[i + j * sin];  \
                     }                                                                            \
+            } else if (sin == 2) {                                                               \
+                for (int64_t j = 0; j < nin; j++) o[j] = in[j * 2];                              \
+            } else if (sin == 4) {                                                               \
+                for (int64_t j = 0; j < nin; j++) o[j] = in[j * 4];                              \
             } else {                                                                             \
                 for (int64_t j = 0; j < nin; j++) o[j] = in[j * sin];                            \
             }                                                                                    \

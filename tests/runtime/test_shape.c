@@ -156,11 +156,16 @@ static void test_permute_all_dtypes(void **state) {
 
 /* The row-copy path's fixed-size copies (rows of 4 to 128 bytes) and its general one, in every
  * dtype: the attention heads' permutes (N, L, 3, H, dh) -> (3, N, H, L, dh) and
- * (N, H, L, dh) -> (N, L, H, dh) with dh of 8, 16 and 3 elements. */
+ * (N, H, L, dh) -> (N, L, H, dh) with dh of 8, 16 and 3 elements; and the pixel shuffle's
+ * (N, C, r, r, H, W) -> (N, C, H, r, W, r) with r = 2, 4 and 3 (the interleaves with a constant
+ * count, and the general tile) and its inverse (the de-interleaves at input strides 2 and 4). */
 static void test_permute_rows_all_dtypes(void **state) {
-    static const struct { int ndim; int64_t shape[5]; int perm[5]; } cases[] = {
-        {5, {3, 5, 3, 2, 8}, {2, 0, 3, 1, 4}}, {4, {3, 2, 5, 8}, {0, 2, 1, 3}},
-        {4, {2, 3, 5, 16}, {0, 2, 1, 3}},      {5, {2, 4, 3, 2, 3}, {2, 0, 3, 1, 4}},
+    static const struct { int ndim; int64_t shape[6]; int perm[6]; } cases[] = {
+        {5, {3, 5, 3, 2, 8}, {2, 0, 3, 1, 4}},         {4, {3, 2, 5, 8}, {0, 2, 1, 3}},
+        {4, {2, 3, 5, 16}, {0, 2, 1, 3}},              {5, {2, 4, 3, 2, 3}, {2, 0, 3, 1, 4}},
+        {6, {2, 3, 2, 2, 5, 7}, {0, 1, 4, 2, 5, 3}},   {6, {2, 3, 4, 4, 5, 7}, {0, 1, 4, 2, 5, 3}},
+        {6, {2, 3, 3, 3, 5, 7}, {0, 1, 4, 2, 5, 3}},   {6, {2, 3, 5, 2, 7, 2}, {0, 1, 3, 5, 2, 4}},
+        {6, {2, 3, 5, 4, 7, 4}, {0, 1, 3, 5, 2, 4}},   {6, {2, 3, 5, 3, 7, 3}, {0, 1, 3, 5, 2, 4}},
     };
     mst_ctx *ctx = mst_ctx_new(NULL);
     for (int dt = 0; dt < MST_DTYPE_COUNT; dt++)
