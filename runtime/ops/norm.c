@@ -907,79 +907,82 @@ static mst_status infer_layernorm(mst_ctx *ctx, const mst_op_call *c, mst_meta o
     }
 FLOAT_KERNELS(layernorm_ref, LN_FWD_REF_BODY)
 
-/* The fast kernel: the reference's arithmetic, LN_ROWS rows at a time. A row's sums are one chain
- * of dependent double adds (4 cycles each), which the reference runs one row after another, ~8
- * cycles an element over the two passes; here the block's LN_ROWS chains advance together, each
+/* The fast f32 kernel: the reference's arithmetic, LN_ROWS rows at a time. A row's sums are one
+ * chain of dependent double adds (4 cycles each), which the reference runs one row after another,
+ * ~8 cycles an element over the two passes; here the block's LN_ROWS chains advance together, each
  * in the reference's order, so every row gets the reference's bits (test_norm checks them). The
  * block size is a constant in the loops, so the chains stay in registers; rows past the last full
- * block go one at a time. The elementwise passes vectorize; f32 is compiled twice, for the generic
+ * block go one at a time. The elementwise passes vectorize; the body is compiled for the generic
  * target and for AVX2 (4 doubles a vector instead of 2), chosen by the CPU (MSTUNE_CPU_MASK
  * honoured): -ffp-contract=off keeps one rounding per operation in both, so both have the
  * reference's bits. Rows are independent: a large tensor's rows split over the pool
- * (k_ln_min_chunk_elems elements a chunk at least). */
+ * (k_ln_min_chunk_elems elements a chunk at least). f64 (gradient checks) runs the reference. */
 enum { LN_ROWS = 8 };
 enum { k_ln_min_chunk_elems = 1 << 15 };
 
-#define LN_FWD_ROWS_DEF(NAME, T, ATTR)                                                               \
-    ATTR static void NAME(const T *x, const T *gamma, const T *beta, T *y, T *mean_out, T *rstd_out, \
-                          int64_t dim, double eps, int64_t begin, int64_t end) {                     \
-        for (int64_t r0 = begin; r0 < end;) {                                                        \
-            int nb = end - r0 < LN_ROWS ? 1 : LN_ROWS;                                               \
-            const T *xb = x + r0 * dim;                                                              \
-            double sum[LN_ROWS] = {0}, sq[LN_ROWS] = {0}, mean[LN_ROWS];                             \
-            if (nb == LN_ROWS) {                                                                     \
-                for (int64_t j = 0; j < dim; j++)                                                    \
-                    for (int k = 0; k < LN_ROWS; k++) sum[k] += xb[k * dim + j];                     \
-                for (int k = 0; k < LN_ROWS; k++) mean[k] = sum[k] / (double)dim;                    \
-                for (int64_t j = 0; j < dim; j++)                                                    \
-                    for (int k = 0; k < LN_ROWS; k++) {                                              \
-                        double t = (double)xb[k * dim + j] - mean[k];                                \
-                        sq[k] += t * t;                                                              \
-                    }                                                                                \
-            } else {                                                                                 \
-                for (int64_t j = 0; j < dim; j++) sum[0] += xb[j];                                   \
-                mean[0] = sum[0] / (double)dim;                                                      \
-                for (int64_t j = 0; j < dim; j++) { double t = (double)xb[j] - mean[0]; sq[0] += t * t; } \
-            }                                                                                        \
-            for (int k = 0; k < nb; k++) {                                                           \
-                double rstd = 1.0 / sqrt(sq[k] / (double)dim + eps);                                 \
-                mean_out[r0 + k] = (T)mean[k];                                                       \
-                rstd_out[r0 + k] = (T)rstd;                                                          \
-                T m = (T)mean[k], rs = (T)rstd;                                                      \
-                const T *xr = xb + k * dim;                                                          \
-                T *yr = y + (r0 + k) * dim;                                                          \
-                for (int64_t j = 0; j < dim; j++) yr[j] = (xr[j] - m) * rs * gamma[j] + beta[j];     \
-            }                                                                                        \
-            r0 += nb;                                                                                \
-        }                                                                                            \
-    }
-LN_FWD_ROWS_DEF(ln_fwd_rows_f32, float, )
-LN_FWD_ROWS_DEF(ln_fwd_rows_f32_avx2, float, __attribute__((target("avx2"))))
-LN_FWD_ROWS_DEF(ln_fwd_rows_f64, double, )
+typedef struct {
+    const float *x, *gamma, *beta;
+    float *y, *mean, *rstd;
+    int64_t dim;
+    double eps;
+} ln_fwd_args;
 
-#define LN_FWD_CHUNK_BODY                                                                            \
-    {                                                                                                \
-        const mst_op_call *c = arg;                                                                  \
-        const mst_tensor *X = c->in[0];                                                              \
-        const T *x = (const T *)mst_tensor_data(X), *gamma = (const T *)mst_tensor_data(c->in[1]);   \
-        const T *beta = (const T *)mst_tensor_data(c->in[2]);                                       \
-        T *y = (T *)mst_tensor_data(c->out[0]);                                                      \
-        T *mean_out = (T *)mst_tensor_data(c->out[1]), *rstd_out = (T *)mst_tensor_data(c->out[2]);  \
-        _Generic((T)0, float: mst_cpu_has(MST_CPU_AVX2) ? ln_fwd_rows_f32_avx2 : ln_fwd_rows_f32,   \
-                 double: ln_fwd_rows_f64)(x, gamma, beta, y, mean_out, rstd_out, X->shape[X->ndim - 1], \
-                                          c->attrs.f[0], begin, end);                                \
+/* sums of nb rows at xb (nb a constant where inlined: LN_ROWS or 1) */
+static inline __attribute__((always_inline)) void ln_row_stats(const float *xb, int64_t dim, int nb, double *mean,
+                                                               double *sq) {
+    double sum[LN_ROWS] = {0};
+    for (int64_t j = 0; j < dim; j++)
+        for (int k = 0; k < nb; k++) sum[k] += xb[k * dim + j];
+    for (int k = 0; k < nb; k++) {
+        mean[k] = sum[k] / (double)dim;
+        sq[k] = 0;
     }
-FLOAT_CHUNKS(ln_fwd_chunk, LN_FWD_CHUNK_BODY, begin, end)
+    for (int64_t j = 0; j < dim; j++)
+        for (int k = 0; k < nb; k++) {
+            double t = (double)xb[k * dim + j] - mean[k];
+            sq[k] += t * t;
+        }
+}
 
-#define LN_FWD_BODY(T)                                                                               \
-    {                                                                                                \
-        const mst_tensor *X = c->in[0];                                                              \
-        int64_t dim = X->shape[X->ndim - 1], rows = X->numel / dim;                                  \
-        int64_t min_rows = k_ln_min_chunk_elems / dim > 0 ? k_ln_min_chunk_elems / dim : 1;          \
-        mst_parallel_for(ctx, rows, min_rows, FLOAT_CHUNK(ln_fwd_chunk, T), (void *)c);             \
-        return MST_OK;                                                                               \
+static inline __attribute__((always_inline)) void ln_fwd_rows_body(const ln_fwd_args *a, int64_t begin, int64_t end) {
+    const int64_t dim = a->dim;
+    for (int64_t r0 = begin; r0 < end;) {
+        int nb = end - r0 < LN_ROWS ? 1 : LN_ROWS;
+        const float *xb = a->x + r0 * dim;
+        double mean[LN_ROWS], sq[LN_ROWS];
+        if (nb == LN_ROWS) ln_row_stats(xb, dim, LN_ROWS, mean, sq);
+        else ln_row_stats(xb, dim, 1, mean, sq);
+        for (int k = 0; k < nb; k++) {
+            double rstd = 1.0 / sqrt(sq[k] / (double)dim + a->eps);
+            a->mean[r0 + k] = (float)mean[k];
+            a->rstd[r0 + k] = (float)rstd;
+            float m = (float)mean[k], rs = (float)rstd;
+            const float *xr = xb + k * dim;
+            float *yr = a->y + (r0 + k) * dim;
+            for (int64_t j = 0; j < dim; j++) yr[j] = (xr[j] - m) * rs * a->gamma[j] + a->beta[j];
+        }
+        r0 += nb;
     }
-FLOAT_KERNELS(layernorm, LN_FWD_BODY)
+}
+static void ln_fwd_rows_portable(const ln_fwd_args *a, int64_t begin, int64_t end) { ln_fwd_rows_body(a, begin, end); }
+__attribute__((target("avx2"))) static void ln_fwd_rows_avx2(const ln_fwd_args *a, int64_t begin, int64_t end) {
+    ln_fwd_rows_body(a, begin, end);
+}
+
+static void ln_fwd_chunk(void *arg, int64_t begin, int64_t end, int worker) {
+    (void)worker;
+    (mst_cpu_has(MST_CPU_AVX2) ? ln_fwd_rows_avx2 : ln_fwd_rows_portable)(arg, begin, end);
+}
+
+static mst_status layernorm_f32(mst_ctx *ctx, const mst_op_call *c) {
+    const mst_tensor *X = c->in[0];
+    ln_fwd_args a = {.x = mst_tensor_f32(X), .gamma = mst_tensor_f32(c->in[1]), .beta = mst_tensor_f32(c->in[2]),
+                     .y = mst_tensor_f32(c->out[0]), .mean = mst_tensor_f32(c->out[1]), .rstd = mst_tensor_f32(c->out[2]),
+                     .dim = X->shape[X->ndim - 1], .eps = c->attrs.f[0]};
+    int64_t rows = X->numel / a.dim, min_rows = k_ln_min_chunk_elems / a.dim > 0 ? k_ln_min_chunk_elems / a.dim : 1;
+    mst_parallel_for(ctx, rows, min_rows, ln_fwd_chunk, &a);
+    return MST_OK;
+}
 
 static mst_status layernorm_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *const gy[], mst_tensor *gx[]) {
     if (!gy[0]) return MST_OK;
@@ -999,7 +1002,8 @@ const mst_op_desc mst_desc_layernorm = {
     .name = "layernorm", .min_inputs = 3, .max_inputs = 3, .n_outputs = 3,
     .amp_class = MST_AMP_CLASS_KEEP_F32,
     .attr_f = {"eps"},
-    .infer = infer_layernorm, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(layernorm),
+    .infer = infer_layernorm,
+    .kernels[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = layernorm_f32, [MST_DTYPE_F64] = layernorm_ref_f64},
     .ref[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(layernorm_ref),
     .backward = layernorm_backward, .flops = layernorm_flops,
 };
@@ -1069,81 +1073,88 @@ static mst_status infer_layernorm_grad(mst_ctx *ctx, const mst_op_call *c, mst_m
     }
 FLOAT_KERNELS(layernorm_grad_ref, LN_GRAD_REF_BODY)
 
-/* A block's row sums in ln_grad_rows over NB rows (a constant, so the chains stay in registers). */
-#define LN_GRAD_ROW_SUMS(NB)                                                                         \
-    {                                                                                                \
-        for (int64_t j = 0; j < dim; j++)                                                            \
-            for (int k = 0; k < (NB); k++) {                                                         \
-                double xhat = ((double)xb[k * dim + j] - m[k]) * rs[k], g = (double)gyb[k * dim + j] * gamma[j]; \
-                sg[k] += g;                                                                          \
-                sgx[k] += g * xhat;                                                                  \
-            }                                                                                        \
-    }
-
-/* The fast kernel: the reference's arithmetic in three passes over a block of LN_ROWS rows: the
+/* The fast f32 kernel: the reference's arithmetic in three passes over a block of LN_ROWS rows: the
  * rows' sums as LN_ROWS chains (as the forward's), then row by row the feature sums (independent
  * across features, so they vectorize) and gx. Each sum keeps the reference's order (a row's over
- * its features, a feature's over the rows), so every output has the reference's bits; f32 is
- * compiled twice as the forward is. One thread: splitting the rows would split the feature sums'
- * order. acc holds 2 dim doubles, zeroed. */
-#define LN_GRAD_ROWS_DEF(NAME, T, ATTR)                                                              \
-    ATTR static void NAME(const T *gy, const T *x, const T *gamma, const T *mean, const T *rstd, T *gx, \
-                          double *acc, int64_t dim, int64_t rows) {                                  \
-        double *acc_gamma = acc, *acc_beta = acc + dim;                                              \
-        for (int64_t r0 = 0; r0 < rows;) {                                                           \
-            int nb = rows - r0 < LN_ROWS ? 1 : LN_ROWS;                                              \
-            const T *gyb = gy + r0 * dim, *xb = x + r0 * dim;                                        \
-            double m[LN_ROWS], rs[LN_ROWS], sg[LN_ROWS] = {0}, sgx[LN_ROWS] = {0};                   \
-            for (int k = 0; k < nb; k++) { m[k] = mean[r0 + k]; rs[k] = rstd[r0 + k]; }             \
-            if (nb == LN_ROWS)                                                                       \
-                LN_GRAD_ROW_SUMS(LN_ROWS)                                                            \
-            else                                                                                     \
-                LN_GRAD_ROW_SUMS(1)                                                                  \
-            for (int k = 0; k < nb; k++) {                                                           \
-                double sgk = sg[k] / (double)dim, sgxk = sgx[k] / (double)dim, mk = m[k], rsk = rs[k]; \
-                const T *gyr = gyb + k * dim, *xr = xb + k * dim;                                    \
-                T *gxr = gx + (r0 + k) * dim;                                                        \
-                for (int64_t j = 0; j < dim; j++) {                                                  \
-                    double xhat = ((double)xr[j] - mk) * rsk;                                        \
-                    acc_gamma[j] += gyr[j] * xhat;                                                   \
-                    acc_beta[j] += gyr[j];                                                           \
-                }                                                                                    \
-                for (int64_t j = 0; j < dim; j++) {                                                  \
-                    double xhat = ((double)xr[j] - mk) * rsk;                                        \
-                    gxr[j] = (T)(rsk * ((double)gyr[j] * gamma[j] - sgk - xhat * sgxk));             \
-                }                                                                                    \
-            }                                                                                        \
-            r0 += nb;                                                                                \
-        }                                                                                            \
-    }
-LN_GRAD_ROWS_DEF(ln_grad_rows_f32, float, )
-LN_GRAD_ROWS_DEF(ln_grad_rows_f32_avx2, float, __attribute__((target("avx2"))))
-LN_GRAD_ROWS_DEF(ln_grad_rows_f64, double, )
+ * its features, a feature's over the rows), so every output has the reference's bits; compiled
+ * twice as the forward is. One thread: splitting the rows would split the feature sums' order. */
+typedef struct {
+    const float *gy, *x, *gamma, *mean, *rstd;
+    float *gx;
+    double *acc_gamma, *acc_beta;      /* dim each, zeroed */
+    int64_t dim, rows;
+} ln_grad_args;
 
-#define LN_GRAD_BODY(T)                                                                              \
-    {                                                                                                \
-        const mst_tensor *X = c->in[1];                                                              \
-        int64_t dim = X->shape[X->ndim - 1], rows = X->numel / dim;                                  \
-        T *ggamma = (T *)mst_tensor_data(c->out[1]), *gbeta = (T *)mst_tensor_data(c->out[2]);       \
-        double *acc = (double *)mst_ctx_workspace(ctx, (size_t)(2 * dim) * sizeof(double));          \
-        if (!acc) return ctx->status;                                                                \
-        for (int64_t j = 0; j < 2 * dim; j++) acc[j] = 0;                                            \
-        _Generic((T)0, float: mst_cpu_has(MST_CPU_AVX2) ? ln_grad_rows_f32_avx2 : ln_grad_rows_f32, \
-                 double: ln_grad_rows_f64)((const T *)mst_tensor_data(c->in[0]), (const T *)mst_tensor_data(X), \
-                                           (const T *)mst_tensor_data(c->in[2]), (const T *)mst_tensor_data(c->in[3]), \
-                                           (const T *)mst_tensor_data(c->in[4]), (T *)mst_tensor_data(c->out[0]), \
-                                           acc, dim, rows);                                          \
-        for (int64_t j = 0; j < dim; j++) { ggamma[j] = (T)acc[j]; gbeta[j] = (T)acc[dim + j]; }     \
-        return MST_OK;                                                                               \
+/* the row sums of nb rows (nb a constant where inlined) */
+static inline __attribute__((always_inline)) void ln_grad_row_sums(const ln_grad_args *a, const float *gyb, const float *xb,
+                                                                   int nb, const double *m, const double *rs, double *sg,
+                                                                   double *sgx) {
+    for (int k = 0; k < nb; k++) sg[k] = sgx[k] = 0;
+    for (int64_t j = 0; j < a->dim; j++)
+        for (int k = 0; k < nb; k++) {
+            double xhat = ((double)xb[k * a->dim + j] - m[k]) * rs[k], g = (double)gyb[k * a->dim + j] * a->gamma[j];
+            sg[k] += g;
+            sgx[k] += g * xhat;
+        }
+}
+
+static inline __attribute__((always_inline)) void ln_grad_rows_body(const ln_grad_args *a) {
+    const int64_t dim = a->dim;
+    for (int64_t r0 = 0; r0 < a->rows;) {
+        int nb = a->rows - r0 < LN_ROWS ? 1 : LN_ROWS;
+        const float *gyb = a->gy + r0 * dim, *xb = a->x + r0 * dim;
+        double m[LN_ROWS], rs[LN_ROWS], sg[LN_ROWS], sgx[LN_ROWS];
+        for (int k = 0; k < nb; k++) {
+            m[k] = a->mean[r0 + k];
+            rs[k] = a->rstd[r0 + k];
+        }
+        if (nb == LN_ROWS) ln_grad_row_sums(a, gyb, xb, LN_ROWS, m, rs, sg, sgx);
+        else ln_grad_row_sums(a, gyb, xb, 1, m, rs, sg, sgx);
+        for (int k = 0; k < nb; k++) {
+            double sgk = sg[k] / (double)dim, sgxk = sgx[k] / (double)dim, mk = m[k], rsk = rs[k];
+            const float *gyr = gyb + k * dim, *xr = xb + k * dim;
+            float *gxr = a->gx + (r0 + k) * dim;
+            for (int64_t j = 0; j < dim; j++) {
+                double xhat = ((double)xr[j] - mk) * rsk;
+                a->acc_gamma[j] += gyr[j] * xhat;
+                a->acc_beta[j] += gyr[j];
+            }
+            for (int64_t j = 0; j < dim; j++) {
+                double xhat = ((double)xr[j] - mk) * rsk;
+                gxr[j] = (float)(rsk * ((double)gyr[j] * a->gamma[j] - sgk - xhat * sgxk));
+            }
+        }
+        r0 += nb;
     }
-FLOAT_KERNELS(layernorm_grad, LN_GRAD_BODY)
+}
+static void ln_grad_rows_portable(const ln_grad_args *a) { ln_grad_rows_body(a); }
+__attribute__((target("avx2"))) static void ln_grad_rows_avx2(const ln_grad_args *a) { ln_grad_rows_body(a); }
+
+static mst_status layernorm_grad_f32(mst_ctx *ctx, const mst_op_call *c) {
+    const mst_tensor *X = c->in[1];
+    int64_t dim = X->shape[X->ndim - 1];
+    double *acc = (double *)mst_ctx_workspace(ctx, (size_t)(2 * dim) * sizeof(double));
+    if (!acc) return ctx->status;
+    for (int64_t j = 0; j < 2 * dim; j++) acc[j] = 0;
+    ln_grad_args a = {.gy = mst_tensor_f32(c->in[0]), .x = mst_tensor_f32(X), .gamma = mst_tensor_f32(c->in[2]),
+                      .mean = mst_tensor_f32(c->in[3]), .rstd = mst_tensor_f32(c->in[4]), .gx = mst_tensor_f32(c->out[0]),
+                      .acc_gamma = acc, .acc_beta = acc + dim, .dim = dim, .rows = X->numel / dim};
+    (mst_cpu_has(MST_CPU_AVX2) ? ln_grad_rows_avx2 : ln_grad_rows_portable)(&a);
+    float *ggamma = mst_tensor_f32(c->out[1]), *gbeta = mst_tensor_f32(c->out[2]);
+    for (int64_t j = 0; j < dim; j++) {
+        ggamma[j] = (float)acc[j];
+        gbeta[j] = (float)acc[dim + j];
+    }
+    return MST_OK;
+}
 
 /* the row and feature sums (9 per element), then gx (7 per element) */
 static int64_t layernorm_grad_flops(const mst_op_call *c) { return 16 * c->in[0]->numel; }
 
 const mst_op_desc mst_desc_layernorm_grad = {
     .name = "layernorm_grad", .min_inputs = 5, .max_inputs = 5, .n_outputs = 3, .flags = MST_OPF_GRAD_OP,
-    .infer = infer_layernorm_grad, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(layernorm_grad),
+    .infer = infer_layernorm_grad,
+    .kernels[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = layernorm_grad_f32, [MST_DTYPE_F64] = layernorm_grad_ref_f64},
     .ref[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(layernorm_grad_ref), .flops = layernorm_grad_flops,
 };
 

@@ -82,10 +82,11 @@ static int probe_values(float *x) {
 
 /* On a CPU with both paths, a function takes libmvec's AVX2 variant where it gives the AVX-512
  * variant's bits on every probe value and is faster by k_lane_margin on a block of values in
- * [-4, 4] (best of k_lane_rounds runs each, in turns; ~50 us once per process): glibc 2.36's AVX-512 erfcf took 1.0-1.1 ns a value on a Zen 5
- * against its AVX2 variant's 0.63-0.70, with the same bits (docs/benchmarks.md). The choice only
- * moves time: a variant whose bits differ anywhere on the probe is never taken, so the values a
- * run computes do not depend on the timing. */
+ * [-4, 4] (best of k_lane_rounds runs each, in turns; tens of microseconds, once per process):
+ * glibc 2.36's AVX-512 erfcf took 1.0-1.1 ns a value on a Zen 5 against its AVX2 variant's
+ * 0.63-0.70, with the same bits (docs/benchmarks.md). The choice only moves time: a variant whose
+ * bits differ anywhere on the probe is never taken, so the values a run computes do not depend on
+ * the timing. */
 static const double k_lane_margin = 0.10;
 enum { k_lane_rounds = 5, k_lane_block = 2048 };
 static void weigh_lanes(vm_fn *fn) {
