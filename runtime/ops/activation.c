@@ -184,33 +184,40 @@ enum { k_vmath_block = 256 };
 
 /* The blocks around the vector math are compiled for the generic target and for AVX2 (8 floats a
  * vector instead of 4), chosen by the CPU; -ffp-contract=off keeps one rounding per operation in
- * both, so they give the same bits (test_activation runs with AVX2 masked too). */
-#define GELU_BLOCKS_DEF(SUFFIX, ATTR)                                                                \
-    ATTR static void gelu_block_f32_##SUFFIX(const float *x, float *y, int64_t n) {                 \
-        float t[k_vmath_block];                                                                      \
-        for (int64_t i0 = 0; i0 < n; i0 += k_vmath_block) {                                          \
-            int64_t m = n - i0 < k_vmath_block ? n - i0 : k_vmath_block;                             \
-            for (int64_t i = 0; i < m; i++) t[i] = -x[i0 + i] * (float)K_SQRT1_2;                    \
-            mst_vmath_erfcf(t, t, m);                                                                \
-            for (int64_t i = 0; i < m; i++) y[i0 + i] = GELU_EXPR(float, x[i0 + i], t[i]);           \
-        }                                                                                            \
-    }                                                                                                \
-    ATTR static void gelu_grad_block_f32_##SUFFIX(const float *g, const float *x, float *y, int64_t n) { \
-        float t[k_vmath_block], u[k_vmath_block];                                                    \
-        for (int64_t i0 = 0; i0 < n; i0 += k_vmath_block) {                                          \
-            int64_t m = n - i0 < k_vmath_block ? n - i0 : k_vmath_block;                             \
-            for (int64_t i = 0; i < m; i++) {                                                        \
-                float xi = x[i0 + i];                                                                \
-                t[i] = -xi * (float)K_SQRT1_2;                                                       \
-                u[i] = -0.5f * xi * xi;                                                              \
-            }                                                                                        \
-            mst_vmath_erfcf(t, t, m);                                                                \
-            mst_vmath_expf(u, u, m);                                                                 \
-            for (int64_t i = 0; i < m; i++) y[i0 + i] = GELU_GRAD_EXPR(float, g[i0 + i], x[i0 + i], t[i], u[i]); \
-        }                                                                                            \
+ * both, so they give the same bits (test_activation runs with AVX2 and AVX-512 masked too). */
+static inline __attribute__((always_inline)) void gelu_block_body(const float *x, float *y, int64_t n) {
+    float t[k_vmath_block];
+    for (int64_t i0 = 0; i0 < n; i0 += k_vmath_block) {
+        int64_t m = n - i0 < k_vmath_block ? n - i0 : k_vmath_block;
+        for (int64_t i = 0; i < m; i++) t[i] = -x[i0 + i] * (float)K_SQRT1_2;
+        mst_vmath_erfcf(t, t, m);
+        for (int64_t i = 0; i < m; i++) y[i0 + i] = GELU_EXPR(float, x[i0 + i], t[i]);
     }
-GELU_BLOCKS_DEF(portable, )
-GELU_BLOCKS_DEF(avx2, __attribute__((target("avx2"))))
+}
+static inline __attribute__((always_inline)) void gelu_grad_block_body(const float *g, const float *x, float *y, int64_t n) {
+    float t[k_vmath_block], u[k_vmath_block];
+    for (int64_t i0 = 0; i0 < n; i0 += k_vmath_block) {
+        int64_t m = n - i0 < k_vmath_block ? n - i0 : k_vmath_block;
+        for (int64_t i = 0; i < m; i++) {
+            float xi = x[i0 + i];
+            t[i] = -xi * (float)K_SQRT1_2;
+            u[i] = -0.5f * xi * xi;
+        }
+        mst_vmath_erfcf(t, t, m);
+        mst_vmath_expf(u, u, m);
+        for (int64_t i = 0; i < m; i++) y[i0 + i] = GELU_GRAD_EXPR(float, g[i0 + i], x[i0 + i], t[i], u[i]);
+    }
+}
+static void gelu_block_f32_portable(const float *x, float *y, int64_t n) { gelu_block_body(x, y, n); }
+__attribute__((target("avx2"))) static void gelu_block_f32_avx2(const float *x, float *y, int64_t n) {
+    gelu_block_body(x, y, n);
+}
+static void gelu_grad_block_f32_portable(const float *g, const float *x, float *y, int64_t n) {
+    gelu_grad_block_body(g, x, y, n);
+}
+__attribute__((target("avx2"))) static void gelu_grad_block_f32_avx2(const float *g, const float *x, float *y, int64_t n) {
+    gelu_grad_block_body(g, x, y, n);
+}
 
 static void gelu_block_f32(const float *x, float *y, int64_t n) {
     (mst_cpu_has(MST_CPU_AVX2) ? gelu_block_f32_avx2 : gelu_block_f32_portable)(x, y, n);

@@ -501,23 +501,41 @@ static mst_status infer_slice_grad_sum(mst_ctx *ctx, const mst_op_call *c, mst_m
     return infer_concat(ctx, c, out);
 }
 
-#define SLICE_GRAD_SUM_BODY(T)                                                                       \
-    {                                                                                                \
-        mst_tensor *y = c->out[0];                                                                   \
-        int axis = op_axis((int)c->attrs.i[0], y->ndim);                                             \
-        int64_t outer = dims_product(y->shape, 0, axis), inner = dims_product(y->shape, axis + 1, y->ndim); \
-        int64_t row = y->shape[axis] * inner, at = 0;                                                \
-        T *dst = (T *)mst_tensor_data(y);                                                            \
-        for (int i = 0; i < c->n_in; i++) {                                                          \
-            const T *src = (const T *)mst_tensor_data(c->in[i]);                                     \
-            int64_t chunk = c->in[i]->shape[axis] * inner;                                           \
-            for (int64_t o = 0; o < outer; o++)                                                      \
-                for (int64_t j = 0; j < chunk; j++) dst[o * row + at + j] = src[o * chunk + j] + (T)0; \
-            at += chunk;                                                                             \
-        }                                                                                            \
-        return MST_OK;                                                                               \
+static void add_zero_f32(void *dst, const void *src, int64_t n) {
+    float *d = dst;
+    const float *x = src;
+    for (int64_t j = 0; j < n; j++) d[j] = x[j] + 0.0f;
+}
+static void add_zero_f64(void *dst, const void *src, int64_t n) {
+    double *d = dst;
+    const double *x = src;
+    for (int64_t j = 0; j < n; j++) d[j] = x[j] + 0.0;
+}
+
+/* The inputs' rows placed as concat places them, each element through add_zero. */
+static mst_status slice_grad_sum_run(const mst_op_call *c, void (*add_zero)(void *, const void *, int64_t)) {
+    mst_tensor *y = c->out[0];
+    int axis = op_axis((int)c->attrs.i[0], y->ndim);
+    size_t es = mst_dtype_size(y->dtype);
+    int64_t outer = dims_product(y->shape, 0, axis), inner = dims_product(y->shape, axis + 1, y->ndim);
+    int64_t row = y->shape[axis] * inner, at = 0;
+    char *dst = mst_tensor_data(y);
+    for (int i = 0; i < c->n_in; i++) {
+        const char *src = mst_tensor_data(c->in[i]);
+        int64_t chunk = c->in[i]->shape[axis] * inner;
+        for (int64_t o = 0; o < outer; o++) add_zero(dst + (size_t)(o * row + at) * es, src + (size_t)(o * chunk) * es, chunk);
+        at += chunk;
     }
-FLOAT_KERNELS(slice_grad_sum, SLICE_GRAD_SUM_BODY)
+    return MST_OK;
+}
+static mst_status slice_grad_sum_f32(mst_ctx *ctx, const mst_op_call *c) {
+    (void)ctx;
+    return slice_grad_sum_run(c, add_zero_f32);
+}
+static mst_status slice_grad_sum_f64(mst_ctx *ctx, const mst_op_call *c) {
+    (void)ctx;
+    return slice_grad_sum_run(c, add_zero_f64);
+}
 
 /* reads every input once and writes the output once */
 static int64_t cost_slice_grad_sum_bytes(const mst_op_call *c) { return 2 * (int64_t)mst_tensor_nbytes(c->out[0]); }
