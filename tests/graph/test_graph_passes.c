@@ -213,18 +213,37 @@ static void test_fusion_matches_unfused(void **state) {
 
 /* The attention's q, k, v gradients: three windows of axis 0 summed as slice_grads in the order
  * autograd accumulates them. The pass turns the add tree into one slice_grad_sum whose output has
- * the chain's bits, -0 turned to +0 and NaN kept included (fused and unfused and eager agree); a
- * gap in the windows, an extra reader of a window and an f16 tree stay as they are. */
-static int64_t k_qkv_window = 1;        /* the windows' length on axis 0 (1: a tiling of 3) */
-static int64_t k_qkv_starts[3] = {2, 1, 0};
+ * the chain's bits, -0 turned to +0 and NaN kept included (the unoptimized graph, the rewritten one
+ * and eager agree); a gap in the windows, an extra reader of a window and an f16 tree stay as they
+ * are. */
 static mst_tensor *qkv_grads(mst_ctx *ctx, mst_tensor *const in[], uint64_t seed) {
     (void)seed;
+    static const int64_t starts[3] = {2, 1, 0};
     mst_tensor *s = NULL;
     for (int k = 0; k < 3; k++) {
-        mst_tensor *w = mst_slice_grad(ctx, in[k], 0, k_qkv_starts[k], 3 * k_qkv_window);
+        mst_tensor *w = mst_slice_grad(ctx, in[k], 0, starts[k], 3);
         s = s ? mst_add(ctx, s, w) : w;
     }
     return s;
+}
+
+/* add(add(slice_grad(x0), slice_grad(x1)), slice_grad(x2)) over windows of length 1 at starts[k] of
+ * an axis of length full, each x (1, 64, 40); *w gets the slice_grads' values. */
+static mst_graph *slice_sum_graph(mst_dtype dt, const int64_t starts[3], int64_t full, int w[3]) {
+    mst_graph *g = mst_graph_new("slice sums");
+    const int64_t part[3] = {1, 64, 40}, whole[3] = {full, 64, 40};
+    for (int k = 0; k < 3; k++) {
+        int x = mst_graph_add_value(g, MST_GV_INPUT, dt, 3, part);
+        g->values[x].input_index = k;
+        w[k] = mst_graph_add_value(g, MST_GV_INTERMEDIATE, dt, 3, whole);
+        node1(g, MST_OP_SLICE_GRAD, &(mst_attrs){.i = {0, starts[k], full}}, 1, &x, w[k]);
+    }
+    g->n_inputs = 3;
+    int s1 = mst_graph_add_value(g, MST_GV_INTERMEDIATE, dt, 3, whole), s2 = mst_graph_add_value(g, MST_GV_INTERMEDIATE, dt, 3, whole);
+    node1(g, MST_OP_ADD, NULL, 2, (int[]){w[0], w[1]}, s1);
+    node1(g, MST_OP_ADD, NULL, 2, (int[]){s1, w[2]}, s2);
+    mst_graph_add_output(g, s2);
+    return g;
 }
 
 static void test_slice_grad_sum(void **state) {
@@ -257,55 +276,26 @@ static void test_slice_grad_sum(void **state) {
     free(sum_bits);
     mst_graph_free(g);
 
-    /* a gap: windows 0, 1 and 3 of a length-4 axis */
-    k_qkv_starts[0] = 3;
-    k_qkv_window = 1;
-    g = mst_graph_new("gap");
-    int x[3], w[3], s1, s2;
-    for (int k = 0; k < 3; k++) {
-        x[k] = mst_graph_add_value(g, MST_GV_INPUT, MST_DTYPE_F32, 3, shape);
-        g->values[x[k]].input_index = k;
-        w[k] = mst_graph_add_value(g, MST_GV_INTERMEDIATE, MST_DTYPE_F32, 3, (int64_t[]){4, 64, 40});
-        node1(g, MST_OP_SLICE_GRAD, &(mst_attrs){.i = {0, k == 0 ? 3 : k, 4}}, 1, &x[k], w[k]);
-    }
-    g->n_inputs = 3;
-    s1 = mst_graph_add_value(g, MST_GV_INTERMEDIATE, MST_DTYPE_F32, 3, (int64_t[]){4, 64, 40});
-    s2 = mst_graph_add_value(g, MST_GV_INTERMEDIATE, MST_DTYPE_F32, 3, (int64_t[]){4, 64, 40});
-    node1(g, MST_OP_ADD, NULL, 2, (int[]){w[0], w[1]}, s1);
-    node1(g, MST_OP_ADD, NULL, 2, (int[]){s1, w[2]}, s2);
-    mst_graph_add_output(g, s2);
+    int w[3];
+    /* a gap: windows 3, 1 and 2 of a length-4 axis */
+    g = slice_sum_graph(MST_DTYPE_F32, (const int64_t[]){3, 1, 2}, 4, w);
     assert_int_equal(mst_pass_slice_grad_sums(g), 0);
-    /* the same windows tiling 0..2, but window 1 read by another node too */
-    g->nodes[0].attrs.i[1] = 0;
-    g->nodes[0].attrs.i[2] = g->nodes[1].attrs.i[2] = g->nodes[2].attrs.i[2] = 3;
-    for (int k = 0; k < 3; k++) g->values[w[k]].shape[0] = 3;
-    g->values[s1].shape[0] = g->values[s2].shape[0] = 3;
+    mst_graph_free(g);
+    /* windows tiling 0..2, but window 1 also read by a relu */
+    g = slice_sum_graph(MST_DTYPE_F32, (const int64_t[]){0, 1, 2}, 3, w);
     int extra = mst_graph_add_value(g, MST_GV_INTERMEDIATE, MST_DTYPE_F32, 3, (int64_t[]){3, 64, 40});
     node1(g, MST_OP_RELU, NULL, 1, &w[1], extra);
     mst_graph_add_output(g, extra);
     assert_int_equal(mst_pass_slice_grad_sums(g), 0);
-    /* without the extra reader it tiles */
-    g->nodes[5].dead = true;     /* the relu */
-    g->n_outputs = 1;
-    mst_graph_compact(g);
-    assert_int_equal(mst_pass_slice_grad_sums(g), 1);
-    /* f16: no slice_grad_sum kernel, the chain stays */
     mst_graph_free(g);
-    g = mst_graph_new("f16");
-    for (int k = 0; k < 3; k++) {
-        x[k] = mst_graph_add_value(g, MST_GV_INPUT, MST_DTYPE_F16, 3, shape);
-        g->values[x[k]].input_index = k;
-        w[k] = mst_graph_add_value(g, MST_GV_INTERMEDIATE, MST_DTYPE_F16, 3, (int64_t[]){3, 64, 40});
-        node1(g, MST_OP_SLICE_GRAD, &(mst_attrs){.i = {0, k, 3}}, 1, &x[k], w[k]);
-    }
-    s1 = mst_graph_add_value(g, MST_GV_INTERMEDIATE, MST_DTYPE_F16, 3, (int64_t[]){3, 64, 40});
-    s2 = mst_graph_add_value(g, MST_GV_INTERMEDIATE, MST_DTYPE_F16, 3, (int64_t[]){3, 64, 40});
-    node1(g, MST_OP_ADD, NULL, 2, (int[]){w[0], w[1]}, s1);
-    node1(g, MST_OP_ADD, NULL, 2, (int[]){s1, w[2]}, s2);
-    mst_graph_add_output(g, s2);
+    /* the same without the relu tiles */
+    g = slice_sum_graph(MST_DTYPE_F32, (const int64_t[]){0, 1, 2}, 3, w);
+    assert_int_equal(mst_pass_slice_grad_sums(g), 1);
+    mst_graph_free(g);
+    /* f16: no slice_grad_sum kernel, the chain stays */
+    g = slice_sum_graph(MST_DTYPE_F16, (const int64_t[]){0, 1, 2}, 3, w);
     assert_int_equal(mst_pass_slice_grad_sums(g), 0);
     mst_graph_free(g);
-    k_qkv_starts[0] = 2;
     mst_pool_pop(ctx);
     mst_ctx_free(ctx);
 }
