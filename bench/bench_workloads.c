@@ -6,8 +6,9 @@
  * mode, "model batch mode median_ms", the format of bench/torch_compare_workloads.py.
  * Never part of pass/fail.
  *
- *     MST_BENCH_THREADS=2 ./build/bench_workloads [--quick] [transformer:128 srnet:32 ...]
- * --quick: 2 warm-up steps and 5 timed ones instead of 3 and 15.
+ *     MST_BENCH_THREADS=2 ./build/bench_workloads [--quick] [--passes] [transformer:128 srnet:32 ...]
+ * --quick: 2 warm-up steps and 5 timed ones instead of 3 and 15. --passes: per row, the graph step
+ * with each fusion pass left out against all passes, alternated in one process (pass_table).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "runtime/context.h"
 #include "runtime/data/source.h"
 #include "runtime/graph/graph.h"
+#include "runtime/graph/passes.h"
 #include "runtime/ops.h"
 #include "runtime/optim.h"
 #include "workloads/zoo.h"
@@ -77,11 +79,13 @@ static void rig_free(rig *r) {
     mst_ctx_free(r->ctx);
 }
 
-static double measure(const char *model, int batch, int threads, bool graph, int warmup, int repeats) {
+static double measure(const char *model, int batch, int threads, bool graph, unsigned skip, int warmup, int repeats) {
     if (warmup < MST_GRAPH_SETTLE_RUNS) warmup = MST_GRAPH_SETTLE_RUNS;   /* eager too, so both modes warm alike */
     rig r;
     rig_init(&r, model, batch, threads);
-    mst_graph_cache *gc = graph ? mst_graph_cache_new(r.ctx, "bench", bench_rig_step, &r, &(mst_graph_options){.optimize = true}) : NULL;
+    mst_graph_cache *gc =
+        graph ? mst_graph_cache_new(r.ctx, "bench", bench_rig_step, &r, &(mst_graph_options){.optimize = true, .skip_passes = skip})
+              : NULL;
     double t[64];
     for (int i = 0; i < warmup + repeats; i++) {
         double dt = bench_rig_time_step(&r, gc, "bench_workloads");
@@ -93,9 +97,45 @@ static double measure(const char *model, int batch, int threads, bool graph, int
     return t[repeats / 2];
 }
 
+/* --passes: the graph step with all passes against the step leaving one out, MST_BENCH_ROUNDS
+ * rounds (default 5, at most k_max_rounds), the configurations in turns within each round; per configuration the median step over rounds
+ * and the median (range) over rounds of its step / the all-passes step of the same round (> 1: the
+ * pass left out pays for itself by that much). */
+enum { k_max_rounds = 31 };
+static void pass_table(const char *model, int batch, int threads, int warmup, int repeats) {
+    int rounds = getenv("MST_BENCH_ROUNDS") ? atoi(getenv("MST_BENCH_ROUNDS")) : 5;
+    if (rounds < 1) rounds = 1;
+    if (rounds > k_max_rounds) rounds = k_max_rounds;
+    static const struct { const char *name; unsigned skip; } cfg[] = {
+        {"all passes", 0},
+        {"no slice-gradient sums", MST_PASS_SLICE_SUM},
+        {"no elementwise fusion", MST_PASS_FUSE_ELEM},
+        {"no fused optimizer", MST_PASS_FUSE_OPTIM},
+        {"no relu epilogue", MST_PASS_EPILOGUE},
+        {"none of these", MST_PASS_SLICE_SUM | MST_PASS_FUSE_ELEM | MST_PASS_FUSE_OPTIM | MST_PASS_EPILOGUE},
+    };
+    enum { n_cfg = sizeof(cfg) / sizeof(cfg[0]) };
+    double ms[n_cfg][k_max_rounds], ratio[n_cfg][k_max_rounds];
+    for (int round = 0; round < rounds; round++)
+        for (int c = 0; c < n_cfg; c++) {
+            ms[c][round] = measure(model, batch, threads, true, cfg[c].skip, warmup, repeats);
+            ratio[c][round] = ms[c][round] / ms[0][round];
+        }
+    printf("| %s:%d graph step, %d rounds | median ms | vs all passes, median [range] over rounds |\n|---|---|---|\n", model,
+           batch, rounds);
+    for (int c = 0; c < n_cfg; c++) {
+        qsort(ms[c], (size_t)rounds, sizeof(double), bench_cmp_double);
+        qsort(ratio[c], (size_t)rounds, sizeof(double), bench_cmp_double);
+        printf("| %s | %.3f | %.3fx [%.3f-%.3f] |\n", cfg[c].name, ms[c][rounds / 2], ratio[c][rounds / 2], ratio[c][0],
+               ratio[c][rounds - 1]);
+    }
+    fflush(stdout);
+}
+
 int main(int argc, char **argv) {
     const int threads = getenv("MST_BENCH_THREADS") ? atoi(getenv("MST_BENCH_THREADS")) : 2;
     int warmup = 3, repeats = 15, n_rows = 0;
+    bool passes = false;
     struct { char model[16]; int batch; } rows[16];
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--quick") == 0) {
@@ -103,10 +143,14 @@ int main(int argc, char **argv) {
             repeats = 5;
             continue;
         }
+        if (strcmp(argv[a], "--passes") == 0) {
+            passes = true;
+            continue;
+        }
         if (n_rows == 16 || sscanf(argv[a], "%15[a-z]:%d", rows[n_rows].model, &rows[n_rows].batch) != 2 ||
             rows[n_rows].batch < 1 || rows[n_rows].batch > 4096 ||
             (strcmp(rows[n_rows].model, "transformer") != 0 && strcmp(rows[n_rows].model, "srnet") != 0)) {
-            fprintf(stderr, "bench_workloads: '%s': expected --quick, transformer:BATCH or srnet:BATCH (at most 16 rows)\n",
+            fprintf(stderr, "bench_workloads: '%s': expected --quick, --passes, transformer:BATCH or srnet:BATCH (at most 16 rows)\n",
                     argv[a]);
             return 2;
         }
@@ -118,9 +162,13 @@ int main(int argc, char **argv) {
         n_rows = 2;
     }
     printf("# mstune, %d threads, %d warm-up + %d timed steps (median)\n", threads, warmup, repeats);
+    if (passes) {
+        for (int i = 0; i < n_rows; i++) pass_table(rows[i].model, rows[i].batch, threads, warmup, repeats);
+        return 0;
+    }
     for (int i = 0; i < n_rows; i++)
         for (int g = 0; g < 2; g++)
             printf("%s %d %s %.4f\n", rows[i].model, rows[i].batch, g ? "graph" : "eager",
-                   measure(rows[i].model, rows[i].batch, threads, g, warmup, repeats));
+                   measure(rows[i].model, rows[i].batch, threads, g, 0, warmup, repeats));
     return 0;
 }
