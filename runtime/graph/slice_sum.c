@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "runtime/graph/passes.h"
+#include "runtime/tensor.h"
 
 enum { k_max_windows = MST_MAX_OP_INPUTS };
 
@@ -37,10 +38,7 @@ typedef struct {
 } tree;
 
 static bool same_shape(const mst_gvalue *a, const mst_gvalue *b) {
-    if (a->ndim != b->ndim || a->dtype != b->dtype) return false;
-    for (int d = 0; d < a->ndim; d++)
-        if (a->shape[d] != b->shape[d]) return false;
-    return true;
+    return a->dtype == b->dtype && mst_shape_equal(a->ndim, a->shape, b->ndim, b->shape);
 }
 
 /* A plain add of two operands of its output's shape. */

@@ -349,7 +349,10 @@ static mst_status infer_concat(mst_ctx *ctx, const mst_op_call *c, mst_meta out[
     return MST_OK;
 }
 
-static mst_status concat_kernel(mst_ctx *ctx, const mst_op_call *c) {
+/* Place the inputs' rows along attr i[0] = axis of the output as concat does, each row of `bytes`
+ * through place(dst, src, bytes): a copy for concat, x + 0 for slice_grad_sum. */
+typedef void (*row_place_fn)(void *dst, const void *src, size_t bytes);
+static void concat_rows(const mst_op_call *c, row_place_fn place) {
     mst_tensor *y = c->out[0];
     int axis = op_axis((int)c->attrs.i[0], y->ndim);
     size_t es = mst_dtype_size(y->dtype);
@@ -360,9 +363,16 @@ static mst_status concat_kernel(mst_ctx *ctx, const mst_op_call *c) {
     for (int i = 0; i < c->n_in; i++) {
         const char *src = mst_tensor_data(c->in[i]);
         size_t chunk = (size_t)(c->in[i]->shape[axis] * inner) * es;
-        for (int64_t o = 0; o < outer; o++) memcpy(dst + (size_t)o * row + at, src + (size_t)o * chunk, chunk);
+        for (int64_t o = 0; o < outer; o++) place(dst + (size_t)o * row + at, src + (size_t)o * chunk, chunk);
         at += chunk;
     }
+}
+
+static void place_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+
+static mst_status concat_kernel(mst_ctx *ctx, const mst_op_call *c) {
+    (void)ctx;
+    concat_rows(c, place_copy);
     return MST_OK;
 }
 
@@ -471,14 +481,14 @@ static mst_status slice_grad_backward(mst_ctx *ctx, const mst_op_call *c, mst_te
     return ctx->status;
 }
 
-/* slice reads only the window: twice the output's bytes */
-static int64_t cost_slice_bytes(const mst_op_call *c) { return 2 * (int64_t)mst_tensor_nbytes(c->out[0]); }
+/* slice reads only the window, slice_grad_sum each input once: twice the output's bytes */
+static int64_t cost_out_bytes_twice(const mst_op_call *c) { return 2 * (int64_t)mst_tensor_nbytes(c->out[0]); }
 
 const mst_op_desc mst_desc_slice = {
     .name = "slice", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
     .attr_i = {"axis", "start", "length"},
     .infer = infer_slice, .kernels[MST_DEVICE_CPU] = ALL_DTYPES(slice_kernel),
-    .backward = slice_backward, .flops = cost_zero, .bytes = cost_slice_bytes,
+    .backward = slice_backward, .flops = cost_zero, .bytes = cost_out_bytes_twice,
 };
 
 const mst_op_desc mst_desc_slice_grad = {
@@ -501,50 +511,32 @@ static mst_status infer_slice_grad_sum(mst_ctx *ctx, const mst_op_call *c, mst_m
     return infer_concat(ctx, c, out);
 }
 
-static void add_zero_f32(void *dst, const void *src, int64_t n) {
+static void place_add_zero_f32(void *dst, const void *src, size_t bytes) {
     float *d = dst;
     const float *x = src;
-    for (int64_t j = 0; j < n; j++) d[j] = x[j] + 0.0f;
+    for (size_t j = 0; j < bytes / sizeof(float); j++) d[j] = x[j] + 0.0f;
 }
-static void add_zero_f64(void *dst, const void *src, int64_t n) {
+static void place_add_zero_f64(void *dst, const void *src, size_t bytes) {
     double *d = dst;
     const double *x = src;
-    for (int64_t j = 0; j < n; j++) d[j] = x[j] + 0.0;
-}
-
-/* The inputs' rows placed as concat places them, each element through add_zero. */
-static mst_status slice_grad_sum_run(const mst_op_call *c, void (*add_zero)(void *, const void *, int64_t)) {
-    mst_tensor *y = c->out[0];
-    int axis = op_axis((int)c->attrs.i[0], y->ndim);
-    size_t es = mst_dtype_size(y->dtype);
-    int64_t outer = dims_product(y->shape, 0, axis), inner = dims_product(y->shape, axis + 1, y->ndim);
-    int64_t row = y->shape[axis] * inner, at = 0;
-    char *dst = mst_tensor_data(y);
-    for (int i = 0; i < c->n_in; i++) {
-        const char *src = mst_tensor_data(c->in[i]);
-        int64_t chunk = c->in[i]->shape[axis] * inner;
-        for (int64_t o = 0; o < outer; o++) add_zero(dst + (size_t)(o * row + at) * es, src + (size_t)(o * chunk) * es, chunk);
-        at += chunk;
-    }
-    return MST_OK;
+    for (size_t j = 0; j < bytes / sizeof(double); j++) d[j] = x[j] + 0.0;
 }
 static mst_status slice_grad_sum_f32(mst_ctx *ctx, const mst_op_call *c) {
     (void)ctx;
-    return slice_grad_sum_run(c, add_zero_f32);
+    concat_rows(c, place_add_zero_f32);
+    return MST_OK;
 }
 static mst_status slice_grad_sum_f64(mst_ctx *ctx, const mst_op_call *c) {
     (void)ctx;
-    return slice_grad_sum_run(c, add_zero_f64);
+    concat_rows(c, place_add_zero_f64);
+    return MST_OK;
 }
-
-/* reads every input once and writes the output once */
-static int64_t cost_slice_grad_sum_bytes(const mst_op_call *c) { return 2 * (int64_t)mst_tensor_nbytes(c->out[0]); }
 
 const mst_op_desc mst_desc_slice_grad_sum = {
     .name = "slice_grad_sum", .min_inputs = 1, .max_inputs = MST_MAX_OP_INPUTS, .n_outputs = 1, .flags = MST_OPF_GRAD_OP,
     .attr_i = {"axis"},
     .infer = infer_slice_grad_sum, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(slice_grad_sum),
-    .backward = concat_backward, .flops = cost_zero, .bytes = cost_slice_grad_sum_bytes,
+    .backward = concat_backward, .flops = cost_zero, .bytes = cost_out_bytes_twice,
 };
 
 mst_tensor *mst_slice(mst_ctx *ctx, mst_tensor *x, int axis, int64_t start, int64_t length) {
