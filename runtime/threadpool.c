@@ -10,6 +10,11 @@
  * 25-30 us more to start, instead of idle workers burning a core the data loader needs. So the
  * kernels open regions only for chunks of tens of microseconds or more, and the caller polls for
  * a short while (k_done_poll_ns) for chunks still being computed before it sleeps itself.
+ *
+ * Once oneDNN has loaded libgomp, regions run on its OpenMP team instead (runtime/omp_team.h):
+ * the same chunks and claims, each team thread taking chunks from its own number on, so the
+ * threads oneDNN's primitives just used — still spinning for a moment — take the pool's chunks
+ * too, and the pool's own workers stay asleep.
  */
 #include "runtime/threadpool.h"
 
@@ -23,6 +28,7 @@
 #include "profiler/events.h"
 #include "runtime/context.h"
 #include "runtime/fpu.h"
+#include "runtime/omp_team.h"
 #include "runtime/status.h"
 
 /* pthread calls on objects this file owns fail only when an invariant is broken. */
@@ -67,7 +73,9 @@ struct mst_threadpool {
     pthread_mutex_t lock;
     pthread_cond_t wake_cv;     /* workers: a region started, or shutdown */
     pthread_cond_t done_cv;     /* caller: the last chunk finished */
-    region cur;                 /* the latest region; cur.gen counts regions. Guarded by lock */
+    region cur;                 /* the latest region the workers run. Guarded by lock */
+    uint64_t gen;               /* regions opened so far, on the team or the workers (owner thread only) */
+    uint32_t task_name;         /* the profile's "pool.task" */
     bool shutdown;
 
     _Atomic uint64_t *claim;    /* per chunk: 2g = open in region g, 2g + 1 = taken */
@@ -89,8 +97,9 @@ void mst_parallel_range(int64_t n, int chunks, int i, int64_t *begin, int64_t *e
 }
 
 /* Take and run chunks of r, starting at `home` and going round; each chunk is run by exactly
- * one thread. */
-static void run_chunks(mst_threadpool *p, const region *r, int home) {
+ * one thread. `notify`: wake the caller after the last chunk (the workers' regions; a team
+ * region ends at the team's own barrier). */
+static void run_chunks(mst_threadpool *p, const region *r, int home, bool notify) {
     uint64_t open = 2 * r->gen;
     for (int k = 0; k < r->chunks; k++) {
         int i = (home + k) % r->chunks;
@@ -101,7 +110,7 @@ static void run_chunks(mst_threadpool *p, const region *r, int home) {
         int64_t begin, end;
         mst_parallel_range(r->n, r->chunks, i, &begin, &end);
         r->fn(r->arg, begin, end, i);
-        if (atomic_fetch_sub(&p->pending, 1) == 1) {   /* the last one: the caller may be waiting */
+        if (atomic_fetch_sub(&p->pending, 1) == 1 && notify) {   /* the last one: the caller may be waiting */
             PT_CHECK(pthread_mutex_lock(&p->lock));
             PT_CHECK(pthread_cond_signal(&p->done_cv));
             PT_CHECK(pthread_mutex_unlock(&p->lock));
@@ -116,7 +125,7 @@ static void *worker_main(void *arg) {
     snprintf(name, sizeof(name), "pool.%d", w->home);
     mst_prof_set_thread_name(name);
     mst_fpu_set_flush(p->flush_denormals);
-    const uint32_t task = mst_prof_intern("pool.task");
+    const uint32_t task = p->task_name;
     uint64_t seen = 0;
     for (;;) {
         PT_CHECK(pthread_mutex_lock(&p->lock));
@@ -131,7 +140,7 @@ static void *worker_main(void *arg) {
         /* a worker's share of a kernel overlaps the caller's kernel range: the profile reports it
          * as hidden kernel time */
         mst_prof_op_begin(MST_CAT_KERNEL, task, -1);
-        run_chunks(p, &r, w->home % r.chunks);
+        run_chunks(p, &r, w->home % r.chunks, true);
         mst_prof_op_end(MST_CAT_KERNEL, task, -1);
     }
 }
@@ -142,6 +151,7 @@ mst_threadpool *mst_threadpool_new(int n_threads) {
     if (!p) return NULL;
     p->n_threads = n_threads;
     p->flush_denormals = mst_fpu_flushing();
+    p->task_name = mst_prof_intern("pool.task");
     p->claim = calloc((size_t)n_threads, sizeof(*p->claim));
     p->workers = calloc((size_t)n_threads, sizeof(*p->workers));
     if (!p->claim || !p->workers) {
@@ -191,6 +201,36 @@ void mst_threadpool_free(mst_threadpool *p) {
 
 int mst_threadpool_size(const mst_threadpool *p) { return p ? p->n_threads : 1; }
 
+/* A region as the team sees it. */
+typedef struct {
+    mst_threadpool *pool;
+    region r;
+    uint32_t task;              /* the profile's "pool.task" */
+} team_region;
+
+static _Thread_local bool team_thread_named;
+
+static void team_member(void *arg) {
+    team_region *t = arg;
+    mst_threadpool *p = t->pool;
+    int me = mst_omp_team_thread();
+    if (me == 0) {      /* the caller, inside its kernel's range in the profile */
+        run_chunks(p, &t->r, 0, false);
+        return;
+    }
+    if (!team_thread_named) {
+        char name[32];
+        snprintf(name, sizeof(name), "omp.%d", me);
+        mst_prof_set_thread_name(name);
+        team_thread_named = true;
+    }
+    /* the team also runs oneDNN's primitives, which set nothing: the pool's FTZ/DAZ mode */
+    if (mst_fpu_flushing() != p->flush_denormals) mst_fpu_set_flush(p->flush_denormals);
+    mst_prof_op_begin(MST_CAT_KERNEL, t->task, -1);
+    run_chunks(p, &t->r, me % t->r.chunks, false);
+    mst_prof_op_end(MST_CAT_KERNEL, t->task, -1);
+}
+
 void mst_threadpool_run(mst_threadpool *p, int64_t n, int64_t min_chunk, mst_parallel_fn fn, void *arg) {
     if (n <= 0) return;
     int chunks = mst_parallel_chunks(mst_threadpool_size(p), n, min_chunk);
@@ -198,6 +238,15 @@ void mst_threadpool_run(mst_threadpool *p, int64_t n, int64_t min_chunk, mst_par
      * so seeing it set means this call comes from inside that region) */
     if (chunks == 1 || atomic_exchange(&p->active, true)) {
         fn(arg, 0, n, 0);
+        return;
+    }
+    region r = {++p->gen, fn, arg, n, chunks};
+    if (mst_omp_team_ready()) {
+        for (int i = 0; i < chunks; i++) atomic_store_explicit(&p->claim[i], 2 * r.gen, memory_order_relaxed);
+        atomic_store(&p->pending, chunks);
+        team_region t = {p, r, p->task_name};
+        mst_omp_team_run(chunks, team_member, &t);    /* returns when every member has */
+        atomic_store(&p->active, false);
         return;
     }
     if (p->n_workers == 0) {    /* no worker could be started: the same chunks, one after another */
@@ -210,7 +259,6 @@ void mst_threadpool_run(mst_threadpool *p, int64_t n, int64_t min_chunk, mst_par
         return;
     }
     PT_CHECK(pthread_mutex_lock(&p->lock));
-    region r = {p->cur.gen + 1, fn, arg, n, chunks};
     for (int i = 0; i < chunks; i++) atomic_store_explicit(&p->claim[i], 2 * r.gen, memory_order_relaxed);
     atomic_store(&p->pending, chunks);
     p->cur = r;
@@ -218,7 +266,7 @@ void mst_threadpool_run(mst_threadpool *p, int64_t n, int64_t min_chunk, mst_par
     /* after the unlock, so a woken worker does not block on the mutex straight away */
     PT_CHECK(pthread_cond_broadcast(&p->wake_cv));
 
-    run_chunks(p, &r, 0);
+    run_chunks(p, &r, 0, true);
     uint64_t t0 = 0;
     for (unsigned i = 0; atomic_load(&p->pending) != 0; i++) {
         if (i % 64 == 0) {

@@ -7,7 +7,8 @@
  * slowest chunk; to soften that, a thread that finishes its own chunk takes any chunk whose home
  * thread has not started it yet (a worker the data loader kept off its core, one slow to wake).
  * Workers block on a condition variable between regions — they never spin while idle, since the
- * loader's threads share the cores.
+ * loader's threads share the cores. Once oneDNN has loaded libgomp, regions run on its OpenMP
+ * team instead, the same chunks by the same rule (runtime/omp_team.h), and the workers sleep.
  *
  *     static void scale(void *arg, int64_t begin, int64_t end, int worker) {
  *         float *x = arg;

@@ -2,12 +2,13 @@
  * every op of the provider runs: find (or build) the shape's primitive, point its memories at the
  * call's tensors, execute on the context's stream, wait.
  *
- * Loading (once per process): OMP_WAIT_POLICY=passive and a short GOMP_SPINCOUNT are set unless
+ * Loading (once per process): OMP_WAIT_POLICY=passive and a bounded GOMP_SPINCOUNT are set unless
  * the environment already says otherwise, then libdnnl.so.2 (and with it libgomp) is dlopen'd, so
- * oneDNN's OpenMP team spins for a few microseconds after a primitive, then sleeps, instead of
- * spinning against the runtime's own pool on the same cores. The
- * team is sized to the context's thread budget before each execution (omp_set_num_threads on the
- * calling thread: the kernels run on the context's main thread while the pool's workers sleep).
+ * oneDNN's OpenMP team spins for a while after a region, then sleeps. Then the kernel pool adopts
+ * that team for its own regions (runtime/omp_team.h), so one set of threads serves both and never
+ * spins against another on the same cores. The team is sized to the context's thread budget
+ * before each primitive's execution (omp_set_num_threads on the calling thread, which runs the
+ * kernels).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -19,6 +20,7 @@
 #include "runtime/backend/onednn_impl.h"
 #include "runtime/cpu_features.h"
 #include "runtime/layout.h"
+#include "runtime/omp_team.h"
 
 onednn_api onednn;
 
@@ -29,12 +31,17 @@ static const double k_team_min_flops = 8.0e6;
 /* How long oneDNN's OpenMP threads spin before they sleep, in libgomp's spins (about 100 a
  * microsecond by its own estimate): passive alone (no spin) makes the caller sleep at the end of
  * every primitive and its worker sleep between primitives, and on a VM each of those sleeps
- * costs a wake of tens of microseconds. A short spin covers the end of a primitive and the next
- * one coming straight after it, without a spinning thread keeping the runtime's pool, the data
- * loader or another process off the core for long. cnn batch 64, 2 threads, graph mode: 15.6 ms
- * a step passive, 14.7-15.0 with 300, 1000 or 3000 spins, 16.9 with 100000 (bench_compare,
- * alternated rounds, Zen 5 VM). */
-static const char k_gomp_spincount[] = "1000";
+ * costs a wake of tens of microseconds.
+ * - The team runs the kernel pool's regions too (runtime/omp_team.h, the default): ~100 us, so
+ *   a thread is still awake for the next region, a batch norm's or a convolution's, across the
+ *   serial ops between them. cnn batch 64, 2 threads, bench_compare, 10 alternated rounds against
+ *   the pool's own workers with 1000 spins: graph 1.09x (faster in 8 rounds of 10), O2 bf16 1.13x
+ *   (9 of 10), eager 1.12x with 10000 spins; 3000 and 30000 spins gained less (0.98-1.09x).
+ * - The pool's own workers (MSTUNE_POOL_TEAM=own): a short spin covers the end of a primitive and
+ *   the next one straight after it without keeping the pool's workers off the core. graph mode:
+ *   15.6 ms a step passive, 14.7-15.0 with 300, 1000 or 3000 spins, 16.9 with 100000. */
+static const char k_gomp_spincount_team[] = "10000";
+static const char k_gomp_spincount_own[] = "1000";
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static bool loaded;
@@ -77,7 +84,7 @@ static void load(void) {
     bool gomp_before = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD) != NULL;
     /* the user's settings win, each on its own */
     setenv("OMP_WAIT_POLICY", "passive", 0);
-    setenv("GOMP_SPINCOUNT", k_gomp_spincount, 0);
+    setenv("GOMP_SPINCOUNT", mst_omp_team_wanted() ? k_gomp_spincount_team : k_gomp_spincount_own, 0);
     void *h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         snprintf(why, sizeof(why), "cannot load libdnnl.so.2 (Debian libdnnl2.6; scripts/setup.sh): %s", dlerror());
@@ -124,6 +131,7 @@ static void load(void) {
     onednn = api;
     loaded = true;
     why[0] = '\0';
+    mst_omp_team_attach();     /* the kernel pool's regions run on oneDNN's team from now on */
 }
 
 bool mst_onednn_available(void) {

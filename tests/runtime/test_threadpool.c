@@ -4,7 +4,9 @@
  * caller, a call from inside a region runs inline, mst_ctx_set_threads resizes the pool, and
  * pools start and stop cleanly (no leaks under ASan, no CPU burnt while idle); and the kernels
  * that split elements, channels or planes (activations, batchnorm, max pooling) give the same
- * bits at any thread count. The trade-off of
+ * bits at any thread count. The suite runs twice: on the pool's own workers, then on oneDNN's
+ * OpenMP team once oneDNN has loaded libgomp (runtime/omp_team.h; skipped, with a message, in a
+ * build or on a machine without oneDNN, and with MSTUNE_POOL_TEAM=own). The trade-off of
  * testing scheduling: which thread runs a chunk is not deterministic, so the tests check what
  * must hold for any schedule, and run many regions back to back to give races a chance. */
 #include <pthread.h>
@@ -20,7 +22,9 @@
 #include <cmocka.h>
 
 #include "runtime/autograd.h"
+#include "runtime/backend/onednn.h"
 #include "runtime/context.h"
+#include "runtime/omp_team.h"
 #include "runtime/ops.h"
 #include "runtime/threadpool.h"
 
@@ -292,6 +296,37 @@ static void test_idle_workers_sleep(void **state) {
     mst_ctx_free(ctx);
 }
 
+/* Where the chunks ran: on another thread than the caller in some regions (the pool is real), and
+ * on a team thread (omp_get_thread_num() > 0) exactly when the team is adopted. Each chunk spins
+ * ~0.2 ms, so over 300 regions a second thread gets its chunk in some of them however loaded the
+ * machine is. */
+typedef struct {
+    pthread_t caller;
+    atomic_int elsewhere, on_team;
+} where_ran;
+
+static void where_fn(void *arg, int64_t begin, int64_t end, int worker) {
+    (void)begin, (void)end, (void)worker;
+    where_ran *w = arg;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do clock_gettime(CLOCK_MONOTONIC, &t);
+    while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 200000);
+    if (!pthread_equal(pthread_self(), w->caller)) atomic_fetch_add(&w->elsewhere, 1);
+    if (mst_omp_team_thread() > 0) atomic_fetch_add(&w->on_team, 1);
+}
+
+static void test_where_chunks_run(void **state) {
+    mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 1, .n_threads = 2});
+    where_ran w = {.caller = pthread_self()};
+    for (int rep = 0; rep < 300; rep++) mst_parallel_for(ctx, 2, 1, where_fn, &w);
+    printf("chunks on another thread: %d of 600, on a team thread: %d\n", atomic_load(&w.elsewhere), atomic_load(&w.on_team));
+    assert_true(atomic_load(&w.elsewhere) > 0);
+    if (mst_omp_team_ready()) assert_int_equal(atomic_load(&w.on_team), atomic_load(&w.elsewhere));
+    else assert_int_equal(atomic_load(&w.on_team), 0);
+    mst_ctx_free(ctx);
+}
+
 /* ---- kernels split without changing a bit ----
  * Each of these computes every output element (or channel statistic) alone, in the same order
  * whatever the split, so 2 and 3 threads must reproduce 1 thread exactly. Sizes are above the
@@ -362,13 +397,35 @@ static void test_kernels_same_bits(void **state) {
     for (int i = 0; i < k_n_outputs; i++) free(one.data[i]);
 }
 
+/* The first run: regions on the pool's own workers, nothing has loaded libgomp's team for them. */
+static int on_own_workers(void **state) {
+    (void)state;
+    return mst_omp_team_ready() ? -1 : 0;
+}
+
+/* The second: oneDNN loaded, its team adopted, so the same tests run their regions on it. */
+static int on_team(void **state) {
+    (void)state;
+    if (!mst_onednn_available()) {
+        printf("oneDNN unavailable (%s): the team's run is skipped\n", mst_onednn_unavailable_reason());
+        return 0;
+    }
+    if (!mst_omp_team_wanted()) {
+        printf("MSTUNE_POOL_TEAM=own: the team's run is skipped\n");
+        return 0;
+    }
+    return mst_omp_team_ready() ? 0 : -1;
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_index_once), cmocka_unit_test(test_partition_rule),
         cmocka_unit_test(test_inline),           cmocka_unit_test(test_nested),
         cmocka_unit_test(test_resize),           cmocka_unit_test(test_start_stop),
         cmocka_unit_test(test_many_regions),     cmocka_unit_test(test_idle_workers_sleep),
-        cmocka_unit_test(test_kernels_same_bits),
+        cmocka_unit_test(test_kernels_same_bits), cmocka_unit_test(test_where_chunks_run),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests_name("own workers", tests, on_own_workers, NULL);
+    if (!mst_onednn_available() || !mst_omp_team_wanted()) return failed + on_team(NULL);
+    return failed + cmocka_run_group_tests_name("oneDNN's OpenMP team", tests, on_team, NULL);
 }
