@@ -24,9 +24,16 @@
 
 onednn_api onednn;
 
-/* Below this much work a primitive runs single-threaded (as the builtin kernels' k_par_min_chunk_flops:
- * two chunks' worth before a second thread pays). */
-static const double k_team_min_flops = 8.0e6;
+/* Below this much work a primitive runs single-threaded.
+ * - On the shared team (runtime/omp_team.h, the default) its threads are usually still spinning
+ *   from the last region, so a second thread pays from ~1 MFLOP (~10 us on one core): the mlp at
+ *   batch 16 (products of 1-6.4 MFLOP), 10 alternated rounds of bench_compare: graph 1.45x with
+ *   1 MFLOP against 8 (faster in 9 of 10), 1.26x with 2 MFLOP; eager 1.15x; the cnn unchanged (its
+ *   primitives are all above 8 MFLOP).
+ * - With the pool's own workers (MSTUNE_POOL_TEAM=own) the team sleeps between primitives and a
+ *   wake costs 15-40 us: 8 MFLOP, as the builtin kernels' k_par_min_chunk_flops (two chunks' worth). */
+static const double k_team_min_flops_shared = 1.0e6;
+static const double k_team_min_flops_own = 8.0e6;
 
 /* How long oneDNN's OpenMP threads spin before they sleep, in libgomp's spins (about 100 a
  * microsecond by its own estimate): passive alone (no spin) makes the caller sleep at the end of
@@ -265,11 +272,12 @@ static bool run_stage(mst_onednn *st, onednn_prim *p, int k) {
 /* The calling thread's OpenMP team for c: oneDNN fixes a primitive's thread count when it is
  * created (from omp_get_max_threads) and splits reductions by it, so the team is set before
  * creation as well as before execution, from the call alone — the same shape always gets the same
- * split, hence the same bits. A small primitive runs on the calling thread alone: waking a
- * sleeping team cost 15-40 us on the 2-core VM, more than such a primitive's whole run. */
+ * split, hence the same bits. A small primitive runs on the calling thread alone (the thresholds
+ * above: what a second thread costs to start). */
 static void set_team(const mst_ctx *ctx, const mst_op_call *c) {
     /* set every time: the setting belongs to the thread, which other contexts may share */
-    int team = (double)mst_op_flops(c) < k_team_min_flops ? 1 : ctx->n_threads;
+    double min_flops = mst_omp_team_ready() ? k_team_min_flops_shared : k_team_min_flops_own;
+    int team = (double)mst_op_flops(c) < min_flops ? 1 : ctx->n_threads;
     if (onednn.omp_set_num_threads) onednn.omp_set_num_threads(team);
 }
 
