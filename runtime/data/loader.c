@@ -80,16 +80,39 @@ struct mst_loader {
 };
 
 
+/* How many samples ahead produce_batch asks for a sample's bytes (mst_source_prefetch). 16 shuffled
+ * Fashion-MNIST images (standalone, -O3): 11.1 us a batch without, 7.6 with 2 ahead. */
+enum { k_prefetch_ahead = 2 };
+
 /* Fills `s` with batch b of the current epoch. Runs without the lock: it reads only what
  * start_epoch never changes while a batch is being produced (perm, epoch), and writes only `s`. */
-static void produce_batch(const mst_loader *ld, int64_t epoch, int64_t b, slot *s, float *scratch) {
+/* This rank's positions [start, start + size) of the epoch's order that batch b takes. */
+static void batch_range(const mst_loader *ld, int64_t b, int64_t *start, int64_t *size) {
     const int64_t bs = ld->cfg.batch_size, ranks = ld->cfg.shard_count > 1 ? ld->cfg.shard_count : 1;
     const int64_t global = bs * ranks, gstart = b * global;
     const int64_t gsize = ld->n - gstart < global ? ld->n - gstart : global;
     const int64_t r = ranks > 1 ? ld->cfg.shard_rank : 0;
-    const int64_t start = gstart + r * gsize / ranks, size = gstart + (r + 1) * gsize / ranks - start;
+    *start = gstart + r * gsize / ranks;
+    *size = gstart + (r + 1) * gsize / ranks - *start;
+}
+
+static int64_t sample_at(const mst_loader *ld, int64_t pos) { return ld->perm ? ld->perm[pos] : pos; }
+
+/* Asks for batch b's samples' bytes (b past the epoch's end: nothing). */
+static void prefetch_batch(const mst_loader *ld, int64_t b) {
+    if (b >= ld->n_batches) return;
+    int64_t start, size;
+    batch_range(ld, b, &start, &size);
+    for (int64_t i = 0; i < size; i++) mst_source_prefetch(ld->src, sample_at(ld, start + i));
+}
+
+static void produce_batch(const mst_loader *ld, int64_t epoch, int64_t b, slot *s, float *scratch) {
+    int64_t start, size;
+    batch_range(ld, b, &start, &size);
     for (int64_t i = 0; i < size; i++) {
-        const int64_t idx = ld->perm ? ld->perm[start + i] : start + i;
+        const int64_t idx = sample_at(ld, start + i);
+        if (i + k_prefetch_ahead < size)    /* a shuffled sample is mostly in no cache */
+            mst_source_prefetch(ld->src, sample_at(ld, start + i + k_prefetch_ahead));
         float *x = s->x + i * ld->numel;
         mst_source_get(ld->src, idx, x, &s->y[i]);
         if (s->t) mst_source_get_target(ld->src, idx, s->t + i * ld->target_numel);
@@ -339,6 +362,9 @@ int mst_loader_next(mst_loader *ld, mst_batch *out) {
         s = &ld->slots[0];
         mst_prof_begin(MST_CAT_DATA, ld->name_wait, -1);
         produce_batch(ld, ld->epoch, ld->cursor, s, ld->scratch);
+        /* the next batch is read after this step's compute: its bytes arrive meanwhile (16
+         * shuffled images after 4 MB of other traffic, standalone: 13.4 -> 8.0 us a batch) */
+        prefetch_batch(ld, ld->cursor + 1);
         mst_prof_end(MST_CAT_DATA, ld->name_wait, -1);
         s->batch = ld->cursor;
         ld->cursor++;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/cpu_features.h"
 #include "runtime/status.h"
 
 _Static_assert(sizeof(int32_t) == sizeof(float), "token ids share the loader's float slots");
@@ -55,12 +56,31 @@ int mst_source_classes(const mst_source *src) { return src->n_classes; }
 
 int64_t mst_source_sample_numel(const mst_source *src) { return (int64_t)src->c * src->h * src->w; }
 
+/* p / 255 per pixel. The division stays (p * (1 / 255.0f) rounds differently for some p), so the
+ * loop is division-bound: compiled for AVX2 as well (8 lanes against the generic build's 4), with
+ * the same bits, since each quotient is correctly rounded whatever the vector width. 16 shuffled
+ * images (the mlp at batch 16): ~10 us generic, ~7 with AVX2, standalone. */
+static inline __attribute__((always_inline)) void unit_from_u8_body(const uint8_t *p, float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = (float)p[i] / 255.0f;
+}
+static void unit_from_u8_portable(const uint8_t *p, float *x, size_t n) { unit_from_u8_body(p, x, n); }
+__attribute__((target("avx2"))) static void unit_from_u8_avx2(const uint8_t *p, float *x, size_t n) {
+    unit_from_u8_body(p, x, n);
+}
+
 static void idx_get(const mst_source *src, int64_t index, float *x_out, int32_t *label_out) {
     const size_t numel = (size_t)src->h * (size_t)src->w;
     const uint8_t *p = src->pixels + (size_t)index * numel;
-    if (x_out)
-        for (size_t i = 0; i < numel; i++) x_out[i] = (float)p[i] / 255.0f;
+    if (x_out) (mst_cpu_has(MST_CPU_AVX2) ? unit_from_u8_avx2 : unit_from_u8_portable)(p, x_out, numel);
     if (label_out) *label_out = src->labels[index];
+}
+
+void mst_source_prefetch(const mst_source *src, int64_t index) {
+    if (src->kind != MST_SOURCE_IDX || index < 0 || index >= src->n) return;
+    const size_t numel = (size_t)src->h * (size_t)src->w;
+    const uint8_t *p = src->pixels + (size_t)index * numel;
+    for (size_t off = 0; off < numel; off += 64) __builtin_prefetch(p + off);
+    __builtin_prefetch(p + numel - 1);
 }
 
 void mst_source_get(const mst_source *src, int64_t index, float *x_out, int32_t *label_out) {

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "runtime/cpu_features.h"
 #include "runtime/rng.h"
 #include "runtime/status.h"
 
@@ -129,8 +130,18 @@ void mst_transform_affine(const float *in, float *out, int c, int h, int w, cons
     }
 }
 
-void mst_transform_normalize(float *x, int64_t n, float mean, float std) {
+/* A subtraction and a division per element, compiled for AVX2 as well (8 lanes of vdivps against
+ * the generic build's 4): the same bits, each result correctly rounded whatever the width. */
+static inline __attribute__((always_inline)) void normalize_body(float *x, int64_t n, float mean, float std) {
     for (int64_t i = 0; i < n; i++) x[i] = (x[i] - mean) / std;
+}
+static void normalize_portable(float *x, int64_t n, float mean, float std) { normalize_body(x, n, mean, std); }
+__attribute__((target("avx2"))) static void normalize_avx2(float *x, int64_t n, float mean, float std) {
+    normalize_body(x, n, mean, std);
+}
+
+void mst_transform_normalize(float *x, int64_t n, float mean, float std) {
+    (mst_cpu_has(MST_CPU_AVX2) ? normalize_avx2 : normalize_portable)(x, n, mean, std);
 }
 
 void mst_transform_apply(const mst_transform_config *cfg, int64_t epoch, int64_t index, float *x, float *scratch,

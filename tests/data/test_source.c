@@ -193,6 +193,10 @@ static void test_idx_small_valid(void **state) {
             uint8_t byte = (uint8_t)((4 * 12 + p) * 7 + 3);
             assert_true(x[p] == (float)byte / 255.0f);
         }
+        /* a hint only: any index, in range or not, reads and changes nothing (ASan checks the reads) */
+        for (int64_t i = -2; i <= 6; i++) mst_source_prefetch(src, i);
+        mst_source_get(src, 4, x, &y);
+        assert_true(x[11] == (float)(uint8_t)((4 * 12 + 11) * 7 + 3) / 255.0f);
         mst_source_free(src);
     }
     tmpdir_remove(&t);

@@ -147,6 +147,25 @@ static void test_normalize(void **state) {
     assert_float_equal(x[3], (0.5f - 0.2860f) / 0.3530f, 1e-6f);
 }
 
+/* Every element of a long run (the vector loop and its tail) is exactly (x - mean) / std, on the
+ * AVX2 path and, under MSTUNE_CPU_MASK=avx2 (data.test_transform.noavx2), the portable one. */
+static void test_normalize_bits(void **state) {
+    enum { n = 1003 };
+    float *x = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
+    assert_non_null(x);
+    assert_non_null(want);
+    for (int i = 0; i < n; i++) x[i] = (float)((i * 37) % 256) / 255.0f + (i % 5 == 0 ? 1e-38f : 0.0f);
+    for (int i = 0; i < n; i++) {
+        volatile float d = x[i] - MST_FASHION_MNIST_MEAN;       /* one scalar operation at a time */
+        want[i] = d / MST_FASHION_MNIST_STD;
+    }
+    mst_transform_normalize(x, n, MST_FASHION_MNIST_MEAN, MST_FASHION_MNIST_STD);
+    for (int i = 0; i < n; i++)
+        if (memcmp(&x[i], &want[i], sizeof(float)) != 0) fail_msg("element %d: %a, expected %a", i, x[i], want[i]);
+    free(x);
+    free(want);
+}
+
 static void test_draws(void **state) {
     mst_transform_config heavy = {.augment = MST_AUGMENT_HEAVY, .seed = SEED};
     mst_transform_config light = {.augment = MST_AUGMENT_LIGHT, .seed = SEED};
@@ -237,6 +256,7 @@ int main(void) {
         cmocka_unit_test(test_affine_rotate_90),
         cmocka_unit_test(test_affine_zoom_out_pads_zero),
         cmocka_unit_test(test_normalize),
+        cmocka_unit_test(test_normalize_bits),
         cmocka_unit_test(test_draws),
         cmocka_unit_test(test_apply_is_the_composition),
     };
