@@ -39,15 +39,19 @@ static const double k_team_min_flops_own = 8.0e6;
  * microsecond by its own estimate): passive alone (no spin) makes the caller sleep at the end of
  * every primitive and its worker sleep between primitives, and on a VM each of those sleeps
  * costs a wake of tens of microseconds.
- * - The team runs the kernel pool's regions too (runtime/omp_team.h, the default): ~100 us, so
- *   a thread is still awake for the next region, a batch norm's or a convolution's, across the
- *   serial ops between them. cnn batch 64, 2 threads, bench_compare, 10 alternated rounds against
- *   the pool's own workers with 1000 spins: graph 1.09x (faster in 8 rounds of 10), O2 bf16 1.13x
- *   (9 of 10), eager 1.12x with 10000 spins; 3000 and 30000 spins gained less (0.98-1.09x).
+ * - The team runs the kernel pool's regions too (runtime/omp_team.h, the default): ~30 us, so a
+ *   thread is still awake for the next region, a batch norm's or a convolution's, across most of
+ *   the serial ops between them. cnn batch 64, 2 threads, bench_compare, 10 alternated rounds
+ *   against the pool's own workers with 1000 spins: graph 1.09x (faster in 8 rounds of 10), O2
+ *   bf16 1.13x (9 of 10), eager 1.12x with 10000 spins. 3000 against 10000, 10 rounds: the cnn
+ *   level (0.999-1.015x), the mlp at batch 16 1.06x slower; but with 10000 about 1 graph-mode mlp
+ *   run in 8 (13 of 98) ran its whole run 2.5x slower (0.40-0.60 ms a step, its memory-bound
+ *   kernels twice as slow: a state of the VM the longer spin brings on, not understood), with
+ *   3000 none of 46, with 1000 none of 26 (but 1.3x slower).
  * - The pool's own workers (MSTUNE_POOL_TEAM=own): a short spin covers the end of a primitive and
  *   the next one straight after it without keeping the pool's workers off the core. graph mode:
  *   15.6 ms a step passive, 14.7-15.0 with 300, 1000 or 3000 spins, 16.9 with 100000. */
-static const char k_gomp_spincount_team[] = "10000";
+static const char k_gomp_spincount_team[] = "3000";
 static const char k_gomp_spincount_own[] = "1000";
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
