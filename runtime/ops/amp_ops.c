@@ -31,8 +31,12 @@ static mst_status infer_unscale(mst_ctx *ctx, const mst_op_call *c, mst_meta out
     return s;
 }
 
-/* g *= 1/scale in one pass; x * 0 is 0 for every finite x and NaN for inf/NaN, so the sum of
- * g * 0 flags a non-finite element without a branch in the loop (it vectorizes). */
+/* g *= 1/scale in one pass; x * 0 is 0 for every finite x and NaN for inf/NaN, so a sum of g * 0
+ * flags a non-finite element without a branch in the loop. Every term is +-0 or NaN, so the flag
+ * does not depend on the order of the sum: 16 independent partial sums let the compiler vectorize
+ * the loop (one running sum was a chain of dependent adds, ~4 cycles an element: 166-190 us for
+ * the mlp's 784x256 gradient at O2, against ~15 us), with the same gradient and the same flag. */
+enum { k_unscale_lanes = 16 };
 #define UNSCALE_BODY(T)                                                                    \
     {                                                                                      \
         (void)ctx;                                                                         \
@@ -40,12 +44,21 @@ static mst_status infer_unscale(mst_ctx *ctx, const mst_op_call *c, mst_meta out
         const T inv = (T)(1.0 / (double)mst_tensor_f32(c->in[1])[0]);                     \
         float *found = mst_tensor_f32(c->in[2]);                                           \
         const int64_t n = c->in[0]->numel;                                                 \
-        T probe = 0;                                                                       \
-        for (int64_t i = 0; i < n; i++) {                                                  \
+        T lane[k_unscale_lanes] = {0};                                                     \
+        int64_t i = 0;                                                                     \
+        for (; i + k_unscale_lanes <= n; i += k_unscale_lanes)                             \
+            for (int k = 0; k < k_unscale_lanes; k++) {                                    \
+                T v = g[i + k] * inv;                                                      \
+                g[i + k] = v;                                                              \
+                lane[k] += v * (T)0;                                                       \
+            }                                                                              \
+        for (; i < n; i++) {                                                               \
             T v = g[i] * inv;                                                              \
             g[i] = v;                                                                      \
-            probe += v * (T)0;                                                             \
+            lane[0] += v * (T)0;                                                           \
         }                                                                                  \
+        T probe = 0;                                                                       \
+        for (int k = 0; k < k_unscale_lanes; k++) probe += lane[k];                        \
         if (c->attrs.i[0]) found[0] = 0.0f;                                                \
         if (probe != 0 || isnan(probe)) found[0] = 1.0f;                                   \
         return MST_OK;                                                                     \

@@ -48,7 +48,15 @@ static void test_unscale_check(void **state) {
             assert_int_equal(mst_amp_unscale_check(ctx, g, scale, found, true), MST_OK);
             assert_true(mst_tensor_get(found, 0) == 0.0);
         }
-        /* -inf and the largest finite values: only the non-finite one counts */
+        /* a non-finite value at every position (the kernel's 16 partial sums and its tail) */
+        for (int64_t at = 0; at < 37; at++)
+            for (int b = 0; b < 2; b++) {
+                mst_tensor_fill(g, -2.0);
+                mst_tensor_set(g, at, bad[b]);
+                assert_int_equal(mst_amp_unscale_check(ctx, g, scale, found, true), MST_OK);
+                if (mst_tensor_get(found, 0) != 1.0) fail_msg("%s at %lld not flagged", b ? "NaN" : "inf", (long long)at);
+            }
+                /* -inf and the largest finite values: only the non-finite one counts */
         mst_tensor_fill(g, dts[d] == MST_DTYPE_F32 ? FLT_MAX : DBL_MAX);
         mst_tensor_fill(scale, 1);
         assert_int_equal(mst_amp_unscale_check(ctx, g, scale, found, true), MST_OK);
