@@ -30,6 +30,8 @@ onednn_api onednn;
  *   batch 16 (products of 1-6.4 MFLOP), 10 alternated rounds of bench_compare: graph 1.45x with
  *   1 MFLOP against 8 (faster in 9 of 10), 1.26x with 2 MFLOP; eager 1.15x; the cnn unchanged (its
  *   primitives are all above 8 MFLOP).
+ * - bf16 primitives keep 8 MFLOP on the team too: the mlp's bf16 linears at batch 16 (O2) took
+ *   87-100 us a step on two threads against 56-59 on one (profiles, alternated).
  * - With the pool's own workers (MSTUNE_POOL_TEAM=own) the team sleeps between primitives and a
  *   wake costs 15-40 us: 8 MFLOP, as the builtin kernels' k_par_min_chunk_flops (two chunks' worth). */
 static const double k_team_min_flops_shared = 1.0e6;
@@ -280,7 +282,8 @@ static bool run_stage(mst_onednn *st, onednn_prim *p, int k) {
  * above: what a second thread costs to start). */
 static void set_team(const mst_ctx *ctx, const mst_op_call *c) {
     /* set every time: the setting belongs to the thread, which other contexts may share */
-    double min_flops = mst_omp_team_ready() ? k_team_min_flops_shared : k_team_min_flops_own;
+    bool f32 = c->n_in > 0 && c->in[0]->dtype == MST_DTYPE_F32;
+    double min_flops = mst_omp_team_ready() && f32 ? k_team_min_flops_shared : k_team_min_flops_own;
     int team = (double)mst_op_flops(c) < min_flops ? 1 : ctx->n_threads;
     if (onednn.omp_set_num_threads) onednn.omp_set_num_threads(team);
 }
