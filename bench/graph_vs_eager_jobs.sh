@@ -5,9 +5,13 @@
 # steps without evaluation or checkpoints, the two modes alternated for ROUNDS rounds; prints per job
 # the median over rounds of summary.json's median step time in each mode and their ratio (> 1:
 # graph faster). Step times are per-step medians, so graph mode's one-off compile is not in them
-# (its cost is summary.json's compile_ms, printed beside). Timing only; never part of pass/fail.
+# (its cost is summary.json's compile_ms, printed beside), and the per-round ratios (each round's
+# two runs are minutes apart at most, so their ratio is the robust figure on a noisy machine): their
+# median, min and max. Timing only; never part of pass/fail.
 #
 #     bash bench/graph_vs_eager_jobs.sh [BUILD_DIR] [STEPS] [ROUNDS]      # defaults: build 60 3
+#     GRAPH_VS_EAGER_JOBS=workloads/jobs/fashion_mlp.yaml GRAPH_VS_EAGER_SETS="data.batch_size=16" \
+#         bash bench/graph_vs_eager_jobs.sh build 2000 12                 # one job, with extra --set
 set -euo pipefail
 build=${1:-build}
 steps=${2:-60}
@@ -24,24 +28,27 @@ for j in workloads/jobs/*.yaml; do
     short=${j%.yaml}_short.yaml
     if [ -f "$short" ]; then jobs+=("$short"); else jobs+=("$j"); fi
 done
+if [ -n "${GRAPH_VS_EAGER_JOBS:-}" ]; then read -r -a jobs <<< "$GRAPH_VS_EAGER_JOBS"; fi
+sets=()
+for kv in ${GRAPH_VS_EAGER_SETS:-}; do sets+=(--set "$kv"); done
 
 field() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
 model=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 feats=$("$bin" list cpu 2>/dev/null | awk '$2 == "yes" {print $1}' | paste -sd' ')
-echo "# $model; features: $feats; $steps steps per run, $rounds rounds alternated"
-echo "| job | eager ms | graph ms | graph vs eager | compile ms |"
-echo "|---|---|---|---|---|"
+echo "# $model; features: $feats; $steps steps per run, $rounds rounds alternated${GRAPH_VS_EAGER_SETS:+; --set $GRAPH_VS_EAGER_SETS}"
+echo "| job | eager ms | graph ms | graph vs eager | per round: median [min-max] | compile ms |"
+echo "|---|---|---|---|---|---|"
 for job in "${jobs[@]}"; do
-    e=() g=()
+    e=() g=() ratios=()
     compile=0
     for r in $(seq "$rounds"); do
         for mode in eager graph; do
             out=$work/$mode
             rm -rf "$out"
             if ! "$bin" train "$job" --set runtime.mode=$mode --set train.steps="$steps" --set train.eval=false \
-                --set train.checkpoint=false --out "$out" > "$work/log" 2>&1; then
+                --set train.checkpoint=false "${sets[@]}" --out "$out" > "$work/log" 2>&1; then
                 echo "graph_vs_eager_jobs: $job ($mode) failed:" >&2
                 tail -5 "$work/log" >&2
                 exit 1
@@ -49,9 +56,13 @@ for job in "${jobs[@]}"; do
             ms=$(field "$out/summary.json" step_time_ms_median)
             if [ $mode = eager ]; then e+=("$ms"); else g+=("$ms"); compile=$(field "$out/summary.json" compile_ms); fi
         done
+        ratios+=("$(awk -v e="${e[-1]}" -v g="${g[-1]}" 'BEGIN { print e / g }')")
     done
+    rm_=$(median "${ratios[@]}")
+    rlo=$(printf '%s\n' "${ratios[@]}" | sort -g | head -1)
+    rhi=$(printf '%s\n' "${ratios[@]}" | sort -g | tail -1)
     em=$(median "${e[@]}")
     gm=$(median "${g[@]}")
-    awk -v j="$(basename "$job" .yaml)" -v e="$em" -v g="$gm" -v c="$compile" \
-        'BEGIN { printf "| %s | %.3f | %.3f | %.2fx | %.0f |\n", j, e, g, e / g, c }'
+    awk -v j="$(basename "$job" .yaml)" -v e="$em" -v g="$gm" -v c="$compile" -v rm="$rm_" -v lo="$rlo" -v hi="$rhi" \
+        'BEGIN { printf "| %s | %.3f | %.3f | %.2fx | %.2fx [%.2f-%.2f] | %.0f |\n", j, e, g, e / g, rm, lo, hi, c }'
 done
