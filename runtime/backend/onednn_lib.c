@@ -47,9 +47,9 @@ static const double k_team_min_flops_own = 8.0e6;
  *   against the pool's own workers with 1000 spins: graph 1.09x (faster in 8 rounds of 10), O2
  *   bf16 1.13x (9 of 10), eager 1.12x with 10000 spins. 3000 against 10000, 10 rounds: the cnn
  *   level (0.999-1.015x), the mlp at batch 16 1.06x slower; but with 10000 about 1 graph-mode mlp
- *   run in 8 (13 of 98) ran its whole run 2.5x slower (0.40-0.60 ms a step, its memory-bound
- *   kernels twice as slow: a state of the VM the longer spin brings on, not understood), with
- *   3000 none of 46, with 1000 none of 26 (but 1.3x slower).
+ *   run in 6 (19 of 118) ran its whole run 2-3x slower (0.40-0.60 ms a step, its memory-bound
+ *   kernels twice as slow: not understood), with 3000 none of 46 (a few later), with 1000 none
+ *   of 26 (but 1.3x slower). docs/benchmarks.md has the counts.
  * - The pool's own workers (MSTUNE_POOL_TEAM=own): a short spin covers the end of a primitive and
  *   the next one straight after it without keeping the pool's workers off the core. graph mode:
  *   15.6 ms a step passive, 14.7-15.0 with 300, 1000 or 3000 spins, 16.9 with 100000. */
