@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/threadpool.h"
+
 typedef void (*gomp_parallel_fn)(void (*fn)(void *), void *data, unsigned num_threads, unsigned flags);
 typedef int (*omp_thread_num_fn)(void);
 
@@ -35,15 +37,11 @@ static void attach(void) {
     memcpy(&gomp_parallel, &par, sizeof(par));
     memcpy(&omp_thread_num, &num, sizeof(num));
     /* libgomp starts a team's threads at the first region that needs them, and a thread inherits
-     * the signal mask of the thread that starts it: start them now, with the process-directed
-     * signals a program handles blocked (as runtime/threadpool.c does for its workers), so those
-     * keep reaching the threads that expect them. */
-    static const int k_blocked[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGALRM, SIGCHLD, SIGUSR1, SIGUSR2};
-    sigset_t block, old;
-    sigemptyset(&block);
-    for (size_t i = 0; i < sizeof(k_blocked) / sizeof(k_blocked[0]); i++) sigaddset(&block, k_blocked[i]);
+     * the signal mask of the thread that starts it: start them now, with the signals the pool's
+     * own workers block blocked too. */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    pthread_sigmask(SIG_BLOCK, &block, &old);
+    sigset_t old;
+    mst_threadpool_block_signals(&old);
     gomp_parallel(nothing, NULL, (unsigned)(cpus > 1 && cpus < 1024 ? cpus : 1), 0);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     atomic_store(&ready, true);

@@ -145,6 +145,14 @@ static void *worker_main(void *arg) {
     }
 }
 
+void mst_threadpool_block_signals(sigset_t *old) {
+    static const int k_blocked[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGALRM, SIGCHLD, SIGUSR1, SIGUSR2};
+    sigset_t block;
+    sigemptyset(&block);
+    for (size_t i = 0; i < sizeof(k_blocked) / sizeof(k_blocked[0]); i++) sigaddset(&block, k_blocked[i]);
+    PT_CHECK(pthread_sigmask(SIG_BLOCK, &block, old));
+}
+
 mst_threadpool *mst_threadpool_new(int n_threads) {
     if (n_threads < 1) n_threads = 1;
     mst_threadpool *p = calloc(1, sizeof(*p));
@@ -166,14 +174,8 @@ mst_threadpool *mst_threadpool_new(int n_threads) {
     PT_CHECK(pthread_mutex_init(&p->lock, NULL));
     PT_CHECK(pthread_cond_init(&p->wake_cv, NULL));
     PT_CHECK(pthread_cond_init(&p->done_cv, NULL));
-    /* Workers block the process-directed signals a program handles (interrupt, termination,
-     * timers, children), so those reach the threads that expect them; faults and SIGPROF (a
-     * per-thread sampler) still reach the worker they concern. */
-    static const int k_blocked[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGALRM, SIGCHLD, SIGUSR1, SIGUSR2};
-    sigset_t block, old;
-    sigemptyset(&block);
-    for (size_t i = 0; i < sizeof(k_blocked) / sizeof(k_blocked[0]); i++) sigaddset(&block, k_blocked[i]);
-    PT_CHECK(pthread_sigmask(SIG_BLOCK, &block, &old));
+    sigset_t old;
+    mst_threadpool_block_signals(&old);     /* the workers inherit it */
     for (int i = 1; i < n_threads; i++) {
         worker_slot *w = &p->workers[p->n_workers];
         *w = (worker_slot){.pool = p, .home = i};
@@ -205,7 +207,6 @@ int mst_threadpool_size(const mst_threadpool *p) { return p ? p->n_threads : 1; 
 typedef struct {
     mst_threadpool *pool;
     region r;
-    uint32_t task;              /* the profile's "pool.task" */
 } team_region;
 
 static _Thread_local bool team_thread_named;
@@ -226,9 +227,9 @@ static void team_member(void *arg) {
     }
     /* the team also runs oneDNN's primitives, which set nothing: the pool's FTZ/DAZ mode */
     if (mst_fpu_flushing() != p->flush_denormals) mst_fpu_set_flush(p->flush_denormals);
-    mst_prof_op_begin(MST_CAT_KERNEL, t->task, -1);
+    mst_prof_op_begin(MST_CAT_KERNEL, p->task_name, -1);
     run_chunks(p, &t->r, me % t->r.chunks, false);
-    mst_prof_op_end(MST_CAT_KERNEL, t->task, -1);
+    mst_prof_op_end(MST_CAT_KERNEL, p->task_name, -1);
 }
 
 void mst_threadpool_run(mst_threadpool *p, int64_t n, int64_t min_chunk, mst_parallel_fn fn, void *arg) {
@@ -240,11 +241,13 @@ void mst_threadpool_run(mst_threadpool *p, int64_t n, int64_t min_chunk, mst_par
         fn(arg, 0, n, 0);
         return;
     }
+    /* open the chunks before any thread can see the region (a worker holding an older region's
+     * copy expects that region's tag, so it can never take one of these) */
     region r = {++p->gen, fn, arg, n, chunks};
+    for (int i = 0; i < chunks; i++) atomic_store_explicit(&p->claim[i], 2 * r.gen, memory_order_relaxed);
+    atomic_store(&p->pending, chunks);
     if (mst_omp_team_ready()) {
-        for (int i = 0; i < chunks; i++) atomic_store_explicit(&p->claim[i], 2 * r.gen, memory_order_relaxed);
-        atomic_store(&p->pending, chunks);
-        team_region t = {p, r, p->task_name};
+        team_region t = {p, r};
         mst_omp_team_run(chunks, team_member, &t);    /* returns when every member has */
         atomic_store(&p->active, false);
         return;
@@ -259,8 +262,6 @@ void mst_threadpool_run(mst_threadpool *p, int64_t n, int64_t min_chunk, mst_par
         return;
     }
     PT_CHECK(pthread_mutex_lock(&p->lock));
-    for (int i = 0; i < chunks; i++) atomic_store_explicit(&p->claim[i], 2 * r.gen, memory_order_relaxed);
-    atomic_store(&p->pending, chunks);
     p->cur = r;
     PT_CHECK(pthread_mutex_unlock(&p->lock));
     /* after the unlock, so a woken worker does not block on the mutex straight away */

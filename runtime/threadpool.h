@@ -26,6 +26,7 @@
 #ifndef MST_RUNTIME_THREADPOOL_H
 #define MST_RUNTIME_THREADPOOL_H
 
+#include <signal.h>
 #include <stdint.h>
 
 typedef struct mst_ctx mst_ctx;
@@ -40,6 +41,13 @@ void mst_threadpool_free(mst_threadpool *pool);
 int mst_threadpool_size(const mst_threadpool *pool);            /* n_threads it was made for */
 /* Run fn over [0, n) in mst_parallel_chunks(n_threads, n, min_chunk) chunks; NULL pool: inline. */
 void mst_threadpool_run(mst_threadpool *pool, int64_t n, int64_t min_chunk, mst_parallel_fn fn, void *arg);
+
+/* Block, on the calling thread, the process-directed signals a program handles (interrupt,
+ * termination, timers, children), the old mask into *old: threads started before it is restored
+ * inherit the block, so those signals keep reaching the threads that expect them, while faults
+ * and SIGPROF (a per-thread sampler) still reach the thread they concern. The pool's workers and
+ * the OpenMP team it borrows (runtime/omp_team.c) are started this way. */
+void mst_threadpool_block_signals(sigset_t *old);
 
 /* The context's pool (sized by mst_ctx_set_threads). */
 void mst_parallel_for(mst_ctx *ctx, int64_t n, int64_t min_chunk, mst_parallel_fn fn, void *arg);

@@ -511,26 +511,22 @@ static mst_status infer_slice_grad_sum(mst_ctx *ctx, const mst_op_call *c, mst_m
     return infer_concat(ctx, c, out);
 }
 
-static void place_add_zero_f32(void *dst, const void *src, size_t bytes) {
-    float *d = dst;
-    const float *x = src;
-    for (size_t j = 0; j < bytes / sizeof(float); j++) d[j] = x[j] + 0.0f;
-}
-static void place_add_zero_f64(void *dst, const void *src, size_t bytes) {
-    double *d = dst;
-    const double *x = src;
-    for (size_t j = 0; j < bytes / sizeof(double); j++) d[j] = x[j] + 0.0;
-}
-static mst_status slice_grad_sum_f32(mst_ctx *ctx, const mst_op_call *c) {
-    (void)ctx;
-    concat_rows(c, place_add_zero_f32);
-    return MST_OK;
-}
-static mst_status slice_grad_sum_f64(mst_ctx *ctx, const mst_op_call *c) {
-    (void)ctx;
-    concat_rows(c, place_add_zero_f64);
-    return MST_OK;
-}
+/* Row placement for concat_rows: each element + 0 (so -0 lands as +0, as in the add chain). */
+#define PLACE_ADD_ZERO(T)                                                                          \
+    static void place_add_zero_##T(void *dst, const void *src, size_t bytes) {                    \
+        T *d = dst;                                                                                \
+        const T *x = src;                                                                          \
+        for (size_t j = 0; j < bytes / sizeof(T); j++) d[j] = x[j] + (T)0;                         \
+    }
+PLACE_ADD_ZERO(float)
+PLACE_ADD_ZERO(double)
+#define SLICE_GRAD_SUM_BODY(T)                                                                     \
+    {                                                                                              \
+        (void)ctx;                                                                                 \
+        concat_rows(c, _Generic((T)0, float: place_add_zero_float, double: place_add_zero_double)); \
+        return MST_OK;                                                                             \
+    }
+FLOAT_KERNELS(slice_grad_sum, SLICE_GRAD_SUM_BODY)
 
 const mst_op_desc mst_desc_slice_grad_sum = {
     .name = "slice_grad_sum", .min_inputs = 1, .max_inputs = MST_MAX_OP_INPUTS, .n_outputs = 1, .flags = MST_OPF_GRAD_OP,
