@@ -7,6 +7,7 @@
  *     ./build/bench_graph                    # MST_BENCH_THREADS=2 to pin the thread count
  *     ./build/bench_graph mlp:32 cnn:32      # only these rows (bench/torch_compare.sh)
  *     ./build/bench_graph --passes [ROWS]    # per-pass table: graph mode with each fusion left out
+ *                                            # (MST_BENCH_ROUNDS rounds, default 5)
  *
  * --passes answers "does each fusion pay for this shape": the graph step with all passes against
  * the same step with one fusion pass left out (none of them changes the bits), alternated in one
@@ -89,29 +90,49 @@ static result measure(const char *model, int batch, int threads, bool graph) {
     return measure_skipping(model, batch, threads, graph, 0);
 }
 
-/* The per-pass table: each configuration measured k_pass_rounds times, alternating, best median kept. */
-enum { k_pass_rounds = 3 };
-static void pass_table(const char *model, int batch, int threads) {
+/* The per-pass table: MST_BENCH_ROUNDS rounds (default 5), each measuring eager and every
+ * configuration once in its own fresh context, the order rotated every round so no configuration
+ * always runs first; per configuration the median over rounds of its step medians, and the median
+ * [min-max] over rounds of its step / the all-passes step of the same round (> 1: the pass pays),
+ * the robust figure on a noisy machine since a round's runs are seconds apart. */
+static int cmp_double_asc(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median_of(double *v, int n) {
+    qsort(v, (size_t)n, sizeof(double), cmp_double_asc);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+enum { k_max_rounds = 64 };
+static void pass_table(const char *model, int batch, int threads, int rounds) {
     static const struct { const char *name; unsigned skip; } cfg[] = {
         {"all passes", 0}, {"no relu epilogue", MST_PASS_EPILOGUE}, {"no elementwise fusion", MST_PASS_FUSE_ELEM},
         {"no fused optimizer", MST_PASS_FUSE_OPTIM}, {"no pooling+relu gradient fusion", MST_PASS_FUSE_POOL_RELU},
         {"no nChw16c layout", MST_PASS_BLOCKED_LAYOUT},
         {"no fusion at all", MST_PASS_EPILOGUE | MST_PASS_FUSE_ELEM | MST_PASS_FUSE_OPTIM | MST_PASS_FUSE_POOL_RELU |
                                  MST_PASS_BLOCKED_LAYOUT}};
-    enum { n_cfg = sizeof(cfg) / sizeof(cfg[0]) };
-    double best[n_cfg + 1];
-    for (int c = 0; c <= n_cfg; c++) best[c] = 1e300;
-    for (int round = 0; round < k_pass_rounds; round++) {
-        double e = measure(model, batch, threads, false).ms;
-        if (e < best[n_cfg]) best[n_cfg] = e;
-        for (int c = 0; c < n_cfg; c++) {
-            double ms = measure_skipping(model, batch, threads, true, cfg[c].skip).ms;
-            if (ms < best[c]) best[c] = ms;
+    enum { n_cfg = sizeof(cfg) / sizeof(cfg[0]), n_runs = n_cfg + 1 };   /* the last run is eager */
+    static double ms[n_runs][k_max_rounds];
+    for (int round = 0; round < rounds; round++)
+        for (int k = 0; k < n_runs; k++) {
+            int c = (k + round) % n_runs;
+            ms[c][round] = c == n_cfg ? measure(model, batch, threads, false).ms
+                                      : measure_skipping(model, batch, threads, true, cfg[c].skip).ms;
         }
+    double med[n_runs], ratio[n_runs][3], tmp[k_max_rounds];
+    for (int c = 0; c < n_runs; c++) {
+        for (int r = 0; r < rounds; r++) tmp[r] = ms[c][r] / ms[0][r];
+        ratio[c][1] = median_of(tmp, rounds);   /* sorts tmp */
+        ratio[c][0] = tmp[0];
+        ratio[c][2] = tmp[rounds - 1];
+        for (int r = 0; r < rounds; r++) tmp[r] = ms[c][r];
+        med[c] = median_of(tmp, rounds);
     }
-    printf("| %s | %d | %.3f | %.3f |", model, batch, best[n_cfg], best[0]);
-    for (int c = 1; c < n_cfg; c++) printf(" %.3f (%.2fx) |", best[c], best[c] / best[0]);
-    printf(" %.2fx |\n", best[n_cfg] / best[0]);
+    printf("| %s | %d | %.3f | %.3f |", model, batch, med[n_cfg], med[0]);
+    for (int c = 1; c < n_cfg; c++) printf(" %.3f, %.2fx [%.2f-%.2f] |", med[c], ratio[c][1], ratio[c][0], ratio[c][2]);
+    printf(" %.2fx [%.2f-%.2f] |\n", ratio[n_cfg][1], ratio[n_cfg][0], ratio[n_cfg][2]);
     fflush(stdout);
 }
 
@@ -154,12 +175,18 @@ int main(int argc, char **argv) {
         }
     }
     if (passes) {
-        printf("per-pass: graph step with each fusion left out (ms, best of %d alternated medians of %d; ratio = without / with, "
-               "> 1.00x: the fusion pays)\n\n", k_pass_rounds, k_repeats);
+        int rounds = getenv("MST_BENCH_ROUNDS") ? atoi(getenv("MST_BENCH_ROUNDS")) : 5;
+        if (rounds < 1 || rounds > k_max_rounds) {
+            fprintf(stderr, "bench_graph: MST_BENCH_ROUNDS must be 1..%d\n", k_max_rounds);
+            return 2;
+        }
+        printf("per-pass: graph step with each fusion left out; %d rounds, each configuration once a round (rotated), "
+               "a run's figure the median of %d steps; cells: median ms over rounds, then the median [min-max] over "
+               "rounds of without / with (> 1.00x: the fusion pays)\n\n", rounds, k_repeats);
         printf("| model | batch | eager ms | graph ms, all passes | no relu epilogue | no elementwise fusion | no fused optimizer | "
                "no pooling+relu gradient fold | no nChw16c layout | no fusion at all | graph vs eager |\n"
                "|---|---|---|---|---|---|---|---|---|---|---|\n");
-        for (size_t i = 0; i < n_rows; i++) pass_table(rows[i].model, rows[i].batch, threads);
+        for (size_t i = 0; i < n_rows; i++) pass_table(rows[i].model, rows[i].batch, threads, rounds);
         return 0;
     }
     printf("| model | batch | eager ms | graph ms | speedup | step GFLOP | roofline ms | graph/roofline | graph GFLOP/s (%% of sgemm) | peak MiB eager / graph | act+grad peak MiB eager / graph (ratio) |\n");
