@@ -13,12 +13,14 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "profiler/events.h"
+#include "runtime/threadpool.h"
 
 struct mst_comm_prog_rec {
     mst_comm_req inner;         /* the implementation's request: tested by the thread only */
@@ -141,7 +143,10 @@ mst_status mst_comm_progress_thread(mst_comm *c, bool on) {
     p->shadow.progress = NULL;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
+    sigset_t old;
+    mst_threadpool_block_signals(&old);     /* as the pool's and the loader's threads: stop signals go to the training thread */
     int rc = pthread_create(&p->tid, NULL, progress_main, p);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         pthread_cond_destroy(&p->cv);
         pthread_mutex_destroy(&p->mu);

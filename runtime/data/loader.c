@@ -12,11 +12,13 @@
  * Restarting an epoch mid-way waits for the batches being produced right now (bounded by one
  * batch's work), so no worker ever writes a slot the new epoch has reused.
  */
+#define _GNU_SOURCE     /* pthread_setname_np */
 #include "runtime/data/loader.h"
 #include "runtime/status.h"
 
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,7 @@
 #include "profiler/events.h"
 #include "runtime/rng.h"
 #include "runtime/fpu.h"
+#include "runtime/threadpool.h"
 
 #define TAG_SHUFFLE 0x73687566666c65ULL     /* "shuffle" */
 #define MAX_PREFETCH 4096
@@ -149,6 +152,8 @@ static void *worker_main(void *arg) {
     char name[32];
     snprintf(name, sizeof(name), "loader.worker.%d", (int)(wk - ld->workers));
     mst_prof_set_thread_name(name);
+    snprintf(name, sizeof(name), "mst-loader.%d", (int)(wk - ld->workers));   /* top, gdb: 15 chars at most */
+    pthread_setname_np(pthread_self(), name);
     mst_fpu_set_flush(ld->flush_denormals);    /* augmentation computes too: the creator's FTZ/DAZ mode */
     pthread_mutex_lock(&ld->lock);
     for (;;) {
@@ -277,13 +282,21 @@ mst_loader *mst_loader_new(const mst_source *src, const mst_loader_config *cfg, 
     if (cfg->num_workers > 0) {
         ld->workers = calloc((size_t)cfg->num_workers, sizeof(*ld->workers));
         if (!ld->workers) goto oom;
+        /* the workers start with the program's stop signals blocked, as the kernel pool's threads
+         * do: a Ctrl-C or SIGTERM is handled by the threads that expect it */
+        sigset_t old;
+        mst_threadpool_block_signals(&old);
         for (int i = 0; i < cfg->num_workers; i++) {
             worker *wk = &ld->workers[i];
             wk->ld = ld;
             wk->scratch = malloc((size_t)ld->numel * sizeof(float));
-            if (!wk->scratch) goto oom;
+            if (!wk->scratch) {
+                pthread_sigmask(SIG_SETMASK, &old, NULL);
+                goto oom;
+            }
             int rc = pthread_create(&wk->thread, NULL, worker_main, wk);
             if (rc != 0) {
+                pthread_sigmask(SIG_SETMASK, &old, NULL);
                 mst_errf(err, errn, "loader: cannot start worker %d of %d: %s", i + 1, cfg->num_workers, strerror(rc));
                 free(wk->scratch);
                 wk->scratch = NULL;
@@ -291,6 +304,7 @@ mst_loader *mst_loader_new(const mst_source *src, const mst_loader_config *cfg, 
             }
             ld->n_workers = i + 1;
         }
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
     }
     return ld;
 oom:

@@ -1,11 +1,15 @@
 /* test_loader.c — the data loader: config validation naming the field, batch counts with and
  * without drop_remainder and limit, in-order delivery, shuffles that are permutations and change
  * per epoch, bit-identical batches for every num_workers / prefetch (HEAVY augmentation, shuffle),
- * resuming at first_batch, restarting and freeing mid-epoch with workers running, the real
+ * resuming at first_batch, restarting and freeing mid-epoch with workers running, workers that
+ * block the stop signals, the real
  * Fashion-MNIST through the whole pipeline, and the profiler ranges and counters it emits.
  * The seed is printed at start and can be overridden with MSTUNE_TEST_SEED. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -431,6 +435,60 @@ static void test_free_mid_epoch(void **state) {
     mst_source_free(src);
 }
 
+/* SigBlk of thread `tid` from /proc (a hex mask, bit n-1 = signal n); -1 when unreadable. */
+static long long thread_blocked_mask(const char *tid) {
+    char path[300], line[256];
+    snprintf(path, sizeof path, "/proc/self/task/%s/status", tid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    long long mask = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "SigBlk: %llx", &mask) == 1) break;
+    fclose(f);
+    return mask;
+}
+
+/* The workers run with the program's stop signals blocked (as the kernel pool's threads do), so a
+ * Ctrl-C reaches the training thread; the creating thread's own mask is left as it was. */
+static void test_workers_block_stop_signals(void **state) {
+    mst_source *src = mst_source_synthetic_new(512, 1, 28, 28, 10, 8, 0);
+    sigset_t before, after;
+    pthread_sigmask(SIG_SETMASK, NULL, &before);
+    mst_loader_config c = base_config(32, 3, 2);
+    mst_loader *ld = loader_or_fail(src, &c);
+    pthread_sigmask(SIG_SETMASK, NULL, &after);
+    assert_int_equal(sigismember(&after, SIGINT), sigismember(&before, SIGINT));
+    assert_int_equal(sigismember(&after, SIGTERM), sigismember(&before, SIGTERM));
+    int workers = 0;
+    for (int tries = 0; tries < 200 && workers < 3; tries++) {   /* the names are set as each starts */
+        workers = 0;
+        DIR *d = opendir("/proc/self/task");
+        assert_non_null(d);
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (e->d_name[0] == '.') continue;
+            char path[300], comm[64] = "";
+            snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+            FILE *f = fopen(path, "r");
+            if (!f) continue;
+            if (!fgets(comm, sizeof comm, f)) comm[0] = 0;
+            fclose(f);
+            comm[strcspn(comm, "\n")] = 0;
+            if (strncmp(comm, "mst-loader.", 11) != 0) continue;
+            long long mask = thread_blocked_mask(e->d_name);
+            if (mask < 0) continue;       /* exited meanwhile */
+            if (!(mask & (1LL << (SIGINT - 1))) || !(mask & (1LL << (SIGTERM - 1))))
+                fail_msg("loader worker %s does not block SIGINT/SIGTERM (SigBlk %llx)", comm, mask);
+            workers++;
+        }
+        closedir(d);
+        if (workers < 3) usleep(5000);
+    }
+    assert_int_equal(workers, 3);
+    mst_loader_free(ld);
+    mst_source_free(src);
+}
+
 /* The installed Fashion-MNIST through the whole pipeline. */
 static void test_real_fashion_mnist(void **state) {
     char err[512];
@@ -553,6 +611,7 @@ int main(void) {
         cmocka_unit_test(test_first_batch_resume),
         cmocka_unit_test(test_restart_mid_epoch),
         cmocka_unit_test(test_free_mid_epoch),
+        cmocka_unit_test(test_workers_block_stop_signals),
         cmocka_unit_test(test_real_fashion_mnist),
         cmocka_unit_test(test_profiler_events),
     };
