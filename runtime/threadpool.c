@@ -14,7 +14,8 @@
  * Once oneDNN has loaded libgomp, regions run on its OpenMP team instead (runtime/omp_team.h):
  * the same chunks and claims, each team thread taking chunks from its own number on, so the
  * threads oneDNN's primitives just used — still spinning for a moment — take the pool's chunks
- * too, and the pool's own workers stay asleep.
+ * too, and the pool's own workers are never started (they start at the first region that does not
+ * run on the team).
  */
 #include "runtime/threadpool.h"
 
@@ -68,6 +69,7 @@ struct mst_threadpool {
     int n_threads;              /* chunks per region at most; the caller counts */
     bool flush_denormals;       /* the creating thread's FTZ/DAZ mode, set on every worker (runtime/fpu.h) */
     int n_workers;              /* threads actually started (n_threads - 1 unless creation failed) */
+    bool workers_tried;         /* start_workers ran: the first region not on the OpenMP team */
     worker_slot *workers;
 
     pthread_mutex_t lock;
@@ -174,16 +176,21 @@ mst_threadpool *mst_threadpool_new(int n_threads) {
     PT_CHECK(pthread_mutex_init(&p->lock, NULL));
     PT_CHECK(pthread_cond_init(&p->wake_cv, NULL));
     PT_CHECK(pthread_cond_init(&p->done_cv, NULL));
+    return p;
+}
+
+/* The own workers, at the first region that needs them (owner thread only). */
+static void start_workers(mst_threadpool *p) {
+    p->workers_tried = true;
     sigset_t old;
     mst_threadpool_block_signals(&old);     /* the workers inherit it */
-    for (int i = 1; i < n_threads; i++) {
+    for (int i = 1; i < p->n_threads; i++) {
         worker_slot *w = &p->workers[p->n_workers];
         *w = (worker_slot){.pool = p, .home = i};
         if (pthread_create(&w->thread, NULL, worker_main, w) != 0) break;   /* run with fewer */
         p->n_workers++;
     }
     PT_CHECK(pthread_sigmask(SIG_SETMASK, &old, NULL));
-    return p;
 }
 
 void mst_threadpool_free(mst_threadpool *p) {
@@ -252,6 +259,7 @@ void mst_threadpool_run(mst_threadpool *p, int64_t n, int64_t min_chunk, mst_par
         atomic_store(&p->active, false);
         return;
     }
+    if (!p->workers_tried) start_workers(p);
     if (p->n_workers == 0) {    /* no worker could be started: the same chunks, one after another */
         for (int i = 0; i < chunks; i++) {
             int64_t begin, end;

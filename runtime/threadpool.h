@@ -34,8 +34,10 @@ typedef struct mst_threadpool mst_threadpool;
 
 typedef void (*mst_parallel_fn)(void *arg, int64_t begin, int64_t end, int worker);
 
-/* n_threads - 1 workers (the caller is the n-th). NULL when out of memory; a pool whose workers
- * could not all be started still runs every region correctly, with fewer threads. */
+/* n_threads - 1 workers (the caller is the n-th), started by the first region that does not run
+ * on the OpenMP team (runtime/omp_team.h), so a pool whose regions all run on the team never starts
+ * them. NULL when out of memory; a pool whose workers could not all be started still runs every
+ * region correctly, with fewer threads. */
 mst_threadpool *mst_threadpool_new(int n_threads);
 void mst_threadpool_free(mst_threadpool *pool);
 int mst_threadpool_size(const mst_threadpool *pool);            /* n_threads it was made for */
@@ -46,7 +48,8 @@ void mst_threadpool_run(mst_threadpool *pool, int64_t n, int64_t min_chunk, mst_
  * termination, timers, children), the old mask into *old: threads started before it is restored
  * inherit the block, so those signals keep reaching the threads that expect them, while faults
  * and SIGPROF (a per-thread sampler) still reach the thread they concern. The pool's workers and
- * the OpenMP team it borrows (runtime/omp_team.c) are started this way. */
+ * the OpenMP team it borrows (runtime/omp_team.c), the data loader's workers and the
+ * communicator's progress thread are started this way. */
 void mst_threadpool_block_signals(sigset_t *old);
 
 /* The context's pool (sized by mst_ctx_set_threads). */

@@ -2,7 +2,8 @@
  * visited exactly once over many (n, min_chunk, threads) combinations, the chunks are the fixed
  * ranges mst_parallel_range describes, small and single-threaded regions run inline on the
  * caller, a call from inside a region runs inline, mst_ctx_set_threads resizes the pool, and
- * pools start and stop cleanly (no leaks under ASan, no CPU burnt while idle); and the kernels
+ * pools start and stop cleanly (no leaks under ASan, no CPU burnt while idle), the own workers
+ * start only when a region needs them; and the kernels
  * that split elements, channels or planes (activations, batchnorm, max pooling) give the same
  * bits at any thread count. The suite runs twice: on the pool's own workers, then on oneDNN's
  * OpenMP team once oneDNN has loaded libgomp (runtime/omp_team.h; skipped, with a message, in a
@@ -327,6 +328,38 @@ static void test_where_chunks_run(void **state) {
     mst_ctx_free(ctx);
 }
 
+/* The process's thread count, from /proc/self/status. */
+static int process_threads(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    assert_non_null(f);
+    char line[256];
+    int n = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "Threads: %d", &n) == 1) break;
+    fclose(f);
+    return n;
+}
+
+/* The pool's own workers start at its first region that does not run on the team: making a
+ * context starts no thread, and on the team no worker is ever started (before, one per extra core
+ * slept unused for the whole run). A first region on the team of the size it already has. */
+static void test_own_workers_start_when_needed(void **state) {
+    mst_ctx *warm = mst_ctx_new(&(mst_ctx_config){.seed = 1, .n_threads = 2});
+    check_region(warm, 2, 4096, 1);
+    mst_ctx_free(warm);
+    int before = process_threads();
+    mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 1, .n_threads = 2});
+    assert_int_equal(process_threads(), before);
+    check_region(ctx, 2, 4096, 1);
+    int after = process_threads();
+    printf("threads: %d before the context, %d after its first region (%s)\n", before, after,
+           mst_omp_team_ready() ? "on the team" : "on the own workers");
+    assert_int_equal(after, before + (mst_omp_team_ready() ? 0 : 1));
+    check_region(ctx, 2, 4096, 1);
+    assert_int_equal(process_threads(), after);     /* started once */
+    mst_ctx_free(ctx);
+}
+
 /* ---- kernels split without changing a bit ----
  * Each of these computes every output element (or channel statistic) alone, in the same order
  * whatever the split, so 2 and 3 threads must reproduce 1 thread exactly. Sizes are above the
@@ -424,6 +457,7 @@ int main(void) {
         cmocka_unit_test(test_resize),           cmocka_unit_test(test_start_stop),
         cmocka_unit_test(test_many_regions),     cmocka_unit_test(test_idle_workers_sleep),
         cmocka_unit_test(test_kernels_same_bits), cmocka_unit_test(test_where_chunks_run),
+        cmocka_unit_test(test_own_workers_start_when_needed),
     };
     int failed = cmocka_run_group_tests_name("own workers", tests, on_own_workers, NULL);
     if (!mst_onednn_available() || !mst_omp_team_wanted()) return failed + on_team(NULL);
