@@ -122,8 +122,10 @@ static void pass_table(const char *model, int batch, int threads, int rounds) {
                                       : measure_skipping(model, batch, threads, true, cfg[c].skip).ms;
         }
     double med[n_runs], ratio[n_runs][3], tmp[k_max_rounds];
+    int pays[n_runs];       /* rounds where the step without the pass was slower */
     for (int c = 0; c < n_runs; c++) {
-        for (int r = 0; r < rounds; r++) tmp[r] = ms[c][r] / ms[0][r];
+        pays[c] = 0;
+        for (int r = 0; r < rounds; r++) tmp[r] = ms[c][r] / ms[0][r], pays[c] += tmp[r] > 1;
         ratio[c][1] = median_of(tmp, rounds);   /* sorts tmp */
         ratio[c][0] = tmp[0];
         ratio[c][2] = tmp[rounds - 1];
@@ -131,8 +133,9 @@ static void pass_table(const char *model, int batch, int threads, int rounds) {
         med[c] = median_of(tmp, rounds);
     }
     printf("| %s | %d | %.3f | %.3f |", model, batch, med[n_cfg], med[0]);
-    for (int c = 1; c < n_cfg; c++) printf(" %.3f, %.2fx [%.2f-%.2f] |", med[c], ratio[c][1], ratio[c][0], ratio[c][2]);
-    printf(" %.2fx [%.2f-%.2f] |\n", ratio[n_cfg][1], ratio[n_cfg][0], ratio[n_cfg][2]);
+    for (int c = 1; c < n_cfg; c++)
+        printf(" %.3f, %.2fx [%.2f-%.2f] %d/%d |", med[c], ratio[c][1], ratio[c][0], ratio[c][2], pays[c], rounds);
+    printf(" %.2fx [%.2f-%.2f] %d/%d |\n", ratio[n_cfg][1], ratio[n_cfg][0], ratio[n_cfg][2], pays[n_cfg], rounds);
     fflush(stdout);
 }
 
@@ -182,7 +185,7 @@ int main(int argc, char **argv) {
         }
         printf("per-pass: graph step with each fusion left out; %d rounds, each configuration once a round (rotated), "
                "a run's figure the median of %d steps; cells: median ms over rounds, then the median [min-max] over "
-               "rounds of without / with (> 1.00x: the fusion pays)\n\n", rounds, k_repeats);
+               "rounds of without / with (> 1.00x: the fusion pays) and in how many rounds it paid\n\n", rounds, k_repeats);
         printf("| model | batch | eager ms | graph ms, all passes | no relu epilogue | no elementwise fusion | no fused optimizer | "
                "no pooling+relu gradient fold | no nChw16c layout | no fusion at all | graph vs eager |\n"
                "|---|---|---|---|---|---|---|---|---|---|---|\n");
