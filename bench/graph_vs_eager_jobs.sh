@@ -7,15 +7,15 @@
 # graph faster). Step times are per-step medians, so graph mode's one-off compile is not in them
 # (its cost is summary.json's compile_ms, printed beside), and the per-round ratios (each round's
 # two runs are minutes apart at most, so their ratio is the robust figure on a noisy machine): their
-# median, min and max. Timing only; never part of pass/fail.
+# median, min and max, and in how many rounds graph mode was the faster. Timing only; never part of pass/fail.
 #
-#     bash bench/graph_vs_eager_jobs.sh [BUILD_DIR] [STEPS] [ROUNDS]      # defaults: build 60 3
+#     bash bench/graph_vs_eager_jobs.sh [BUILD_DIR] [STEPS] [ROUNDS]      # defaults: build 60 5
 #     GRAPH_VS_EAGER_JOBS=workloads/jobs/fashion_mlp.yaml GRAPH_VS_EAGER_SETS="data.batch_size=16" \
 #         bash bench/graph_vs_eager_jobs.sh build 2000 12                 # one job, with extra --set
 set -euo pipefail
 build=${1:-build}
 steps=${2:-60}
-rounds=${3:-3}
+rounds=${3:-5}
 bin=$build/mstune
 [ -x "$bin" ] || { echo "graph_vs_eager_jobs: no $bin (make build first)" >&2; exit 2; }
 work=$(mktemp -d)
@@ -38,8 +38,8 @@ median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? 
 model=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 feats=$("$bin" list cpu 2>/dev/null | awk '$2 == "yes" {print $1}' | paste -sd' ')
 echo "# $model; features: $feats; $steps steps per run, $rounds rounds alternated${GRAPH_VS_EAGER_SETS:+; --set $GRAPH_VS_EAGER_SETS}"
-echo "| job | eager ms | graph ms | graph vs eager | per round: median [min-max] | compile ms |"
-echo "|---|---|---|---|---|---|"
+echo "| job | eager ms | graph ms | graph vs eager | per round: median [min-max] | graph faster in | compile ms |"
+echo "|---|---|---|---|---|---|---|"
 for job in "${jobs[@]}"; do
     e=() g=() ratios=()
     compile=0
@@ -61,8 +61,10 @@ for job in "${jobs[@]}"; do
     rm_=$(median "${ratios[@]}")
     rlo=$(printf '%s\n' "${ratios[@]}" | sort -g | head -1)
     rhi=$(printf '%s\n' "${ratios[@]}" | sort -g | tail -1)
+    wins=$(printf '%s\n' "${ratios[@]}" | awk '$1 > 1 {n++} END {print n + 0}')
     em=$(median "${e[@]}")
     gm=$(median "${g[@]}")
     awk -v j="$(basename "$job" .yaml)" -v e="$em" -v g="$gm" -v c="$compile" -v rm="$rm_" -v lo="$rlo" -v hi="$rhi" \
-        'BEGIN { printf "| %s | %.3f | %.3f | %.2fx | %.2fx [%.2f-%.2f] | %.0f |\n", j, e, g, e / g, rm, lo, hi, c }'
+        -v w="$wins" -v n="$rounds" \
+        'BEGIN { printf "| %s | %.3f | %.3f | %.2fx | %.2fx [%.2f-%.2f] | %d of %d rounds | %.0f |\n", j, e, g, e / g, rm, lo, hi, w, n, c }'
 done
