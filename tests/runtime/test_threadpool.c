@@ -5,7 +5,7 @@
  * pools start and stop cleanly (no leaks under ASan, no CPU burnt while idle), the own workers
  * start only when a region needs them; and the kernels
  * that split elements, channels or planes (activations, batchnorm, max pooling) give the same
- * bits at any thread count. The suite runs twice: on the pool's own workers, then on oneDNN's
+ * bits at any thread count, and so do the optimizer updates split over the pool. The suite runs twice: on the pool's own workers, then on oneDNN's
  * OpenMP team once oneDNN has loaded libgomp (runtime/omp_team.h; skipped, with a message, in a
  * build or on a machine without oneDNN, and with MSTUNE_POOL_TEAM=own). The trade-off of
  * testing scheduling: which thread runs a chunk is not deterministic, so the tests check what
@@ -364,7 +364,7 @@ static void test_own_workers_start_when_needed(void **state) {
  * Each of these computes every output element (or channel statistic) alone, in the same order
  * whatever the split, so 2 and 3 threads must reproduce 1 thread exactly. Sizes are above the
  * kernels' thresholds (2^17 elements or window reads, 2^16 elements of a batchnorm range). */
-enum { k_n_outputs = 11 };
+enum { k_n_outputs = 14 };
 
 typedef struct {
     float *data[k_n_outputs];
@@ -408,13 +408,30 @@ static void run_kernels(int threads, kernel_outputs *o) {
     keep(ctx, o, 9, mst_batchnorm(ctx, f, fg, fb, fm, fv, false, 0.1, 1e-5));
     assert_int_equal(mst_batchnorm_grad(ctx, f, f, fg, fm, fv, true, gb), MST_OK);
     keep(ctx, o, 10, gb[0]);
+    /* parameter updates (the mlp's 784x256 weight and larger): elementwise ranges of the parameter */
+    const int64_t wshape[2] = {784, 256}, big[1] = {3 * 65536 + 17}, one_param[1] = {1};
+    mst_tensor *lr = mst_tensor_scalar(ctx, MST_DTYPE_F64, 0.01), *found_inf = mst_tensor_scalar(ctx, MST_DTYPE_F32, 0);
+    mst_tensor *steps = mst_tensor_full(ctx, MST_DTYPE_F64, 1, one_param, 0);
+    mst_tensor *w = mst_tensor_randn(ctx, MST_DTYPE_F32, 2, wshape, 0, 0.1), *wg = mst_tensor_randn(ctx, MST_DTYPE_F32, 2, wshape, 0, 1);
+    mst_tensor *buf = mst_tensor_full(ctx, MST_DTYPE_F32, 2, wshape, 0);
+    for (int k = 0; k < 2; k++)     /* the first update sets the momentum buffer, the second uses it */
+        assert_int_equal(mst_sgd_update(ctx, w, wg, lr, steps, found_inf, buf, 0, 0.9, 0, 5e-4, true), MST_OK);
+    keep(ctx, o, 11, w);
+    keep(ctx, o, 12, buf);
+    mst_tensor *a = mst_tensor_randn(ctx, MST_DTYPE_F32, 1, big, 0, 0.1), *ag = mst_tensor_randn(ctx, MST_DTYPE_F32, 1, big, 0, 1);
+    mst_tensor *am = mst_tensor_full(ctx, MST_DTYPE_F32, 1, big, 0), *av = mst_tensor_full(ctx, MST_DTYPE_F32, 1, big, 0);
+    mst_tensor *asteps = mst_tensor_full(ctx, MST_DTYPE_F64, 1, one_param, 0);
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(mst_adam_update(ctx, a, ag, lr, asteps, found_inf, am, av, 0, 0.9, 0.999, 1e-8, 0.01, true), MST_OK);
+    keep(ctx, o, 13, a);
     mst_ctx_free(ctx);
 }
 
 static void test_kernels_same_bits(void **state) {
     static const char *const names[k_n_outputs] = {
         "relu", "relu_grad", "gelu", "maxpool2d", "batchnorm", "running_var", "batchnorm_grad gx",
-        "batchnorm_grad ggamma", "batchnorm (N, C)", "batchnorm (N, C) eval", "batchnorm_grad (N, C)"};
+        "batchnorm_grad ggamma", "batchnorm (N, C)", "batchnorm (N, C) eval", "batchnorm_grad (N, C)",
+        "sgd_update param", "sgd_update momentum buffer", "adam_update param (AdamW)"};
     kernel_outputs one;
     run_kernels(1, &one);
     for (int threads = 2; threads <= 3; threads++) {
