@@ -95,17 +95,7 @@ static result measure(const char *model, int batch, int threads, bool graph) {
  * always runs first; per configuration the median over rounds of its step medians, and the median
  * [min-max] over rounds of its step / the all-passes step of the same round (> 1: the pass pays),
  * the robust figure on a noisy machine since a round's runs are seconds apart. */
-static int cmp_double_asc(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median_of(double *v, int n) {
-    qsort(v, (size_t)n, sizeof(double), cmp_double_asc);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-enum { k_max_rounds = 64 };
+enum { k_max_rounds = BENCH_MAX_REPEATS };
 static void pass_table(const char *model, int batch, int threads, int rounds) {
     static const struct { const char *name; unsigned skip; } cfg[] = {
         {"all passes", 0}, {"no relu epilogue", MST_PASS_EPILOGUE}, {"no elementwise fusion", MST_PASS_FUSE_ELEM},
@@ -125,12 +115,15 @@ static void pass_table(const char *model, int batch, int threads, int rounds) {
     int pays[n_runs];       /* rounds where the step without the pass was slower */
     for (int c = 0; c < n_runs; c++) {
         pays[c] = 0;
-        for (int r = 0; r < rounds; r++) tmp[r] = ms[c][r] / ms[0][r], pays[c] += tmp[r] > 1;
-        ratio[c][1] = median_of(tmp, rounds);   /* sorts tmp */
-        ratio[c][0] = tmp[0];
-        ratio[c][2] = tmp[rounds - 1];
-        for (int r = 0; r < rounds; r++) tmp[r] = ms[c][r];
-        med[c] = median_of(tmp, rounds);
+        ratio[c][0] = 1e300, ratio[c][2] = 0;
+        for (int r = 0; r < rounds; r++) {
+            tmp[r] = ms[c][r] / ms[0][r];
+            pays[c] += tmp[r] > 1;
+            if (tmp[r] < ratio[c][0]) ratio[c][0] = tmp[r];
+            if (tmp[r] > ratio[c][2]) ratio[c][2] = tmp[r];
+        }
+        ratio[c][1] = bench_median(tmp, rounds);
+        med[c] = bench_median(ms[c], rounds);
     }
     printf("| %s | %d | %.3f | %.3f |", model, batch, med[n_cfg], med[0]);
     for (int c = 1; c < n_cfg; c++)
