@@ -282,29 +282,25 @@ mst_loader *mst_loader_new(const mst_source *src, const mst_loader_config *cfg, 
     if (cfg->num_workers > 0) {
         ld->workers = calloc((size_t)cfg->num_workers, sizeof(*ld->workers));
         if (!ld->workers) goto oom;
+        for (int i = 0; i < cfg->num_workers; i++) {
+            ld->workers[i].ld = ld;
+            ld->workers[i].scratch = malloc((size_t)ld->numel * sizeof(float));
+            if (!ld->workers[i].scratch) goto oom;      /* mst_loader_free frees every worker's scratch */
+        }
         /* the workers start with the program's stop signals blocked, as the kernel pool's threads
          * do: a Ctrl-C or SIGTERM is handled by the threads that expect it */
         sigset_t old;
         mst_threadpool_block_signals(&old);
-        for (int i = 0; i < cfg->num_workers; i++) {
-            worker *wk = &ld->workers[i];
-            wk->ld = ld;
-            wk->scratch = malloc((size_t)ld->numel * sizeof(float));
-            if (!wk->scratch) {
-                pthread_sigmask(SIG_SETMASK, &old, NULL);
-                goto oom;
-            }
-            int rc = pthread_create(&wk->thread, NULL, worker_main, wk);
-            if (rc != 0) {
-                pthread_sigmask(SIG_SETMASK, &old, NULL);
-                mst_errf(err, errn, "loader: cannot start worker %d of %d: %s", i + 1, cfg->num_workers, strerror(rc));
-                free(wk->scratch);
-                wk->scratch = NULL;
-                goto fail;
-            }
-            ld->n_workers = i + 1;
+        int rc = 0;
+        for (; ld->n_workers < cfg->num_workers; ld->n_workers++) {
+            worker *wk = &ld->workers[ld->n_workers];
+            if ((rc = pthread_create(&wk->thread, NULL, worker_main, wk)) != 0) break;
         }
         pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (rc != 0) {
+            mst_errf(err, errn, "loader: cannot start worker %d of %d: %s", ld->n_workers + 1, cfg->num_workers, strerror(rc));
+            goto fail;
+        }
     }
     return ld;
 oom:

@@ -127,13 +127,8 @@ static void update_chunk(void *arg, int64_t lo, int64_t hi, int worker) {
 static mst_status run_whole(mst_ctx *ctx, const mst_op_call *c, mst_update_begin_fn begin, mst_update_range_fn range) {
     mst_update_scalars sc;
     if (!begin(c, &sc)) return MST_OK;
-    int64_t n = c->in[IN_PARAM]->numel;
-    if (n < 2 * k_update_min_chunk) {
-        range(c, &sc, 0, n);
-        return MST_OK;
-    }
-    update_job job = {c, &sc, range};
-    mst_parallel_for(ctx, n, k_update_min_chunk, update_chunk, &job);
+    update_job job = {c, &sc, range};     /* inline below 2 k_update_min_chunk elements (the pool's rule) */
+    mst_parallel_for(ctx, c->in[IN_PARAM]->numel, k_update_min_chunk, update_chunk, &job);
     return MST_OK;
 }
 
