@@ -21,6 +21,7 @@
 #include "cli/summary.h"
 #include "profiler/csv_export.h"
 #include "profiler/sampler.h"
+#include "profiler/self_cost.h"
 #include "profiler/store.h"
 #include "profiler/trace_export.h"
 #include "report/report.h"
@@ -78,6 +79,36 @@ static bool breakdown_means(const char *db_path, double mean_ms[MST_CAT_COUNT], 
     for (int c = 0; c < MST_CAT_COUNT; c++) mean_ms[c] /= (double)used;
     *step_ms = wall / (double)used;
     return true;
+}
+
+static void pause_sampler(void *sampler, bool recording) {
+    if (mst_sampler_pause(sampler, !recording) != 0)
+        fprintf(stderr, "mstune profile: warning: the stack sampler: %s\n", mst_sampler_error(sampler));
+}
+
+/* With off steps in the schedule (profile.wait): what recording cost, measured in this run
+ * (profiler/self_cost.h), and the collectors' own estimate over the same recording steps. */
+typedef struct {
+    bool measured;
+    mst_prof_self_cost c;
+    double estimate;            /* collectors' time / (recording steps' time - it) */
+    int wait, on;               /* steps per off and recording window */
+} measured_cost;
+
+static measured_cost measure_cost(const mst_prof_config *pc, const mst_train_result *r, double collectors_ns) {
+    measured_cost m = {.wait = (int)pc->wait, .on = (int)(pc->warmup + pc->active)};
+    m.measured = mst_prof_measure_self_cost(pc, r->resumed_at_step, r->step_ms, r->n_losses, 0.90, &m.c) == 0;
+    double rec_ns = m.c.recorded_ms * 1e6;
+    m.estimate = m.measured && rec_ns > collectors_ns ? collectors_ns / (rec_ns - collectors_ns) : NAN;
+    return m;
+}
+
+static void describe_cost(char *buf, size_t n, const measured_cost *m) {
+    char iv[64] = "";
+    if (isfinite(m->c.lo)) snprintf(iv, sizeof(iv), " [%+.2f%%, %+.2f%%]", 100 * m->c.lo, 100 * m->c.hi);
+    else snprintf(iv, sizeof(iv), " (too few pairs for a %.0f%% interval)", 100 * m->c.level);
+    snprintf(buf, n, "%+.2f%%%s of step time over %d pairs of %d off / %d recording steps (%.0f%% interval); estimated %.2f%%",
+             100 * m->c.cost, iv, m->c.pairs, m->wait, m->on, 100 * m->c.level, 100 * m->estimate);
 }
 
 static void print_breakdown(FILE *f, const char *db_path, const mst_breakdown *b, double sampler_share, const mst_op_row *ops,
@@ -186,7 +217,7 @@ int mst_cmd_profile(int argc, char **argv) {
     mst_outdir_stage(&od, "report", report_dir, sizeof(report_dir));
 
     mst_prof_config pc = {(mst_prof_level)a.job.profile.level, a.job.profile.skip, a.job.profile.warmup,
-                          a.job.profile.active, a.job.profile.repeat};
+                          a.job.profile.active, a.job.profile.repeat, a.job.profile.wait};
     mst_profiler *prof = mst_profiler_new();
     mst_store *store = prof ? mst_store_open(db_path, &pc, a.job.profile.trace_steps, err, sizeof(err)) : NULL;
     if (!store) {
@@ -221,6 +252,7 @@ int mst_cmd_profile(int argc, char **argv) {
         }
     }
 
+    if (sampler) mst_profiler_set_phase_hook(prof, pause_sampler, sampler);     /* the schedule's off steps pause it too */
     mst_prof_set_thread_name("main");
     s.cfg.profiler = prof;
     s.cfg.stop = mst_cli_stop_flag_install();
@@ -267,6 +299,13 @@ int mst_cmd_profile(int argc, char **argv) {
         wall_s > 0 ? ((double)ov.records * ov.record_ns + (double)ov.flush_ns + (double)ov.sampler_ns + (double)ov.probe_ns) /
                          (wall_s * 1e9)
                    : 0;
+    /* the probe runs outside the timed steps: not in what off vs on windows can see */
+    measured_cost mc = measure_cost(&pc, &r, (double)ov.records * ov.record_ns + (double)ov.flush_ns + (double)ov.sampler_ns);
+    char cost_text[256] = "";
+    if (st == MST_OK && mc.measured) {
+        describe_cost(cost_text, sizeof(cost_text), &mc);
+        mst_store_set_meta(store, "profiler.cost_measured", cost_text);
+    }
     if (mst_store_close(store, err, sizeof(err)) != 0) {
         fprintf(stderr, "mstune profile: %s\n", err);
         rc = MST_EXIT_IO;
@@ -290,6 +329,25 @@ int mst_cmd_profile(int argc, char **argv) {
             rc = MST_EXIT_FAIL;
         } else {
             cJSON *bj = breakdown_json(&b, sampler_share, overhead_share, ops, n_ops);
+            if (mc.measured) {
+                cJSON *m = cJSON_AddObjectToObject(bj, "profiler_cost_measured");
+                cJSON_AddNumberToObject(m, "cost", mc.c.cost);
+                if (isfinite(mc.c.lo)) {
+                    cJSON_AddNumberToObject(m, "lo", mc.c.lo);
+                    cJSON_AddNumberToObject(m, "hi", mc.c.hi);
+                } else {
+                    cJSON_AddNullToObject(m, "lo");
+                    cJSON_AddNullToObject(m, "hi");
+                }
+                cJSON_AddNumberToObject(m, "level", mc.c.level);
+                cJSON_AddNumberToObject(m, "pairs", mc.c.pairs);
+                cJSON_AddNumberToObject(m, "off_steps", mc.wait);
+                cJSON_AddNumberToObject(m, "recording_steps", mc.on);
+                cJSON_AddNumberToObject(m, "off_step_ms", mc.c.off_ms);
+                cJSON_AddNumberToObject(m, "recording_step_ms", mc.c.on_ms);
+                if (isfinite(mc.estimate)) cJSON_AddNumberToObject(m, "estimate", mc.estimate);
+                else cJSON_AddNullToObject(m, "estimate");
+            }
             for (cJSON *it = bj->child; it;) {          /* move the breakdown's keys into the summary */
                 cJSON *next = it->next;
                 cJSON_AddItemToObject(sum, it->string, cJSON_DetachItemViaPointer(bj, it));
@@ -327,6 +385,7 @@ int mst_cmd_profile(int argc, char **argv) {
                        r.steps_per_s, (long long)r.samples, r.train_loop_s);
                 print_breakdown(stdout, db_path, &b, sampler_share, ops, n_ops);
                 printf("\n  profiler overhead (estimated) %.2f%% of the run\n", 100 * overhead_share);
+                if (cost_text[0]) printf("  profiler cost measured in this run: %s\n", cost_text);
                 printf("  wrote %s, %s, %s\n", db_path, trace_path, sum_path);
                 if (report_rc != 0) fprintf(stderr, "mstune profile: warning: report: %s\n", rerr);
                 printf("  report: %s/index.html%s\n", report_dir,

@@ -569,6 +569,11 @@ int mst_job_validate(const mst_job *job, char *err, size_t errn) {
         mst_errf(err, errn, "train.epochs and train.steps are both 0: nothing to train");
         return -1;
     }
+    if (job->profile.wait > 0 && job->profile.active == 0) {
+        mst_errf(err, errn, "profile.wait (%d) needs profile.active > 0: the steps recorded after each %d off", job->profile.wait,
+                 job->profile.wait);
+        return -1;
+    }
     /* a cosine warmup as long as train.steps is clamped by the trainer (and it says so): a short
      * run of a job written for a long one works as it is */
     if (job->optimizer.schedule == MST_JOB_SCHED_COSINE && job->optimizer.min_lr > job->optimizer.lr) {

@@ -123,6 +123,7 @@ typedef struct mst_job {
     struct {
         int level;                          /* 0 steps, 1 ops, 2 detail (profiler/events.h) */
         int skip, warmup, active, repeat;   /* schedule */
+        int wait;                           /* schedule: off steps opening each cycle (the cost measured in-run) */
         int trace_steps;                    /* steps whose raw events are kept for the trace */
         bool sampler;                       /* libunwind stack sampler */
         int sample_hz;

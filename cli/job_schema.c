@@ -173,6 +173,8 @@ const mst_job_key mst_job_keys[] = {
     INT("profile.warmup", profile.warmup, "1", 0, "schedule: steps recorded then dropped before each active window"),
     INT("profile.active", profile.active, "0", 0, "schedule: steps kept per window (0 = every step)"),
     INT("profile.repeat", profile.repeat, "0", 0, "schedule: windows (0 = until the run ends)"),
+    INT("profile.wait", profile.wait, "0", 0,
+        "schedule: steps not recorded (sampler paused too) opening each window; > 0 measures the profile's cost in this run"),
     INT("profile.trace_steps", profile.trace_steps, "20", 0, "steps whose raw events are kept for the trace"),
     BOOL("profile.sampler", profile.sampler, "true", "sample call stacks (libunwind) to cross-check dispatch time"),
     INTMAX("profile.sample_hz", profile.sample_hz, "29", 1, 10000,

@@ -47,6 +47,9 @@ struct mst_profiler {
     stored_chunk *head, *tail;  /* in-memory sink */
     size_t count;
     uint64_t dropped;
+    mst_prof_phase_hook phase_hook;
+    void *phase_hook_user;
+    bool recording;             /* as of the last start or step: recording (the hook fires on changes) */
 };
 
 static pthread_mutex_t g_active_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -143,17 +146,28 @@ mst_prof_phase mst_prof_schedule_phase(const mst_prof_config *c, int64_t step) {
     if (step < c->skip) return MST_PROF_STEP_OFF;
     int64_t t = step - c->skip;
     if (c->active <= 0) return t < c->warmup ? MST_PROF_STEP_WARMUP : MST_PROF_STEP_ACTIVE;
-    int64_t cycle = c->warmup + c->active;
+    int64_t wait = c->wait > 0 ? c->wait : 0, cycle = wait + c->warmup + c->active;
     if (c->repeat > 0 && t >= cycle * c->repeat) return MST_PROF_STEP_OFF;
-    return t % cycle < c->warmup ? MST_PROF_STEP_WARMUP : MST_PROF_STEP_ACTIVE;
+    int64_t in = t % cycle;
+    return in < wait ? MST_PROF_STEP_OFF : in < wait + c->warmup ? MST_PROF_STEP_WARMUP : MST_PROF_STEP_ACTIVE;
+}
+
+void mst_profiler_set_phase_hook(mst_profiler *p, mst_prof_phase_hook fn, void *user) {
+    p->phase_hook = fn;
+    p->phase_hook_user = user;
 }
 
 mst_prof_phase mst_profiler_step(mst_profiler *p, int64_t step) {
     mst_prof_phase ph = mst_prof_schedule_phase(&p->cfg, step);
+    bool recording = ph != MST_PROF_STEP_OFF, changed = false;
     pthread_mutex_lock(&g_active_lock);
-    if (g_active == p)
-        __atomic_store_n(&mst_prof_enabled, ph == MST_PROF_STEP_OFF ? 0 : (int)p->cfg.level + 1, __ATOMIC_RELEASE);
+    if (g_active == p) {
+        __atomic_store_n(&mst_prof_enabled, recording ? (int)p->cfg.level + 1 : 0, __ATOMIC_RELEASE);
+        changed = recording != p->recording;
+        p->recording = recording;
+    }
     pthread_mutex_unlock(&g_active_lock);
+    if (changed && p->phase_hook) p->phase_hook(p->phase_hook_user, recording);
     return ph;
 }
 
@@ -190,6 +204,7 @@ int mst_profiler_start(mst_profiler *p) {
     pthread_mutex_lock(&g_active_lock);
     if (g_active) { pthread_mutex_unlock(&g_active_lock); return -1; }
     g_active = p;
+    p->recording = true;
     __atomic_store_n(&mst_prof_enabled, (int)p->cfg.level + 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&g_active_lock);
     return 0;

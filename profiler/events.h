@@ -20,6 +20,7 @@
 #ifndef MST_PROFILER_EVENTS_H
 #define MST_PROFILER_EVENTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -79,12 +80,15 @@ static inline int mst_prof_on(mst_prof_level l) { (void)l; return 0; }
 static inline int mst_prof_on(mst_prof_level l) { return __builtin_expect(mst_prof_enabled > (int)l, 0); }
 #endif
 
-/* Which steps record, as PyTorch's profiler schedule: `skip` steps off, then cycles of `warmup`
- * steps recorded but marked for dropping (buffers and caches warm up) and `active` steps kept;
- * `repeat` cycles (0 = forever); `active` 0 = every step after skip + warmup. */
+/* Which steps record, as PyTorch's profiler schedule: `skip` steps off, then cycles of `wait`
+ * steps off, `warmup` steps recorded but marked for dropping (buffers and caches warm up) and
+ * `active` steps kept; `repeat` cycles (0 = forever); `active` 0 = every step after skip + warmup
+ * (`wait` needs active > 0). A cycle's off steps beside its recorded ones measure what recording
+ * costs inside one run (self_cost.h). */
 typedef struct {
     mst_prof_level level;
     int64_t skip, warmup, active, repeat;
+    int64_t wait;
 } mst_prof_config;
 
 typedef enum { MST_PROF_STEP_OFF, MST_PROF_STEP_WARMUP, MST_PROF_STEP_ACTIVE } mst_prof_phase;
@@ -103,6 +107,11 @@ mst_prof_phase mst_prof_schedule_phase(const mst_prof_config *cfg, int64_t step)
 /* Called by the trainer as each step starts: turns recording on or off for the step per the
  * schedule, and returns its phase. */
 mst_prof_phase mst_profiler_step(mst_profiler *p, int64_t step);
+/* Called by mst_profiler_step when recording turns on or off between steps (the schedule's off
+ * steps begin or end), from the thread that calls it: other collectors (the stack sampler) pause
+ * with the recorder. Set before start. */
+typedef void (*mst_prof_phase_hook)(void *user, bool recording);
+void mst_profiler_set_phase_hook(mst_profiler *p, mst_prof_phase_hook fn, void *user);
 /* Stop recording until the next mst_profiler_step (evaluation passes between steps). */
 void mst_profiler_pause(mst_profiler *p);
 void          mst_profiler_free(mst_profiler *p);

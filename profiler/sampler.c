@@ -57,6 +57,7 @@ typedef struct {
     uint32_t tid;
     bool has_timer, removed;
     timer_t timer;
+    struct timespec remaining;      /* paused: the time its timer had left (0: a full period on resume) */
     unsigned char *ring;            /* cap records of stride bytes */
     _Atomic uint64_t head;          /* written by the handler only */
     _Atomic uint64_t tail;          /* written by the drain (stop) only */
@@ -109,6 +110,7 @@ struct mst_sampler {
     mst_sampler_clock clock;
     pthread_mutex_t lock;           /* threads registering, start/stop */
     bool running;
+    bool paused;                    /* running with every timer disarmed (mst_sampler_pause) */
     atomic_bool accepting;          /* the handler records (false while stopping) */
     struct sigaction old_sa;
     slot *_Atomic slots[MAX_THREADS];
@@ -285,16 +287,20 @@ int mst_sampler_set_dispatch_addrs(mst_sampler *s, const void *const *addrs, siz
     return set_addrs(s, &s->dispatchers, &s->n_dispatchers, addrs, n);
 }
 
+/* Arm (on) or disarm a thread's timer. Arming resumes the countdown a pause left (sl->remaining),
+ * so sampling time adds up over recording windows shorter than the period; disarming keeps it. */
 static int arm(mst_sampler *s, slot *sl, bool on) {
-    struct itimerspec its;
+    struct itimerspec its, old;
     memset(&its, 0, sizeof(its));
     if (on) {
         long period = 1000000000L / s->hz;
         its.it_interval.tv_sec = period / 1000000000L;
         its.it_interval.tv_nsec = period > 0 ? period % 1000000000L : 1;
-        its.it_value = its.it_interval;
+        its.it_value = sl->remaining.tv_sec || sl->remaining.tv_nsec ? sl->remaining : its.it_interval;
+        sl->remaining = (struct timespec){0, 0};
     }
-    if (timer_settime(sl->timer, 0, &its, NULL) != 0) return fail(s, "timer_settime");
+    if (timer_settime(sl->timer, 0, &its, &old) != 0) return fail(s, "timer_settime");
+    if (!on) sl->remaining = old.it_value;
     return 0;
 }
 
@@ -350,7 +356,7 @@ int mst_sampler_add_thread(mst_sampler *s) {
     sl->has_timer = true;
     atomic_store(&s->slots[n], sl);
     atomic_store(&s->n_slots, n + 1);               /* published: the handler accepts it now */
-    rc = s->running ? arm(s, sl, true) : 0;
+    rc = s->running && !s->paused ? arm(s, sl, true) : 0;
 out:
     pthread_mutex_unlock(&s->lock);
     return rc;
@@ -433,13 +439,28 @@ int mst_sampler_start(mst_sampler *s) {
     atomic_store(&s->accepting, true);
     s->running = true;
     int n = atomic_load(&s->n_slots);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && !s->paused; i++) {
         slot *sl = atomic_load(&s->slots[i]);
         if (sl->has_timer && arm(s, sl, true) != 0) rc = -1;
     }
 out:
     pthread_mutex_unlock(&s->lock);
     if (rc != 0 && s->running) mst_sampler_stop(s);
+    return rc;
+}
+
+int mst_sampler_pause(mst_sampler *s, bool paused) {
+    pthread_mutex_lock(&s->lock);
+    int rc = 0;
+    if (s->running && paused != s->paused) {
+        int n = atomic_load(&s->n_slots);
+        for (int i = 0; i < n; i++) {
+            slot *sl = atomic_load(&s->slots[i]);
+            if (sl->has_timer && arm(s, sl, !paused) != 0) rc = -1;
+        }
+    }
+    s->paused = paused;
+    pthread_mutex_unlock(&s->lock);
     return rc;
 }
 

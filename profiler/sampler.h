@@ -81,6 +81,12 @@ int          mst_sampler_start(mst_sampler *s);
  * and free. */
 void         mst_sampler_stop(mst_sampler *s);
 
+/* Disarm (paused) or re-arm every thread's timer, keeping the handler and the rings: the sampler
+ * costs nothing while paused (a signal already queued is still taken). Before start it decides
+ * whether start arms. The profile command pauses it with the recorder's off steps (events.h's
+ * phase hook). 0, or -1 when a timer could not be set (see error). */
+int          mst_sampler_pause(mst_sampler *s, bool paused);
+
 /* Fold and classify what the rings hold now and free their space, while running: call it from
  * any thread (the trainer at a step end, a background writer) so that long runs need no huge
  * ring. stop drains too. 0. */

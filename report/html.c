@@ -768,7 +768,7 @@ static void run_section(rpt_buf *b, const rpt_page *pg) {
     const rpt_profile *p = pg->p;
     rpt_puts(b, "<section id=\"run\"><h2>Run</h2>\n<div class=\"row\"><table id=\"run-table\"><tr><th>key</th><th>value</th></tr>\n");
     for (int i = 0; i < p->n_meta; i++) {
-        if (strcmp(p->meta_key[i], "config") == 0) continue;
+        if (strcmp(p->meta_key[i], "config") == 0 || strcmp(p->meta_key[i], "profiler.cost_measured") == 0) continue;  /* shown below */
         rpt_puts(b, "<tr>");
         td_text(b, p->meta_key[i]);
         td_text(b, p->meta_value[i]);
@@ -776,6 +776,12 @@ static void run_section(rpt_buf *b, const rpt_page *pg) {
     }
     rpt_puts(b, "</table><table id=\"health-table\"><tr><th>profiler</th><th>value</th></tr>\n");
     if (p->overhead_share >= 0) rpt_printf(b, "<tr><td>overhead (estimated)</td><td class=\"n\">%.2f%%</td></tr>\n", 100 * p->overhead_share);
+    const char *measured = rpt_profile_meta(p, "profiler.cost_measured");
+    if (measured) {
+        rpt_puts(b, "<tr><td>cost measured in this run (off vs recording steps)</td>");
+        td_text(b, measured);
+        rpt_puts(b, "</tr>\n");
+    }
     rpt_printf(b, "<tr><td>records dropped</td><td class=\"n\">%lld</td></tr>\n", (long long)p->events_dropped);
     rpt_printf(b, "<tr><td>threads</td><td class=\"n\">%lld</td></tr>\n", (long long)p->n_threads);
     rpt_printf(b, "<tr><td>steps recorded</td><td class=\"n\">%lld</td></tr>\n", (long long)p->n_steps);

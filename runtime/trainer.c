@@ -43,6 +43,7 @@ mst_train_config mst_train_defaults(void) {
 
 void mst_train_result_free(mst_train_result *res) {
     free(res->losses);
+    free(res->step_ms);
     free(res->epoch);
     free(res->rank_step_ms);
     free(res->rank_exposed_ms);
@@ -345,6 +346,7 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
     res->comm_size = mst_train_dp_size(ctx);
     int64_t run_steps = total > step ? total - step : 0;
     res->losses = malloc(sizeof(double) * (size_t)(run_steps > 0 ? run_steps : 1));
+    res->step_ms = malloc(sizeof(double) * (size_t)(run_steps > 0 ? run_steps : 1));
     step_ms = malloc(sizeof(double) * (size_t)(run_steps > 0 ? run_steps : 1));
     int64_t epochs_touched = cfg->epochs - start_epoch + 1;
     res->epoch = calloc((size_t)(epochs_touched > 0 ? epochs_touched : 1), sizeof(*res->epoch));
@@ -354,7 +356,7 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
         comm_busy = malloc(sizeof(double) * (size_t)(run_steps > 0 ? run_steps : 1));
         if (!comm_exp || !comm_hid || !comm_busy) { s = mst_ctx_fail(ctx, MST_ERR_OOM, "train: out of memory"); goto out; }
     }
-    if (!res->losses || !step_ms || !res->epoch) { s = mst_ctx_fail(ctx, MST_ERR_OOM, "train: out of memory"); goto out; }
+    if (!res->losses || !res->step_ms || !step_ms || !res->epoch) { s = mst_ctx_fail(ctx, MST_ERR_OOM, "train: out of memory"); goto out; }
     /* the underflow probe: profiled runs at O1..O3 only */
     const bool probing = cfg->profiler && cfg->underflow_every > 0 && cfg->amp_level > 0;
     if (probing && !(res->underflow = calloc((size_t)(run_steps / cfg->underflow_every + 2), sizeof(*res->underflow)))) {
@@ -484,6 +486,7 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
                 epoch_probe_ns += pns;
             }
             res->samples += step_samples;
+            res->step_ms[res->n_losses] = b > b0 ? ms : NAN;
             res->losses[res->n_losses++] = lv;
             loss_sum += lv;
             er->steps++;

@@ -116,6 +116,7 @@ typedef struct {
     double steps_per_s, samples_per_s;  /* this run's steps and samples over train_loop_s */
     int64_t peak_memory_bytes;      /* allocator peak, all categories */
     double *losses;                 /* training loss of every step this run took */
+    double *step_ms;                /* the same steps' times (NAN: an epoch's first step, warm-up, not timed) */
     int64_t n_losses;
     mst_epoch_record *epoch;        /* one per epoch this run worked on */
     int64_t n_epoch;

@@ -295,7 +295,7 @@ static int by_offset(const void *a, const void *b) {
 
 static void test_schema_table(void **state) {
     const int n = mst_job_key_count;
-    assert_int_equal(n, 82);
+    assert_int_equal(n, 83);
     const mst_job_key *sorted[96];
     mst_job job;
     mst_job_defaults(&job);
@@ -691,6 +691,14 @@ static void test_validate(void **state) {
     }
     mst_job_defaults(&j);
     assert_true(mst_job_memory_estimate(&j) > 1e6 && mst_job_memory_estimate(&j) < 1e9);   /* quickstart-sized: MBs */
+
+    /* off steps in the profile's schedule need recorded ones after them */
+    mst_job_defaults(&j);
+    set_ok(&j, "profile.wait=5");
+    expect_invalid(&j, "profile.wait (5) needs profile.active > 0: the steps recorded after each 5 off");
+    set_ok(&j, "profile.active=5");
+    char e3[256];
+    assert_int_equal(mst_job_validate(&j, e3, sizeof(e3)), 0);
 
     /* a struct filled by hand gets the per-key checks too */
     mst_job_defaults(&j);

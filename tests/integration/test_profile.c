@@ -234,11 +234,45 @@ static void test_sigint_stops_cleanly(void **state) {
     e2e_rmtree(dir);
 }
 
+/* Off steps in the schedule (profile.wait): the run measures what recording cost it, off windows
+ * against the recording windows after them, and says so in summary.json, on stdout and in the
+ * report. What the cost is, is timing (bench/profile_cost_inrun.sh); here: the pairs the schedule
+ * makes, finite figures, and the collectors' estimate beside them. */
+static void test_cost_measured_in_run(void **state) {
+    char dir[512], p[700];
+    e2e_tmpdir(dir, sizeof(dir));
+    /* 3200 samples of 64: 50 steps, cycles of 5 off + 5 recording: 5 pairs (step 0, the epoch's
+     * first, is untimed: its off window keeps 4 steps) */
+    cJSON *j = run_profile("workloads/jobs/fashion_mlp.yaml --set data.limit=3200 --set profile.wait=5 --set profile.warmup=0 "
+                           "--set profile.active=5 --set train.eval=false --set train.checkpoint=false",
+                           dir);
+    assert_int_equal((int)field(j, "profiler_cost_measured", "pairs"), 5);
+    assert_int_equal((int)field(j, "profiler_cost_measured", "off_steps"), 5);
+    assert_int_equal((int)field(j, "profiler_cost_measured", "recording_steps"), 5);
+    double cost = field(j, "profiler_cost_measured", "cost"), lo = field(j, "profiler_cost_measured", "lo"),
+           hi = field(j, "profiler_cost_measured", "hi");
+    assert_true(isfinite(cost) && lo <= cost && cost <= hi);
+    assert_true(field(j, "profiler_cost_measured", "off_step_ms") > 0);
+    assert_true(field(j, "profiler_cost_measured", "estimate") >= 0);
+    assert_true(field(j, NULL, "profiled_steps") <= 25);                /* only recording steps are in the profile */
+    assert_non_null(strstr(g_out, "profiler cost measured in this run: "));
+    snprintf(p, sizeof(p), "%s/report/index.html", dir);
+    FILE *f = fopen(p, "r");
+    assert_non_null(f);
+    static char html[1 << 20];
+    size_t n = fread(html, 1, sizeof(html) - 1, f);
+    html[n] = 0;
+    fclose(f);
+    assert_non_null(strstr(html, "cost measured in this run"));
+    cJSON_Delete(j);
+    e2e_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_injected_data_cost),      cmocka_unit_test(test_injected_kernel_cost),
         cmocka_unit_test(test_sampler_agrees_on_mlp),   cmocka_unit_test(test_kill_leaves_readable_db),
-        cmocka_unit_test(test_sigint_stops_cleanly),
+        cmocka_unit_test(test_sigint_stops_cleanly),    cmocka_unit_test(test_cost_measured_in_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -152,8 +152,57 @@ static void test_intern(void **state) {
     assert_string_equal(mst_prof_cat_name(MST_CAT_COMPILE), "compile");
 }
 
+/* Cycles of wait off, warmup and active steps after skip; repeat bounds the cycles. */
+static void test_schedule_wait(void **state) {
+    mst_prof_config c = {.level = MST_PROF_LEVEL_OPS, .skip = 1, .warmup = 1, .active = 2, .repeat = 2, .wait = 3};
+    const char *want = "O" "OOOWAA" "OOOWAA" "OOO";     /* O off, W warmup, A active */
+    for (int step = 0; want[step]; step++) {
+        mst_prof_phase ph = mst_prof_schedule_phase(&c, step);
+        char got = ph == MST_PROF_STEP_OFF ? 'O' : ph == MST_PROF_STEP_WARMUP ? 'W' : 'A';
+        assert_int_equal(got, want[step]);
+    }
+}
+
+typedef struct {
+    int calls;
+    bool last;
+} hook_log;
+
+static void on_phase(void *user, bool recording) {
+    hook_log *h = user;
+    h->calls++;
+    h->last = recording;
+}
+
+/* The hook fires when recording turns on or off between steps, never for a step that keeps it. */
+static void test_phase_hook(void **state) {
+    mst_profiler *p = mst_profiler_new();
+    mst_prof_config c = {.level = MST_PROF_LEVEL_OPS, .active = 2, .wait = 2};
+    mst_profiler_configure(p, &c);
+    hook_log h = {0};
+    mst_profiler_set_phase_hook(p, on_phase, &h);
+    assert_int_equal(mst_profiler_start(p), 0);      /* recording from start */
+    mst_profiler_step(p, 0);                         /* off */
+    assert_int_equal(h.calls, 1);
+    assert_false(h.last);
+    assert_false(mst_prof_on(MST_PROF_LEVEL_STEPS));
+    mst_profiler_step(p, 1);
+    assert_int_equal(h.calls, 1);
+    mst_profiler_step(p, 2);                         /* active */
+    assert_int_equal(h.calls, 2);
+    assert_true(h.last);
+    assert_true(mst_prof_on(MST_PROF_LEVEL_OPS));
+    mst_profiler_step(p, 3);
+    mst_profiler_step(p, 4);                         /* off again */
+    assert_int_equal(h.calls, 3);
+    assert_false(h.last);
+    mst_profiler_stop(p);
+    mst_profiler_free(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_schedule_wait),       cmocka_unit_test(test_phase_hook),
         cmocka_unit_test(test_off_records_nothing), cmocka_unit_test(test_dispatch_ranges_nest),
         cmocka_unit_test(test_threads),             cmocka_unit_test(test_one_active_profiler),
         cmocka_unit_test(test_intern),

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# profile_cost_inrun.sh — what a profile costs, measured inside one run: `mstune profile` with a
+# schedule of WAIT steps off (recorder and stack sampler paused) then ACTIVE steps recorded, over
+# and over (profile.wait / profile.active, warmup 0); each off window and the recording window
+# after it are a pair seconds apart, and the run's summary.json holds the median over pairs of
+# (recording mean / off mean - 1) with its distribution-free 90% interval, beside the collectors'
+# own estimate over the same recording steps (profiler/self_cost.h). Separate runs of a job on a
+# shared VM differ by more than the cost (bench/profile_cost.sh's intervals span 10-20 points);
+# pairs inside one run do not carry that. Prints one row per run and per setting, then each
+# setting's median over runs. Settings: the default profile, and the sampler at 1 kHz (a cost large
+# enough that the measurement must find it: the check that the method sees what it should).
+#
+#     bash bench/profile_cost_inrun.sh                 # RUNS=3, WAIT=ACTIVE=10, EPOCHS=3, fashion_mlp fashion_cnn
+#     RUNS=5 JOBS=fashion_mlp bash bench/profile_cost_inrun.sh --set data.batch_size=16
+set -euo pipefail
+BIN=${MSTUNE_BIN:-./build/mstune}
+RUNS=${RUNS:-3}
+WAIT=${WAIT:-10}
+ACTIVE=${ACTIVE:-10}
+LIMIT=${LIMIT:-60000}
+EPOCHS=${EPOCHS:-3}
+JOBS=${JOBS:-"fashion_mlp fashion_cnn"}
+[ -x "$BIN" ] || { echo "profile_cost_inrun: no $BIN (make build first)" >&2; exit 2; }
+OUT=$(mktemp -d /tmp/mstune-profile-cost-inrun.XXXXXX)
+trap 'rm -rf "$OUT"' EXIT
+feats=$("$BIN" list cpu 2>/dev/null | awk '$2 == "yes" {print $1}' | paste -sd' ')
+echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores; features: $feats"
+echo "# $WAIT off / $ACTIVE recording steps per pair, data.limit=$LIMIT, $EPOCHS epochs, $RUNS runs per setting; extra: $*"
+echo "| job | setting | run | pairs | off ms/step | recording ms/step | measured cost [90% interval] | estimated | estimate - measured |"
+echo "|---|---|---|---|---|---|---|---|---|"
+declare -A settings=([default]="" [sampler_1khz]="--set profile.sample_hz=1000")
+for job in $JOBS; do
+  for r in $(seq 1 "$RUNS"); do
+    for setting in default sampler_1khz; do
+      dir=$OUT/$job-$setting-$r
+      # shellcheck disable=SC2086
+      "$BIN" profile "workloads/jobs/$job.yaml" --set profile.wait="$WAIT" --set profile.warmup=0 --set profile.active="$ACTIVE" \
+        --set data.limit="$LIMIT" --set train.epochs="$EPOCHS" --set train.eval=false --set train.checkpoint=false \
+        --set optimizer.warmup_steps=0 ${settings[$setting]} "$@" --out "$dir" > "$OUT/log" 2>&1 ||
+        { echo "profile_cost_inrun: $job ($setting) failed:" >&2; tail -5 "$OUT/log" >&2; exit 1; }
+      python3 - "$dir/summary.json" "$job" "$setting" "$r" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))["profiler_cost_measured"]
+iv = "[%+.2f, %+.2f]" % (100 * m["lo"], 100 * m["hi"]) if m["lo"] is not None else "(too few pairs)"
+est = m["estimate"]
+print("| %s | %s | %s | %d | %.4f | %.4f | %+.2f%% %s | %.2f%% | %+.2f pts |" % (sys.argv[2], sys.argv[3], sys.argv[4], m["pairs"],
+      m["off_step_ms"], m["recording_step_ms"], 100 * m["cost"], iv, 100 * est, 100 * (est - m["cost"])))
+PY
+    done
+  done
+done
+echo
+echo "| job | setting | median measured cost over runs | median estimate | estimate - measured |"
+echo "|---|---|---|---|---|"
+python3 - "$OUT" "$JOBS" <<'PY'
+import glob, json, statistics, sys
+out, jobs = sys.argv[1], sys.argv[2].split()
+for job in jobs:
+    for setting in ("default", "sampler_1khz"):
+        ms = [json.load(open(f))["profiler_cost_measured"] for f in sorted(glob.glob(f"{out}/{job}-{setting}-*/summary.json"))]
+        c = statistics.median(100 * m["cost"] for m in ms)
+        e = statistics.median(100 * m["estimate"] for m in ms)
+        print(f"| {job} | {setting} | {c:+.2f}% | {e:.2f}% | {e - c:+.2f} pts |")
+PY
