@@ -111,6 +111,26 @@ static void describe_cost(char *buf, size_t n, const measured_cost *m) {
              100 * m->c.cost, iv, m->c.pairs, m->wait, m->on, 100 * m->c.level, 100 * m->estimate);
 }
 
+static void add_cost_json(cJSON *o, const measured_cost *mc) {
+    cJSON *m = cJSON_AddObjectToObject(o, "profiler_cost_measured");
+    cJSON_AddNumberToObject(m, "cost", mc->c.cost);
+    if (isfinite(mc->c.lo)) {
+        cJSON_AddNumberToObject(m, "lo", mc->c.lo);
+        cJSON_AddNumberToObject(m, "hi", mc->c.hi);
+    } else {
+        cJSON_AddNullToObject(m, "lo");
+        cJSON_AddNullToObject(m, "hi");
+    }
+    cJSON_AddNumberToObject(m, "level", mc->c.level);
+    cJSON_AddNumberToObject(m, "pairs", mc->c.pairs);
+    cJSON_AddNumberToObject(m, "off_steps", mc->wait);
+    cJSON_AddNumberToObject(m, "recording_steps", mc->on);
+    cJSON_AddNumberToObject(m, "off_step_ms", mc->c.off_ms);
+    cJSON_AddNumberToObject(m, "recording_step_ms", mc->c.on_ms);
+    if (isfinite(mc->estimate)) cJSON_AddNumberToObject(m, "estimate", mc->estimate);
+    else cJSON_AddNullToObject(m, "estimate");
+}
+
 static void print_breakdown(FILE *f, const char *db_path, const mst_breakdown *b, double sampler_share, const mst_op_row *ops,
                             int n_ops) {
     double mean[MST_CAT_COUNT], step_mean = 0;
@@ -329,25 +349,7 @@ int mst_cmd_profile(int argc, char **argv) {
             rc = MST_EXIT_FAIL;
         } else {
             cJSON *bj = breakdown_json(&b, sampler_share, overhead_share, ops, n_ops);
-            if (mc.measured) {
-                cJSON *m = cJSON_AddObjectToObject(bj, "profiler_cost_measured");
-                cJSON_AddNumberToObject(m, "cost", mc.c.cost);
-                if (isfinite(mc.c.lo)) {
-                    cJSON_AddNumberToObject(m, "lo", mc.c.lo);
-                    cJSON_AddNumberToObject(m, "hi", mc.c.hi);
-                } else {
-                    cJSON_AddNullToObject(m, "lo");
-                    cJSON_AddNullToObject(m, "hi");
-                }
-                cJSON_AddNumberToObject(m, "level", mc.c.level);
-                cJSON_AddNumberToObject(m, "pairs", mc.c.pairs);
-                cJSON_AddNumberToObject(m, "off_steps", mc.wait);
-                cJSON_AddNumberToObject(m, "recording_steps", mc.on);
-                cJSON_AddNumberToObject(m, "off_step_ms", mc.c.off_ms);
-                cJSON_AddNumberToObject(m, "recording_step_ms", mc.c.on_ms);
-                if (isfinite(mc.estimate)) cJSON_AddNumberToObject(m, "estimate", mc.estimate);
-                else cJSON_AddNullToObject(m, "estimate");
-            }
+            if (mc.measured) add_cost_json(bj, &mc);
             for (cJSON *it = bj->child; it;) {          /* move the breakdown's keys into the summary */
                 cJSON *next = it->next;
                 cJSON_AddItemToObject(sum, it->string, cJSON_DetachItemViaPointer(bj, it));
