@@ -315,12 +315,9 @@ int mst_cmd_profile(int argc, char **argv) {
         snprintf(v, sizeof(v), "%.17g", r.train_loop_s);
         mst_store_set_meta(store, "train_loop_s", v);
     }
-    double overhead_share =
-        wall_s > 0 ? ((double)ov.records * ov.record_ns + (double)ov.flush_ns + (double)ov.sampler_ns + (double)ov.probe_ns) /
-                         (wall_s * 1e9)
-                   : 0;
+    double overhead_share = wall_s > 0 ? mst_prof_overhead_ns(&ov) / (wall_s * 1e9) : 0;
     /* the probe runs outside the timed steps: not in what off vs on windows can see */
-    measured_cost mc = measure_cost(&pc, &r, (double)ov.records * ov.record_ns + (double)ov.flush_ns + (double)ov.sampler_ns);
+    measured_cost mc = measure_cost(&pc, &r, mst_prof_overhead_ns(&ov) - (double)ov.probe_ns);
     char cost_text[256] = "";
     if (st == MST_OK && mc.measured) {
         describe_cost(cost_text, sizeof(cost_text), &mc);

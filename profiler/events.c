@@ -27,6 +27,8 @@ typedef struct thread_buf {
     mst_profiler *owner;        /* profiler the records belong to; NULL once detached */
     uint32_t tid;
     size_t n;
+    uint64_t prep_ns;           /* sampled record preparation (mst_prof_prep_end), scaled; moved to the owner at flush */
+    uint32_t prep_calls;
     mst_prof_event ev[CHUNK_EVENTS];
 } thread_buf;
 
@@ -87,6 +89,8 @@ static void buf_flush_locked(mst_profiler *p, thread_buf *b) {
         p->overhead.flushes++;
         p->overhead.records += b->n;
     }
+    if (p) p->overhead.prep_ns += b->prep_ns;
+    b->prep_ns = 0;
     b->n = 0;
 }
 
@@ -185,6 +189,11 @@ mst_prof_overhead mst_profiler_overhead(const mst_profiler *p) {
     return o;
 }
 
+double mst_prof_overhead_ns(const mst_prof_overhead *o) {
+    return (double)o->records * o->record_ns + (double)o->flush_ns + (double)o->sampler_ns + (double)o->probe_ns +
+           (double)o->prep_ns;
+}
+
 void mst_prof_set_thread_name(const char *name) {
     snprintf(t_name, sizeof(t_name), "%s", name ? name : "");
     thread_buf *b = t_buf;
@@ -253,6 +262,8 @@ static thread_buf *buf_for_active(void) {
         if (!b) { p->dropped++; pthread_mutex_unlock(&g_active_lock); return NULL; }
         b->owner = NULL;
         b->n = 0;
+        b->prep_ns = 0;
+        b->prep_calls = 0;
         b->tid = (uint32_t)syscall(SYS_gettid);
         t_buf = b;
         pthread_setspecific(g_key, b);
@@ -261,6 +272,7 @@ static thread_buf *buf_for_active(void) {
     bool attached = false;
     if (b->owner != p) {            /* records of a stopped profiler were flushed at its stop */
         b->n = 0;
+        b->prep_ns = 0;
         b->owner = p;
         b->next_registered = p->registered;
         p->registered = b;
@@ -280,11 +292,11 @@ static thread_buf *buf_for_active(void) {
     return b;
 }
 
-void mst_prof_record_(mst_prof_kind kind, mst_prof_cat cat, uint32_t name, int op, int64_t a, int64_t b) {
+mst_prof_event *mst_prof_record_(mst_prof_kind kind, mst_prof_cat cat, uint32_t name, int op, int64_t a, int64_t b) {
     thread_buf *buf = t_buf;
     if (!buf || !buf->owner || buf->n == CHUNK_EVENTS) {
         buf = buf_for_active();
-        if (!buf) return;
+        if (!buf) return NULL;
     }
     mst_prof_event *e = &buf->ev[buf->n++];
     e->t_ns = mst_prof_now_ns();
@@ -294,6 +306,18 @@ void mst_prof_record_(mst_prof_kind kind, mst_prof_cat cat, uint32_t name, int o
     e->op = (int16_t)op;
     e->kind = (uint8_t)kind;
     e->cat = (uint8_t)cat;
+    return e;
+}
+
+uint64_t mst_prof_prep_begin(void) {
+    thread_buf *b = t_buf;
+    if (!b || !b->owner || b->prep_calls++ % MST_PROF_PREP_EVERY) return 0;
+    return mst_prof_now_ns();
+}
+
+void mst_prof_prep_end(uint64_t t0) {
+    thread_buf *b = t_buf;
+    if (t0 && b) b->prep_ns += (mst_prof_now_ns() - t0) * MST_PROF_PREP_EVERY;
 }
 
 void mst_prof_thread_flush(void) {

@@ -139,8 +139,11 @@ typedef struct {
                                    set by whoever ran it, since the event recorder knows nothing of it */
     uint64_t probe_ns;          /* the trainer's partial-underflow probe (runtime/amp/underflow.h), when it ran:
                                    measurement work outside the steps, set by whoever ran it likewise */
+    uint64_t prep_ns;           /* the callers' preparation of records (mst_prof_prep_begin/end), sampled and scaled */
 } mst_prof_overhead;
 mst_prof_overhead mst_profiler_overhead(const mst_profiler *p);
+/* Every part of it in ns: records x record_ns, flushes, sampler, probe, record preparation. */
+double mst_prof_overhead_ns(const mst_prof_overhead *o);
 
 /* Name the calling thread in the profile ("main", "loader.worker.0", "pool.1"); any time. */
 void          mst_prof_set_thread_name(const char *name);
@@ -165,7 +168,19 @@ int64_t       mst_prof_flow_next(void);
 int64_t       mst_prof_flow_backward_of(void);
 int64_t       mst_prof_flow_enter_backward(int64_t seq);
 
-void mst_prof_record_(mst_prof_kind kind, mst_prof_cat cat, uint32_t name, int op, int64_t a, int64_t b);
+/* Makes one record now; returns it, or NULL when none was made. A caller may fill its a and b after
+ * the timestamp (before its next record on this thread): work that only feeds a record stays out
+ * of the range it closes. */
+mst_prof_event *mst_prof_record_(mst_prof_kind kind, mst_prof_cat cat, uint32_t name, int op, int64_t a, int64_t b);
+
+/* Work a caller does only to feed records (a call's signature hashed and interned, its FLOPs and
+ * bytes counted) is the profiler's cost too, and the calibrated cost of a record does not include
+ * it. Bracket it with these: one bracket in MST_PROF_PREP_EVERY on a thread is timed (two clock
+ * reads) and counted MST_PROF_PREP_EVERY times, into mst_prof_overhead.prep_ns. begin returns 0
+ * when this bracket is not timed. */
+#define MST_PROF_PREP_EVERY 16
+uint64_t mst_prof_prep_begin(void);
+void     mst_prof_prep_end(uint64_t t0);
 
 /* Coarse ranges (data waits, compile, comm): level STEPS. */
 static inline void mst_prof_begin(mst_prof_cat cat, uint32_t name, int op) {

@@ -1025,9 +1025,9 @@ int mst_store_set_sampler_summary(mst_store *s, int64_t samples, double dispatch
 }
 
 int mst_store_set_overhead(mst_store *s, const mst_prof_overhead *o, double run_wall_s) {
-    /* the cost recording threads paid: each record, the time spent handing chunks to the sink, and
-     * the stack sampler's signal deliveries and unwinding (every collector) */
-    const double overhead_ns = (double)o->records * o->record_ns + (double)o->flush_ns + (double)o->sampler_ns + (double)o->probe_ns;
+    /* the cost recording threads paid: each record and its preparation, the time spent handing
+     * chunks to the sink, and the stack sampler's signal deliveries and unwinding (every collector) */
+    const double overhead_ns = mst_prof_overhead_ns(o);
     const double v[7] = {(double)o->records, o->record_ns, (double)o->flush_ns, (double)o->flushes, run_wall_s,
                          overhead_ns, run_wall_s > 0 ? overhead_ns / (run_wall_s * 1e9) : 0};
     const int is_int[7] = {1, 0, 1, 1, 0, 0, 0};

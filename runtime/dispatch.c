@@ -148,13 +148,21 @@ mst_status mst_dispatch(mst_ctx *ctx, mst_op op, int n_in, mst_tensor *const in[
 
     if (s == MST_OK && kernel && !tracing) {
         if (mst_prof_on(MST_PROF_LEVEL_OPS)) {     /* shapes, dtypes and the forward-backward link for the trace */
+            uint64_t prep = mst_prof_prep_begin();
             int64_t bwd = mst_prof_flow_backward_of();
             if (!bwd && ctx->grad_enabled && d->backward) c.prof_seq = mst_prof_flow_next();
-            mst_prof_kernel_begin(prof_name, op, mst_prof_intern_sig(mst_op_signature_key(&c), sig_text, &c), bwd ? -bwd : c.prof_seq);
+            uint32_t sig = mst_prof_intern_sig(mst_op_signature_key(&c), sig_text, &c);
+            mst_prof_prep_end(prep);
+            mst_prof_kernel_begin(prof_name, op, sig, bwd ? -bwd : c.prof_seq);
         }
         s = kernel(ctx, &c);
-        if (mst_prof_on(MST_PROF_LEVEL_OPS))
-            mst_prof_record_(MST_EV_END, MST_CAT_KERNEL, prof_name, op, mst_op_flops(&c), mst_op_bytes(&c));
+        mst_prof_event *end = mst_prof_on(MST_PROF_LEVEL_OPS) ? mst_prof_record_(MST_EV_END, MST_CAT_KERNEL, prof_name, op, 0, 0) : NULL;
+        if (end) {      /* counted after the kernel's end is stamped: the counting is not kernel time */
+            uint64_t prep = mst_prof_prep_begin();
+            end->a = mst_op_flops(&c);
+            end->b = mst_op_bytes(&c);
+            mst_prof_prep_end(prep);
+        }
     }
 
     if (s == MST_OK && ctx->grad_enabled && d->backward) {

@@ -694,9 +694,12 @@ mst_status mst_graph_exec_run(mst_graph_exec *ex, mst_tensor *const in[], int n_
         if (s->kind != STEP_VIEW) {
             mst_prof_kernel_begin(s->prof_name, s->op, s->prof_sig, 0);
             st = run_step(ctx, s);
-            if (mst_prof_on(MST_PROF_LEVEL_OPS)) {
-                int64_t bytes, flops = step_flops(s, &bytes);
-                mst_prof_record_(MST_EV_END, MST_CAT_KERNEL, s->prof_name, s->op, flops, bytes);
+            mst_prof_event *end = mst_prof_on(MST_PROF_LEVEL_OPS) ? mst_prof_record_(MST_EV_END, MST_CAT_KERNEL, s->prof_name, s->op, 0, 0)
+                                                                  : NULL;
+            if (end) {      /* counted after the kernel's end is stamped, as the dispatcher does */
+                uint64_t prep = mst_prof_prep_begin();
+                end->a = step_flops(s, &end->b);
+                mst_prof_prep_end(prep);
             }
             if (ctx->dp) mst_dp_progress(ctx);      /* a bucket's all-reduce in flight moves on between steps, as in eager */
         }

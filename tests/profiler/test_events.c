@@ -1,6 +1,6 @@
 /* test_events.c — the profiler event API: nothing recorded when off, nested dispatch/kernel
  * ranges from the dispatcher, multi-threaded recording past one chunk, flush on thread exit,
- * name interning. */
+ * name interning, the schedule's off steps and its phase hook, sampled record preparation. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -200,9 +200,33 @@ static void test_phase_hook(void **state) {
     mst_profiler_free(p);
 }
 
+/* One bracket in MST_PROF_PREP_EVERY is timed and counted that many times; none before the thread
+ * records (no buffer to count into), none once the profiler stopped. Each bracket spins 20 us, so
+ * the count is at least what was spun in the timed ones, scaled. */
+static void test_prep_sampled(void **state) {
+    mst_profiler *p = mst_profiler_new();
+    assert_int_equal(mst_profiler_start(p), 0);
+    mst_prof_instant(mst_prof_intern("first"), 0, 0);       /* the thread's buffer */
+    int timed = 0;
+    for (int i = 0; i < 2 * MST_PROF_PREP_EVERY; i++) {
+        uint64_t t0 = mst_prof_prep_begin();
+        timed += t0 != 0;
+        for (uint64_t s = mst_prof_now_ns(); mst_prof_now_ns() - s < 20000;) {}
+        mst_prof_prep_end(t0);
+    }
+    assert_int_equal(timed, 2);
+    mst_profiler_stop(p);
+    mst_prof_overhead o = mst_profiler_overhead(p);
+    assert_true(o.prep_ns >= 2ull * MST_PROF_PREP_EVERY * 20000);
+    assert_true(mst_prof_overhead_ns(&o) >= (double)o.prep_ns + (double)o.records * o.record_ns);
+    for (int i = 0; i < 2 * MST_PROF_PREP_EVERY; i++) assert_int_equal(mst_prof_prep_begin(), 0);   /* stopped */
+    mst_profiler_free(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schedule_wait),       cmocka_unit_test(test_phase_hook),
+        cmocka_unit_test(test_prep_sampled),
         cmocka_unit_test(test_off_records_nothing), cmocka_unit_test(test_dispatch_ranges_nest),
         cmocka_unit_test(test_threads),             cmocka_unit_test(test_one_active_profiler),
         cmocka_unit_test(test_intern),
