@@ -27,8 +27,9 @@ typedef struct thread_buf {
     mst_profiler *owner;        /* profiler the records belong to; NULL once detached */
     uint32_t tid;
     size_t n;
-    uint64_t prep_ns;           /* sampled record preparation (mst_prof_prep_end), scaled; moved to the owner at flush */
-    uint32_t prep_calls;
+    /* record preparation (mst_prof_prep_begin/end), moved to the owner at flush: brackets, and the
+     * timed ones kept (not interrupted) with their time */
+    uint64_t prep_brackets, prep_kept, prep_kept_ns;
     mst_prof_event ev[CHUNK_EVENTS];
 } thread_buf;
 
@@ -49,6 +50,7 @@ struct mst_profiler {
     stored_chunk *head, *tail;  /* in-memory sink */
     size_t count;
     uint64_t dropped;
+    uint64_t prep_brackets, prep_kept, prep_kept_ns;    /* flushed from the threads (thread_buf) */
     mst_prof_phase_hook phase_hook;
     void *phase_hook_user;
     bool recording;             /* as of the last start or step: recording (the hook fires on changes) */
@@ -89,8 +91,10 @@ static void buf_flush_locked(mst_profiler *p, thread_buf *b) {
         p->overhead.flushes++;
         p->overhead.records += b->n;
     }
-    if (p) p->overhead.prep_ns += b->prep_ns;
-    b->prep_ns = 0;
+    p->prep_brackets += b->prep_brackets;
+    p->prep_kept += b->prep_kept;
+    p->prep_kept_ns += b->prep_kept_ns;
+    b->prep_brackets = b->prep_kept = b->prep_kept_ns = 0;
     b->n = 0;
 }
 
@@ -185,6 +189,8 @@ mst_prof_overhead mst_profiler_overhead(const mst_profiler *p) {
     mst_profiler *q = (mst_profiler *)p;
     pthread_mutex_lock(&q->lock);
     mst_prof_overhead o = q->overhead;
+    /* every bracket at the mean of the timed ones that ran uninterrupted */
+    o.prep_ns = q->prep_kept ? (uint64_t)((double)q->prep_kept_ns / (double)q->prep_kept * (double)q->prep_brackets) : 0;
     pthread_mutex_unlock(&q->lock);
     return o;
 }
@@ -262,8 +268,7 @@ static thread_buf *buf_for_active(void) {
         if (!b) { p->dropped++; pthread_mutex_unlock(&g_active_lock); return NULL; }
         b->owner = NULL;
         b->n = 0;
-        b->prep_ns = 0;
-        b->prep_calls = 0;
+        b->prep_brackets = b->prep_kept = b->prep_kept_ns = 0;
         b->tid = (uint32_t)syscall(SYS_gettid);
         t_buf = b;
         pthread_setspecific(g_key, b);
@@ -272,7 +277,7 @@ static thread_buf *buf_for_active(void) {
     bool attached = false;
     if (b->owner != p) {            /* records of a stopped profiler were flushed at its stop */
         b->n = 0;
-        b->prep_ns = 0;
+        b->prep_brackets = b->prep_kept = b->prep_kept_ns = 0;
         b->owner = p;
         b->next_registered = p->registered;
         p->registered = b;
@@ -311,13 +316,17 @@ mst_prof_event *mst_prof_record_(mst_prof_kind kind, mst_prof_cat cat, uint32_t 
 
 uint64_t mst_prof_prep_begin(void) {
     thread_buf *b = t_buf;
-    if (!b || !b->owner || b->prep_calls++ % MST_PROF_PREP_EVERY) return 0;
+    if (!b || !b->owner || b->prep_brackets++ % MST_PROF_PREP_EVERY) return 0;
     return mst_prof_now_ns();
 }
 
 void mst_prof_prep_end(uint64_t t0) {
     thread_buf *b = t_buf;
-    if (t0 && b) b->prep_ns += (mst_prof_now_ns() - t0) * MST_PROF_PREP_EVERY;
+    if (!t0 || !b) return;
+    uint64_t d = mst_prof_now_ns() - t0;
+    if (d > MST_PROF_PREP_MAX_NS) return;       /* interrupted: the thread was descheduled inside */
+    b->prep_kept++;
+    b->prep_kept_ns += d;
 }
 
 void mst_prof_thread_flush(void) {

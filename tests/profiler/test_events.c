@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -200,24 +201,27 @@ static void test_phase_hook(void **state) {
     mst_profiler_free(p);
 }
 
-/* One bracket in MST_PROF_PREP_EVERY is timed and counted that many times; none before the thread
- * records (no buffer to count into), none once the profiler stopped. Each bracket spins 20 us, so
- * the count is at least what was spun in the timed ones, scaled. */
+/* One bracket in MST_PROF_PREP_EVERY is timed; every bracket counts at the mean of the timed ones
+ * that were not interrupted (a timed bracket over MST_PROF_PREP_MAX_NS is left out); none once the
+ * profiler stopped. The brackets spin 1 us, or 50 us on the first timed one (an interruption). */
 static void test_prep_sampled(void **state) {
     mst_profiler *p = mst_profiler_new();
     assert_int_equal(mst_profiler_start(p), 0);
     mst_prof_instant(mst_prof_intern("first"), 0, 0);       /* the thread's buffer */
     int timed = 0;
-    for (int i = 0; i < 2 * MST_PROF_PREP_EVERY; i++) {
+    for (int i = 0; i < 3 * MST_PROF_PREP_EVERY; i++) {
         uint64_t t0 = mst_prof_prep_begin();
         timed += t0 != 0;
-        for (uint64_t s = mst_prof_now_ns(); mst_prof_now_ns() - s < 20000;) {}
+        uint64_t spin = t0 && timed == 1 ? 50000 : 1000;
+        for (uint64_t s = mst_prof_now_ns(); mst_prof_now_ns() - s < spin;) {}
         mst_prof_prep_end(t0);
     }
-    assert_int_equal(timed, 2);
+    assert_int_equal(timed, 3);
     mst_profiler_stop(p);
     mst_prof_overhead o = mst_profiler_overhead(p);
-    assert_true(o.prep_ns >= 2ull * MST_PROF_PREP_EVERY * 20000);
+    printf("# 48 brackets of 1 us, one timed one interrupted: prep %.1f us\n", o.prep_ns / 1e3);
+    assert_true(o.prep_ns >= 3ull * MST_PROF_PREP_EVERY * 1000);      /* a spin never ends early */
+    assert_true(o.prep_ns < 3ull * MST_PROF_PREP_EVERY * 1000 + 50000); /* the interrupted one left out */
     assert_true(mst_prof_overhead_ns(&o) >= (double)o.prep_ns + (double)o.records * o.record_ns);
     for (int i = 0; i < 2 * MST_PROF_PREP_EVERY; i++) assert_int_equal(mst_prof_prep_begin(), 0);   /* stopped */
     mst_profiler_free(p);
