@@ -16,8 +16,8 @@
  * no metric (older files, unit tests) fall back to val_accuracy.
  *
  * Accuracy: the runs of both sides use the same K seeds, so run i of the trial is paired with the
- * baseline's run at the same seed; the mean paired difference gets a t interval (GSL's quantile,
- * K - 1 degrees of freedom) and is tested for non-inferiority against the tolerance: the lower
+ * baseline's run at the same seed; the mean paired difference gets a t interval
+ * (mst_stats_mean_interval: GSL's quantile, K - 1 degrees of freedom) and is tested for non-inferiority against the tolerance: the lower
  * bound must be above -tolerance. When it is not, but the mean is, the seeds do not resolve the
  * question: the verdict is "cannot verify", with the baseline's seed spread, instead of accepting. */
 #include "advisor/finding.h"
@@ -26,8 +26,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-#include <gsl/gsl_cdf.h>
 
 #include "util/stats.h"
 
@@ -213,11 +211,7 @@ void mst_verdict_decide_at(const mst_trial_set *base, const mst_trial_set *trial
     v->accuracy_pairs = np;
     if (np > 0) {
         v->accuracy_delta_pp = mst_stats_mean(d, np);
-        if (np >= 2) {
-            double half = gsl_cdf_tdist_Pinv((1 + confidence) / 2, np - 1) * mst_stats_sd(d, np) / sqrt((double)np);
-            v->accuracy_ci_low = v->accuracy_delta_pp - half;
-            v->accuracy_ci_high = v->accuracy_delta_pp + half;
-        }
+        mst_stats_mean_interval(d, np, confidence, &v->accuracy_ci_low, &v->accuracy_ci_high);     /* np >= 2 */
     }
     double bm[MST_TRIAL_MAX_RUNS], tm[MST_TRIAL_MAX_RUNS];
     int nbm = ok_values(base, V_MEM, bm), ntm = ok_values(trial, V_MEM, tm);

@@ -40,11 +40,7 @@ int mst_prof_measure_self_cost(const mst_prof_config *cfg, int64_t first_step, c
         out->cost = mst_stats_mean(cost, pairs);
         out->off_ms = mst_stats_mean(off, pairs);
         out->on_ms = mst_stats_mean(on, pairs);
-        if (pairs >= 2) {
-            double half = mst_stats_t_quantile((1 + level) / 2, pairs - 1) * mst_stats_sd(cost, pairs) / sqrt((double)pairs);
-            out->lo = out->cost - half;
-            out->hi = out->cost + half;
-        }
+        mst_stats_mean_interval(cost, pairs, level, &out->lo, &out->hi);     /* one pair: stays unbounded */
         rc = 0;
     }
     free(cost);

@@ -320,6 +320,15 @@ out:
     return rc;
 }
 
+int mst_stats_mean_interval(const double *x, int n, double conf, double *lo, double *hi) {
+    if (n < 2 || !(conf > 0 && conf < 1)) return -1;
+    double m = mst_stats_mean(x, n);
+    double half = mst_stats_t_quantile((1 + conf) / 2, n - 1) * mst_stats_sd(x, n) / sqrt((double)n);
+    *lo = m - half;
+    *hi = m + half;
+    return 0;
+}
+
 int mst_stats_prediction_interval(const double *x, int n, int k, double conf, double *lo, double *hi) {
     if (n < 2 || k < 1 || !(conf > 0 && conf < 1)) return -1;
     double m = mst_stats_mean(x, n), s = mst_stats_sd(x, n);

@@ -90,6 +90,10 @@ int mst_stats_hodges_lehmann(const double *x, int m, const double *y, int n, dou
 int mst_stats_hodges_lehmann_strata(const double *x, const int *xs, int m, const double *y, const int *ys, int n, double conf,
                                     mst_shift *out);
 
+/* Two-sided t interval at level conf for the mean of x (normal model): mean(x) +- t_{(1+conf)/2, n-1}
+ * * sd(x) / sqrt(n). Needs n >= 2; -1 otherwise (lo and hi untouched). */
+int mst_stats_mean_interval(const double *x, int n, double conf, double *lo, double *hi);
+
 /* Two-sided prediction interval at level conf for the mean of k future values drawn like x
  * (normal model): mean(x) +- t_{(1+conf)/2, n-1} * sd(x) * sqrt(1/n + 1/k). Needs n >= 2. */
 int mst_stats_prediction_interval(const double *x, int n, int k, double conf, double *lo, double *hi);
