@@ -156,6 +156,16 @@ static const cJSON *epoch_records(const rpt_headline *h) {
     return cJSON_IsArray(e) && cJSON_GetArraySize(e) > 0 ? e : NULL;
 }
 
+/* Epoch records with a finite validation metric: what the loss chart can plot beside the loss
+ * (none with train.eval false, or when every recorded step came before the first epoch ended). */
+static int epoch_metrics(const rpt_headline *h) {
+    const cJSON *ep = epoch_records(h), *e;
+    int n = 0;
+    if (ep)
+        cJSON_ArrayForEach(e, ep) n += !isnan(rpt_metric_epoch(&h->metric, e));
+    return n;
+}
+
 static void read_loss(const rpt_profile *p, const rpt_headline *h, char *out, size_t n) {
     size_t len = 0;
     if (p->n_loss > 0) {
@@ -268,9 +278,10 @@ void rpt_charts_plan(const rpt_profile *p, const rpt_headline *h, rpt_chart char
         read_breakdown(h, p, c[RPT_CH_BREAKDOWN].reading, sizeof(c[RPT_CH_BREAKDOWN].reading));
         read_throughput(p, h, c[RPT_CH_THROUGHPUT].reading, sizeof(c[RPT_CH_THROUGHPUT].reading));
     }
-    if (p->n_loss == 0 && !epoch_records(h)) {
+    if (p->n_loss == 0 && epoch_metrics(h) == 0) {     /* gnuplot refuses a plot with no point */
         c[RPT_CH_LOSS].state = RPT_CHART_NO_DATA;
-        snprintf(c[RPT_CH_LOSS].why_none, sizeof(c[RPT_CH_LOSS].why_none), "no loss values were recorded");
+        snprintf(c[RPT_CH_LOSS].why_none, sizeof(c[RPT_CH_LOSS].why_none),
+                 "no loss values were recorded, and no validation %s", h->metric.label);
     } else {
         read_loss(p, h, c[RPT_CH_LOSS].reading, sizeof(c[RPT_CH_LOSS].reading));
     }
@@ -465,7 +476,6 @@ static void draw_loss(FILE *f, const rpt_profile *p, const rpt_headline *h) {
     if (n_acc > 0)
         fprintf(f, "%s$acc using 1:2 axes x1y2 with linespoints pt 7 ps 1.2 lw 2 lc rgb '%s' title '%s'",
                 p->n_loss > 0 ? ", " : "", rpt_cat_colors[MST_CAT_COMM], mlabel);
-    if (p->n_loss == 0 && n_acc == 0) fputs("NaN notitle", f);
     fputc('\n', f);
 }
 

@@ -709,6 +709,18 @@ static void test_empty_profile(void **state) {
     if (rc != 0) fail_msg("%s", err);
     assert_non_null(strstr(text, "step time, median (ms)"));
     free(text);
+
+    /* a run whose schedule recorded no step (profile.skip past its end) without evaluation: its
+     * epoch records hold no metric, so there is nothing to plot (gnuplot refused the empty plot) */
+    char sum_path[700];
+    join(sum_path, sizeof(sum_path), fx->dir, "no-eval-summary.json");
+    write_text(sum_path, "{\"name\":\"quickstart\",\"step_time_ms_median\":0.5,\"epoch_records\":[{\"steps\":188,"
+                         "\"wall_s\":0.1,\"train_loss\":0.75,\"val_accuracy\":-1,\"val_loss\":-1,\"val_metric\":null}]}\n");
+    if (mst_report_render(db, sum_path, out, err, sizeof(err)) != 0) fail_msg("%s", err);
+    html = slurp(path);
+    assert_non_null(strstr(html, "no loss values were recorded, and no validation accuracy"));
+    assert_null(strstr(html, "<img "));
+    free(html);
 }
 
 /* A hand-edited profile whose memory table allows NULL categories (found by fuzz_reports: the
