@@ -2,8 +2,8 @@
 # profile_cost_inrun.sh — what a profile costs, measured inside one run: `mstune profile` with a
 # schedule of WAIT steps off (recorder and stack sampler paused) then ACTIVE steps recorded, over
 # and over (profile.wait / profile.active, warmup 0); each off window and the recording window
-# after it are a pair milliseconds apart, and the run's summary.json holds the mean over pairs of
-# (recording mean / off mean - 1) with its 90% t interval, beside the collectors' own estimate
+# after it are a pair milliseconds apart, and the run's summary.json holds the ratio of the means
+# over pairs (recording / off - 1) with its 90% t interval, beside the collectors' own estimate
 # over the same recording steps (profiler/self_cost.h). Separate runs of a job on a
 # shared VM differ by more than the cost (bench/profile_cost.sh's intervals span 10-20 points);
 # pairs inside one run do not carry that. Prints one row per run and per setting, then each

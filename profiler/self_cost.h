@@ -1,7 +1,10 @@
 /* self_cost.h — what recording cost, measured inside the run that recorded: with a schedule that
  * has off steps (mst_prof_config.wait), each cycle's off window and the recording window after it
- * form a pair, milliseconds to seconds apart; the cost is the mean over pairs of (mean recording
- * step / mean off step - 1), with its t interval. Pairing keeps a machine that drifts or slows down
+ * form a pair, milliseconds to seconds apart; the cost is the ratio of the means over pairs
+ * (mean recording window / mean off window - 1), with the ratio estimator's t interval (delta
+ * method: the residuals on - ratio * off). Not the mean of per-pair ratios: 1/off is convex, so
+ * noise in the off windows alone pushed that up (+0.5 to +2 points with nothing recorded, on the
+ * mlp on a noisy VM; docs/benchmarks.md). Pairing keeps a machine that drifts or slows down
  * as a whole for a while from counting (separate runs of one job on a shared VM differ by more
  * than the cost). Means, not medians: the cost is lumpy — a sampler signal lands in one step of
  * dozens, and the recording thread writes the store's queue every ~200 ms (store.c), in one window
@@ -23,8 +26,8 @@
 
 typedef struct {
     int pairs;              /* cycles whose off and recording windows both had timed steps */
-    double cost;            /* mean over pairs of on / off - 1 (0.02: recording made steps 2% slower) */
-    double lo, hi;          /* its t interval at `level`; -inf/+inf with one pair */
+    double cost;            /* on_ms / off_ms - 1 (0.02: recording made steps 2% slower) */
+    double lo, hi;          /* its t interval at `level` (delta method); -inf/+inf with one pair */
     double level;
     double off_ms, on_ms;   /* means over the pairs of the windows' mean step times */
     double recorded_ms;     /* the time of every timed recording step (of the pairs or not): what an

@@ -486,7 +486,9 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
                 epoch_probe_ns += pns;
             }
             res->samples += step_samples;
-            res->step_ms[res->n_losses] = b > b0 ? ms : NAN;
+            /* untimed: an epoch's first step (warm-up), and a short last batch (other shapes, other
+             * work: its first run also times the kernel choices for them, ~4 ms on the mlp) */
+            res->step_ms[res->n_losses] = b > b0 && step_samples == mst_loader_batch_size(train) * acc ? ms : NAN;
             res->losses[res->n_losses++] = lv;
             loss_sum += lv;
             er->steps++;

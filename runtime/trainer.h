@@ -116,7 +116,8 @@ typedef struct {
     double steps_per_s, samples_per_s;  /* this run's steps and samples over train_loop_s */
     int64_t peak_memory_bytes;      /* allocator peak, all categories */
     double *losses;                 /* training loss of every step this run took */
-    double *step_ms;                /* the same steps' times (NAN: an epoch's first step, warm-up, not timed) */
+    double *step_ms;                /* the same steps' times (NAN: an epoch's first step, warm-up, and a
+                                       short last batch: not the work of the others) */
     int64_t n_losses;
     mst_epoch_record *epoch;        /* one per epoch this run worked on */
     int64_t n_epoch;

@@ -52,6 +52,20 @@ static void test_interval_and_partial_runs(void **state) {
     assert_true(fabs(r.cost - 0.0) < 1e-9);
 }
 
+/* Noise in the off windows is not a cost: with recording steps at 1.0 ms and off windows at 0.8
+ * or 1.2 ms alike, the ratio of the means is 1 (a mean of per-pair ratios read +4.2%: 1/off is
+ * convex, so noise alone pushed it up); the interval is the ratio estimator's (delta method). */
+static void test_noisy_off_windows_cost_nothing(void **state) {
+    mst_prof_config c = {.level = MST_PROF_LEVEL_OPS, .active = 1, .wait = 1};
+    double ms[8] = {0.8, 1.0, 1.2, 1.0, 0.8, 1.0, 1.2, 1.0};
+    mst_prof_self_cost r;
+    assert_int_equal(mst_prof_measure_self_cost(&c, 0, ms, 8, 0.90, &r), 0);
+    assert_true(fabs(r.cost) < 1e-12);
+    /* residuals on - 1 * off = {.2, -.2, .2, -.2}: sd 0.23094; t(0.95, 3) = 2.3534; mean(off) = 1 */
+    assert_true(fabs(r.hi - 2.3534 * 0.23094 / 2) < 1e-4);
+    assert_true(fabs(r.lo + r.hi) < 1e-12);
+}
+
 static void test_cannot_measure(void **state) {
     double ms[4] = {1, 1, 1, 1};
     mst_prof_self_cost r;
@@ -68,6 +82,7 @@ static void test_cannot_measure(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pairs_and_means),
+        cmocka_unit_test(test_noisy_off_windows_cost_nothing),
         cmocka_unit_test(test_interval_and_partial_runs),
         cmocka_unit_test(test_cannot_measure),
     };
