@@ -323,7 +323,6 @@ int mst_cmd_profile(int argc, char **argv) {
         describe_cost(cost_text, sizeof(cost_text), &mc);
         mst_store_set_meta(store, "profiler.cost_measured", cost_text);
     }
-    const mst_store_stats qs = mst_store_get_stats(store);     /* before the closing drain */
     if (mst_store_close(store, err, sizeof(err)) != 0) {
         fprintf(stderr, "mstune profile: %s\n", err);
         rc = MST_EXIT_IO;
@@ -385,10 +384,6 @@ int mst_cmd_profile(int argc, char **argv) {
                        r.steps_per_s, (long long)r.samples, r.train_loop_s);
                 print_breakdown(stdout, db_path, &b, sampler_share, ops, n_ops);
                 printf("\n  profiler overhead (estimated) %.2f%% of the run\n", 100 * overhead_share);
-                if (qs.writer_items + qs.recorder_items > 0)
-                    printf("  the store's idle writer wrote %.0f%% of the recorded hand-offs in %.1f ms of CPU on idle cycles "
-                           "(not in the estimate)\n",
-                           100.0 * (double)qs.writer_items / (double)(qs.writer_items + qs.recorder_items), qs.writer_cpu_ns / 1e6);
                 if (cost_text[0]) printf("  profiler cost measured in this run: %s\n", cost_text);
                 printf("  wrote %s, %s, %s\n", db_path, trace_path, sum_path);
                 if (report_rc != 0) fprintf(stderr, "mstune profile: warning: report: %s\n", rerr);

@@ -7,7 +7,7 @@
  * mlp on a noisy VM; docs/benchmarks.md). Pairing keeps a machine that drifts or slows down
  * as a whole for a while from counting (separate runs of one job on a shared VM differ by more
  * than the cost). Means, not medians: the cost is lumpy — a sampler signal lands in one step of
- * dozens, and the store's queue is written in bursts (store.c), in one window
+ * dozens, and the recording thread writes the store's queue every ~200 ms (store.c), in one window
  * of many — and a median over pairs leaves those windows out (it read +0.8% where the collectors
  * had timed themselves at 1.6%); a preempted window on either side widens the interval instead.
  * The cost of the collectors that pause with the recorder (events.h's phase hook) is in it;

@@ -1,5 +1,5 @@
-/* store.c — the SQLite profile store: bounded queue written by a SCHED_IDLE writer on idle cycles
- * (the recording threads write, between steps, what it leaves too long), per-step attribution,
+/* store.c — the SQLite profile store: bounded queue written by the recording threads between steps
+ * (a SCHED_IDLE backstop thread writes what they leave too long), per-step attribution,
  * finalisation at close, and the read side used by the CLI summary.
  *
  * Trade-off: the database keeps one row per step (and per step and counter) for the whole run,
@@ -31,9 +31,7 @@
 
 #define DEFAULT_QUEUE_EVENTS (1u << 18)
 #define QUEUE_ITEMS 4096                /* sink calls in flight; a power of two */
-#define WRITER_POLL_NS 100000000ull     /* the idle writer looks at the queue every 100 ms */
-#define WRITER_WAKE_NS 20000000ull      /* a queued item older than 20 ms: the hand-off wakes the idle writer */
-#define WRITER_WAKE_EVENTS 16384u       /* or this many queued records (512 KiB) */
+#define WRITER_POLL_NS 100000000ull     /* the backstop writer looks at the queue every 100 ms */
 #define WRITER_STALE_NS 200000000ull    /* a queued item older than 200 ms: the recording thread drains */
 #define MAX_THREADS 1024
 #define MAX_MEM_CATS 32
@@ -173,7 +171,6 @@ struct mst_store {
     uint64_t ihead, itail;
     int closing, failed_q;
     uint64_t received, dropped, producer_waits, producer_wait_ns;
-    uint64_t writer_items, writer_ns, recorder_items;   /* mst_store_stats' (writer_ns: its CPU time), under dblock */
 
     pthread_t writer;
     int writer_started;
@@ -695,19 +692,14 @@ void mst_store_sink(void *user, uint32_t tid, const mst_prof_event *ev, size_t n
         s->received += piece;
         ev += piece;
         n -= piece;
+        /* Wake the backstop writer only when the queue fills up (writer_main); the recording
+         * threads drain it below, between steps. */
+        if (s->tail - s->head >= s->cap / 4 || s->itail - s->ihead >= QUEUE_ITEMS / 4) pthread_cond_signal(&s->q_data);
     }
-    /* Wake the idle writer once the queue holds WRITER_WAKE_NS of records or WRITER_WAKE_EVENTS of
-     * them (writer_main); with no waiter (it is draining, or not yet back) the signal is a few
-     * loads, not a system call. */
-    if (s->ihead != s->itail && !s->failed_q && !s->closing &&
-        (s->tail - s->head >= WRITER_WAKE_EVENTS || s->itail - s->ihead >= QUEUE_ITEMS / 4 ||
-         (t_call > s->items[s->ihead & (QUEUE_ITEMS - 1)].t_ns &&
-          t_call - s->items[s->ihead & (QUEUE_ITEMS - 1)].t_ns >= WRITER_WAKE_NS)))
-        pthread_cond_signal(&s->q_data);
-    /* The recording thread writes the queue itself once its oldest item is WRITER_STALE_NS old
-     * (the idle writer got no CPU that long), timed in its hand-off (flush_ns): the writing
-     * happens between steps, where the estimate sees it, and what a kill loses stays bounded by
-     * WRITER_STALE_NS plus the commit window (docs/profile-schema.md). */
+    /* The recording thread writes the queue itself once its oldest item is WRITER_STALE_NS old,
+     * timed in its hand-off (flush_ns): the writing happens between steps, where the estimate
+     * sees it, and what a kill loses stays bounded by WRITER_STALE_NS plus the commit window
+     * (docs/profile-schema.md). */
     uint64_t stale = 0;     /* the items queued now: others' later hand-offs are theirs to drain */
     if (s->ihead != s->itail && !s->failed_q && !s->closing) {
         const uint64_t queued_at = s->items[s->ihead & (QUEUE_ITEMS - 1)].t_ns;     /* may be after t_call */
@@ -728,20 +720,8 @@ static void deadline_ts(uint64_t t_ns, struct timespec *ts) {
  * hand-off, where it is timed (flush_ns, in the overhead estimate). dblock is held from taking the
  * item to retiring it, so items are processed in order whoever processes them. Lock order: dblock,
  * then qlock. */
-static __thread int t_is_writer;        /* the calling thread is a store's idle writer */
-
-/* The calling thread's CPU time: the idle writer's drains are timed in it, not in wall time (a
- * SCHED_IDLE thread waits for the CPU most of the time it is runnable: 110 us of wall time per
- * mlp step drained, against a few us of CPU). */
-static uint64_t thread_cpu_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static int drain_one(mst_store *s) {
     pthread_mutex_lock(&s->dblock);
-    const uint64_t t0 = t_is_writer ? thread_cpu_ns() : 0;
     pthread_mutex_lock(&s->qlock);
     if (s->ihead == s->itail) {
         pthread_mutex_unlock(&s->qlock);
@@ -755,12 +735,6 @@ static int drain_one(mst_store *s) {
         if (!s->failed && s->txn_open && (now_ns() - s->txn_t0 >= s->commit_ns || s->txn_steps >= s->commit_steps))
             commit(s);
     }
-    if (t_is_writer) {
-        s->writer_items++;
-        s->writer_ns += thread_cpu_ns() - t0;
-    } else {
-        s->recorder_items++;
-    }
     const int failed_now = s->failed;
     pthread_mutex_lock(&s->qlock);
     if (failed_now) s->dropped += it.n;     /* discarded, or cut short by the failure */
@@ -773,23 +747,19 @@ static int drain_one(mst_store *s) {
     return 1;
 }
 
-/* The writer drains the queue on idle cycles: SCHED_IDLE, it runs only where a core has nothing
- * else to run, and the recording threads' hand-off wakes it once the queue holds WRITER_WAKE_NS
- * (20 ms) of records or WRITER_WAKE_EVENTS of them. It also wakes every WRITER_POLL_NS and commits
- * a transaction left open past its deadline with nothing queued, so what a kill loses stays
- * bounded while the recording threads are away. What it leaves for WRITER_STALE_NS (200 ms: no idle
- * core, as on a cnn whose two threads are always in oneDNN) the recording threads drain at their
- * hand-off, between steps, timed in flush_ns.
- * Measured inside runs (profile.wait; docs/benchmarks.md): when the recording thread drained
- * every ~200 ms, the mlp's profile cost a median +3.9% of step time; with this writer +2.8% (10
- * alternated rounds, lower in 8), the cnn's +1.4% and +1.2%. Its CPU time (store.writer_cpu_ns,
- * ~17 us per mlp step drained: preempted and cache-cold) is not in the estimate, which times the
- * recording threads; what it costs the steps is in the measured cost. An earlier comparison of
- * separate processes had read such a writer as costlier on the cnn (+1.5 to +2.7% against +0.5 to
- * +0.9%); those comparisons spread over tens of points on this VM. */
+/* The writer is a backstop, not the one who writes. The recording threads write the queue
+ * themselves at their hand-off once its oldest item is WRITER_STALE_NS old (the trainer hands each
+ * step over as it ends, so that is every ~200 ms, between steps), timed in flush_ns and so in the
+ * overhead estimate. A writer thread doing that work while the step's kernels ran cost far more
+ * than its CPU time: as an ordinary thread ~75 us of work per cnn step cost +1.2 to +3.1% of step
+ * time on 2 cores (preempting one thread of a parallel region stalls the region), and even as
+ * SCHED_IDLE +1.5 to +2.7%, against a deferred writer's +0.5 to +0.9% (docs/benchmarks.md) — cost
+ * the estimate could not see. So this thread (SCHED_IDLE) wakes every WRITER_POLL_NS and drains
+ * only what nobody handed over for WRITER_STALE_NS (a long step, an evaluation pass, a stalled
+ * run) or a queue filling up, and commits a transaction left open past its deadline with nothing
+ * queued: what a kill loses stays bounded while the recording threads are away. */
 static void *writer_main(void *arg) {
     mst_store *s = arg;
-    t_is_writer = 1;
     const struct sched_param idle = {0};
     s->writer_sched_errno = pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);    /* read after the join */
     for (;;) {
@@ -800,7 +770,7 @@ static void *writer_main(void *arg) {
         }
         const uint64_t now = now_ns(), queued = s->itail - s->ihead;
         const uint64_t oldest = queued ? s->items[s->ihead & (QUEUE_ITEMS - 1)].t_ns : now;
-        const int due = queued > 0 && ((now > oldest && now - oldest >= WRITER_WAKE_NS) || s->tail - s->head >= WRITER_WAKE_EVENTS ||
+        const int due = queued > 0 && ((now > oldest && now - oldest >= WRITER_STALE_NS) || s->tail - s->head >= s->cap / 4 ||
                                        queued >= QUEUE_ITEMS / 4);
         if (due) {
             pthread_mutex_unlock(&s->qlock);
@@ -1107,9 +1077,6 @@ mst_store_stats mst_store_get_stats(mst_store *s) {
     pthread_mutex_lock(&s->dblock);
     r.steps = s->steps_written;
     r.commits = s->commits;
-    r.writer_items = s->writer_items;
-    r.writer_cpu_ns = s->writer_ns;
-    r.recorder_items = s->recorder_items;
     pthread_mutex_unlock(&s->dblock);
     return r;
 }
@@ -1298,10 +1265,7 @@ static int finalize_rows(mst_store *s) {
         set_meta_i64(s, "store.untracked_records", (int64_t)s->untracked_records) != 0 ||
         set_meta_i64(s, "store.untracked_counters", (int64_t)s->untracked_counters) != 0 ||
         set_meta_i64(s, "store.untracked_ops", (int64_t)mst_attr_ops_untracked(s->ops)) != 0 ||
-        set_meta_i64(s, "store.main_tid", s->main_known ? (int64_t)s->main_tid : 0) != 0 ||
-        set_meta_i64(s, "store.writer_items", (int64_t)s->writer_items) != 0 ||
-        set_meta_i64(s, "store.writer_cpu_ns", (int64_t)s->writer_ns) != 0 ||
-        set_meta_i64(s, "store.recorder_items", (int64_t)s->recorder_items) != 0)
+        set_meta_i64(s, "store.main_tid", s->main_known ? (int64_t)s->main_tid : 0) != 0)
         return -1;
     return finalize_hidden(s);
 }

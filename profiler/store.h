@@ -77,11 +77,6 @@ typedef struct {
     uint64_t producer_wait_ns;  /* time recording threads spent waiting for room */
     uint64_t steps;             /* steps rows written */
     uint64_t commits;
-    uint64_t writer_items;      /* queue items (one thread's hand-off each) the idle writer drained */
-    uint64_t writer_cpu_ns;     /* the CPU time it spent on them (idle cycles: not in the overhead
-                                   estimate, which times the recording threads) */
-    uint64_t recorder_items;    /* items the recording threads drained themselves (the writer got no
-                                   CPU for 200 ms, or the queue was full) */
 } mst_store_stats;
 mst_store_stats mst_store_get_stats(mst_store *s);
 

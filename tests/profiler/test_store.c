@@ -717,45 +717,6 @@ static void test_starved_writer_queue_does_not_age(void **state) {
     rm_db(path);
 }
 
-/* With a core to spare (the recording thread sleeps here), the idle writer drains aged hand-offs,
- * not the recording thread, and the stats and the run's metadata say who drained how many and at
- * what CPU time. The hand-off wakes it once the queue holds 20 ms of records; its own 100 ms poll
- * would find them too, so this does not time the wake (a SCHED_IDLE thread still gets a small share
- * of a busy machine, and the wait is generous). */
-static void test_idle_writer_drains_aged_queue(void **state) {
-    (void)state;
-    char path[512], err[512];
-    tmp_db(path, sizeof(path), "wake");
-    mst_store *st = mst_store_open(path, NULL, 2, err, sizeof(err));
-    if (!st) fail_msg("%s", err);
-    mst_profiler *p = mst_profiler_new();
-    mst_profiler_set_sink(p, mst_store_sink, st);
-    assert_int_equal(mst_profiler_start(p), 0);
-    const names nm = intern_names();
-    run_steps(&nm, 0, 3, NULL, 0);
-    const struct timespec age = {0, 25000000}, poll = {0, 1000000};
-    nanosleep(&age, NULL);                  /* the three hand-offs are now older than 20 ms */
-    run_steps(&nm, 3, 1, NULL, 0);          /* whose hand-off wakes the writer */
-    mst_store_stats s = mst_store_get_stats(st);
-    for (int i = 0; i < 10000 && s.writer_items < 4; i++) {
-        nanosleep(&poll, NULL);
-        s = mst_store_get_stats(st);
-    }
-    assert_true(s.writer_items >= 4);
-    assert_int_equal(s.recorder_items, 0);
-    assert_true(s.writer_cpu_ns > 0);
-    mst_profiler_stop(p);
-    if (mst_store_close(st, err, sizeof(err)) != 0) fail_msg("%s", err);
-    sqlite3 *db = db_open(path);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM steps"), 4);
-    assert_true(q_int(db, "SELECT value FROM run WHERE key = 'store.writer_items'") >= 4);
-    assert_true(q_int(db, "SELECT value FROM run WHERE key = 'store.writer_cpu_ns'") > 0);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM run WHERE key = 'store.recorder_items'"), 1);
-    sqlite3_close(db);
-    mst_profiler_free(p);
-    rm_db(path);
-}
-
 /* The database per step at level 1 with ~600 records per step (a cnn step): measured, bounded. */
 static mst_prof_event op_ev(mst_prof_kind kind, mst_prof_cat cat, uint32_t name, int op, uint64_t t, int64_t a, int64_t b) {
     mst_prof_event e = ev_make(kind, cat, name, t, a);
@@ -987,7 +948,6 @@ int main(void) {
         cmocka_unit_test(test_trace_limits),    cmocka_unit_test(test_unbalanced_and_repeated_steps),
         cmocka_unit_test(test_bounded_queue),   cmocka_unit_test(test_idle_writer_under_load),
         cmocka_unit_test(test_starved_writer_queue_does_not_age),
-        cmocka_unit_test(test_idle_writer_drains_aged_queue),
         cmocka_unit_test(test_db_size_per_step),
         cmocka_unit_test(test_kill_safety),     cmocka_unit_test(test_store_full),
         cmocka_unit_test(test_errors),
