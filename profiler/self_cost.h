@@ -3,8 +3,8 @@
  * form a pair, milliseconds to seconds apart; the cost is the ratio of the means over pairs
  * (mean recording window / mean off window - 1), with the ratio estimator's t interval (delta
  * method: the residuals on - ratio * off). Not the mean of per-pair ratios: 1/off is convex, so
- * noise in the off windows alone pushed that up (+0.5 to +2 points with nothing recorded, on the
- * mlp on a noisy VM; docs/benchmarks.md). Pairing keeps a machine that drifts or slows down
+ * noise in the off windows alone pushed that up (0.3 to 1.1 points on the mlp in runs that
+ * recorded nothing; docs/benchmarks.md). Pairing keeps a machine that drifts or slows down
  * as a whole for a while from counting (separate runs of one job on a shared VM differ by more
  * than the cost). Means, not medians: the cost is lumpy — a sampler signal lands in one step of
  * dozens, and the recording thread writes the store's queue every ~200 ms (store.c), in one window
