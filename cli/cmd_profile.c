@@ -383,6 +383,13 @@ int mst_cmd_profile(int argc, char **argv) {
                 printf("  throughput %.0f samples/s, %.1f steps/s (%lld samples in %.2f s of training loop)\n", r.samples_per_s,
                        r.steps_per_s, (long long)r.samples, r.train_loop_s);
                 print_breakdown(stdout, db_path, &b, sampler_share, ops, n_ops);
+                if (b.steps == 0 && r.steps > r.resumed_at_step)     /* a schedule that never reached the run's steps */
+                    fprintf(stderr,
+                            "mstune profile: warning: the schedule recorded none of the run's %lld steps "
+                            "(profile.skip %lld, profile.warmup %lld, profile.wait %lld, profile.active %lld): "
+                            "the breakdown and the report have no step to show\n",
+                            (long long)(r.steps - r.resumed_at_step), (long long)pc.skip, (long long)pc.warmup,
+                            (long long)pc.wait, (long long)pc.active);
                 printf("\n  profiler overhead (estimated) %.2f%% of the run\n", 100 * overhead_share);
                 if (cost_text[0]) printf("  profiler cost measured in this run: %s\n", cost_text);
                 printf("  wrote %s, %s, %s\n", db_path, trace_path, sum_path);

@@ -441,7 +441,7 @@ static void draw_loss(FILE *f, const rpt_profile *p, const rpt_headline *h) {
     for (char *q = mlabel; *q; q++)
         if (*q == '\'' || *q == '\\' || (unsigned char)*q < 0x20) *q = ' ';
     int n_acc = 0;
-    double acc_min = INFINITY, acc_max = -INFINITY;
+    double acc_min = INFINITY, acc_max = -INFINITY, x_min = INFINITY, x_max = -INFINITY;
     if (ep) {
         fputs("$acc << EOD\n", f);
         double steps = 0;
@@ -453,6 +453,8 @@ static void draw_loss(FILE *f, const rpt_profile *p, const rpt_headline *h) {
             steps += cJSON_IsNumber(st) ? st->valuedouble : 0;
             if (!isnan(mv)) {
                 fprintf(f, "%.0f\t%.6g\n", (double)base + steps - 1, m->scale * mv);
+                x_min = fmin(x_min, (double)base + steps - 1);
+                x_max = fmax(x_max, (double)base + steps - 1);
                 acc_min = fmin(acc_min, m->scale * mv);
                 acc_max = fmax(acc_max, m->scale * mv);
                 n_acc++;
@@ -469,6 +471,10 @@ static void draw_loss(FILE *f, const rpt_profile *p, const rpt_headline *h) {
     else if (n_acc > 0)
         fprintf(f, "set y2label '%s'\nset y2tics\nset ytics nomirror\nset y2range [%.6g:%.6g]\n", mlabel,
                 floor(acc_min) - 1, ceil(acc_max) + 1);
+    if (p->n_loss == 0)         /* the metric alone: no loss axis to autoscale (gnuplot warned) */
+        fputs("set yrange [0:1]\nunset ytics\nset ylabel ''\n", f);
+    if (p->n_loss == 0 && n_acc > 0 && x_min == x_max)      /* one epoch's point: no x range either */
+        fprintf(f, "set xrange [%.0f:%.0f]\nset xtics 1\n", x_min - 1, x_max + 1);
     fputs("plot ", f);
     if (p->n_loss > 0)
         fprintf(f, "$loss using 1:2 with lines lw 1.5 lc rgb '%s' title 'training loss%s'", rpt_cat_colors[MST_CAT_DISPATCH],

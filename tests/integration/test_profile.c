@@ -274,8 +274,31 @@ static void test_cost_measured_in_run(void **state) {
     e2e_rmtree(dir);
 }
 
+/* A schedule that starts past the run's end (profile.skip over its 60 steps) records no step: the
+ * run succeeds, says so on stderr, and the report has nothing to plot rather than a gnuplot error;
+ * with evaluation, the loss chart holds the epoch's accuracy alone, one point, drawn without
+ * gnuplot's warnings about ranges it could not autoscale. */
+static void test_schedule_past_the_run(void **state) {
+    char dir[512], p[700];
+    e2e_tmpdir(dir, sizeof(dir));
+    cJSON *j = run_profile(SYNTH " --set profile.skip=100", dir);
+    assert_int_equal((int)field(j, NULL, "profiled_steps"), 0);
+    assert_non_null(strstr(g_out, "warning: the schedule recorded none of the run's 60 steps (profile.skip 100,"));
+    assert_null(strstr(g_out, "gnuplot failed"));
+    cJSON_Delete(j);
+    j = run_profile(SYNTH " --set profile.skip=100 --set train.eval=true", dir);
+    assert_null(strstr(g_out, "gnuplot failed"));
+    assert_null(strstr(g_out, "empty x range"));
+    assert_null(strstr(g_out, "range undefined"));
+    snprintf(p, sizeof(p), "%s/report/loss.png", dir);
+    if (!strstr(g_out, "gnuplot is not installed")) assert_int_equal(access(p, R_OK), 0);
+    cJSON_Delete(j);
+    e2e_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_schedule_past_the_run),
         cmocka_unit_test(test_injected_data_cost),      cmocka_unit_test(test_injected_kernel_cost),
         cmocka_unit_test(test_sampler_agrees_on_mlp),   cmocka_unit_test(test_kill_leaves_readable_db),
         cmocka_unit_test(test_sigint_stops_cleanly),    cmocka_unit_test(test_cost_measured_in_run),
