@@ -385,9 +385,9 @@ int mst_cmd_profile(int argc, char **argv) {
                 print_breakdown(stdout, db_path, &b, sampler_share, ops, n_ops);
                 if (b.steps == 0 && r.steps > r.resumed_at_step)     /* a schedule that never reached the run's steps */
                     fprintf(stderr,
-                            "mstune profile: warning: the schedule recorded none of the run's %lld steps "
-                            "(profile.skip %lld, profile.warmup %lld, profile.wait %lld, profile.active %lld): "
-                            "the breakdown and the report have no step to show\n",
+                            "mstune profile: warning: no step of the run's %lld was measured "
+                            "(profile.skip %lld, profile.warmup %lld, profile.wait %lld, profile.active %lld; skipped, "
+                            "off and warm-up steps are not): the breakdown and the report have no step to show\n",
                             (long long)(r.steps - r.resumed_at_step), (long long)pc.skip, (long long)pc.warmup,
                             (long long)pc.wait, (long long)pc.active);
                 printf("\n  profiler overhead (estimated) %.2f%% of the run\n", 100 * overhead_share);

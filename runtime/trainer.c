@@ -257,6 +257,7 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
     if (acc < 1 || acc > MST_STEP_MAX_MICRO)
         return mst_ctx_fail(ctx, MST_ERR_ARG, "train: accumulate_steps must be in 1..%d, got %d", MST_STEP_MAX_MICRO, acc);
     const int64_t nb = mst_loader_batches_per_epoch(train) / acc;     /* optimizer steps per epoch */
+    const int64_t full_step_samples = mst_loader_batch_size(train) * acc;     /* a short last batch has fewer */
     if (cfg->epochs < 0 || cfg->max_steps < 0)
         return mst_ctx_fail(ctx, MST_ERR_ARG, "train: epochs (%lld) and max_steps (%lld) must be >= 0", (long long)cfg->epochs,
                             (long long)cfg->max_steps);
@@ -488,7 +489,7 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
             res->samples += step_samples;
             /* untimed: an epoch's first step (warm-up), and a short last batch (other shapes, other
              * work: its first run also times the kernel choices for them, ~4 ms on the mlp) */
-            res->step_ms[res->n_losses] = b > b0 && step_samples == mst_loader_batch_size(train) * acc ? ms : NAN;
+            res->step_ms[res->n_losses] = b > b0 && step_samples == full_step_samples ? ms : NAN;
             res->losses[res->n_losses++] = lv;
             loss_sum += lv;
             er->steps++;

@@ -283,7 +283,7 @@ static void test_schedule_past_the_run(void **state) {
     e2e_tmpdir(dir, sizeof(dir));
     cJSON *j = run_profile(SYNTH " --set profile.skip=100", dir);
     assert_int_equal((int)field(j, NULL, "profiled_steps"), 0);
-    assert_non_null(strstr(g_out, "warning: the schedule recorded none of the run's 60 steps (profile.skip 100,"));
+    assert_non_null(strstr(g_out, "warning: no step of the run's 60 was measured (profile.skip 100,"));
     assert_null(strstr(g_out, "gnuplot failed"));
     cJSON_Delete(j);
     j = run_profile(SYNTH " --set profile.skip=100 --set train.eval=true", dir);
