@@ -93,6 +93,37 @@ static void test_broadcast_to_shapes(void **state) {
     mst_ctx_free(ctx);
 }
 
+/* Tensors large enough to split over the pool (2^17 elements a chunk at least): every element is
+ * the scalar expression's, at 1, 2 and 3 threads, with a same-shape b, a scalar b, and f64. An odd
+ * element count puts a chunk edge off any vector width. */
+static void test_large_split(void **state) {
+    const int64_t n = 3 * (1 << 17) + 7;
+    for (int threads = 1; threads <= 3; threads++) {
+        mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 3, .n_threads = threads});
+        mst_tensor *a = mst_tensor_new(ctx, MST_DTYPE_F32, 1, &n), *b = mst_tensor_new(ctx, MST_DTYPE_F32, 1, &n);
+        mst_tensor *s = mst_tensor_from_data(ctx, MST_DTYPE_F32, 0, NULL, (float[]){1.75f});
+        mst_tensor *ad = mst_tensor_new(ctx, MST_DTYPE_F64, 1, &n), *bd = mst_tensor_new(ctx, MST_DTYPE_F64, 1, &n);
+        for (int64_t i = 0; i < n; i++) {
+            mst_tensor_f32(a)[i] = (float)(i % 1009) * 0.37f - 100.0f;
+            mst_tensor_f32(b)[i] = (float)(i % 997) * 0.11f + 0.5f;
+            ((double *)mst_tensor_data(ad))[i] = (double)mst_tensor_f32(a)[i];
+            ((double *)mst_tensor_data(bd))[i] = (double)mst_tensor_f32(b)[i];
+        }
+        const float *x = mst_tensor_f32(a), *y = mst_tensor_f32(b);
+        const float *sum = mst_tensor_f32(mst_add(ctx, a, b)), *dif = mst_tensor_f32(mst_sub(ctx, a, b));
+        const float *prod = mst_tensor_f32(mst_mul(ctx, a, b)), *quot = mst_tensor_f32(mst_div(ctx, a, b));
+        const float *by_s = mst_tensor_f32(mst_mul(ctx, a, s)), *scaled = mst_tensor_f32(mst_scale(ctx, a, -2.5));
+        const double *sum_d = (const double *)mst_tensor_data(mst_add(ctx, ad, bd));
+        assert_non_null(sum_d);
+        for (int64_t i = 0; i < n; i++) {
+            if (sum[i] != x[i] + y[i] || dif[i] != x[i] - y[i] || prod[i] != x[i] * y[i] || quot[i] != x[i] / y[i] ||
+                by_s[i] != x[i] * 1.75f || scaled[i] != -2.5f * x[i] || sum_d[i] != (double)x[i] + (double)y[i])
+                fail_msg("threads %d: element %lld differs from the scalar expression", threads, (long long)i);
+        }
+        mst_ctx_free(ctx);
+    }
+}
+
 static void test_promotion(void **state) {
     mst_ctx *ctx = mst_ctx_new(NULL);
     mst_tensor *a = mst_tensor_full(ctx, MST_DTYPE_F32, 1, (int64_t[]){4}, 1.5);
@@ -134,6 +165,7 @@ int main(void) {
         cmocka_unit_test(test_gradients),   cmocka_unit_test(test_values_broadcast),
         cmocka_unit_test(test_promotion),   cmocka_unit_test(test_shape_error),
         cmocka_unit_test(test_dtype_error), cmocka_unit_test(test_broadcast_to_shapes),
+        cmocka_unit_test(test_large_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
