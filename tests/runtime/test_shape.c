@@ -154,6 +154,40 @@ static void test_permute_all_dtypes(void **state) {
     mst_ctx_free(ctx);
 }
 
+/* Permutes large enough to split over the pool (2^17 elements a chunk at least), at 1, 2 and 3
+ * threads, against the reference, in f32 and bf16: the row copy (attention heads), the tiled
+ * transpose, the pixel shuffle's interleave and de-interleave, and the general gather. Sizes put
+ * chunk edges in the middle of the outer dims' odometer. */
+static void test_permute_split(void **state) {
+    static const struct { int ndim; int64_t shape[6]; int perm[6]; } cases[] = {
+        {4, {8, 129, 8, 64}, {0, 2, 1, 3}},            {3, {3, 300, 301}, {0, 2, 1}},
+        {6, {2, 17, 2, 2, 64, 61}, {0, 1, 4, 2, 5, 3}}, {6, {2, 17, 61, 2, 64, 2}, {0, 1, 3, 5, 2, 4}},
+        {4, {41, 50, 60, 7}, {2, 3, 1, 0}},
+    };
+    static const mst_dtype dtypes[] = {MST_DTYPE_F32, MST_DTYPE_BF16};
+    for (int threads = 1; threads <= 3; threads++) {
+        mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 1, .n_threads = threads});
+        for (int d = 0; d < N_ELEMS(dtypes); d++)
+            for (int k = 0; k < N_ELEMS(cases); k++) {
+                mst_tensor *x = mst_tensor_new(ctx, dtypes[d], cases[k].ndim, cases[k].shape);
+                assert_non_null(x);
+                assert_true(x->numel >= 2 * (1 << 17));
+                unsigned char *p = mst_tensor_data(x);
+                for (size_t i = 0; i < mst_tensor_nbytes(x); i++) p[i] = (unsigned char)(i * 131 + (i >> 8));
+                mst_ctx_set_force_ref(ctx, false);
+                mst_tensor *fast = mst_permute(ctx, x, cases[k].perm);
+                mst_ctx_set_force_ref(ctx, true);
+                mst_tensor *ref = mst_permute(ctx, x, cases[k].perm);
+                mst_ctx_set_force_ref(ctx, false);
+                if (!fast || !ref) fail_msg("case %d: %s", k, mst_ctx_error(ctx));
+                if (memcmp(mst_tensor_data(fast), mst_tensor_data(ref), mst_tensor_nbytes(ref)) != 0)
+                    fail_msg("threads %d, %s, case %d: the split permute differs from the reference", threads,
+                             mst_dtype_name(dtypes[d]), k);
+            }
+        mst_ctx_free(ctx);
+    }
+}
+
 /* The row-copy path's fixed-size copies (rows of 4 to 128 bytes) and its general one, in every
  * dtype: the attention heads' permutes (N, L, 3, H, dh) -> (3, N, H, L, dh) and
  * (N, H, L, dh) -> (N, L, H, dh) with dh of 8, 16 and 3 elements; and the pixel shuffle's
@@ -374,7 +408,7 @@ static void test_slice_errors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gradients),          cmocka_unit_test(test_empty_slice),
-        cmocka_unit_test(test_permute_fast_vs_ref), cmocka_unit_test(test_permute_all_dtypes), cmocka_unit_test(test_permute_rows_all_dtypes),
+        cmocka_unit_test(test_permute_fast_vs_ref), cmocka_unit_test(test_permute_all_dtypes), cmocka_unit_test(test_permute_rows_all_dtypes), cmocka_unit_test(test_permute_split),
         cmocka_unit_test(test_values),             cmocka_unit_test(test_reshape_view),
         cmocka_unit_test(test_reshape_errors),     cmocka_unit_test(test_permute_errors),
         cmocka_unit_test(test_concat_errors),      cmocka_unit_test(test_slice_errors),
