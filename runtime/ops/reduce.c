@@ -4,7 +4,8 @@
  * The fast kernel first merges adjacent dims of the same kind (reduced or kept) and drops size-1
  * dims, so (N, C) over axis 0 becomes "reduce rows into a vector" and NCHW over 0, 2, 3 becomes
  * "sum each contiguous HW block into acc[c]"; the input is then read once, in memory order, with
- * a unit-stride inner loop. The reference kernel maps every element to its output index.
+ * a unit-stride inner loop; a kept inner dim is split by columns over the pool. The reference
+ * kernel maps every element to its output index.
  */
 #include "runtime/ops/common.h"
 
@@ -61,12 +62,61 @@ static void reduce_groups_make(const mst_tensor *x, int64_t mask, reduce_groups 
     }
 }
 
+/* The rows of the merged view, read in memory order into acc: each row's sum into its output
+ * (inner reduced), or each row added into its run of outputs (inner kept), for the inner columns
+ * [j0, j1) only. Split over columns, every output keeps its order of additions, so the bits do
+ * not depend on the split; a reduced inner dim is one chunk. */
+typedef struct {
+    const void *x;
+    double *acc;
+    const reduce_groups *g;
+    const int64_t *ostride;     /* output stride of each outer group (0 on reduced groups) */
+    int64_t inner, rows;
+    bool inner_red;
+} reduce_job;
+
+#define REDUCE_ROWS_CHUNK_BODY                                                                 \
+    {                                                                                          \
+        const reduce_job *jb = arg;                                                            \
+        const T *x = jb->x;                                                                    \
+        const reduce_groups *g = jb->g;                                                        \
+        const int64_t inner = jb->inner;                                                       \
+        int64_t idx[MST_MAX_DIMS] = {0}, o = 0;                                                \
+        for (int64_t r = 0; r < jb->rows; r++) {                                               \
+            const T *xr = x + r * inner;                                                       \
+            if (jb->inner_red) {                                                               \
+                double s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                         \
+                int64_t j = 0;                                                                 \
+                for (; j + 4 <= inner; j += 4) {                                               \
+                    s0 += xr[j]; s1 += xr[j + 1]; s2 += xr[j + 2]; s3 += xr[j + 3];            \
+                }                                                                              \
+                for (; j < inner; j++) s0 += xr[j];                                            \
+                jb->acc[o] += (s0 + s1) + (s2 + s3);                                           \
+            } else {                                                                           \
+                double *ar = jb->acc + o;                                                      \
+                for (int64_t j = j0; j < j1; j++) ar[j] += xr[j];                              \
+            }                                                                                  \
+            /* advance the outer odometer */                                                   \
+            for (int k = g->n - 2; k >= 0; k--) {                                              \
+                o += jb->ostride[k];                                                           \
+                if (++idx[k] < g->size[k]) break;                                              \
+                o -= jb->ostride[k] * g->size[k];                                              \
+                idx[k] = 0;                                                                    \
+            }                                                                                  \
+        }                                                                                      \
+    }
+FLOAT_CHUNKS(reduce_rows_chunk, REDUCE_ROWS_CHUNK_BODY, j0, j1)
+
+/* A kept inner dim splits over the pool from 2^17 elements a chunk (activation.c's threshold),
+ * in runs of at least 16 columns: the bias gradients of the transformer's (N L, D) activations
+ * ran on one thread. */
+enum { k_reduce_min_elems = 1 << 17, k_reduce_min_cols = 16 };
+
 /* Accumulator type A: double for f32 and f64. `scale` is 1 for sum, 1/count for mean. */
 #define REDUCE_FAST_BODY(T)                                                                    \
     {                                                                                          \
         const mst_tensor *X = c->in[0];                                                        \
         mst_tensor *Y = c->out[0];                                                             \
-        const T *x = (const T *)mst_tensor_data(X);                                            \
         T *y = (T *)mst_tensor_data(Y);                                                        \
         int64_t ny = Y->numel;                                                                 \
         double scale = c->op == MST_OP_MEAN ? 1.0 / (double)reduce_count(c) : 1.0;             \
@@ -79,35 +129,18 @@ static void reduce_groups_make(const mst_tensor *x, int64_t mask, reduce_groups 
         reduce_groups_make(X, c->attrs.i[0], &g);                                              \
         int64_t inner = g.n ? g.size[g.n - 1] : 1;                                             \
         bool inner_red = g.n ? g.red[g.n - 1] : false;                                         \
-        int64_t rows = X->numel / inner;                                                       \
-        /* output stride of each outer group (0 on reduced groups), innermost group excluded */ \
         int64_t ostride[MST_MAX_DIMS], os = inner_red ? 1 : inner;                             \
         for (int k = g.n - 2; k >= 0; k--) {                                                   \
             ostride[k] = g.red[k] ? 0 : os;                                                    \
             if (!g.red[k]) os *= g.size[k];                                                    \
         }                                                                                      \
-        int64_t idx[MST_MAX_DIMS] = {0}, o = 0;                                                \
-        for (int64_t r = 0; r < rows; r++) {                                                   \
-            const T *xr = x + r * inner;                                                       \
-            if (inner_red) {                                                                   \
-                double s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                         \
-                int64_t j = 0;                                                                 \
-                for (; j + 4 <= inner; j += 4) {                                               \
-                    s0 += xr[j]; s1 += xr[j + 1]; s2 += xr[j + 2]; s3 += xr[j + 3];            \
-                }                                                                              \
-                for (; j < inner; j++) s0 += xr[j];                                            \
-                acc[o] += (s0 + s1) + (s2 + s3);                                               \
-            } else {                                                                           \
-                double *ar = acc + o;                                                          \
-                for (int64_t j = 0; j < inner; j++) ar[j] += xr[j];                            \
-            }                                                                                  \
-            /* advance the outer odometer */                                                   \
-            for (int k = g.n - 2; k >= 0; k--) {                                               \
-                o += ostride[k];                                                               \
-                if (++idx[k] < g.size[k]) break;                                               \
-                o -= ostride[k] * g.size[k];                                                   \
-                idx[k] = 0;                                                                    \
-            }                                                                                  \
+        reduce_job job = {mst_tensor_data(X), acc, &g, ostride, inner, X->numel / inner, inner_red}; \
+        if (inner_red) {                                                                       \
+            FLOAT_CHUNK(reduce_rows_chunk, T)(&job, 0, inner, 0);                              \
+        } else {                                                                               \
+            int64_t per_col = (k_reduce_min_elems + job.rows - 1) / job.rows;                  \
+            mst_parallel_for(ctx, inner, per_col > k_reduce_min_cols ? per_col : k_reduce_min_cols, \
+                             FLOAT_CHUNK(reduce_rows_chunk, T), &job);                         \
         }                                                                                      \
         for (int64_t i = 0; i < ny; i++) y[i] = (T)(acc[i] * scale);                           \
         return MST_OK;                                                                         \

@@ -213,12 +213,40 @@ static void test_errors(void **state) {
     mst_ctx_free(ctx);
 }
 
+/* Sums and means over rows large enough to split by columns over the pool (2^17 elements a
+ * chunk), at 1, 2 and 3 threads: every output is the in-order double sum of its column, to the
+ * bit, for (rows, cols) over axis 0 and for (a, rows, cols) over axes 0 and 1. */
+static void test_split_by_columns(void **state) {
+    const int64_t a = 3, rows = 500, cols = 301;
+    for (int threads = 1; threads <= 3; threads++) {
+        mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 1, .n_threads = threads});
+        mst_tensor *x = mst_tensor_new(ctx, MST_DTYPE_F32, 3, (int64_t[]){a, rows, cols});
+        float *xv = mst_tensor_f32(x);
+        for (int64_t i = 0; i < x->numel; i++) xv[i] = (float)((i * 7919) % 10007) * 1e-3f - 5.0f;
+        mst_tensor *flat = mst_reshape(ctx, x, 2, (int64_t[]){a * rows, cols});
+        const float *s0 = mst_tensor_f32(mst_sum(ctx, flat, 1u << 0, false));
+        const float *m0 = mst_tensor_f32(mst_mean(ctx, flat, 1u << 0, false));
+        const float *s01 = mst_tensor_f32(mst_sum(ctx, x, 3u, true));
+        assert_non_null(s0);
+        assert_non_null(m0);
+        assert_non_null(s01);
+        for (int64_t j = 0; j < cols; j++) {
+            double acc = 0;
+            for (int64_t r = 0; r < a * rows; r++) acc += xv[r * cols + j];
+            if (s0[j] != (float)acc || m0[j] != (float)(acc * (1.0 / (double)(a * rows))) || s01[j] != (float)acc)
+                fail_msg("threads %d: column %lld is not the in-order sum", threads, (long long)j);
+        }
+        mst_ctx_free(ctx);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gradients),          cmocka_unit_test(test_fast_vs_ref),
         cmocka_unit_test(test_fast_vs_ref_f64),    cmocka_unit_test(test_values_and_shapes),
         cmocka_unit_test(test_accumulates_in_double), cmocka_unit_test(test_empty),
         cmocka_unit_test(test_backward_memory),    cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_split_by_columns),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
