@@ -23,8 +23,9 @@ int mst_pass_cse(mst_graph *g);
 /* cast_fold.c: cast to the same dtype = identity; cast A->B->A with B wider = identity. */
 int mst_pass_fold_casts(mst_graph *g);
 /* epilogue.c: linear/conv2d/batchnorm followed by relu: the relu runs in place on the producer's
- * output, relu_grad(gy, x) becomes relu_grad(gy, y), and the pre-activation x dies there. */
-int mst_pass_relu_epilogue(mst_graph *g);
+ * output, relu_grad(gy, x) becomes relu_grad(gy, y), and the pre-activation x dies there; after
+ * any other relu the relu_grads read y too (*grads_from_output counts them; may be NULL). */
+int mst_pass_relu_epilogue(mst_graph *g, int *grads_from_output);
 /* fuse_pool_relu.c: relu_grad(maxpool2d_grad(gy, indices), y) over maxpool2d(y) becomes one
  * maxpool2d_grad that also reads the pooled values. */
 int mst_pass_fuse_pool_relu(mst_graph *g);
@@ -46,7 +47,7 @@ typedef mst_blocked_how (*mst_node_blocked_how_fn)(void *arg, const mst_graph *g
 int mst_pass_blocked_layout(mst_graph *g, mst_node_blocked_how_fn how_blocked, void *arg);
 
 typedef struct {
-    int dce, cse, casts, epilogues, fused_pool_relu, slice_sums, fused_elem, fused_optim, inplace;
+    int dce, cse, casts, epilogues, relu_grads_from_output, fused_pool_relu, slice_sums, fused_elem, fused_optim, inplace;
 } mst_pass_stats;
 
 /* Fusion passes a caller may leave out (mst_graph_options.skip_passes); none changes the bits. */

@@ -123,7 +123,9 @@ static void test_relu_epilogue(void **state) {
     node1(g, MST_OP_RELU, NULL, 1, &pre, y);
     node1(g, MST_OP_RELU_GRAD, NULL, 2, (int[]){y, pre}, gx);
     mst_graph_add_output(g, gx);
-    assert_int_equal(mst_pass_relu_epilogue(g), 1);
+    int from_y = -1;
+    assert_int_equal(mst_pass_relu_epilogue(g, &from_y), 1);
+    assert_int_equal(from_y, 0);
     assert_int_equal(g->n_nodes, 2);
     assert_true(g->nodes[0].relu_epilogue);
     assert_int_equal(g->nodes[0].relu_value, y);
@@ -135,6 +137,35 @@ static void test_relu_epilogue(void **state) {
     mst_graph_free(g);
     mst_tensor_release(w);
     mst_ctx_free(ctx);
+}
+
+/* add -> relu (a residual block's end: add has no epilogue) ... relu_grad(gy, pre): the relu stays
+ * a node of its own, but relu_grad reads its output, so pre dies at the relu (its buffer free for
+ * others from there); with a second reader of pre, nothing changes. */
+static void test_relu_grad_reads_output(void **state) {
+    (void)state;
+    for (int other_reader = 0; other_reader < 2; other_reader++) {
+        int x;
+        mst_graph *g = input_graph(&x);
+        int pre = val(g, MST_GV_INTERMEDIATE, MST_DTYPE_F32, 4, 8), y = val(g, MST_GV_INTERMEDIATE, MST_DTYPE_F32, 4, 8);
+        int gx = val(g, MST_GV_INTERMEDIATE, MST_DTYPE_F32, 4, 8), s = val(g, MST_GV_INTERMEDIATE, MST_DTYPE_F32, 4, 8);
+        node1(g, MST_OP_ADD, NULL, 2, (int[]){x, x}, pre);
+        node1(g, MST_OP_RELU, NULL, 1, &pre, y);
+        node1(g, MST_OP_RELU_GRAD, NULL, 2, (int[]){y, pre}, gx);
+        mst_graph_add_output(g, gx);
+        if (other_reader) {
+            node1(g, MST_OP_SCALE, &(mst_attrs){.f = {2.0}}, 1, &pre, s);
+            mst_graph_add_output(g, s);
+        }
+        int from_y = -1;
+        assert_int_equal(mst_pass_relu_epilogue(g, &from_y), 0);
+        assert_int_equal(from_y, other_reader ? 0 : 1);
+        assert_int_equal(g->n_nodes, other_reader ? 4 : 3);
+        assert_int_equal(g->nodes[1].op, MST_OP_RELU);
+        assert_int_equal(g->nodes[2].in[1], other_reader ? pre : y);
+        if (!other_reader) assert_int_equal(mst_graph_last_use(g, pre), 1);
+        mst_graph_free(g);
+    }
 }
 
 /* ---- tracing helpers: real graphs from small functions ---- */
@@ -454,7 +485,7 @@ int main(void) {
         cmocka_unit_test(test_dce),
         cmocka_unit_test(test_cse),
         cmocka_unit_test(test_cast_fold),
-        cmocka_unit_test(test_relu_epilogue),
+        cmocka_unit_test(test_relu_epilogue), cmocka_unit_test(test_relu_grad_reads_output),
         cmocka_unit_test(test_fusion_matches_unfused),
         cmocka_unit_test(test_slice_grad_sum),
         cmocka_unit_test(test_half_fusion_matches_eager),
