@@ -154,6 +154,22 @@ static void test_permute_all_dtypes(void **state) {
     mst_ctx_free(ctx);
 }
 
+/* x of the shape filled with a byte pattern, permuted by the fast kernel and by the reference;
+ * fails the test when either call fails. */
+static void permute_fast_and_ref(mst_ctx *ctx, mst_dtype dt, int ndim, const int64_t *shape, const int *perm,
+                                 mst_tensor **fast, mst_tensor **ref) {
+    mst_tensor *x = mst_tensor_new(ctx, dt, ndim, shape);
+    assert_non_null(x);
+    unsigned char *p = mst_tensor_data(x);
+    for (size_t i = 0; i < mst_tensor_nbytes(x); i++) p[i] = (unsigned char)(i * 131 + (i >> 8));
+    mst_ctx_set_force_ref(ctx, false);
+    *fast = mst_permute(ctx, x, perm);
+    mst_ctx_set_force_ref(ctx, true);
+    *ref = mst_permute(ctx, x, perm);
+    mst_ctx_set_force_ref(ctx, false);
+    if (!*fast || !*ref) fail_msg("%s permute of %lld elements: %s", mst_dtype_name(dt), (long long)x->numel, mst_ctx_error(ctx));
+}
+
 /* Permutes large enough to split over the pool (2^17 elements a chunk at least), at 1, 2 and 3
  * threads, against the reference, in f32 and bf16: the row copy (attention heads), the tiled
  * transpose, the pixel shuffle's interleave and de-interleave, and the general gather. Sizes put
@@ -169,17 +185,9 @@ static void test_permute_split(void **state) {
         mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 1, .n_threads = threads});
         for (int d = 0; d < N_ELEMS(dtypes); d++)
             for (int k = 0; k < N_ELEMS(cases); k++) {
-                mst_tensor *x = mst_tensor_new(ctx, dtypes[d], cases[k].ndim, cases[k].shape);
-                assert_non_null(x);
-                assert_true(x->numel >= 2 * (1 << 17));
-                unsigned char *p = mst_tensor_data(x);
-                for (size_t i = 0; i < mst_tensor_nbytes(x); i++) p[i] = (unsigned char)(i * 131 + (i >> 8));
-                mst_ctx_set_force_ref(ctx, false);
-                mst_tensor *fast = mst_permute(ctx, x, cases[k].perm);
-                mst_ctx_set_force_ref(ctx, true);
-                mst_tensor *ref = mst_permute(ctx, x, cases[k].perm);
-                mst_ctx_set_force_ref(ctx, false);
-                if (!fast || !ref) fail_msg("case %d: %s", k, mst_ctx_error(ctx));
+                mst_tensor *fast, *ref;
+                permute_fast_and_ref(ctx, dtypes[d], cases[k].ndim, cases[k].shape, cases[k].perm, &fast, &ref);
+                assert_true(ref->numel >= 2 * (1 << 17));
                 if (memcmp(mst_tensor_data(fast), mst_tensor_data(ref), mst_tensor_nbytes(ref)) != 0)
                     fail_msg("threads %d, %s, case %d: the split permute differs from the reference", threads,
                              mst_dtype_name(dtypes[d]), k);
@@ -204,16 +212,8 @@ static void test_permute_rows_all_dtypes(void **state) {
     mst_ctx *ctx = mst_ctx_new(NULL);
     for (int dt = 0; dt < MST_DTYPE_COUNT; dt++)
         for (int k = 0; k < N_ELEMS(cases); k++) {
-            mst_tensor *x = mst_tensor_new(ctx, (mst_dtype)dt, cases[k].ndim, cases[k].shape);
-            assert_non_null(x);
-            unsigned char *p = mst_tensor_data(x);
-            for (size_t i = 0; i < mst_tensor_nbytes(x); i++) p[i] = (unsigned char)(i * 131 + (i >> 8));
-            mst_ctx_set_force_ref(ctx, false);
-            mst_tensor *fast = mst_permute(ctx, x, cases[k].perm);
-            mst_ctx_set_force_ref(ctx, true);
-            mst_tensor *ref = mst_permute(ctx, x, cases[k].perm);
-            mst_ctx_set_force_ref(ctx, false);
-            if (!fast || !ref) fail_msg("%s case %d: %s", mst_dtype_name((mst_dtype)dt), k, mst_ctx_error(ctx));
+            mst_tensor *fast, *ref;
+            permute_fast_and_ref(ctx, (mst_dtype)dt, cases[k].ndim, cases[k].shape, cases[k].perm, &fast, &ref);
             assert_memory_equal(mst_tensor_data(fast), mst_tensor_data(ref), mst_tensor_nbytes(ref));
         }
     mst_ctx_free(ctx);
