@@ -54,18 +54,16 @@
     }
 
 /* Threads: a large tensor's elements split into contiguous ranges over the context's pool; each
- * element is computed alone, so the bits do not depend on the split. The threshold is set by the
- * cheapest kernel (relu reads and writes 8 bytes an element; 2^17 elements take about 50 us on
- * one core), so small tensors, the common case, stay on the calling thread; dearer kernels pass
- * their own (run_split_from). */
-enum { k_act_min_chunk = 1 << 17 };
+ * element is computed alone, so the bits do not depend on the split. The threshold is
+ * OP_MIN_SPLIT_ELEMS (ops/common.h), set by the cheapest kernel, relu; dearer kernels pass their
+ * own (run_split_from). */
 
 static mst_status run_split_from(mst_ctx *ctx, const mst_op_call *c, mst_parallel_fn chunk, int64_t min_chunk) {
     mst_parallel_for(ctx, c->out[0]->numel, min_chunk, chunk, (void *)c);
     return MST_OK;
 }
 static mst_status run_split(mst_ctx *ctx, const mst_op_call *c, mst_parallel_fn chunk) {
-    return run_split_from(ctx, c, chunk, k_act_min_chunk);
+    return run_split_from(ctx, c, chunk, OP_MIN_SPLIT_ELEMS);
 }
 
 /* NAME_f64 from LOOP (UNARY_LOOP or GRAD_LOOP) and the expression. */

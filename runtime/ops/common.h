@@ -53,6 +53,12 @@ static inline mst_tensor *op_call1(mst_ctx *ctx, mst_op op, mst_tensor *a, mst_t
     return mst_dispatch1(ctx, op, n, in, attrs);
 }
 
+/* Threads: the fewest elements a chunk of an elementwise-rate kernel (one that reads and writes a
+ * few bytes an element: relu, add, a permute's copy, a column sum) gets from mst_parallel_for. relu's
+ * 2^17 elements take about 50 us on one core, worth a region; below that, the common case, the
+ * op stays on the calling thread. Dearer kernels pass thresholds of their own. */
+enum { OP_MIN_SPLIT_ELEMS = 1 << 17 };
+
 /* Broadcasting: operand strides aligned to the output's dims, 0 where an operand is broadcast. */
 typedef struct {
     int ndim;

@@ -24,12 +24,10 @@ static mst_status infer_binary(mst_ctx *ctx, const mst_op_call *c, mst_meta out[
     return MST_OK;
 }
 
-/* Same-shape operands, or a scalar b: contiguous ranges of elements over the context's pool, each
- * element computed alone, so the bits do not depend on the split. The threshold is activation.c's
- * (2^17 elements, ~50 us of relu on one core): small tensors stay on the calling thread. These ran
- * on one thread before: the cnn's residual gradient sum (64x32x14x14) took 211 us of a 12 ms
- * graph step, at 23 GB/s. */
-enum { k_binary_min_chunk = 1 << 17 };
+/* Same-shape operands, or a scalar b: contiguous ranges of elements over the context's pool from
+ * OP_MIN_SPLIT_ELEMS a chunk, each element computed alone, so the bits do not depend on the split.
+ * These ran on one thread before: the cnn's residual gradient sum (64x32x14x14) took 211 us of a
+ * 12 ms graph step, at 23 GB/s. */
 
 #define BINARY_FLAT_CHUNK(T, EXPR)                                                          \
     {                                                                                       \
@@ -52,7 +50,7 @@ enum { k_binary_min_chunk = 1 << 17 };
         T *y = (T *)mst_tensor_data(Y);                                                 \
         int64_t n = Y->numel;                                                           \
         if (A->numel == n && (B->numel == n || B->numel == 1)) {                        \
-            mst_parallel_for(ctx, n, k_binary_min_chunk, FLOAT_CHUNK(FLAT_CHUNK, T), (void *)c); \
+            mst_parallel_for(ctx, n, OP_MIN_SPLIT_ELEMS, FLOAT_CHUNK(FLAT_CHUNK, T), (void *)c); \
             return MST_OK;                                                              \
         }                                                                               \
         if (n == 0) return MST_OK;                                                      \
@@ -161,7 +159,7 @@ mst_tensor *mst_div(mst_ctx *ctx, mst_tensor *a, mst_tensor *b) {
 FLOAT_CHUNKS(scale_chunk, SCALE_CHUNK_BODY, begin, end)
 #define SCALE_BODY(T)                                                                                      \
     {                                                                                                      \
-        mst_parallel_for(ctx, c->out[0]->numel, k_binary_min_chunk, FLOAT_CHUNK(scale_chunk, T), (void *)c); \
+        mst_parallel_for(ctx, c->out[0]->numel, OP_MIN_SPLIT_ELEMS, FLOAT_CHUNK(scale_chunk, T), (void *)c); \
         return MST_OK;                                                                                     \
     }
 FLOAT_KERNELS(scale, SCALE_BODY)

@@ -107,10 +107,10 @@ typedef struct {
     }
 FLOAT_CHUNKS(reduce_rows_chunk, REDUCE_ROWS_CHUNK_BODY, j0, j1)
 
-/* A kept inner dim splits over the pool from 2^17 elements a chunk (activation.c's threshold),
- * in runs of at least 16 columns: the bias gradients of the transformer's (N L, D) activations
- * ran on one thread. */
-enum { k_reduce_min_elems = 1 << 17, k_reduce_min_cols = 16 };
+/* A kept inner dim splits over the pool from OP_MIN_SPLIT_ELEMS elements a chunk, in runs of at
+ * least 16 columns: the bias gradients of the transformer's (N L, D) activations ran on one
+ * thread. */
+enum { k_reduce_min_cols = 16 };
 
 /* Accumulator type A: double for f32 and f64. `scale` is 1 for sum, 1/count for mean. */
 #define REDUCE_FAST_BODY(T)                                                                    \
@@ -138,7 +138,7 @@ enum { k_reduce_min_elems = 1 << 17, k_reduce_min_cols = 16 };
         if (inner_red) {                                                                       \
             FLOAT_CHUNK(reduce_rows_chunk, T)(&job, 0, inner, 0);                              \
         } else {                                                                               \
-            int64_t per_col = (k_reduce_min_elems + job.rows - 1) / job.rows;                  \
+            int64_t per_col = (OP_MIN_SPLIT_ELEMS + job.rows - 1) / job.rows;                  \
             mst_parallel_for(ctx, inner, per_col > k_reduce_min_cols ? per_col : k_reduce_min_cols, \
                              FLOAT_CHUNK(reduce_rows_chunk, T), &job);                         \
         }                                                                                      \

@@ -238,9 +238,8 @@ static void copy_rows(char *dst, const char *src, int64_t n, size_t row_bytes, p
 
 /* A permute's work as ranges over the pool: groups of whole rows (the innermost run contiguous) or
  * gather blocks, each writing its own contiguous part of the output, so the bytes do not depend on
- * the split. Pure data movement at ~2^17 elements a chunk at least: the transformer's head
- * permutes and the super-resolution net's pixel shuffle ran on one thread (12-18 GB/s). */
-enum { k_permute_min_elems = 1 << 17 };
+ * the split; OP_MIN_SPLIT_ELEMS elements a chunk at least. The transformer's head permutes and the
+ * super-resolution net's pixel shuffle ran on one thread (12-18 GB/s). */
 
 typedef struct {
     permute_plan pl;
@@ -287,7 +286,7 @@ static mst_status permute_fast(mst_ctx *ctx, const mst_op_call *c) {
     }
     j.rows = j.pl.stride[j.pl.n - 1] == 1;
     const int64_t block = j.rows ? j.pl.size[j.pl.n - 1] * j.pl.size[j.pl.n - 2] : permute_block(&j.pl);
-    mst_parallel_for(ctx, y->numel / block, (k_permute_min_elems + block - 1) / block, permute_chunk, &j);
+    mst_parallel_for(ctx, y->numel / block, (OP_MIN_SPLIT_ELEMS + block - 1) / block, permute_chunk, &j);
     return MST_OK;
 }
 
