@@ -59,6 +59,17 @@ static inline mst_tensor *op_call1(mst_ctx *ctx, mst_op op, mst_tensor *a, mst_t
  * op stays on the calling thread. Dearer kernels pass thresholds of their own. */
 enum { OP_MIN_SPLIT_ELEMS = 1 << 17 };
 
+/* One step of an odometer over the first `dims` of a loop nest, the last fastest: idx[] advances
+ * with carries and *off by stride[] (permute's input offsets, reduce's output offsets). */
+static inline void op_odometer_next(int dims, const int64_t *size, const int64_t *stride, int64_t *idx, int64_t *off) {
+    for (int k = dims - 1; k >= 0; k--) {
+        *off += stride[k];
+        if (++idx[k] < size[k]) return;
+        *off -= stride[k] * size[k];
+        idx[k] = 0;
+    }
+}
+
 /* Broadcasting: operand strides aligned to the output's dims, 0 where an operand is broadcast. */
 typedef struct {
     int ndim;

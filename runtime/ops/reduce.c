@@ -96,13 +96,7 @@ typedef struct {
                 double *ar = jb->acc + o;                                                      \
                 for (int64_t j = j0; j < j1; j++) ar[j] += xr[j];                              \
             }                                                                                  \
-            /* advance the outer odometer */                                                   \
-            for (int k = g->n - 2; k >= 0; k--) {                                              \
-                o += jb->ostride[k];                                                           \
-                if (++idx[k] < g->size[k]) break;                                              \
-                o -= jb->ostride[k] * g->size[k];                                              \
-                idx[k] = 0;                                                                    \
-            }                                                                                  \
+            op_odometer_next(g->n - 1, g->size, jb->ostride, idx, &o);   /* the outer groups */    \
         }                                                                                      \
     }
 FLOAT_CHUNKS(reduce_rows_chunk, REDUCE_ROWS_CHUNK_BODY, j0, j1)

@@ -199,12 +199,7 @@ static int64_t permute_odometer_at(const permute_plan *pl, int dims, int64_t b, 
             } else {                                                                             \
                 for (int64_t j = 0; j < nin; j++) o[j] = in[j * sin];                            \
             }                                                                                    \
-            for (int k = outer_dims - 1; k >= 0; k--) {                                          \
-                off += pl->stride[k];                                                            \
-                if (++idx[k] < pl->size[k]) break;                                               \
-                off -= pl->stride[k] * pl->size[k];                                              \
-                idx[k] = 0;                                                                      \
-            }                                                                                    \
+            op_odometer_next(outer_dims, pl->size, pl->stride, idx, &off);                      \
         }                                                                                        \
     }
 
@@ -265,12 +260,7 @@ static void permute_chunk(void *arg, int64_t b0, int64_t b1, int worker) {
     int64_t idx[MST_MAX_DIMS], off = permute_odometer_at(pl, pl->n - 2, b0, idx);
     for (int64_t gi = b0; gi < b1; gi++) {
         copy_rows(j->dst + (size_t)gi * (size_t)inner * row_bytes, j->src + (size_t)off * j->es, inner, row_bytes, in_step);
-        for (int k = pl->n - 3; k >= 0; k--) {
-            off += pl->stride[k];
-            if (++idx[k] < pl->size[k]) break;
-            off -= pl->stride[k] * pl->size[k];
-            idx[k] = 0;
-        }
+        op_odometer_next(pl->n - 2, pl->size, pl->stride, idx, &off);
     }
 }
 
