@@ -7,7 +7,8 @@
 # over the same recording steps (profiler/self_cost.h). Separate runs of a job on a
 # shared VM differ by more than the cost (bench/profile_cost.sh's intervals span 10-20 points);
 # pairs inside one run do not carry that. Prints one row per run and per setting, then each
-# setting's median over runs. Settings: the default profile; steps only (level 0, no sampler: the
+# setting's median over runs. Settings: the default profile; the default with every kept step
+# recording its ops (profile.op_every=1, the default before 2026-12-04); steps only (level 0, no sampler: the
 # least a profile records, a floor for the method); the sampler at 1 kHz (a cost large enough that
 # the measurement must find it: the check that the method sees what it should).
 #
@@ -29,11 +30,12 @@ echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $
 echo "# $WAIT off / $ACTIVE recording steps per pair, data.limit=$LIMIT, $EPOCHS epochs, $RUNS runs per setting; extra: $*"
 echo "| job | setting | run | pairs | off ms/step | recording ms/step | measured cost [90% interval] | estimated | estimate - measured |"
 echo "|---|---|---|---|---|---|---|---|---|"
-declare -A settings=([default]="" [steps_only]="--set profile.level=0 --set profile.sampler=false"
+declare -A settings=([default]="" [ops_every_step]="--set profile.op_every=1"
+                     [steps_only]="--set profile.level=0 --set profile.sampler=false"
                      [sampler_1khz]="--set profile.sample_hz=1000")
 for job in $JOBS; do
   for r in $(seq 1 "$RUNS"); do
-    for setting in default steps_only sampler_1khz; do
+    for setting in default ops_every_step steps_only sampler_1khz; do
       dir=$OUT/$job-$setting-$r
       # shellcheck disable=SC2086
       "$BIN" profile "workloads/jobs/$job.yaml" --set profile.wait="$WAIT" --set profile.warmup=0 --set profile.active="$ACTIVE" \
@@ -58,7 +60,7 @@ python3 - "$OUT" "$JOBS" <<'PY'
 import glob, json, statistics, sys
 out, jobs = sys.argv[1], sys.argv[2].split()
 for job in jobs:
-    for setting in ("default", "steps_only", "sampler_1khz"):
+    for setting in ("default", "ops_every_step", "steps_only", "sampler_1khz"):
         ms = [json.load(open(f))["profiler_cost_measured"] for f in sorted(glob.glob(f"{out}/{job}-{setting}-*/summary.json"))]
         c = statistics.median(100 * m["cost"] for m in ms)
         e = statistics.median(100 * m["estimate"] for m in ms)

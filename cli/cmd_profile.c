@@ -132,11 +132,14 @@ static void add_cost_json(cJSON *o, const measured_cost *mc) {
 }
 
 static void print_breakdown(FILE *f, const char *db_path, const mst_breakdown *b, double sampler_share, const mst_op_row *ops,
-                            int n_ops) {
+                            int n_ops, const mst_prof_config *pc) {
     double mean[MST_CAT_COUNT], step_mean = 0;
     bool have_mean = breakdown_means(db_path, mean, &step_mean);
     fprintf(f, "\nstep time breakdown over %lld profiled steps (mean step %.3f ms, median step %.3f ms)\n", (long long)b->steps,
             step_mean, b->wall_median_ns / 1e6);
+    if (pc->level >= MST_PROF_LEVEL_OPS && pc->op_every > 1)
+        fprintf(f, "  (the steps that recorded their ops: one in %lld, profile.op_every; the others recorded totals only)\n",
+                (long long)pc->op_every);
     fprintf(f, "  %-10s %12s %8s %14s %14s\n", "category", "mean ms/step", "share", "median ms/step", "hidden ms/step");
     for (int c = 0; c < MST_CAT_COUNT; c++) {
         char m[32];
@@ -237,7 +240,7 @@ int mst_cmd_profile(int argc, char **argv) {
     mst_outdir_stage(&od, "report", report_dir, sizeof(report_dir));
 
     mst_prof_config pc = {(mst_prof_level)a.job.profile.level, a.job.profile.skip, a.job.profile.warmup,
-                          a.job.profile.active, a.job.profile.repeat, a.job.profile.wait};
+                          a.job.profile.active, a.job.profile.repeat, a.job.profile.wait, a.job.profile.op_every};
     mst_profiler *prof = mst_profiler_new();
     mst_store *store = prof ? mst_store_open(db_path, &pc, a.job.profile.trace_steps, err, sizeof(err)) : NULL;
     if (!store) {
@@ -382,7 +385,7 @@ int mst_cmd_profile(int argc, char **argv) {
                 else if (!isnan(r.val_metric)) printf("  val metric %.4f, val loss %.4f\n", r.val_metric, r.val_loss);
                 printf("  throughput %.0f samples/s, %.1f steps/s (%lld samples in %.2f s of training loop)\n", r.samples_per_s,
                        r.steps_per_s, (long long)r.samples, r.train_loop_s);
-                print_breakdown(stdout, db_path, &b, sampler_share, ops, n_ops);
+                print_breakdown(stdout, db_path, &b, sampler_share, ops, n_ops, &pc);
                 if (b.steps == 0 && r.steps > r.resumed_at_step)     /* a schedule that never reached the run's steps */
                     fprintf(stderr,
                             "mstune profile: warning: no step of the run's %lld was measured "

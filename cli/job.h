@@ -124,6 +124,7 @@ typedef struct mst_job {
         int level;                          /* 0 steps, 1 ops, 2 detail (profiler/events.h) */
         int skip, warmup, active, repeat;   /* schedule */
         int wait;                           /* schedule: off steps opening each cycle (the cost measured in-run) */
+        int op_every;                       /* per-op ranges on one kept step in op_every; totals on the others */
         int trace_steps;                    /* steps whose raw events are kept for the trace */
         bool sampler;                       /* libunwind stack sampler */
         int sample_hz;

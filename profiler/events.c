@@ -150,14 +150,20 @@ mst_profiler *mst_profiler_new(void) {
 void mst_profiler_configure(mst_profiler *p, const mst_prof_config *cfg) { p->cfg = *cfg; }
 const mst_prof_config *mst_profiler_config(const mst_profiler *p) { return &p->cfg; }
 
+/* An active step that is the k-th (from 0) of its window: its ops recorded, or totals only. */
+static mst_prof_phase active_phase(const mst_prof_config *c, int64_t k) {
+    return c->level >= MST_PROF_LEVEL_OPS && c->op_every > 1 && k % c->op_every != 0 ? MST_PROF_STEP_TOTALS
+                                                                                       : MST_PROF_STEP_ACTIVE;
+}
+
 mst_prof_phase mst_prof_schedule_phase(const mst_prof_config *c, int64_t step) {
     if (step < c->skip) return MST_PROF_STEP_OFF;
     int64_t t = step - c->skip;
-    if (c->active <= 0) return t < c->warmup ? MST_PROF_STEP_WARMUP : MST_PROF_STEP_ACTIVE;
+    if (c->active <= 0) return t < c->warmup ? MST_PROF_STEP_WARMUP : active_phase(c, t - c->warmup);
     int64_t wait = c->wait > 0 ? c->wait : 0, cycle = wait + c->warmup + c->active;
     if (c->repeat > 0 && t >= cycle * c->repeat) return MST_PROF_STEP_OFF;
     int64_t in = t % cycle;
-    return in < wait ? MST_PROF_STEP_OFF : in < wait + c->warmup ? MST_PROF_STEP_WARMUP : MST_PROF_STEP_ACTIVE;
+    return in < wait ? MST_PROF_STEP_OFF : in < wait + c->warmup ? MST_PROF_STEP_WARMUP : active_phase(c, in - wait - c->warmup);
 }
 
 void mst_profiler_set_phase_hook(mst_profiler *p, mst_prof_phase_hook fn, void *user) {
@@ -170,7 +176,8 @@ mst_prof_phase mst_profiler_step(mst_profiler *p, int64_t step) {
     bool recording = ph != MST_PROF_STEP_OFF, changed = false;
     pthread_mutex_lock(&g_active_lock);
     if (g_active == p) {
-        __atomic_store_n(&mst_prof_enabled, recording ? (int)p->cfg.level + 1 : 0, __ATOMIC_RELEASE);
+        const int level = ph == MST_PROF_STEP_TOTALS ? MST_PROF_LEVEL_STEPS : (int)p->cfg.level;
+        __atomic_store_n(&mst_prof_enabled, recording ? level + 1 : 0, __ATOMIC_RELEASE);
         changed = recording != p->recording;
         p->recording = recording;
     }

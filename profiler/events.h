@@ -84,14 +84,20 @@ static inline int mst_prof_on(mst_prof_level l) { return __builtin_expect(mst_pr
  * steps off, `warmup` steps recorded but marked for dropping (buffers and caches warm up) and
  * `active` steps kept; `repeat` cycles (0 = forever); `active` 0 = every step after skip + warmup
  * (`wait` needs active > 0). A cycle's off steps beside its recorded ones measure what recording
- * costs inside one run (self_cost.h). */
+ * costs inside one run (self_cost.h). At level OPS and above, `op_every` N > 1 keeps the per-op
+ * ranges of one kept step in N (the 1st, N+1st, ... of each window); the steps between record
+ * the per-step totals and values only (level STEPS) and are dropped from summaries like warm-up
+ * steps: per-op records cost ~100-200 ns an op, a few % of a step of short ops (the mlp's). */
 typedef struct {
     mst_prof_level level;
     int64_t skip, warmup, active, repeat;
     int64_t wait;
+    int64_t op_every;       /* 0 or 1: every kept step records its ops */
 } mst_prof_config;
 
-typedef enum { MST_PROF_STEP_OFF, MST_PROF_STEP_WARMUP, MST_PROF_STEP_ACTIVE } mst_prof_phase;
+/* OFF: nothing recorded. WARMUP: recorded, dropped. ACTIVE: recorded, kept. TOTALS: an active
+ * step between two that record their ops (op_every): recorded at level STEPS, dropped. */
+typedef enum { MST_PROF_STEP_OFF, MST_PROF_STEP_WARMUP, MST_PROF_STEP_ACTIVE, MST_PROF_STEP_TOTALS } mst_prof_phase;
 
 typedef struct mst_profiler mst_profiler;
 

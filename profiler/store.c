@@ -941,6 +941,7 @@ mst_store *mst_store_open_opts(const char *path, const mst_prof_config *cfg, int
         set_meta_i64(s, "profiler.level", s->cfg.level) != 0 || set_meta_i64(s, "profiler.skip", s->cfg.skip) != 0 ||
         set_meta_i64(s, "profiler.warmup", s->cfg.warmup) != 0 || set_meta_i64(s, "profiler.active", s->cfg.active) != 0 ||
         set_meta_i64(s, "profiler.repeat", s->cfg.repeat) != 0 || set_meta_i64(s, "profiler.wait", s->cfg.wait) != 0 ||
+        set_meta_i64(s, "profiler.op_every", s->cfg.op_every > 1 ? s->cfg.op_every : 1) != 0 ||
         set_meta_i64(s, "trace_steps", s->trace_steps) != 0 ||
         set_meta_locked(s, 1, "clock", "CLOCK_MONOTONIC, ns") != 0 ||
         set_meta_locked(s, 1, "sqlite_version", sqlite3_libversion()) != 0 || EXEC(s, "COMMIT") != 0)

@@ -154,6 +154,15 @@ static void test_injected_kernel_cost(void **state) {
     e2e_rmtree(dir);
 }
 
+static int64_t sql_int(sqlite3 *db, const char *sql) {
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK || sqlite3_step(q) != SQLITE_ROW)
+        fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+    int64_t v = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    return v;
+}
+
 static void test_sampler_agrees_on_mlp(void **state) {
     char dir[512];
     e2e_tmpdir(dir, sizeof(dir));
@@ -167,6 +176,22 @@ static void test_sampler_agrees_on_mlp(void **state) {
     assert_true(field(j, NULL, "profiler_overhead_share") >= 0);
     cJSON *top = cJSON_GetObjectItem(j, "top_ops");
     assert_true(cJSON_GetArraySize(top) > 0);
+    /* the default profile.op_every 4: after the warm-up step, steps 1, 5, 9, ... record their ops and
+     * are kept; the others keep their totals and values (loss) at level 0, dropped from summaries */
+    char db_path[700];
+    snprintf(db_path, sizeof(db_path), "%s/profile.db", dir);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    const int64_t all = sql_int(db, "SELECT count(*) FROM steps"), kept = sql_int(db, "SELECT count(*) FROM steps WHERE warmup = 0");
+    printf("steps %lld, kept (ops recorded) %lld\n", (long long)all, (long long)kept);
+    assert_true(all >= 100);
+    assert_int_equal(kept, (all - 1 + 3) / 4);
+    assert_int_equal(sql_int(db, "SELECT count(*) FROM steps WHERE warmup = 0 AND (step - 1) % 4 != 0"), 0);
+    assert_int_equal(sql_int(db, "SELECT count(*) FROM steps WHERE warmup = 0 AND kernel_ns = 0"), 0);
+    assert_int_equal(sql_int(db, "SELECT count(*) FROM steps WHERE step > 0 AND warmup = 1 AND kernel_ns + dispatch_ns > 0"), 0);
+    assert_int_equal(sql_int(db, "SELECT count(*) FROM steps WHERE loss IS NULL"), 0);
+    assert_int_equal(sql_int(db, "SELECT calls FROM op_stats WHERE name = 'linear'"), 3 * kept);     /* 3 layers a step */
+    sqlite3_close(db);
     char p[700];
     snprintf(p, sizeof(p), "%s/trace.json", dir);
     cJSON *trace = e2e_read_json(p);

@@ -46,7 +46,8 @@ static bool slice_at(const cJSON *events, double tid, double ts) {
 static counts profile_and_check(int trace_steps) {
     char dir[512], args[1024], path[1100];
     e2e_tmpdir(dir, sizeof(dir));
-    snprintf(args, sizeof(args), "profile " JOB " --set profile.trace_steps=%d --out %s", trace_steps, dir);
+    /* every step records its ops (profile.op_every=1), so the traced steps are consecutive ones */
+    snprintf(args, sizeof(args), "profile " JOB " --set profile.trace_steps=%d --set profile.op_every=1 --out %s", trace_steps, dir);
     int rc = e2e_run(args, g_out, sizeof(g_out));
     if (rc != 0) fail_msg("mstune %s exited %d:\n%s", args, rc, g_out);
     snprintf(path, sizeof(path), "%s/trace.json", dir);

@@ -164,6 +164,39 @@ static void test_schedule_wait(void **state) {
     }
 }
 
+/* op_every: one kept step in N records its ops, counted from each window's first kept step; the
+ * others record totals only (T), at level STEPS; level STEPS itself has no such steps. */
+static void test_schedule_op_every(void **state) {
+    mst_prof_config c = {.level = MST_PROF_LEVEL_OPS, .skip = 1, .warmup = 1, .active = 5, .wait = 2, .op_every = 3};
+    const char *want = "O" "OOWATTAT" "OOWATTAT";
+    for (int step = 0; want[step]; step++) {
+        mst_prof_phase ph = mst_prof_schedule_phase(&c, step);
+        char got = ph == MST_PROF_STEP_OFF ? 'O' : ph == MST_PROF_STEP_WARMUP ? 'W' : ph == MST_PROF_STEP_TOTALS ? 'T' : 'A';
+        assert_int_equal(got, want[step]);
+    }
+    mst_prof_config every = {.level = MST_PROF_LEVEL_DETAIL, .warmup = 2, .op_every = 4};     /* active 0: one window */
+    const char *want_every = "WWATTTATTTA";
+    for (int step = 0; want_every[step]; step++) {
+        mst_prof_phase ph = mst_prof_schedule_phase(&every, step);
+        assert_int_equal(ph == MST_PROF_STEP_WARMUP ? 'W' : ph == MST_PROF_STEP_TOTALS ? 'T' : 'A', want_every[step]);
+    }
+    every.level = MST_PROF_LEVEL_STEPS;
+    for (int step = 2; step < 12; step++) assert_int_equal(mst_prof_schedule_phase(&every, step), MST_PROF_STEP_ACTIVE);
+
+    /* the recorder follows: a totals step keeps level STEPS records and drops the per-op ones */
+    mst_profiler *p = mst_profiler_new();
+    mst_prof_config one_in_two = {.level = MST_PROF_LEVEL_OPS, .op_every = 2};
+    mst_profiler_configure(p, &one_in_two);
+    assert_int_equal(mst_profiler_start(p), 0);
+    for (int step = 0; step < 4; step++) {
+        mst_profiler_step(p, step);
+        assert_true(mst_prof_on(MST_PROF_LEVEL_STEPS));
+        assert_int_equal(mst_prof_on(MST_PROF_LEVEL_OPS) != 0, step % 2 == 0);
+    }
+    mst_profiler_stop(p);
+    mst_profiler_free(p);
+}
+
 typedef struct {
     int calls;
     bool last;
@@ -229,7 +262,7 @@ static void test_prep_sampled(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_schedule_wait),       cmocka_unit_test(test_phase_hook),
+        cmocka_unit_test(test_schedule_wait),       cmocka_unit_test(test_schedule_op_every),       cmocka_unit_test(test_phase_hook),
         cmocka_unit_test(test_prep_sampled),
         cmocka_unit_test(test_off_records_nothing), cmocka_unit_test(test_dispatch_ranges_nest),
         cmocka_unit_test(test_threads),             cmocka_unit_test(test_one_active_profiler),
