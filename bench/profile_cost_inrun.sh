@@ -8,12 +8,14 @@
 # shared VM differ by more than the cost (bench/profile_cost.sh's intervals span 10-20 points);
 # pairs inside one run do not carry that. Prints one row per run and per setting, then each
 # setting's median over runs. Settings: the default profile; the default with every kept step
-# recording its ops (profile.op_every=1, the default before 2026-12-04); steps only (level 0, no sampler: the
+# recording its ops (profile.op_every=1, the default before 2026-12-04); the default without the
+# stack sampler (no_sampler, only when named in SETTINGS); steps only (level 0, no sampler: the
 # least a profile records, a floor for the method); the sampler at 1 kHz (a cost large enough that
 # the measurement must find it: the check that the method sees what it should).
 #
 #     bash bench/profile_cost_inrun.sh                 # RUNS=3, WAIT=ACTIVE=10, EPOCHS=3, fashion_mlp fashion_cnn
 #     RUNS=5 JOBS=fashion_mlp bash bench/profile_cost_inrun.sh --set data.batch_size=16
+#     SETTINGS="default no_sampler" RUNS=8 JOBS=fashion_mlp bash bench/profile_cost_inrun.sh
 set -euo pipefail
 BIN=${MSTUNE_BIN:-./build/mstune}
 RUNS=${RUNS:-3}
@@ -30,12 +32,13 @@ echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $
 echo "# $WAIT off / $ACTIVE recording steps per pair, data.limit=$LIMIT, $EPOCHS epochs, $RUNS runs per setting; extra: $*"
 echo "| job | setting | run | pairs | off ms/step | recording ms/step | measured cost [90% interval] | estimated | estimate - measured |"
 echo "|---|---|---|---|---|---|---|---|---|"
-declare -A settings=([default]="" [ops_every_step]="--set profile.op_every=1"
+declare -A settings=([default]="" [ops_every_step]="--set profile.op_every=1" [no_sampler]="--set profile.sampler=false"
                      [steps_only]="--set profile.level=0 --set profile.sampler=false"
                      [sampler_1khz]="--set profile.sample_hz=1000")
+SETTINGS=${SETTINGS:-"default ops_every_step steps_only sampler_1khz"}
 for job in $JOBS; do
   for r in $(seq 1 "$RUNS"); do
-    for setting in default ops_every_step steps_only sampler_1khz; do
+    for setting in $SETTINGS; do
       dir=$OUT/$job-$setting-$r
       # shellcheck disable=SC2086
       "$BIN" profile "workloads/jobs/$job.yaml" --set profile.wait="$WAIT" --set profile.warmup=0 --set profile.active="$ACTIVE" \
@@ -56,11 +59,11 @@ done
 echo
 echo "| job | setting | median measured cost over runs | median estimate | estimate - measured |"
 echo "|---|---|---|---|---|"
-python3 - "$OUT" "$JOBS" <<'PY'
+python3 - "$OUT" "$JOBS" "$SETTINGS" <<'PY'
 import glob, json, statistics, sys
-out, jobs = sys.argv[1], sys.argv[2].split()
+out, jobs, settings = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
 for job in jobs:
-    for setting in ("default", "ops_every_step", "steps_only", "sampler_1khz"):
+    for setting in settings:
         ms = [json.load(open(f))["profiler_cost_measured"] for f in sorted(glob.glob(f"{out}/{job}-{setting}-*/summary.json"))]
         c = statistics.median(100 * m["cost"] for m in ms)
         e = statistics.median(100 * m["estimate"] for m in ms)
