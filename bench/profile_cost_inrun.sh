@@ -13,14 +13,14 @@
 # least a profile records, a floor for the method); the sampler at 1 kHz (a cost large enough that
 # the measurement must find it: the check that the method sees what it should).
 #
-#     bash bench/profile_cost_inrun.sh                 # RUNS=3, WAIT=ACTIVE=10, EPOCHS=3, fashion_mlp fashion_cnn
+#     bash bench/profile_cost_inrun.sh                 # RUNS=3, WAIT=ACTIVE=12, EPOCHS=3, fashion_mlp fashion_cnn
 #     RUNS=5 JOBS=fashion_mlp bash bench/profile_cost_inrun.sh --set data.batch_size=16
 #     SETTINGS="default no_sampler" RUNS=8 JOBS=fashion_mlp bash bench/profile_cost_inrun.sh
 set -euo pipefail
 BIN=${MSTUNE_BIN:-./build/mstune}
 RUNS=${RUNS:-3}
-WAIT=${WAIT:-10}
-ACTIVE=${ACTIVE:-10}
+WAIT=${WAIT:-12}
+ACTIVE=${ACTIVE:-12}     # a multiple of profile.op_every (4): the windows record ops on a default profile's share of steps
 LIMIT=${LIMIT:-60000}
 EPOCHS=${EPOCHS:-3}
 JOBS=${JOBS:-"fashion_mlp fashion_cnn"}
@@ -32,7 +32,8 @@ echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $
 echo "# $WAIT off / $ACTIVE recording steps per pair, data.limit=$LIMIT, $EPOCHS epochs, $RUNS runs per setting; extra: $*"
 echo "| job | setting | run | pairs | off ms/step | recording ms/step | measured cost [90% interval] | estimated | estimate - measured |"
 echo "|---|---|---|---|---|---|---|---|---|"
-declare -A settings=([default]="" [ops_every_step]="--set profile.op_every=1" [no_sampler]="--set profile.sampler=false"
+declare -A settings=([default]="" [ops_every_step]="--set profile.op_every=1" [ops_one_in_8]="--set profile.op_every=8"
+                     [no_sampler]="--set profile.sampler=false"
                      [steps_only]="--set profile.level=0 --set profile.sampler=false"
                      [sampler_1khz]="--set profile.sample_hz=1000")
 SETTINGS=${SETTINGS:-"default ops_every_step steps_only sampler_1khz"}

@@ -176,7 +176,7 @@ const mst_job_key mst_job_keys[] = {
     INT("profile.wait", profile.wait, "0", 0,
         "schedule: steps not recorded (sampler paused too) opening each window; > 0 measures the profile's cost in this run"),
     INT("profile.op_every", profile.op_every, "4", 1,
-        "level >= 1: per-op ranges on one kept step in N, per-step totals on the others (4: the mlp's default profile within 2%)"),
+        "level >= 1: per-op ranges (and level 2's memory events) on one kept step in N, per-step totals on the others"),
     INT("profile.trace_steps", profile.trace_steps, "20", 0, "steps whose raw events are kept for the trace"),
     BOOL("profile.sampler", profile.sampler, "true", "sample call stacks (libunwind) to cross-check dispatch time"),
     INTMAX("profile.sample_hz", profile.sample_hz, "29", 1, 10000,
