@@ -876,9 +876,7 @@ mst_store *mst_store_open_opts(const char *path, const mst_prof_config *cfg, int
     s->commit_ns = (uint64_t)(opt && opt->commit_ms > 0 ? opt->commit_ms : 100) * 1000000ull;
     /* 256: the 100 ms window decides at any step faster than 0.4 ms; at 16, a 0.7 ms mlp step paid a
      * commit every 11 ms (0.26 points of its profile's cost, docs/benchmarks.md) */
-    /* the time bound is the one that matters; the step bound caps a transaction of very short
-     * steps. 256 committed 2-3 times per 200 ms drain of the mlp's steps, ~0.5 us a step. */
-    s->commit_steps = opt && opt->commit_steps > 0 ? opt->commit_steps : 4096;
+    s->commit_steps = opt && opt->commit_steps > 0 ? opt->commit_steps : 256;
     s->ring = malloc(s->cap * sizeof(*s->ring));
     s->ops = mst_attr_ops_new();
     if (!s->ring || !s->ops) {

@@ -34,7 +34,7 @@ typedef struct mst_store mst_store;
 typedef struct {
     size_t queue_events;    /* queue capacity in records; 0 = 262144 (8 MiB); at least 1 */
     int commit_ms;          /* an open transaction commits at most this long after it began; 0 = 100 */
-    int commit_steps;       /* ... or once it holds this many steps; 0 = 4096 */
+    int commit_steps;       /* ... or once it holds this many steps; 0 = 256 */
     int64_t max_db_bytes;   /* 0 = no limit; a database that would grow past it fails the store
                                (SQLITE_FULL): what was committed stays, later records are dropped */
 } mst_store_options;
