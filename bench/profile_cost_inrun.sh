@@ -8,10 +8,10 @@
 # shared VM differ by more than the cost (bench/profile_cost.sh's intervals span 10-20 points);
 # pairs inside one run do not carry that. Prints one row per run and per setting, then each
 # setting's median over runs. Settings: the default profile; the default with every kept step
-# recording its ops (profile.op_every=1, the default before 2026-12-04); the default without the
-# stack sampler (no_sampler, only when named in SETTINGS); steps only (level 0, no sampler: the
+# recording its ops (profile.op_every=1, the default before 2026-12-04); steps only (level 0, no sampler: the
 # least a profile records, a floor for the method); the sampler at 1 kHz (a cost large enough that
-# the measurement must find it: the check that the method sees what it should).
+# the measurement must find it: the check that the method sees what it should). Named in SETTINGS
+# only: ops_one_in_8 (profile.op_every=8), no_sampler, sampler_11hz (the default's variants).
 #
 #     bash bench/profile_cost_inrun.sh                 # RUNS=3, WAIT=ACTIVE=12, EPOCHS=3, fashion_mlp fashion_cnn
 #     RUNS=5 JOBS=fashion_mlp bash bench/profile_cost_inrun.sh --set data.batch_size=16
@@ -33,7 +33,7 @@ echo "# $WAIT off / $ACTIVE recording steps per pair, data.limit=$LIMIT, $EPOCHS
 echo "| job | setting | run | pairs | off ms/step | recording ms/step | measured cost [90% interval] | estimated | estimate - measured |"
 echo "|---|---|---|---|---|---|---|---|---|"
 declare -A settings=([default]="" [ops_every_step]="--set profile.op_every=1" [ops_one_in_8]="--set profile.op_every=8"
-                     [no_sampler]="--set profile.sampler=false"
+                     [no_sampler]="--set profile.sampler=false" [sampler_11hz]="--set profile.sample_hz=11"
                      [steps_only]="--set profile.level=0 --set profile.sampler=false"
                      [sampler_1khz]="--set profile.sample_hz=1000")
 SETTINGS=${SETTINGS:-"default ops_every_step steps_only sampler_1khz"}
