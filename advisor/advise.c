@@ -126,6 +126,10 @@ int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, siz
      * profiler's cost would make the baseline look slower and every trial look faster) */
     mst_trial_set *prof_run = &adv->profile;
     snprintf(prof_run->name, sizeof(prof_run->name), "profile");
+    /* every step records its ops (profile.op_every's default is 4, for the profile's cost): this
+     * run's cost is in no timing, and the rules' per-step medians get every step; the job's own
+     * --set, after it, still wins */
+    snprintf(prof_run->sets[prof_run->n_sets++], sizeof(prof_run->sets[0]), "profile.op_every=1");
     common_sets(cfg, prof_run);
     if (log) fprintf(log, "profile: 1 run of %s\n", cfg->job_path);
     mst_trial_run(prof_run, cfg->mstune_bin, cfg->job_path, cfg->out_dir, 1, true, log, cfg->stop);
