@@ -87,7 +87,8 @@ static inline int mst_prof_on(mst_prof_level l) { return __builtin_expect(mst_pr
  * costs inside one run (self_cost.h). At level OPS and above, `op_every` N > 1 keeps the per-op
  * ranges of one kept step in N (the 1st, N+1st, ... of each window); the steps between record
  * the per-step totals and values only (level STEPS) and are dropped from summaries like warm-up
- * steps: per-op records cost ~100-200 ns an op, a few % of a step of short ops (the mlp's). */
+ * steps: an op's records, their preparation and store work cost ~150-250 ns, a few % of a step
+ * of microsecond ops (the mlp's; docs/benchmarks.md). */
 typedef struct {
     mst_prof_level level;
     int64_t skip, warmup, active, repeat;
