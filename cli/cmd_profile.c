@@ -131,8 +131,8 @@ static void add_cost_json(cJSON *o, const measured_cost *mc) {
     else cJSON_AddNullToObject(m, "estimate");
 }
 
-static void print_breakdown(FILE *f, const char *db_path, const mst_breakdown *b, double sampler_share, const mst_op_row *ops,
-                            int n_ops, const mst_prof_config *pc) {
+static void print_breakdown(FILE *f, const char *db_path, const mst_breakdown *b, double sampler_share, int64_t sampler_samples,
+                            const mst_op_row *ops, int n_ops, const mst_prof_config *pc) {
     double mean[MST_CAT_COUNT], step_mean = 0;
     bool have_mean = breakdown_means(db_path, mean, &step_mean);
     fprintf(f, "\nstep time breakdown over %lld profiled steps (mean step %.3f ms, median step %.3f ms)\n", (long long)b->steps,
@@ -151,9 +151,9 @@ static void print_breakdown(FILE *f, const char *db_path, const mst_breakdown *b
     if (have_mean) fprintf(f, "  %-10s %12.3f %7.1f%% %14.3f\n", "step", step_mean, 100.0, b->wall_median_ns / 1e6);
     fprintf(f, "  (mean ms/step and share add up to the mean step; per-category medians need not add up)\n");
     if (sampler_share >= 0)
-        fprintf(f, "  dispatch share of op time: instrumented %.1f%%, sampled %.1f%%\n",
+        fprintf(f, "  dispatch share of op time: instrumented %.1f%%, sampled %.1f%% (%lld main-thread samples)\n",
                 100 * b->share[MST_CAT_DISPATCH] / (b->share[MST_CAT_DISPATCH] + b->share[MST_CAT_KERNEL] + 1e-12),
-                100 * sampler_share);
+                100 * sampler_share, (long long)sampler_samples);
     if (n_ops > 0) {
         double steps = b->steps > 0 ? (double)b->steps : 1;
         fprintf(f, "\ntop ops by kernel time\n  %-20s %8s %12s %10s %10s %10s\n", "op", "calls", "total ms", "ms/step", "mean us",
@@ -289,11 +289,13 @@ int mst_cmd_profile(int argc, char **argv) {
     mst_cli_stop_flag_restore();
 
     double sampler_share = -1, sampler_ns = 0;
+    int64_t sampler_samples = 0;
     uint32_t main_tid = (uint32_t)syscall(SYS_gettid);
     if (sampler) {
         mst_sampler_stop(sampler);
         mst_sampler_foreach_folded(sampler, add_folded, store);
         sampler_share = mst_sampler_dispatch_share(sampler, main_tid);
+        sampler_samples = (int64_t)mst_sampler_count(sampler, main_tid);
         mst_store_set_sampler_summary(store, mst_sampler_count(sampler, main_tid), sampler_share, a.job.profile.sample_hz);
         sampler_ns = mst_sampler_cost_ns(sampler);
         mst_sampler_free(sampler);
@@ -385,7 +387,7 @@ int mst_cmd_profile(int argc, char **argv) {
                 else if (!isnan(r.val_metric)) printf("  val metric %.4f, val loss %.4f\n", r.val_metric, r.val_loss);
                 printf("  throughput %.0f samples/s, %.1f steps/s (%lld samples in %.2f s of training loop)\n", r.samples_per_s,
                        r.steps_per_s, (long long)r.samples, r.train_loop_s);
-                print_breakdown(stdout, db_path, &b, sampler_share, ops, n_ops, &pc);
+                print_breakdown(stdout, db_path, &b, sampler_share, sampler_samples, ops, n_ops, &pc);
                 if (b.steps == 0 && r.steps > r.resumed_at_step)     /* a schedule that never reached the run's steps */
                     fprintf(stderr,
                             "mstune profile: warning: no step of the run's %lld was measured "
