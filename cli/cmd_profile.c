@@ -150,10 +150,13 @@ static void print_breakdown(FILE *f, const char *db_path, const mst_breakdown *b
     }
     if (have_mean) fprintf(f, "  %-10s %12.3f %7.1f%% %14.3f\n", "step", step_mean, 100.0, b->wall_median_ns / 1e6);
     fprintf(f, "  (mean ms/step and share add up to the mean step; per-category medians need not add up)\n");
-    if (sampler_share >= 0)
-        fprintf(f, "  dispatch share of op time: instrumented %.1f%%, sampled %.1f%% (%lld main-thread samples)\n",
-                100 * b->share[MST_CAT_DISPATCH] / (b->share[MST_CAT_DISPATCH] + b->share[MST_CAT_KERNEL] + 1e-12),
+    const double instrumented = 100 * b->share[MST_CAT_DISPATCH] / (b->share[MST_CAT_DISPATCH] + b->share[MST_CAT_KERNEL] + 1e-12);
+    if (sampler_share >= 0 && sampler_samples >= MST_SAMPLER_MIN_SHARE_SAMPLES)
+        fprintf(f, "  dispatch share of op time: instrumented %.1f%%, sampled %.1f%% (%lld main-thread samples)\n", instrumented,
                 100 * sampler_share, (long long)sampler_samples);
+    else if (sampler_share >= 0)
+        fprintf(f, "  dispatch share of op time: instrumented %.1f%%; sampled: %lld main-thread samples, too few to compare "
+                "(raise profile.sample_hz or run longer)\n", instrumented, (long long)sampler_samples);
     if (n_ops > 0) {
         double steps = b->steps > 0 ? (double)b->steps : 1;
         fprintf(f, "\ntop ops by kernel time\n  %-20s %8s %12s %10s %10s %10s\n", "op", "calls", "total ms", "ms/step", "mean us",

@@ -293,11 +293,12 @@ static int read_samples(reader *r, rpt_profile *p) {
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) return fail(r, "samples");
     p->sampler_dispatch_share = -1;
-    if (sqlite3_prepare_v2(r->db, "SELECT dispatch_share, hz FROM sampler WHERE id = 1", -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(r->db, "SELECT dispatch_share, hz, samples FROM sampler WHERE id = 1", -1, &st, NULL) != SQLITE_OK)
         return fail(r, "sampler");
     if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         p->sampler_dispatch_share = sqlite3_column_double(st, 0);
         p->sampler_hz = sqlite3_column_double(st, 1);
+        p->sampler_samples = sqlite3_column_int64(st, 2);
     }
     sqlite3_finalize(st);
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : fail(r, "sampler");

@@ -103,6 +103,7 @@ typedef struct {
     rpt_sample *samples;
     int64_t n_samples, samples_total;
     double sampler_dispatch_share;      /* -1 when the sampler did not run */
+    int64_t sampler_samples;            /* the main thread's samples the share rests on */
     double sampler_hz;
     /* profiler health */
     double overhead_share;              /* -1 when not recorded */
