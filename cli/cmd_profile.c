@@ -299,7 +299,7 @@ int mst_cmd_profile(int argc, char **argv) {
         mst_sampler_foreach_folded(sampler, add_folded, store);
         sampler_share = mst_sampler_dispatch_share(sampler, main_tid);
         sampler_samples = (int64_t)mst_sampler_count(sampler, main_tid);
-        mst_store_set_sampler_summary(store, mst_sampler_count(sampler, main_tid), sampler_share, a.job.profile.sample_hz);
+        mst_store_set_sampler_summary(store, sampler_samples, sampler_share, a.job.profile.sample_hz);
         sampler_ns = mst_sampler_cost_ns(sampler);
         mst_sampler_free(sampler);
     }

@@ -81,6 +81,8 @@ static int read_meta(reader *r, rpt_profile *p) {
     }
     const char *lvl = rpt_profile_meta(p, "profiler.level");
     p->level = lvl ? atoi(lvl) : -1;
+    const char *op_every = rpt_profile_meta(p, "profiler.op_every");
+    p->op_every = op_every && atoi(op_every) > 1 ? atoi(op_every) : 1;
     return 0;
 }
 

@@ -74,6 +74,7 @@ typedef struct {
     int64_t batch_size;                 /* 0 when unknown */
     int64_t num_workers;                /* -1 when unknown */
     int level;                          /* profiler.level */
+    int op_every;                       /* profiler.op_every: profiled steps record ops one in N (1: all; older profiles) */
     /* steps */
     mst_breakdown bd;
     rpt_step *steps;

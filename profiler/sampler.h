@@ -99,11 +99,11 @@ int          mst_sampler_foreach_folded(mst_sampler *s, mst_sampler_folded_fn fn
 int64_t      mst_sampler_count(const mst_sampler *s, uint32_t tid);
 /* dispatch / (dispatch + kernel) over the thread's samples inside mst_dispatch (the recorder's
  * samples left out); -1 when none. */
+double       mst_sampler_dispatch_share(const mst_sampler *s, uint32_t tid);
 /* Fewer main-thread samples than this and the share is not shown as a cross-check: at a 10% share
  * its standard error exceeds 5 points (sqrt(0.1 * 0.9 / 30) = 0.055), the agreement it is
  * compared against (tests/integration/test_profile.c). */
 #define MST_SAMPLER_MIN_SHARE_SAMPLES 30
-double       mst_sampler_dispatch_share(const mst_sampler *s, uint32_t tid);
 mst_sampler_stats mst_sampler_stats_get(const mst_sampler *s, uint32_t tid);
 /* Samples lost to full rings, over all threads (also in the stats). Never silent. */
 int64_t      mst_sampler_lost(const mst_sampler *s);

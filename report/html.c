@@ -829,8 +829,7 @@ int rpt_html_write(const rpt_page *pg, const char *path, char *err, size_t errn)
     rpt_html(&b, p->path);
     rpt_printf(&b, "</code> · %lld steps recorded, %lld profiled · profiler level %d", (long long)p->n_steps, (long long)p->bd.steps,
                p->level);
-    const char *op_every = rpt_profile_meta(p, "profiler.op_every");     /* profiled = the steps that recorded their ops */
-    if (p->level >= 1 && op_every && atoi(op_every) > 1) rpt_printf(&b, ", ops on one step in %d", atoi(op_every));
+    if (p->level >= 1 && p->op_every > 1) rpt_printf(&b, ", ops on one step in %d", p->op_every);     /* profiled = those steps */
     const char *rev = rpt_profile_meta(p, "git_revision"), *host = rpt_profile_meta(p, "host"), *cpu = rpt_profile_meta(p, "cpu_model");
     if (rev) {
         rpt_puts(&b, " · revision ");
