@@ -96,20 +96,23 @@ static result measure(const char *model, int batch, int threads, bool graph) {
  * [min-max] over rounds of its step / the all-passes step of the same round (> 1: the pass pays),
  * the robust figure on a noisy machine since a round's runs are seconds apart. */
 enum { k_max_rounds = BENCH_MAX_REPEATS };
-static void pass_table(const char *model, int batch, int threads, int rounds) {
-    static const struct { const char *name; unsigned skip; } cfg[] = {
+/* The per-pass table's configurations: all passes first, then each fusion left out, then none. */
+static const struct { const char *name; unsigned skip; } pass_cfg[] = {
         {"all passes", 0}, {"no relu epilogue", MST_PASS_EPILOGUE}, {"no elementwise fusion", MST_PASS_FUSE_ELEM},
         {"no fused optimizer", MST_PASS_FUSE_OPTIM}, {"no pooling+relu gradient fusion", MST_PASS_FUSE_POOL_RELU},
-        {"no nChw16c layout", MST_PASS_BLOCKED_LAYOUT},
+        {"no pooling gradient in batch norm's", MST_PASS_FUSE_POOL_BN}, {"no nChw16c layout", MST_PASS_BLOCKED_LAYOUT},
         {"no fusion at all", MST_PASS_EPILOGUE | MST_PASS_FUSE_ELEM | MST_PASS_FUSE_OPTIM | MST_PASS_FUSE_POOL_RELU |
-                                 MST_PASS_BLOCKED_LAYOUT}};
-    enum { n_cfg = sizeof(cfg) / sizeof(cfg[0]), n_runs = n_cfg + 1 };   /* the last run is eager */
+                                 MST_PASS_FUSE_POOL_BN | MST_PASS_BLOCKED_LAYOUT}};
+enum { n_pass_cfg = sizeof(pass_cfg) / sizeof(pass_cfg[0]) };
+
+static void pass_table(const char *model, int batch, int threads, int rounds) {
+    enum { n_cfg = n_pass_cfg, n_runs = n_cfg + 1 };   /* the last run is eager */
     static double ms[n_runs][k_max_rounds];
     for (int round = 0; round < rounds; round++)
         for (int k = 0; k < n_runs; k++) {
             int c = (k + round) % n_runs;
             ms[c][round] = c == n_cfg ? measure(model, batch, threads, false).ms
-                                      : measure_skipping(model, batch, threads, true, cfg[c].skip).ms;
+                                      : measure_skipping(model, batch, threads, true, pass_cfg[c].skip).ms;
         }
     double med[n_runs], ratio[n_runs][3], tmp[k_max_rounds];
     int pays[n_runs];       /* rounds where the step without the pass was slower */
@@ -179,9 +182,11 @@ int main(int argc, char **argv) {
         printf("per-pass: graph step with each fusion left out; %d rounds, each configuration once a round (rotated), "
                "a run's figure the median of %d steps; cells: median ms over rounds, then the median [min-max] over "
                "rounds of without / with (> 1.00x: the fusion pays) and in how many rounds it paid\n\n", rounds, k_repeats);
-        printf("| model | batch | eager ms | graph ms, all passes | no relu epilogue | no elementwise fusion | no fused optimizer | "
-               "no pooling+relu gradient fold | no nChw16c layout | no fusion at all | graph vs eager |\n"
-               "|---|---|---|---|---|---|---|---|---|---|---|\n");
+        printf("| model | batch | eager ms | graph ms, %s |", pass_cfg[0].name);
+        for (int k = 1; k < n_pass_cfg; k++) printf(" %s |", pass_cfg[k].name);
+        printf(" graph vs eager |\n|---|---|---|");
+        for (int k = 0; k < n_pass_cfg + 1; k++) printf("---|");
+        printf("\n");
         for (size_t i = 0; i < n_rows; i++) pass_table(rows[i].model, rows[i].batch, threads, rounds);
         return 0;
     }

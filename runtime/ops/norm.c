@@ -11,12 +11,14 @@
  * References: Ioffe & Szegedy 2015 (arXiv:1502.03167), Ba, Kiros & Hinton 2016 (arXiv:1607.06450).
  */
 #include <math.h>
+#include <stdlib.h>
 
 #include "runtime/amp/half.h"
 #include "runtime/cpu_features.h"
 #include "runtime/layout.h"
 #include "runtime/ops/bn_rows.h"
 #include "runtime/ops/common.h"
+#include "runtime/ops/pool_slab.h"
 
 /* ======================================================================================= */
 /* batchnorm                                                                                */
@@ -302,11 +304,30 @@ const mst_op_desc mst_desc_batchnorm = {
 /* ---- batchnorm_grad: in gy, x, gamma, save_mean, save_invstd; attr i[0] training;
  *      out gx (like x), ggamma (C), gbeta (C) ---- */
 
+/* The pooled form's extra inputs: gy (N, C, P, Q) is max pooling's output gradient, indices i32 and
+ * pooled (gy's dtype) of its shape, x (N, C, H, W) of the same N and C. */
+static mst_status infer_bn_grad_pooled(mst_ctx *ctx, const mst_op_call *c) {
+    const mst_tensor *gy = c->in[0], *x = c->in[1];
+    char a[96], b[96];
+    if (gy->ndim != 4 || x->ndim != 4 || gy->shape[0] != x->shape[0] || gy->shape[1] != x->shape[1])
+        return mst_op_fail(ctx, c, MST_ERR_SHAPE, "the pooled form needs gy (N, C, P, Q) and x (N, C, H, W) of one N and C, got gy %s, x %s",
+                           mst_shape_str(gy->ndim, gy->shape, a, sizeof(a)), mst_shape_str(x->ndim, x->shape, b, sizeof(b)));
+    if (c->in[5]->dtype != MST_DTYPE_I32)
+        return mst_op_fail(ctx, c, MST_ERR_DTYPE, "indices (input 5) must be i32, got %s", mst_dtype_name(c->in[5]->dtype));
+    mst_status s = op_require_same_shape(ctx, c, 0, 5);
+    if (s == MST_OK && c->n_in > 6) s = op_require_same_shape(ctx, c, 0, 6);
+    if (s == MST_OK && c->n_in > 6) s = op_require_same_dtype(ctx, c, 0, 6);
+    return s;
+}
+
 static mst_status infer_batchnorm_grad(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) {
     static const char *const names[] = {"gy", "x", "gamma", "save_mean", "save_invstd"};
-    mst_status s = bn_require_groups(ctx, c, (const int[]){0, 2}, 2);       /* gy, x; gamma, saved stats */
+    bool pooled = c->n_in > 5;
+    mst_op_call c5 = *c;        /* the five inputs every form has */
+    c5.n_in = 5;
+    mst_status s = bn_require_groups(ctx, &c5, (const int[]){0, 2}, 2);     /* gy, x; gamma, saved stats */
     if (s == MST_OK) s = bn_require_x(ctx, c, 1, "x");
-    if (s == MST_OK) s = op_require_same_shape(ctx, c, 0, 1);
+    if (s == MST_OK) s = pooled ? infer_bn_grad_pooled(ctx, c) : op_require_same_shape(ctx, c, 0, 1);
     if (s != MST_OK) return s;
     const mst_tensor *x = c->in[1];
     int64_t ch = x->shape[1];
@@ -395,19 +416,79 @@ FLOAT_KERNELS(batchnorm_grad_direct, BN_GRAD_BODY)
 FLOAT_KERNELS(batchnorm_grad_ref, BN_GRAD_REF_BODY)
 
 /* the sums (4 per element), then gx (5 per element training, 1 eval) */
-static int64_t batchnorm_grad_flops(const mst_op_call *c) { return (c->attrs.i[0] ? 9 : 5) * c->in[0]->numel; }
+static int64_t batchnorm_grad_flops(const mst_op_call *c) { return (c->attrs.i[0] ? 9 : 5) * c->in[1]->numel; }
 
+/* The pooled form (6 or 7 inputs: graph mode's fuse_pool_bn) through any kernel k of the plain
+ * form: max pooling's gradient into a dense tensor of x's shape (gy's dtype and layout) by
+ * maxpool2d_grad's own kernel, then k on it. The f32 rows kernel fuses the two instead
+ * (bn_grad_pooled_fused); this is every other case's path, with the bits of the two ops. */
+static _Thread_local struct {
+    void *data;
+    size_t cap;
+} bn_dense_scratch;     /* the dense gradient's memory, per thread, grown to the largest call and kept */
+
+static mst_status bn_grad_unpooled(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn k) {
+    const mst_tensor *gy = c->in[0], *x = c->in[1];
+    mst_kernel_fn unpool = mst_op_kernel(ctx, MST_OP_MAXPOOL2D_GRAD, gy->dtype);
+    if (!unpool) return mst_op_fail(ctx, c, MST_ERR_UNSUPPORTED, "no maxpool2d_grad kernel for %s", mst_dtype_name(gy->dtype));
+    size_t nbytes = (size_t)x->numel * mst_dtype_size(gy->dtype);
+    if (nbytes > bn_dense_scratch.cap) {
+        void *p = aligned_alloc(64, (nbytes + 63) & ~(size_t)63);
+        if (!p) return mst_ctx_fail(ctx, MST_ERR_OOM, "out of memory: %zu bytes for batchnorm_grad's pooling gradient", nbytes);
+        free(bn_dense_scratch.data);
+        bn_dense_scratch.data = p;
+        bn_dense_scratch.cap = nbytes;
+    }
+    /* x's header with gy's dtype and layout (nChw16c needs channels in 16s, which gy's layout says
+     * it has) over the scratch, never freed through it */
+    mst_storage st = {.data = bn_dense_scratch.data, .nbytes = nbytes, .refcount = 1 << 30, .cat = x->storage->cat,
+                      .device = x->storage->device, .ctx = x->storage->ctx};
+    mst_tensor dense_t = *x, *dense = &dense_t;
+    dense_t.dtype = gy->dtype;
+    dense_t.layout = gy->layout;
+    dense_t.storage = &st;
+    dense_t.offset = 0;
+    dense_t.refcount = 1 << 30;
+    dense_t.grad = NULL;
+    mst_op_call mp = {.op = MST_OP_MAXPOOL2D_GRAD, .n_in = c->n_in - 4, .n_out = 1, .in = {c->in[0], c->in[5]}, .out = {dense}};
+    if (c->n_in > 6) mp.in[2] = c->in[6];
+    mp.attrs.i[0] = x->shape[2];
+    mp.attrs.i[1] = x->shape[3];
+    mst_status s = unpool(ctx, &mp);
+    if (s == MST_OK) {
+        mst_op_call plain_form = *c;
+        plain_form.n_in = 5;
+        plain_form.in[0] = dense;
+        plain_form.in[5] = plain_form.in[6] = NULL;
+        s = k(ctx, &plain_form);
+    }
+    return s;
+}
+
+/* The descriptor's kernels: the pooled form through bn_grad_unpooled, the plain one as it is. */
+#define BN_GRAD_ANY_FORM(name, k) \
+    static mst_status name(mst_ctx *ctx, const mst_op_call *c) { return c->n_in > 5 ? bn_grad_unpooled(ctx, c, k) : k(ctx, c); }
+BN_GRAD_ANY_FORM(batchnorm_grad_direct_any_f64, batchnorm_grad_direct_f64)
+BN_GRAD_ANY_FORM(batchnorm_grad_ref_any_f32, batchnorm_grad_ref_f32)
+BN_GRAD_ANY_FORM(batchnorm_grad_ref_any_f64, batchnorm_grad_ref_f64)
+BN_GRAD_ANY_FORM(batchnorm_grad_half_any, mst_half_kernel)
+
+/* in[5], in[6] (optional): the pooled form, where gy is max pooling's output gradient and these its
+ * indices and pooled values (maxpool2d_grad's inputs): the op is batchnorm_grad of
+ * maxpool2d_grad(gy, indices[, pooled]), to the bit, without the (N, C, H, W) gradient in memory on
+ * the fused path. Graph mode's fuse_pool_bn makes it; eager never does. */
 const mst_op_desc mst_desc_batchnorm_grad = {
-    .name = "batchnorm_grad", .min_inputs = 5, .max_inputs = 5, .n_outputs = 3, .flags = MST_OPF_GRAD_OP,
+    .name = "batchnorm_grad", .min_inputs = 5, .max_inputs = 7, .n_outputs = 3, .flags = MST_OPF_GRAD_OP,
     .attr_i = {"training"},
     .infer = infer_batchnorm_grad,
-    .kernels[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = batchnorm_grad_rows, [MST_DTYPE_F64] = batchnorm_grad_direct_f64,
+    .kernels[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = batchnorm_grad_rows, [MST_DTYPE_F64] = batchnorm_grad_direct_any_f64,
             [MST_DTYPE_F16] = batchnorm_grad_rows, [MST_DTYPE_BF16] = batchnorm_grad_rows},
-    .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = batchnorm_grad_ref_f32, [MST_DTYPE_F64] = batchnorm_grad_ref_f64,
-                [MST_DTYPE_F16] = mst_half_kernel, [MST_DTYPE_BF16] = mst_half_kernel},
+    .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = batchnorm_grad_ref_any_f32, [MST_DTYPE_F64] = batchnorm_grad_ref_any_f64,
+                [MST_DTYPE_F16] = batchnorm_grad_half_any, [MST_DTYPE_BF16] = batchnorm_grad_half_any},
     .flops = batchnorm_grad_flops,
-    /* gy, x, gx: each its own layout (bn_layouts_taken) */
-    .blocked_in = 1u << 0 | 1u << 1, .blocked_out = 1u << 0,
+    /* gy, x, gx: each its own layout (bn_layouts_taken); the pooled form's gy, indices and pooled
+     * take one layout together, as maxpool2d_grad's do */
+    .blocked_in = 1u << 0 | 1u << 1 | 1u << 5 | 1u << 6, .blocked_out = 1u << 0, .blocked_tied = 1u << 0 | 1u << 5 | 1u << 6,
 };
 
 /* ---- batchnorm and batchnorm_grad by rows: (N, C, H, W) f32, and half x with f32 parameters ----
@@ -460,6 +541,7 @@ typedef struct {
     int64_t block_ch;       /* channels a block holds: one row of S values, or more when S is small */
     int64_t block_stride;   /* floats between blocks */
     float *mixed;           /* nChw16c operands beside plain x or in half, per worker: 3 x 16 x S floats */
+    int64_t *bad;           /* the pooled form, per worker: the first index outside the plane (-1: none) */
 } bn_rows_job;
 
 /* Outputs are rounded a block of rows at a time: the rows (image n, channels [ch0, ch1)) are
@@ -524,6 +606,23 @@ static const void *bn_slab_src(const mst_tensor *t, bn_dims d, size_t at, float 
     return buf;
 }
 
+/* The gradient's slab (image n, channels [ch, ch + 16)) as the slab functions read it: gy's own
+ * (bn_slab_src), or in the pooled form (f32, bn_grad_pooled_fused) maxpool2d_grad's slab from gy,
+ * the indices and the pooled values, computed into buf (16 x S floats; its bits, runtime/ops/
+ * pool_slab.h); an index outside the plane is recorded in *bad as maxpool2d_grad's position. */
+static const void *bn_grad_gy_slab(const mst_op_call *c, bn_dims d, int64_t n, int64_t ch, float *buf, bool *bf16,
+                                   int64_t *bad) {
+    const mst_tensor *gyt = c->in[0], *xt = c->in[1];
+    if (c->n_in <= 5) return bn_slab_src(gyt, d, bn_row_at(d, n, ch), buf, bf16);
+    int64_t P = gyt->shape[2], Q = gyt->shape[3], PQ = P * Q;
+    size_t at = (size_t)((n * d.c + ch) * PQ);
+    *bf16 = false;
+    int64_t b = mst_maxpool_grad_slab_f32(mst_tensor_f32(gyt) + at, c->n_in > 6 ? mst_tensor_f32(c->in[6]) + at : NULL,
+                                          mst_tensor_i32(c->in[5]) + at, buf, P, Q, xt->shape[2], xt->shape[3]);
+    if (b >= 0 && *bad < 0) *bad = (n * d.c + ch + b / PQ) * PQ + b % PQ;
+    return buf;
+}
+
 /* acc[ch] += the sum of kind k (x, and gy for MST_BN_SUM_GYX; m[ch] the mean, NULL for plain
  * sums) over every row of the channels [c0, c1), image by image. nChw16c tensors go a slab of 16
  * channels at a time (c0 and c1 multiples of 16), with the f32 direct kernel's four partials on f32
@@ -569,8 +668,9 @@ static const void *bn_rows_as_slab(const mst_tensor *xt, bn_dims d, size_t at, f
  * gy and MST_BN_SUM_GYX, to the bit), each slab read once for both. x in nChw16c too, or plain (its
  * 16 rows transposed into a slab first: planes of >= 64 f32 values or half rows, which take the
  * sixteen partials either way). buf: per worker, x's slab, gy's, then a two-byte staging slab. */
-static void bn_grad_sums(const mst_tensor *xt, const mst_tensor *gyt, bn_dims d, int64_t c0, int64_t c1, const double *m,
-                         double *sum_gy, double *sum_gyx, float *buf) {
+static void bn_grad_sums(const mst_op_call *c, bn_dims d, int64_t c0, int64_t c1, const double *m, double *sum_gy,
+                         double *sum_gyx, float *buf, int64_t *bad) {
+    const mst_tensor *xt = c->in[1];
     bool x_slabs = mst_tensor_blocked(xt), four = x_slabs && xt->dtype == MST_DTYPE_F32 && d.s < k_bn_rows_min_plane_f32;
     /* no buffer for f32 slabs on both sides: they are read in place */
     float *x_buf = buf, *gy_buf = buf ? buf + MST_NCHW16C_BLOCK * d.s : NULL;
@@ -581,7 +681,7 @@ static void bn_grad_sums(const mst_tensor *xt, const mst_tensor *gyt, bn_dims d,
             double s_gy[MST_NCHW16C_BLOCK], s_gyx[MST_NCHW16C_BLOCK];
             bool bf16;
             const void *x = x_slabs ? bn_slab_src(xt, d, at, x_buf, &bf16) : bn_rows_as_slab(xt, d, at, x_buf, stage, &bf16);
-            const void *gy = bn_slab_src(gyt, d, at, gy_buf, &bf16);
+            const void *gy = bn_grad_gy_slab(c, d, n, ch, gy_buf, &bf16, bad);
             mst_bn_slab_grad_sums_any(bf16, x, gy, d.s, m + ch, four, s_gy, s_gyx, true);
             for (int l = 0; l < MST_NCHW16C_BLOCK; l++) sum_gy[ch + l] += s_gy[l], sum_gyx[ch + l] += s_gyx[l];
         }
@@ -636,16 +736,16 @@ static bn_grad_lanes bn_grad_lanes_at(int64_t ch, const double *scale, const dou
     return f;
 }
 
-static void bn_slabs_grad_apply(const mst_tensor *gyt, const mst_tensor *xt, const mst_tensor *gxt, bn_dims d, int64_t c0,
-                                int64_t c1, const double *scale, const double *mean_gy, const double *mean, const double *q,
-                                float *buf) {
+static void bn_slabs_grad_apply(const mst_op_call *c, bool training, bn_dims d, int64_t c0, int64_t c1, const double *scale,
+                                const double *mean_gy, const double *mean, const double *q, float *buf, int64_t *bad) {
+    const mst_tensor *xt = training ? c->in[1] : NULL, *gxt = c->out[0];
     bool gx_slabs = mst_tensor_blocked(gxt);
     for (int64_t ch = c0; ch < c1; ch += MST_NCHW16C_BLOCK) {
         bn_grad_lanes f = bn_grad_lanes_at(ch, scale, mean_gy, mean, q);
         for (int64_t n = 0; n < d.n; n++) {
             size_t at = bn_row_at(d, n, ch);
             bool bf16;
-            const void *gy = bn_slab_src(gyt, d, at, buf, &bf16);
+            const void *gy = bn_grad_gy_slab(c, d, n, ch, buf, &bf16, bad);
             const void *x = xt ? bn_slab_src(xt, d, at, buf + MST_NCHW16C_BLOCK * d.s, &bf16) : NULL;
             /* f32 results into gx's own slab; otherwise into buf (in place over f16's widened gy) and
              * from there rounded into a half slab, or transposed (through x's buffer, free by then)
@@ -740,6 +840,7 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     bool blocked = mst_tensor_blocked(xt), gy_slabs = !blocked && mst_tensor_blocked(gyt);
     if (blocked || gy_slabs || mst_tensor_blocked(gxt)) c0 *= MST_NCHW16C_BLOCK, c1 *= MST_NCHW16C_BLOCK;
     float *slab_buf = j->mixed ? j->mixed + (size_t)worker * (size_t)(3 * MST_NCHW16C_BLOCK * d.s) : NULL;
+    int64_t no_bad = -1, *bad = j->bad ? &j->bad[worker] : &no_bad;
     for (int64_t ch = c0; ch < c1; ch++) {
         sum_gy[ch] = sum_gyx[ch] = 0;
         mean[ch] = (double)save_mean[ch];
@@ -751,7 +852,7 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     float *x_slab = gy_slabs ? slab_buf : NULL, *gy_slab = x_slab ? x_slab + MST_NCHW16C_BLOCK * d.s : NULL;
     uint16_t *stage = gy_slab ? (uint16_t *)(gy_slab + MST_NCHW16C_BLOCK * d.s) : NULL;
     if (gy_slabs || blocked) {
-        bn_grad_sums(xt, gyt, d, c0, c1, mean, sum_gy, sum_gyx, slab_buf);
+        bn_grad_sums(c, d, c0, c1, mean, sum_gy, sum_gyx, slab_buf, bad);
     } else {
         for (int64_t n = 0; n < d.n; n++)
             for (int64_t ch = c0; ch < c1; ch++) {
@@ -770,7 +871,7 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     }
     bool training = c->attrs.i[0] != 0;
     if (blocked) {
-        bn_slabs_grad_apply(gyt, training ? xt : NULL, gxt, d, c0, c1, scale, sum_gy, mean, q, slab_buf);
+        bn_slabs_grad_apply(c, training, d, c0, c1, scale, sum_gy, mean, q, slab_buf, bad);
         return;
     }
     if (gy_slabs) {     /* gx into its slab, or into the buffer and transposed into its plain rows */
@@ -781,7 +882,7 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
                 size_t at = bn_row_at(d, n, ch);
                 bool bf16;
                 const void *x = training ? bn_rows_as_slab(xt, d, at, x_slab, stage, &bf16) : NULL;
-                const void *gy = bn_slab_src(gyt, d, at, gy_slab, &bf16);
+                const void *gy = bn_grad_gy_slab(c, d, n, ch, gy_slab, &bf16, bad);
                 /* f32 results into gx's own slab, or gy_slab (free for bf16, in place over f16's widened gy) */
                 float *out = gx_slabs && gxt->dtype == MST_DTYPE_F32 ? mst_tensor_f32(gxt) + at : gy_slab;
                 mst_bn_slab_grad_apply_any(bf16, gy, x, out, d.s, f.a, f.mg, f.m, f.q, true);
@@ -804,6 +905,15 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
 /* The row kernels' run: k per-channel double arrays, for half a block per worker, and for plain x
  * beside nChw16c operands two slabs' rows per worker, in one workspace; the chunks split whole
  * 16-channel blocks when any operand is in nChw16c. */
+/* The pooled form's index at maxpool2d_grad's (plain) position pos. */
+static int bn_index_at(const mst_op_call *c, int64_t pos) {
+    const mst_tensor *ind = c->in[5];
+    int64_t PQ = ind->shape[2] * ind->shape[3], plane = pos / PQ, e = pos % PQ;
+    if (!mst_tensor_blocked(ind)) return mst_tensor_i32(ind)[pos];
+    int64_t C = ind->shape[1], n = plane / C, ch = plane % C;
+    return mst_tensor_i32(ind)[((n * C + ch / MST_NCHW16C_BLOCK * MST_NCHW16C_BLOCK) * PQ) + e * MST_NCHW16C_BLOCK + ch % MST_NCHW16C_BLOCK];
+}
+
 static mst_status bn_rows_run(mst_ctx *ctx, const mst_op_call *c, const mst_tensor *x, int k, mst_parallel_fn chunk) {
     bn_dims d = bn_dims_of(x);
     int64_t per_channel = d.m > 0 ? d.m : 1, min_chunk = (k_bn_min_chunk + per_channel - 1) / per_channel;
@@ -814,19 +924,31 @@ static mst_status bn_rows_run(mst_ctx *ctx, const mst_op_call *c, const mst_tens
     /* plain x beside slabs, or half slabs (runtime/layout.h): per worker, three slabs of f32 */
     bool any_blocked = mst_tensor_blocked(x) || mst_tensor_blocked(c->in[0]) || mst_tensor_blocked(c->out[0]);
     int64_t block_min = (min_chunk + MST_NCHW16C_BLOCK - 1) / MST_NCHW16C_BLOCK;
-    size_t mixed = any_blocked && (!mst_tensor_blocked(x) || !mst_tensor_blocked(c->out[0]) || widen)
-                       ? (size_t)mst_parallel_chunks_ctx(ctx, d.c / MST_NCHW16C_BLOCK, block_min) * (size_t)(3 * MST_NCHW16C_BLOCK * d.s)
+    /* (the pooled form builds every gy slab in a buffer, bn_grad_gy_slab) */
+    bool pooled = c->n_in > 5;
+    int slab_workers = any_blocked ? mst_parallel_chunks_ctx(ctx, d.c / MST_NCHW16C_BLOCK, block_min) : 0;
+    size_t mixed = any_blocked && (!mst_tensor_blocked(x) || !mst_tensor_blocked(c->out[0]) || widen || pooled)
+                       ? (size_t)slab_workers * (size_t)(3 * MST_NCHW16C_BLOCK * d.s)
                        : 0;
-    double *scratch = (double *)mst_ctx_workspace(
-        ctx, doubles * sizeof(double) + 128 + ((size_t)workers * stride + mixed) * sizeof(float));
+    size_t bad_slots = pooled ? (size_t)slab_workers : 0;
+    double *scratch = (double *)mst_ctx_workspace(ctx, doubles * sizeof(double) + bad_slots * sizeof(int64_t) + 128 +
+                                                           ((size_t)workers * stride + mixed) * sizeof(float));
     if (!scratch) return ctx->status;
-    float *rows = (float *)(((uintptr_t)(scratch + doubles) + 63) & ~(uintptr_t)63);
+    int64_t *bad = pooled ? (int64_t *)(scratch + doubles) : NULL;
+    for (size_t w = 0; w < bad_slots; w++) bad[w] = -1;
+    float *rows = (float *)(((uintptr_t)(scratch + doubles + bad_slots) + 63) & ~(uintptr_t)63);
     bn_rows_job job = {c, d, scratch, widen ? rows : NULL, block_ch, (int64_t)stride,
-                       mixed ? rows + (size_t)workers * stride : NULL};
+                       mixed ? rows + (size_t)workers * stride : NULL, bad};
     if (any_blocked)                /* the chunks split whole blocks of 16 channels */
         mst_parallel_for(ctx, d.c / MST_NCHW16C_BLOCK, block_min, chunk, &job);
     else
         mst_parallel_for(ctx, d.c, min_chunk, chunk, &job);
+    int64_t first_bad = -1;
+    for (size_t w = 0; w < bad_slots; w++)
+        if (bad[w] >= 0 && (first_bad < 0 || bad[w] < first_bad)) first_bad = bad[w];
+    if (first_bad >= 0)
+        return mst_op_fail(ctx, c, MST_ERR_ARG, "indices (input 5) must lie in the %lldx%lld input plane, got %d at position %lld",
+                           (long long)x->shape[2], (long long)x->shape[3], bn_index_at(c, first_bad), (long long)first_bad);
     return MST_OK;
 }
 
@@ -851,7 +973,22 @@ static mst_status batchnorm_rows(mst_ctx *ctx, const mst_op_call *c) {
     return c->in[0]->dtype == MST_DTYPE_F32 ? batchnorm_direct_f32(ctx, c) : mst_half_kernel(ctx, c);
 }
 
+/* The pooled form on the fused slab path: f32 throughout, training, gy, indices and pooled in
+ * nChw16c, x in nChw16c or plain rows (bn_layouts_taken's plain x: planes of >= 64 values), gx
+ * either. Other pooled calls go through bn_grad_unpooled. */
+static bool bn_grad_pooled_fused(const mst_op_call *c) {
+    const mst_tensor *x = c->in[1];
+    for (int i = 0; i < c->n_in; i++)
+        if (i != 5 && c->in[i]->dtype != MST_DTYPE_F32) return false;
+    for (int k = 0; k < c->n_out; k++)
+        if (c->out[k]->dtype != MST_DTYPE_F32) return false;
+    return c->attrs.i[0] && mst_tensor_blocked(c->in[0]) && mst_tensor_blocked(c->in[5]) && (c->n_in < 7 || mst_tensor_blocked(c->in[6])) &&
+           (mst_tensor_blocked(x) || x->shape[2] * x->shape[3] >= k_bn_rows_min_plane_f32);
+}
+
 static mst_status batchnorm_grad_rows(mst_ctx *ctx, const mst_op_call *c) {
+    if (c->n_in > 5)
+        return bn_grad_pooled_fused(c) ? bn_rows_run(ctx, c, c->in[1], 5, bn_grad_rows_chunk) : bn_grad_unpooled(ctx, c, batchnorm_grad_rows);
     if (!bn_layouts_taken(c, true)) return mst_layout_run_plain(ctx, c, batchnorm_grad_rows);
     if (bn_rows_apply_to(c, 1)) return bn_rows_run(ctx, c, c->in[1], 5, bn_grad_rows_chunk);
     return c->in[1]->dtype == MST_DTYPE_F32 ? batchnorm_grad_direct_f32(ctx, c) : mst_half_kernel(ctx, c);

@@ -22,6 +22,7 @@
 #include "runtime/cpu_features.h"
 #include "runtime/layout.h"
 #include "runtime/ops/common.h"
+#include "runtime/ops/pool_slab.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -841,6 +842,12 @@ static bool maxpool_grad_slab_2x2_portable(const float *gy, const float *pooled,
     return maxpool_grad_slab_2x2_body(gy, pooled, ip, gx, P, Q, W);
 }
 
+int64_t mst_maxpool_grad_slab_f32(const float *gy, const float *pooled, const int32_t *ip, float *gx, int64_t P, int64_t Q,
+                                  int64_t H, int64_t W) {
+    if (H == 2 * P && W == 2 * Q && POOL_SLAB(maxpool_grad_slab_2x2)(gy, pooled, ip, gx, P, Q, W)) return -1;
+    return POOL_SLAB(maxpool_grad_slab)(gy, pooled, ip, gx, P * Q, H * W);
+}
+
 static void maxpool2d_slabs_chunk(void *arg, int64_t s0, int64_t s1, int worker) {
     const maxpool_job *j = arg;
     const mst_op_call *c = j->c;
@@ -958,9 +965,7 @@ static void maxpool_grad_slabs_chunk(void *arg, int64_t s0, int64_t s1, int work
             }
             continue;
         }
-        int64_t bad = -1;
-        if (!(windows_2x2 && POOL_SLAB(maxpool_grad_slab_2x2)(gy, pooled, ip, gx, P, Q, W)))   /* explicit AVX-512 */
-            bad = POOL_SLAB(maxpool_grad_slab)(gy, pooled, ip, gx, PQ, HW);
+        int64_t bad = mst_maxpool_grad_slab_f32(gy, pooled, ip, gx, P, Q, gxt->shape[2], W);
         if (bad >= 0 && j->bad_pos[worker] < 0) {      /* the plain position: plane (slab's first + lane), element */
             int64_t C = gyt->shape[1], n = sl / (C / L), ch = (sl % (C / L)) * L + bad / PQ;
             j->bad_pos[worker] = (n * C + ch) * PQ + bad % PQ;

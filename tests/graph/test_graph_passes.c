@@ -373,6 +373,51 @@ static void test_half_fusion_matches_eager(void **state) {
     }
 }
 
+/* maxpool2d(relu(x)) and its gradient into batch norm's: fuse_pool_bn folds the pooling gradient
+ * into batchnorm_grad (7 inputs), and the graph gives the same bits before and after, and eager's;
+ * with the pooling gradient also read by an add (seed 1), nothing changes. */
+static mst_tensor *pool_bn_grad(mst_ctx *ctx, mst_tensor *const in[], uint64_t seed) {
+    mst_tensor *mp[2], *g[3];
+    mst_attrs pa = {.i = {2, 2, 2, 2, 0, 0}}, ga = {.i = {8, 8}};
+    if (mst_dispatch(ctx, MST_OP_MAXPOOL2D, 1, (mst_tensor *[]){mst_relu(ctx, in[0])}, &pa, mp) != MST_OK) return NULL;
+    mst_tensor *gy = mst_scale(ctx, in[2], 0.5);
+    mst_tensor *v = mst_dispatch1(ctx, MST_OP_MAXPOOL2D_GRAD, 3, (mst_tensor *[]){gy, mp[1], mp[0]}, &ga);
+    if (mst_batchnorm_grad(ctx, v, in[0], in[1], in[3], in[3], true, g) != MST_OK) return NULL;
+    return seed == 1 ? mst_add(ctx, g[0], v) : g[0];
+}
+
+static void test_pool_bn_fold(void **state) {
+    (void)state;
+    mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 9, .n_threads = 2});
+    mst_pool_push(ctx);
+    mst_tensor *in[4] = {mst_tensor_randn(ctx, MST_DTYPE_F32, 4, (int64_t[]){2, 16, 8, 8}, 0, 1),
+                         mst_tensor_randn(ctx, MST_DTYPE_F32, 1, (int64_t[]){16}, 1, 0.3),
+                         mst_tensor_randn(ctx, MST_DTYPE_F32, 4, (int64_t[]){2, 16, 4, 4}, 0, 1),
+                         mst_tensor_rand(ctx, MST_DTYPE_F32, 1, (int64_t[]){16}, 0.5, 1.5)};
+    for (uint64_t seed = 0; seed < 2; seed++) {
+        mst_graph *g = trace_fn(ctx, pool_bn_grad, in, 4, seed);
+        int64_t n1, n2;
+        float *unfused = exec_graph(ctx, g, in, 4, &n1);
+        int nodes = g->n_nodes;
+        assert_int_equal(mst_pass_fuse_pool_bn(g), seed == 0 ? 1 : 0);
+        assert_int_equal(g->n_nodes, seed == 0 ? nodes - 1 : nodes);
+        assert_int_equal(has_op(g, MST_OP_MAXPOOL2D_GRAD), seed == 1);
+        for (int i = 0; i < g->n_nodes; i++)
+            if (g->nodes[i].op == MST_OP_BATCHNORM_GRAD) assert_int_equal(g->nodes[i].n_in, seed == 0 ? 7 : 5);
+        float *fused = exec_graph(ctx, g, in, 4, &n2);
+        assert_int_equal(n1, n2);
+        assert_memory_equal(unfused, fused, (size_t)n1 * sizeof(float));
+        mst_tensor *eager = pool_bn_grad(ctx, in, seed);
+        assert_non_null(eager);
+        assert_memory_equal(mst_tensor_data(eager), fused, (size_t)n1 * sizeof(float));
+        free(unfused);
+        free(fused);
+        mst_graph_free(g);
+    }
+    mst_pool_pop(ctx);
+    mst_ctx_free(ctx);
+}
+
 static void test_inplace(void **state) {
     (void)state;
     int x;
@@ -489,6 +534,7 @@ int main(void) {
         cmocka_unit_test(test_fusion_matches_unfused),
         cmocka_unit_test(test_slice_grad_sum),
         cmocka_unit_test(test_half_fusion_matches_eager),
+        cmocka_unit_test(test_pool_bn_fold),
         cmocka_unit_test(test_inplace),
         cmocka_unit_test(test_planner_random_graphs),
     };

@@ -1,0 +1,22 @@
+/* pool_slab.h — max pooling's gradient on one nChw16c slab, for kernels that consume it without
+ * writing it out (internal to runtime/ops).
+ *
+ * Batch norm's gradient with the pooling gradient folded in (runtime/ops/norm.c, graph mode's
+ * fuse_pool_bn) builds each slab of its gy here, in a buffer, instead of reading a whole
+ * maxpool2d_grad output from memory; these are maxpool2d_grad's own slab loops, so the values are
+ * its bits.
+ *
+ *     int64_t bad = mst_maxpool_grad_slab_f32(gy, pooled, idx, gx_slab, P, Q, H, W);
+ */
+#ifndef MST_RUNTIME_OPS_POOL_SLAB_H
+#define MST_RUNTIME_OPS_POOL_SLAB_H
+
+#include <stdint.h>
+
+/* One slab (16 channels) of maxpool2d_grad in f32: gy, pooled (NULL: no relu select) and the
+ * indices ip are P x Q x 16, gx H x W x 16, all written. Returns -1, or the first index outside
+ * the H x W plane as lane * P * Q + position. */
+int64_t mst_maxpool_grad_slab_f32(const float *gy, const float *pooled, const int32_t *ip, float *gx, int64_t P, int64_t Q,
+                                  int64_t H, int64_t W);
+
+#endif
