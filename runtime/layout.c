@@ -215,9 +215,13 @@ mst_blocked_how mst_layout_call_blocked_how(mst_ctx *ctx, const mst_op_call *c) 
     mst_dtype key = c->n_in > 0 ? c->in[d->dtype_arg]->dtype : c->out[0]->dtype;
     if (!mst_kernel_choice_applies(c->op, key)) return MST_BLOCKED_TAKES;     /* not the kernel choice's */
     mst_provider p = mst_kernel_provider(ctx, c);
-    return p == MST_PROVIDER_ONEDNN_BLOCKED || p == MST_PROVIDER_ONEDNN_WINOGRAD || p == MST_PROVIDER_ONEDNN_F32
-               ? MST_BLOCKED_REORDERS
-               : MST_BLOCKED_COPIES;
+    if (p == MST_PROVIDER_ONEDNN_BLOCKED || p == MST_PROVIDER_ONEDNN_WINOGRAD || p == MST_PROVIDER_ONEDNN_F32) return MST_BLOCKED_REORDERS;
+    return p == MST_PROVIDER_BUILTIN && mst_builtin_takes_blocked(c) ? MST_BLOCKED_TAKES : MST_BLOCKED_COPIES;
+}
+
+bool mst_builtin_takes_blocked(const mst_op_call *c) {
+    const mst_op_desc *d = mst_op_table[c->op];
+    return d->builtin_takes_blocked && d->builtin_takes_blocked(c);
 }
 
 bool mst_call_has_blocked(const mst_op_call *c) {

@@ -52,10 +52,14 @@ typedef enum {
 
 /* How the kernel that runs c meets nChw16c: an op with its own slab paths takes it; one the kernel
  * choice serves (the convolutions) reorders plain operands when its provider for the shape is
- * oneDNN's blocked or Winograd kernels, and runs on plain copies otherwise (the provider is
+ * oneDNN's blocked or Winograd kernels, takes them when it is a builtin kernel that reads the
+ * layout itself (mst_builtin_takes_blocked), and runs on plain copies otherwise (the provider is
  * decided now if it is not yet: runtime/backend/kernel_choice.h; c's tensors are plain and only
  * timed). The layout pass weighs the copies against the reorders. */
 mst_blocked_how mst_layout_call_blocked_how(mst_ctx *ctx, const mst_op_call *c);
+/* Does the op's builtin kernel read and write this call's nChw16c operands itself
+ * (mst_op_desc.builtin_takes_blocked)? */
+bool mst_builtin_takes_blocked(const mst_op_call *c);
 
 /* Does any of the call's tensors lie in nChw16c? */
 bool mst_call_has_blocked(const mst_op_call *c);

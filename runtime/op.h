@@ -174,6 +174,11 @@ typedef struct mst_op_desc {
      * together (batch norm's x and y). Elementwise ops need no bits: on operands of one shape they
      * are layout-blind, and the layout pass ties them. */
     uint32_t blocked_in, blocked_out, blocked_tied;
+    /* Ops the kernel choice serves (runtime/backend/kernel_choice.h): whether the builtin kernel reads
+     * and writes this call's nChw16c operands itself (the direct convolution, runtime/ops/
+     * conv_direct.h); then the choice runs the call as it is and the layout pass counts the
+     * positions as taking the layout. NULL or false: the builtin kernel runs on plain copies. */
+    bool (*builtin_takes_blocked)(const mst_op_call *c);
 } mst_op_desc;
 
 extern const mst_op_desc *const mst_op_table[MST_OP_COUNT];

@@ -13,12 +13,13 @@
  * purpose) and in a calibration file per machine that every process reads before it measures and
  * appends to after: MSTUNE_KERNELS_CACHE names it (`off`: per process only), default
  * $XDG_CACHE_HOME/mstune/kernel-choices.tsv (or ~/.cache/...). A line is one verdict:
- *   v5 <TAB> machine <TAB> op <TAB> dtype <TAB> key hash <TAB> provider <TAB> builtin us <TAB> onednn us <TAB> onednn_blocked us <TAB> onednn_winograd us <TAB> onednn_f32 us <TAB> quiet|busy <TAB> shapes
+ *   v6 <TAB> machine <TAB> op <TAB> dtype <TAB> key hash <TAB> provider <TAB> builtin us <TAB> onednn us <TAB> onednn_blocked us <TAB> onednn_winograd us <TAB> onednn_f32 us <TAB> quiet|busy <TAB> shapes
  * where machine is the CPU model and its available features (a masked run is another machine), the
  * key covers shapes, attributes and the thread budget, a time is the candidate's on plain tensors
  * plus, where graph mode could block the call's operands, on nChw16c ones (measure below), and a
- * provider that does not serve the shape shows 0 us. (v1-v4 lines are ignored: v1, v2 and v4 weighed
- * fewer providers, v3 timed plain tensors only.) Lines are appended with
+ * provider that does not serve the shape shows 0 us. (v1-v5 lines are ignored: v1, v2 and v4 weighed
+ * fewer providers, v3 timed plain tensors only, v5 timed the builtin convolutions before their
+ * direct path for inputs of few channels, runtime/ops/conv_direct.h.) Lines are appended with
  * one O_APPEND write each (atomic for lines this short); the first quiet line for a key wins.
  *
  * quiet|busy: whether other work was runnable on the machine while the candidates were timed
@@ -53,7 +54,7 @@
 #include "runtime/layout.h"
 #include "util/fsutil.h"
 
-static const char k_line_tag[] = "v5";     /* the calibration file's line format (above) */
+static const char k_line_tag[] = "v6";     /* the calibration file's line format (above) */
 
 /* oneDNN must beat builtin by this fraction of builtin's time to be chosen in auto mode: a close
  * race is noise on a shared machine. (Processes agree through the file whatever the margin: the
@@ -254,7 +255,7 @@ static bool log_choices(void) {
  * runtime/layout.h) goes to oneDNN as it is (its run binds them where the primitive chose that
  * layout and copies them otherwise), to the builtin kernels through plain copies. */
 static mst_status run_provider(mst_ctx *ctx, mst_provider p, mst_kernel_fn k, const mst_op_call *c) {
-    if (p == MST_PROVIDER_BUILTIN && mst_call_has_blocked(c)) return mst_layout_run_plain(ctx, c, k);
+    if (p == MST_PROVIDER_BUILTIN && mst_call_has_blocked(c) && !mst_builtin_takes_blocked(c)) return mst_layout_run_plain(ctx, c, k);
     return k(ctx, c);
 }
 

@@ -22,7 +22,9 @@
 #include <cblas.h>
 #include <limits.h>
 
+#include "runtime/layout.h"
 #include "runtime/ops/common.h"
+#include "runtime/ops/conv_direct.h"
 #include "runtime/ops/gemm.h"
 
 
@@ -52,12 +54,7 @@ static void ger_f64(int64_t m, int64_t n, const double *x, const double *y, doub
 
 /* ---- geometry, shared by the three ops ---- */
 
-typedef struct {
-    int64_t n, c, h, w;     /* input (N, C, H, W) */
-    int64_t k, r, s;        /* weight (K, C, R, S) */
-    int64_t p, q;           /* output (N, K, P, Q) */
-    int64_t sh, sw, ph, pw;
-} conv_geom;
+typedef mst_conv_geom conv_geom;      /* input (N, C, H, W), weight (K, C, R, S), output (N, K, P, Q) */
 
 static int64_t out_extent(int64_t in, int64_t kernel, int64_t stride, int64_t pad) {
     return (in + 2 * pad - kernel) / stride + 1;
@@ -473,13 +470,27 @@ static int64_t conv_flops(const mst_op_call *c) {
     return 2 * g.n * g.k * g.p * g.q * g.c * g.r * g.s;
 }
 
+/* The builtin f32 kernels: the direct path for inputs of few channels (conv_direct.h), which takes
+ * nChw16c operands as they are; im2col + GEMM otherwise, on plain copies of any nChw16c operand. */
+static bool conv_builtin_takes_blocked(const mst_op_call *c) {
+    conv_geom g = conv_geom_of(c);
+    return mst_conv_direct_applies(c, &g);
+}
+
+static mst_status conv2d_builtin_f32(mst_ctx *ctx, const mst_op_call *c) {
+    conv_geom g = conv_geom_of(c);
+    if (mst_conv_direct_applies(c, &g)) return mst_conv_direct_forward(ctx, c, &g);
+    return mst_call_has_blocked(c) ? mst_layout_run_plain(ctx, c, conv2d_f32) : conv2d_f32(ctx, c);
+}
+
 const mst_op_desc mst_desc_conv2d = {
     .name = "conv2d", .min_inputs = 2, .max_inputs = 3, .n_outputs = 1, .flags = MST_OPF_PROMOTE | MST_OPF_RELU_EPILOGUE,
     .amp_class = MST_AMP_CLASS_ALLOW,
     .attr_i = {"stride_h", "stride_w", "pad_h", "pad_w"},
-    .infer = infer_conv2d, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(conv2d), .ref[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(conv2d_ref),
+    .infer = infer_conv2d, .kernels[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = conv2d_builtin_f32, [MST_DTYPE_F64] = conv2d_f64},
+    .ref[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(conv2d_ref),
     .backward = conv2d_backward, .flops = conv_flops,
-    .blocked_in = 1u << 0, .blocked_out = 1u << 0,
+    .blocked_in = 1u << 0, .blocked_out = 1u << 0, .builtin_takes_blocked = conv_builtin_takes_blocked,
 };
 
 /* ---- conv2d_grad_input: gy (N, K, P, Q), w -> gx (N, C, H, W) ---- */
@@ -653,13 +664,20 @@ FLOAT_KERNELS(conv2d_grad_weight, CONV2D_GRAD_WEIGHT_BODY)
     }
 FLOAT_KERNELS(conv2d_grad_weight_ref, CONV2D_GRAD_WEIGHT_REF_BODY)
 
+static mst_status conv2d_grad_weight_builtin_f32(mst_ctx *ctx, const mst_op_call *c) {
+    conv_geom g = conv_geom_of(c);
+    if (mst_conv_direct_applies(c, &g)) return mst_conv_direct_grad_weight(ctx, c, &g);
+    return mst_call_has_blocked(c) ? mst_layout_run_plain(ctx, c, conv2d_grad_weight_f32) : conv2d_grad_weight_f32(ctx, c);
+}
+
 const mst_op_desc mst_desc_conv2d_grad_weight = {
     .name = "conv2d_grad_weight", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .flags = MST_OPF_GRAD_OP | MST_OPF_PROMOTE,
     .attr_i = {"stride_h", "stride_w", "pad_h", "pad_w", "k_h", "k_w"},
-    .infer = infer_conv2d_grad_weight, .kernels[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(conv2d_grad_weight),
+    .infer = infer_conv2d_grad_weight,
+    .kernels[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = conv2d_grad_weight_builtin_f32, [MST_DTYPE_F64] = conv2d_grad_weight_f64},
     .ref[MST_DEVICE_CPU] = FLOAT_KERNEL_TABLE(conv2d_grad_weight_ref), .flops = conv_flops,
-    .blocked_in = 1u << 0 | 1u << 1,
+    .blocked_in = 1u << 0 | 1u << 1, .builtin_takes_blocked = conv_builtin_takes_blocked,
 };
 
 /* ---- public constructors ---- */

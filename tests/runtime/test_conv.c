@@ -14,6 +14,8 @@
 #include <cmocka.h>
 
 #include "runtime/backend/kernel_choice.h"
+#include "runtime/cpu_features.h"
+#include "runtime/layout.h"
 #include "tests/runtime/gradcheck.h"
 
 #define N_ELEMS(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -457,8 +459,74 @@ static void test_threads(void **state) {
     }
 }
 
+/* The builtin f32 kernels on inputs of few channels (C < 16, C*R*S <= 27, K in 16s: the direct
+ * path of runtime/ops/conv_direct.h where the CPU has AVX-512, im2col + GEMM under the
+ * noavx512 run) against the direct-loop references over random geometries: the stem's 1-channel
+ * 3x3, three channels, 5x5, strides 1-2, padding, rows whose width is not a multiple of 8, bias;
+ * the forward the same bits run to run. */
+static void test_small_channels(void **state) {
+    (void)state;
+    uint64_t seed = gc_seed();
+    mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = seed, .n_threads = 2});
+    mst_rng *rng = &ctx->rng;
+    const mst_op_desc *fwd = mst_op_table[MST_OP_CONV2D], *gwd = mst_op_table[MST_OP_CONV2D_GRAD_WEIGHT];
+    int checked = 0, direct = 0;
+    for (int it = 0; it < 60; it++) {
+        int64_t c = 1 + (int64_t)(mst_rng_u64(rng) % 3), k = 16 * (1 + (int64_t)(mst_rng_u64(rng) % 3));
+        int64_t r = 1 + (int64_t)(mst_rng_u64(rng) % 5), s = 1 + (int64_t)(mst_rng_u64(rng) % 5);
+        if (it == 0) c = 1, k = 32, r = s = 3;      /* the cnn's stem */
+        if (c * r * s > 27) continue;
+        int64_t n = 1 + (int64_t)(mst_rng_u64(rng) % 3), h = r + (int64_t)(mst_rng_u64(rng) % 20), w = s + (int64_t)(mst_rng_u64(rng) % 20);
+        int sh = 1 + (int)(mst_rng_u64(rng) % 2), sw = 1 + (int)(mst_rng_u64(rng) % 2);
+        int ph = (int)(mst_rng_u64(rng) % (uint64_t)(r / 2 + 1)), pw = (int)(mst_rng_u64(rng) % (uint64_t)(s / 2 + 1));
+        int64_t p = (h + 2 * ph - r) / sh + 1, q = (w + 2 * pw - s) / sw + 1;
+        mst_pool_push(ctx);
+        mst_tensor *x = mst_tensor_randn(ctx, MST_DTYPE_F32, 4, (int64_t[]){n, c, h, w}, 0, 1);
+        mst_tensor *wt = mst_tensor_randn(ctx, MST_DTYPE_F32, 4, (int64_t[]){k, c, r, s}, 0, 1);
+        mst_tensor *bias = it % 2 ? mst_tensor_randn(ctx, MST_DTYPE_F32, 1, (int64_t[]){k}, 0, 1) : NULL;
+        mst_tensor *gy = mst_tensor_randn(ctx, MST_DTYPE_F32, 4, (int64_t[]){n, k, p, q}, 0, 1);
+        mst_attrs fa = {.i = {sh, sw, ph, pw}}, ga = {.i = {sh, sw, ph, pw, r, s}};
+        mst_tensor *out[2][3];      /* [fast, reference][y, gw, y again] */
+        for (int ref = 0; ref < 2; ref++) {
+            mst_ctx_set_force_ref(ctx, ref);
+            for (int rep = 0; rep < (ref ? 1 : 2); rep++) {
+                mst_tensor *y = mst_tensor_new(ctx, MST_DTYPE_F32, 4, (int64_t[]){n, k, p, q});
+                mst_op_call fc = {.op = MST_OP_CONV2D, .n_in = bias ? 3 : 2, .n_out = 1, .in = {x, wt, bias}, .out = {y}, .attrs = fa};
+                assert_int_equal(mst_kernel_builtin(ctx, fwd, MST_DTYPE_F32)(ctx, &fc), MST_OK);
+                out[ref][rep ? 2 : 0] = y;
+            }
+            mst_tensor *gw = mst_tensor_new(ctx, MST_DTYPE_F32, 4, (int64_t[]){k, c, r, s});
+            mst_op_call gc = {.op = MST_OP_CONV2D_GRAD_WEIGHT, .n_in = 2, .n_out = 1, .in = {gy, x}, .out = {gw}, .attrs = ga};
+            assert_int_equal(mst_kernel_builtin(ctx, gwd, MST_DTYPE_F32)(ctx, &gc), MST_OK);
+            out[ref][1] = gw;
+        }
+        mst_op_call probe = {.op = MST_OP_CONV2D, .n_in = 2, .n_out = 1, .in = {x, wt}, .out = {out[0][0]}, .attrs = fa};
+        direct += mst_builtin_takes_blocked(&probe);
+        mst_ctx_set_force_ref(ctx, false);
+        assert_memory_equal(mst_tensor_data(out[0][0]), mst_tensor_data(out[0][2]), mst_tensor_nbytes(out[0][0]));
+        /* forward: C*R*S <= 27 products; weight gradient: N*P*Q of them, summed in f32 */
+        const double tol[2] = {1e-5, 3e-4};
+        for (int o = 0; o < 2; o++)
+            for (int64_t i = 0; i < out[0][o]->numel; i++) {
+                float a = mst_tensor_f32(out[0][o])[i], b = mst_tensor_f32(out[1][o])[i];
+                if (fabsf(a - b) > tol[o] * (1 + fabsf(b)))
+                    fail_msg("seed %llu case %d %s: x (%lld,%lld,%lld,%lld) w (%lld,%lld,%lld,%lld) stride (%d,%d) pad (%d,%d): "
+                             "element %lld: %.9g vs reference %.9g", (unsigned long long)seed, it, o ? "grad_weight" : "conv2d",
+                             (long long)n, (long long)c, (long long)h, (long long)w, (long long)k, (long long)c, (long long)r,
+                             (long long)s, sh, sw, ph, pw, (long long)i, a, b);
+            }
+        checked++;
+        mst_pool_pop(ctx);
+    }
+    printf("small-channel geometries: %d checked, %d on the direct path, seed %llu\n", checked, direct, (unsigned long long)seed);
+    assert_true(checked > 20);
+    if (mst_cpu_has(MST_CPU_AVX512F)) assert_int_equal(direct, checked);
+    mst_ctx_free(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_small_channels),
         cmocka_unit_test(test_gradients),        cmocka_unit_test(test_fast_vs_reference),
         cmocka_unit_test(test_random_geometries),
         cmocka_unit_test(test_values),           cmocka_unit_test(test_backward_values),

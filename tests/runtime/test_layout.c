@@ -2,7 +2,8 @@
  * (batch norm and its gradient, max pooling and its gradient, global average pooling,
  * broadcast_to, the convolutions through the kernel choice and through plain copies) run on
  * blocked copies of the inputs give the plain kernel's outputs, bit for bit, on inputs with ties,
- * NaNs and signed zeros; a bad pooling index reports the plain kernel's error. CTest runs this file
+ * NaNs and signed zeros; a bad pooling index reports the plain kernel's error; batch norm's
+ * gradient with the pooling gradient folded in gives the two ops' bits. CTest runs this file
  * again with MSTUNE_CPU_MASK=avx512f (the portable slab bodies). */
 #include <math.h>
 #include <setjmp.h>
@@ -328,13 +329,121 @@ static void test_convolutions(void **state) {
         assert_same_bits(gx[0], gx[1], "conv2d_grad_input");
         assert_same_bits(gw[0], gw[1], "conv2d_grad_weight");
     }
+    /* a stem (one input channel): the builtin kernel's direct path writes y and reads gy in either
+     * layout itself (runtime/ops/conv_direct.h; plain copies where it does not apply) */
+    mst_tensor *x1 = input(2, 1, 11, 13, false), *w1 = mst_tensor_randn(g_ctx, MST_DTYPE_F32, 4, (int64_t[]){32, 1, 3, 3}, 0, 0.5);
+    mst_tensor *ys = mst_conv2d(g_ctx, x1, w1, NULL, 1, 1, 1, 1);
+    assert_non_null(ys);
+    mst_tensor *gys = input(ys->shape[0], ys->shape[1], ys->shape[2], ys->shape[3], false);
+    for (int via_builtin = 0; via_builtin < 2; via_builtin++) {
+        mst_tensor *y[2], *gw[2];
+        for (int b = 0; b < 2; b++) {
+            y[b] = like(ys, b), gw[b] = like(w1, false);
+            mst_op_call calls[2] = {{.op = MST_OP_CONV2D, .n_in = 2, .n_out = 1, .in = {x1, w1}, .out = {y[b]}, .attrs = fa},
+                                    {.op = MST_OP_CONV2D_GRAD_WEIGHT, .n_in = 2, .n_out = 1, .in = {b ? blocked_copy(gys) : gys, x1},
+                                     .out = {gw[b]}, .attrs = wa}};
+            for (int k = 0; k < 2; k++) {
+                mst_kernel_fn fn = via_builtin ? builtin[2 * k] : mst_op_kernel(g_ctx, calls[k].op, MST_DTYPE_F32);
+                bool copies = via_builtin && b && !mst_builtin_takes_blocked(&calls[k]);
+                assert_int_equal(copies ? mst_layout_run_plain(g_ctx, &calls[k], fn) : fn(g_ctx, &calls[k]), MST_OK);
+            }
+        }
+        assert_same_bits(y[0], y[1], "stem conv2d");
+        assert_same_bits(gw[0], gw[1], "stem conv2d_grad_weight");
+    }
     mst_pool_pop(g_ctx);
+}
+
+/* batchnorm_grad's pooled form (graph mode's fuse_pool_bn) against batchnorm_grad of
+ * maxpool2d_grad, bit for bit: the stem's 2x2 windows at 28x28 and a 14x14 plane (the fused slab
+ * path, with x plain or blocked and gx either), overlapping 3x3 windows (the fused path's scatter),
+ * planes under 64 values with plain x, bf16, evaluation and plain operands (the path through
+ * maxpool2d_grad's kernel), with and without the pooled values (the relu select), under the
+ * reference kernels too; a bad index fails with the same message whatever the layout. */
+static void test_batchnorm_grad_pooled(void **state) {
+    (void)state;
+    static const struct { int64_t n, c, h, w; int k, s, p; mst_dtype dt; } cases[] = {
+        {2, 32, 28, 28, 2, 2, 0, MST_DTYPE_F32}, {2, 16, 14, 14, 2, 2, 0, MST_DTYPE_F32}, {2, 16, 15, 15, 3, 2, 1, MST_DTYPE_F32},
+        {2, 16, 6, 6, 2, 2, 0, MST_DTYPE_F32},   {2, 16, 14, 14, 2, 2, 0, MST_DTYPE_BF16}};
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        mst_pool_push(g_ctx);
+        mst_dtype dt = cases[k].dt;
+        const int64_t *ch = &cases[k].c;
+        mst_tensor *x = as(input(cases[k].n, cases[k].c, cases[k].h, cases[k].w, false), dt);
+        mst_tensor *gamma = mst_tensor_randn(g_ctx, MST_DTYPE_F32, 1, ch, 1.0, 0.3);
+        mst_tensor *beta = mst_tensor_randn(g_ctx, MST_DTYPE_F32, 1, ch, 0.0, 0.3);
+        mst_tensor *rm = mst_tensor_zeros(g_ctx, MST_DTYPE_F32, 1, ch), *rv = mst_tensor_full(g_ctx, MST_DTYPE_F32, 1, ch, 1.0);
+        mst_tensor *y = like(x, false), *mean = mst_tensor_zeros(g_ctx, MST_DTYPE_F32, 1, ch);
+        mst_tensor *invstd = mst_tensor_zeros(g_ctx, MST_DTYPE_F32, 1, ch);
+        mst_attrs fa = {.i = {1, 1}, .f = {0.1, 1e-5}};      /* training, relu: the stem's batch norm */
+        assert_int_equal(run(MST_OP_BATCHNORM, 5, (mst_tensor *[]){x, gamma, beta, rm, rv}, 3, (mst_tensor *[]){y, mean, invstd}, &fa),
+                         MST_OK);
+        mst_tensor *pooled = mst_maxpool2d(g_ctx, y, cases[k].k, cases[k].k, cases[k].s, cases[k].s, cases[k].p, cases[k].p);
+        assert_non_null(pooled);
+        mst_tensor *idx = mst_tensor_zeros(g_ctx, MST_DTYPE_I32, 4, pooled->shape);
+        mst_attrs pa = {.i = {cases[k].k, cases[k].k, cases[k].s, cases[k].s, cases[k].p, cases[k].p}};
+        assert_int_equal(run(MST_OP_MAXPOOL2D, 1, (mst_tensor *[]){y}, 2, (mst_tensor *[]){pooled, idx}, &pa), MST_OK);
+        /* one NaN and one -0 in channel 0 only: a NaN anywhere in a channel makes its sums and gx NaN */
+        mst_tensor *gy32 = input(pooled->shape[0], pooled->shape[1], pooled->shape[2], pooled->shape[3], false);
+        mst_tensor_f32(gy32)[1] = NAN, mst_tensor_f32(gy32)[2] = -0.0f;
+        mst_tensor *gy = as(gy32, dt);
+        mst_attrs ua = {.i = {cases[k].h, cases[k].w}};
+        for (int training = 0; training < 2; training++)
+            for (int fold = 0; fold < 2; fold++) {
+                /* the two ops, plain: fast kernels, then the reference ones */
+                mst_attrs ga = {.i = {training}};
+                mst_tensor *want_by[2][3];
+                for (int r = 0; r < 2; r++) {
+                    mst_tensor *dense = like(x, false), **want = want_by[r];
+                    want[0] = like(x, false), want[1] = mst_tensor_zeros(g_ctx, MST_DTYPE_F32, 1, ch);
+                    want[2] = mst_tensor_zeros(g_ctx, MST_DTYPE_F32, 1, ch);
+                    mst_ctx_set_force_ref(g_ctx, r);
+                    assert_int_equal(run(MST_OP_MAXPOOL2D_GRAD, 2 + fold, (mst_tensor *[]){gy, idx, pooled}, 1, &dense, &ua), MST_OK);
+                    assert_int_equal(run(MST_OP_BATCHNORM_GRAD, 5, (mst_tensor *[]){dense, x, gamma, mean, invstd}, 3, want, &ga), MST_OK);
+                    mst_ctx_set_force_ref(g_ctx, false);
+                }
+                /* the pooled form: (gy, indices, pooled) x (x) x (gx) plain or blocked, then the
+                 * reference kernels on plain operands */
+                for (int b = 0; b < 9; b++) {
+                    bool pb = b & 1, xb = b & 2, gxb = b & 4, ref = b == 8;
+                    if (ref) pb = xb = gxb = false;
+                    mst_tensor **want = want_by[ref];
+                    mst_tensor *got[3] = {like(x, gxb), mst_tensor_zeros(g_ctx, MST_DTYPE_F32, 1, ch),
+                                          mst_tensor_zeros(g_ctx, MST_DTYPE_F32, 1, ch)};
+                    mst_tensor *in[7] = {pb ? blocked_copy(gy) : gy, xb ? blocked_copy(x) : x, gamma, mean, invstd,
+                                         pb ? blocked_copy(idx) : idx, pb ? blocked_copy(pooled) : pooled};
+                    mst_ctx_set_force_ref(g_ctx, ref);
+                    mst_status st = run(MST_OP_BATCHNORM_GRAD, 6 + fold, in, 3, got, &ga);
+                    mst_ctx_set_force_ref(g_ctx, false);
+                    assert_int_equal(st, MST_OK);
+                    char what[96];
+                    snprintf(what, sizeof(what), "case %zu training %d fold %d layouts %d: pooled gx", k, training, fold, b);
+                    assert_same_bits(want[0], got[0], what);
+                    assert_same_bits(want[1], got[1], "pooled ggamma");
+                    assert_same_bits(want[2], got[2], "pooled gbeta");
+                }
+            }
+        /* an index outside the plane */
+        char err[2][256];
+        for (int b = 0; b < 2; b++) {
+            mst_tensor *bad = mst_tensor_clone(g_ctx, idx);
+            mst_tensor_i32(bad)[bad->numel / 2 + 3] = (int32_t)(cases[k].h * cases[k].w);
+            mst_tensor *got[3] = {like(x, false), mst_tensor_zeros(g_ctx, MST_DTYPE_F32, 1, ch), mst_tensor_zeros(g_ctx, MST_DTYPE_F32, 1, ch)};
+            mst_tensor *in[6] = {b ? blocked_copy(gy) : gy, x, gamma, mean, invstd, b ? blocked_copy(bad) : bad};
+            assert_int_not_equal(run(MST_OP_BATCHNORM_GRAD, 6, in, 3, got, &(mst_attrs){.i = {1}}), MST_OK);
+            snprintf(err[b], sizeof(err[b]), "%s", mst_ctx_error(g_ctx));
+            mst_ctx_clear_error(g_ctx);
+        }
+        if (!strstr(err[0], "outside") && !strstr(err[0], "must lie")) fail_msg("case %zu: no index error: %s", k, err[0]);
+        mst_pool_pop(g_ctx);
+    }
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conversions), cmocka_unit_test(test_batchnorm), cmocka_unit_test(test_maxpool),
         cmocka_unit_test(test_global_pool_and_broadcast), cmocka_unit_test(test_convolutions),
+        cmocka_unit_test(test_batchnorm_grad_pooled),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
