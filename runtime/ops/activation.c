@@ -77,16 +77,17 @@ static mst_status run_split(mst_ctx *ctx, const mst_op_call *c, mst_parallel_fn 
 /* NAME_f32, NAME_f64 and NAME_elem_f32 from LOOP and the expression. */
 #define ACT_KERNELS(NAME, LOOP, EXPR)                                                                \
     ACT_KERNELS_F64(NAME, LOOP, EXPR)                                                                \
-    static void NAME##_chunk_f32(void *arg, int64_t begin, int64_t end, int worker) {                \
+    OP_AVX2_CLONE(NAME##_chunk_f32, (void *arg, int64_t begin, int64_t end, int worker), (arg, begin, end, worker), { \
         typedef float T;                                                                             \
+        (void)worker;                                                                                \
         LOOP(T, EXPR)                                                                                \
-    }                                                                                                \
+    })                                                                                               \
     static mst_status NAME##_f32(mst_ctx *ctx, const mst_op_call *c) { return run_split(ctx, c, NAME##_chunk_f32); } \
-    static void NAME##_elem_f32(float *ys, const float *const xs_[], int64_t n, const mst_attrs *attrs) {          \
+    OP_AVX2_CLONE(NAME##_elem_f32, (float *ys, const float *const xs_[], int64_t n, const mst_attrs *attrs), (ys, xs_, n, attrs), { \
         typedef float T;                                                                             \
         (void)attrs;                                                                                 \
         LOOP##_ELEM(T, EXPR)                                                                         \
-    }
+    })
 
 /* The same loops over a pre-broadcast block, for graph-mode fusion (mst_op_desc.elem_f32). */
 #define UNARY_LOOP_ELEM(T, EXPR) \

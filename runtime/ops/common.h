@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "runtime/context.h"
+#include "runtime/cpu_features.h"
 #include "runtime/op.h"
 #include "runtime/ops.h"
 
@@ -101,6 +102,21 @@ static inline void op_bcast_row(const op_bcast *it, int64_t row, int64_t off[3])
 
 #define FLOAT_KERNEL_TABLE(NAME) { [MST_DTYPE_F32] = NAME##_f32, [MST_DTYPE_F64] = NAME##_f64 }
 
+/* A void function whose body is a plain loop, compiled twice: for the generic x86-64 build (SSE2,
+ * four floats a vector) and for AVX2, the AVX2 one called when the CPU has it (MSTUNE_CPU_MASK
+ * honoured). With -ffp-contract=off (CMakeLists.txt) neither fuses a multiply into an add, so both
+ * give the bits of the expression evaluated one element at a time.
+ *   OP_AVX2_CLONE(add_elem_f32, (float *y, const float *const x[], int64_t n, const mst_attrs *a), (y, x, n, a), { body })
+ */
+#if defined(__x86_64__)
+#define OP_AVX2_CLONE(NAME, PARAMS, ARGS, ...)                                                     \
+    static void NAME##_portable PARAMS __VA_ARGS__                                                 \
+    __attribute__((target("avx2"))) static void NAME##_avx2 PARAMS __VA_ARGS__                    \
+    static void NAME PARAMS { (mst_cpu_has(MST_CPU_AVX2) ? NAME##_avx2 : NAME##_portable) ARGS; }
+#else
+#define OP_AVX2_CLONE(NAME, PARAMS, ARGS, ...) static void NAME PARAMS __VA_ARGS__
+#endif
+
 /* The same for a parallel region's chunk function (runtime/threadpool.h) whose body uses T and
  * names its range B..E:
  *   #define CONV2D_CHUNK_BODY { const T *x = ...; for (int64_t n = begin; n < end; n++) ... }
@@ -110,6 +126,11 @@ static inline void op_bcast_row(const op_bcast *it, int64_t row, int64_t off[3])
     static void NAME##_f32(void *arg, int64_t B, int64_t E, int worker) { typedef float T; (void)worker; BODY }  \
     static void NAME##_f64(void *arg, int64_t B, int64_t E, int worker) { typedef double T; (void)worker; BODY }
 #define FLOAT_CHUNK(NAME, T) _Generic((T)0, float: NAME##_f32, double: NAME##_f64)
+/* The same with the f32 chunk an AVX2 clone (OP_AVX2_CLONE below): the elementwise kernels. */
+#define FLOAT_CHUNKS_AVX2(NAME, BODY, B, E)                                                                   \
+    OP_AVX2_CLONE(NAME##_f32, (void *arg, int64_t B, int64_t E, int worker), (arg, B, E, worker),            \
+                  { typedef float T; (void)worker; BODY })                                                   \
+    static void NAME##_f64(void *arg, int64_t B, int64_t E, int worker) { typedef double T; (void)worker; BODY }
 
 /* One kernel for every dtype (ops that only move bytes). */
 #define ALL_DTYPES(F) {[MST_DTYPE_F32] = F, [MST_DTYPE_F64] = F, [MST_DTYPE_F16] = F, [MST_DTYPE_BF16] = F, \

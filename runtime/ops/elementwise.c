@@ -72,7 +72,7 @@ static mst_status infer_binary(mst_ctx *ctx, const mst_op_call *c, mst_meta out[
 
 /* NAME_f32 and NAME_f64, with their flat chunks. */
 #define BINARY_KERNELS(NAME, EXPR)                                                      \
-    FLOAT_CHUNKS(NAME##_flat_chunk, BINARY_FLAT_CHUNK(T, EXPR), begin, end)            \
+    FLOAT_CHUNKS_AVX2(NAME##_flat_chunk, BINARY_FLAT_CHUNK(T, EXPR), begin, end)       \
     static mst_status NAME##_f32(mst_ctx *ctx, const mst_op_call *c) { typedef float T; BINARY_BODY(T, NAME##_flat_chunk, EXPR) } \
     static mst_status NAME##_f64(mst_ctx *ctx, const mst_op_call *c) { typedef double T; BINARY_BODY(T, NAME##_flat_chunk, EXPR) }
 
@@ -109,11 +109,11 @@ static mst_status div_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor *c
 
 /* Block functions for graph-mode fusion: the kernels' expressions on pre-broadcast operands. */
 #define BINARY_ELEM(NAME, EXPR)                                                                      \
-    static void NAME##_elem_f32(float *y, const float *const x[], int64_t n, const mst_attrs *attrs) { \
+    OP_AVX2_CLONE(NAME##_elem_f32, (float *y, const float *const x[], int64_t n, const mst_attrs *attrs), (y, x, n, attrs), { \
         (void)attrs;                                                                                 \
         const float *a = x[0], *b = x[1];                                                            \
         for (int64_t i = 0; i < n; i++) { float x1 = a[i], x2 = b[i]; y[i] = (EXPR); }              \
-    }
+    })
 BINARY_ELEM(add, x1 + x2)
 BINARY_ELEM(sub, x1 - x2)
 BINARY_ELEM(mul, x1 * x2)
@@ -156,7 +156,7 @@ mst_tensor *mst_div(mst_ctx *ctx, mst_tensor *a, mst_tensor *b) {
         T s = (T)c->attrs.f[0];                                            \
         for (int64_t i = begin; i < end; i++) y[i] = s * x[i];             \
     }
-FLOAT_CHUNKS(scale_chunk, SCALE_CHUNK_BODY, begin, end)
+FLOAT_CHUNKS_AVX2(scale_chunk, SCALE_CHUNK_BODY, begin, end)
 #define SCALE_BODY(T)                                                                                      \
     {                                                                                                      \
         mst_parallel_for(ctx, c->out[0]->numel, OP_MIN_SPLIT_ELEMS, FLOAT_CHUNK(scale_chunk, T), (void *)c); \
@@ -169,10 +169,10 @@ static mst_status scale_backward(mst_ctx *ctx, const mst_op_call *c, mst_tensor 
     return ctx->status;
 }
 
-static void scale_elem_f32(float *y, const float *const x[], int64_t n, const mst_attrs *attrs) {
+OP_AVX2_CLONE(scale_elem_f32, (float *y, const float *const x[], int64_t n, const mst_attrs *attrs), (y, x, n, attrs), {
     const float s = (float)attrs->f[0], *xs = x[0];
     for (int64_t i = 0; i < n; i++) y[i] = s * xs[i];
-}
+})
 
 const mst_op_desc mst_desc_scale = {
     .name = "scale", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .flags = MST_OPF_ELEMENTWISE,
