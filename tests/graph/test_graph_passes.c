@@ -208,6 +208,17 @@ static float *exec_graph(mst_ctx *ctx, const mst_graph *g, mst_tensor *const in[
     return copy;
 }
 
+/* A rewritten graph's output (after) against the graph's before the rewrite and eager's, bit for
+ * bit; frees both copies. */
+static void expect_rewrite_bits(float *before, int64_t n_before, float *after, int64_t n_after, const mst_tensor *eager) {
+    assert_int_equal(n_before, n_after);
+    assert_memory_equal(before, after, (size_t)n_before * sizeof(float));
+    assert_non_null(eager);
+    assert_memory_equal(mst_tensor_data(eager), after, (size_t)n_before * sizeof(float));
+    free(before);
+    free(after);
+}
+
 /* bias-add, relu, mul, scale, sub with a broadcast row: one fused group. */
 static mst_tensor *chain(mst_ctx *ctx, mst_tensor *const in[], uint64_t seed) {
     (void)seed;
@@ -231,12 +242,7 @@ static void test_fusion_matches_unfused(void **state) {
     assert_int_equal(g->nodes[0].kind, MST_GN_FUSED_ELEM);
     assert_int_equal(g->nodes[0].n_out, 1);                     /* intermediates stay inside */
     float *fused = exec_graph(ctx, g, in, 2, &n2);
-    assert_int_equal(n1, n2);
-    assert_memory_equal(unfused, fused, (size_t)n1 * sizeof(float));
-    mst_tensor *eager = chain(ctx, in, 0);
-    assert_memory_equal(mst_tensor_data(eager), fused, (size_t)n1 * sizeof(float));
-    free(unfused);
-    free(fused);
+    expect_rewrite_bits(unfused, n1, fused, n2, chain(ctx, in, 0));
     mst_graph_free(g);
     mst_pool_pop(ctx);
     mst_ctx_free(ctx);
@@ -405,13 +411,7 @@ static void test_pool_bn_fold(void **state) {
         for (int i = 0; i < g->n_nodes; i++)
             if (g->nodes[i].op == MST_OP_BATCHNORM_GRAD) assert_int_equal(g->nodes[i].n_in, seed == 0 ? 7 : 5);
         float *fused = exec_graph(ctx, g, in, 4, &n2);
-        assert_int_equal(n1, n2);
-        assert_memory_equal(unfused, fused, (size_t)n1 * sizeof(float));
-        mst_tensor *eager = pool_bn_grad(ctx, in, seed);
-        assert_non_null(eager);
-        assert_memory_equal(mst_tensor_data(eager), fused, (size_t)n1 * sizeof(float));
-        free(unfused);
-        free(fused);
+        expect_rewrite_bits(unfused, n1, fused, n2, pool_bn_grad(ctx, in, seed));
         mst_graph_free(g);
     }
     mst_pool_pop(ctx);
