@@ -418,15 +418,17 @@ FLOAT_KERNELS(batchnorm_grad_ref, BN_GRAD_REF_BODY)
 /* the sums (4 per element), then gx (5 per element training, 1 eval) */
 static int64_t batchnorm_grad_flops(const mst_op_call *c) { return (c->attrs.i[0] ? 9 : 5) * c->in[1]->numel; }
 
+/* The dense pooling gradient's memory for bn_grad_unpooled, per thread, grown to the largest call
+ * and kept (a fresh 6 MiB allocation a call faults its pages in anew). */
+static _Thread_local struct {
+    void *data;
+    size_t cap;
+} bn_dense_scratch;
+
 /* The pooled form (6 or 7 inputs: graph mode's fuse_pool_bn) through any kernel k of the plain
  * form: max pooling's gradient into a dense tensor of x's shape (gy's dtype and layout) by
  * maxpool2d_grad's own kernel, then k on it. The f32 rows kernel fuses the two instead
  * (bn_grad_pooled_fused); this is every other case's path, with the bits of the two ops. */
-static _Thread_local struct {
-    void *data;
-    size_t cap;
-} bn_dense_scratch;     /* the dense gradient's memory, per thread, grown to the largest call and kept */
-
 static mst_status bn_grad_unpooled(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn k) {
     const mst_tensor *gy = c->in[0], *x = c->in[1];
     mst_kernel_fn unpool = mst_op_kernel(ctx, MST_OP_MAXPOOL2D_GRAD, gy->dtype);
