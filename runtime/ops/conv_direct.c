@@ -95,6 +95,57 @@ __attribute__((target("avx512f"))) static void fwd_slab(const mst_conv_geom *g, 
     else fwd_slab_body(g, xp, wk, bias, out, g->c * g->r * g->s);
 }
 
+/* Two blocks' slabs at once (out0: block kb, out1: kb + 1): each input value broadcast once for
+ * both, four pixels a pass (8 accumulators beside 2 x crs weight vectors); every element the same
+ * chain as fwd_slab_body's. */
+__attribute__((target("avx512f"), always_inline)) static inline void fwd_pair_body(const mst_conv_geom *g, const float *xp,
+                                                                                   const float *wk, const float *bias,
+                                                                                   float *out0, float *out1, int64_t crs) {
+    enum { qb = 4 };
+    const int64_t wp = g->w + 2 * g->pw, sw = g->sw;
+    int64_t off[k_max_crs];
+    tap_offsets(g, off);
+    __m512 w0[k_max_crs], w1[k_max_crs];
+    for (int64_t i = 0; i < crs; i++) w0[i] = _mm512_loadu_ps(wk + i * L), w1[i] = _mm512_loadu_ps(wk + (crs + i) * L);
+    const __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps(), b1 = bias ? _mm512_loadu_ps(bias + L) : b0;
+    for (int64_t p = 0; p < g->p; p++) {
+        const float *xrow = xp + p * g->sh * wp;
+        int64_t q0 = 0;
+        for (; q0 + qb <= g->q; q0 += qb) {
+            __m512 a0[qb], a1[qb];
+            for (int j = 0; j < qb; j++) a0[j] = a1[j] = _mm512_setzero_ps();
+            for (int64_t i = 0; i < crs; i++) {
+                const float *tap = xrow + off[i] + q0 * sw;
+                for (int j = 0; j < qb; j++) {
+                    const __m512 v = _mm512_set1_ps(tap[j * sw]);
+                    a0[j] = _mm512_fmadd_ps(v, w0[i], a0[j]);
+                    a1[j] = _mm512_fmadd_ps(v, w1[i], a1[j]);
+                }
+            }
+            for (int j = 0; j < qb; j++) {
+                _mm512_storeu_ps(out0 + (p * g->q + q0 + j) * L, bias ? _mm512_add_ps(a0[j], b0) : a0[j]);
+                _mm512_storeu_ps(out1 + (p * g->q + q0 + j) * L, bias ? _mm512_add_ps(a1[j], b1) : a1[j]);
+            }
+        }
+        for (; q0 < g->q; q0++) {
+            __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+            for (int64_t i = 0; i < crs; i++) {
+                const __m512 v = _mm512_set1_ps(xrow[off[i] + q0 * sw]);
+                a0 = _mm512_fmadd_ps(v, w0[i], a0);
+                a1 = _mm512_fmadd_ps(v, w1[i], a1);
+            }
+            _mm512_storeu_ps(out0 + (p * g->q + q0) * L, bias ? _mm512_add_ps(a0, b0) : a0);
+            _mm512_storeu_ps(out1 + (p * g->q + q0) * L, bias ? _mm512_add_ps(a1, b1) : a1);
+        }
+    }
+}
+
+__attribute__((target("avx512f"))) static void fwd_pair(const mst_conv_geom *g, const float *xp, const float *wk,
+                                                       const float *bias, float *out0, float *out1) {
+    if (g->c * g->r * g->s == 9) fwd_pair_body(g, xp, wk, bias, out0, out1, 9);
+    else fwd_pair_body(g, xp, wk, bias, out0, out1, g->c * g->r * g->s);
+}
+
 /* acc[i] (16 output channels) += sum over the slab's pixels of gy(p, q) x(c, p sh + r, q sw + s),
  * pixel by pixel in (p, q) order; i = (c, r, s). */
 __attribute__((target("avx512f"), always_inline)) static inline void gw_slab_body(const mst_conv_geom *g, const float *xp,
@@ -119,18 +170,26 @@ __attribute__((target("avx512f"))) static void gw_slab(const mst_conv_geom *g, c
     else gw_slab_body(g, xp, gy, acc, g->c * g->r * g->s);
 }
 
-/* Units [u0, u1) of (image n, block kb), n-major: each image padded once per worker range. */
+/* Units [u0, u1) of (image n, pair of blocks kb, kb + 1; a last odd block alone), n-major: each
+ * image padded once per worker range. */
 __attribute__((target("avx512f"))) static void fwd_chunk(void *arg, int64_t u0, int64_t u1, int worker) {
     const direct_job *j = arg;
     const mst_conv_geom *g = j->g;
-    int64_t kbs = g->k / L, crs = g->c * g->r * g->s, pq = g->p * g->q, padded = -1;
+    int64_t kbs = g->k / L, pairs = (kbs + 1) / 2, crs = g->c * g->r * g->s, pq = g->p * g->q, padded = -1;
     float *xp = j->ws + (size_t)worker * j->per_worker, *slab = xp + g->c * (g->h + 2 * g->ph) * (g->w + 2 * g->pw);
     slab = (float *)(((uintptr_t)slab + 63) & ~(uintptr_t)63);
+    float *slab1 = slab + pq * L;
     for (int64_t u = u0; u < u1; u++) {
-        int64_t n = u / kbs, kb = u % kbs;
+        int64_t n = u / pairs, kb = 2 * (u % pairs);
         if (n != padded) pad_image(g, j->x + n * g->c * g->h * g->w, xp), padded = n;
-        float *at = j->out + (n * g->k + kb * L) * pq;      /* the slab's place, in either layout */
-        fwd_slab(g, xp, j->wpack + kb * crs * L, j->bias ? j->bias + kb * L : NULL, j->out_blocked ? at : slab);
+        float *at = j->out + (n * g->k + kb * L) * pq, *at1 = at + pq * L;     /* the slabs' places, in either layout */
+        const float *bias = j->bias ? j->bias + kb * L : NULL;
+        if (kb + 1 < kbs) {
+            fwd_pair(g, xp, j->wpack + kb * crs * L, bias, j->out_blocked ? at : slab, j->out_blocked ? at1 : slab1);
+            if (!j->out_blocked) mst_nchw16c_slab_to_rows(slab1, at1, pq, sizeof(float));
+        } else {
+            fwd_slab(g, xp, j->wpack + kb * crs * L, bias, j->out_blocked ? at : slab);
+        }
         if (!j->out_blocked) mst_nchw16c_slab_to_rows(slab, at, pq, sizeof(float));
     }
 }
@@ -160,17 +219,17 @@ __attribute__((target("avx512f"))) static void gw_chunk(void *arg, int64_t b0, i
 }
 #endif
 
-/* The workspace: the packed weights (forward), then per worker a padded image and a slab. */
+/* The workspace: the packed weights (forward), then per worker a padded image and two slabs. */
 static float *direct_workspace(mst_ctx *ctx, const mst_conv_geom *g, int workers, size_t packed, size_t *per_worker) {
     size_t pad = (size_t)(g->c * (g->h + 2 * g->ph) * (g->w + 2 * g->pw)), slab = (size_t)(g->p * g->q * L);
-    *per_worker = ((pad + 16 + slab) + 15) & ~(size_t)15;
+    *per_worker = ((pad + 16 + 2 * slab) + 15) & ~(size_t)15;     /* the forward's pair: two slabs */
     float *ws = mst_ctx_workspace(ctx, (packed + (size_t)workers * *per_worker + 16) * sizeof(float));
     return ws ? (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63) : NULL;
 }
 
 mst_status mst_conv_direct_forward(mst_ctx *ctx, const mst_op_call *c, const mst_conv_geom *g) {
 #if MST_DIRECT_X86
-    int64_t kbs = g->k / L, crs = g->c * g->r * g->s, units = g->n * kbs;
+    int64_t kbs = g->k / L, crs = g->c * g->r * g->s, units = g->n * ((kbs + 1) / 2);
     int workers = mst_parallel_chunks_ctx(ctx, units, 1);
     size_t per_worker, packed = (size_t)(g->k * crs);
     float *ws = direct_workspace(ctx, g, workers, packed, &per_worker);
