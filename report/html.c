@@ -370,13 +370,13 @@ static void breakdown_section(rpt_buf *b, const rpt_page *pg) {
                 "step; the median column is each category's own median, which need not add up (its total row is the median "
                 "step). Hidden: work on other threads overlapping the step (median).</p>");
     if (p->sampler_dispatch_share >= 0) {
-        double d = p->bd.share[MST_CAT_DISPATCH], k = p->bd.share[MST_CAT_KERNEL];
+        double d = p->bd.share[MST_CAT_DISPATCH], k = p->bd.share[MST_CAT_KERNEL], instrumented = d + k > 0 ? 100 * d / (d + k) : 0;
         if (p->sampler_samples >= MST_SAMPLER_MIN_SHARE_SAMPLES)
             rpt_printf(b, "<p class=\"meta\">Dispatch share of op time: instrumented %.1f%%, sampled %.1f%% (%lld main-thread samples; a cross-check).</p>",
-                       d + k > 0 ? 100 * d / (d + k) : 0, 100 * p->sampler_dispatch_share, (long long)p->sampler_samples);
+                       instrumented, 100 * p->sampler_dispatch_share, (long long)p->sampler_samples);
         else
             rpt_printf(b, "<p class=\"meta\">Dispatch share of op time: instrumented %.1f%%; the sampler's %lld main-thread samples are too few to cross-check it.</p>",
-                       d + k > 0 ? 100 * d / (d + k) : 0, (long long)p->sampler_samples);
+                       instrumented, (long long)p->sampler_samples);
     }
     rpt_puts(b, "</div></div>\n<div class=\"row\">");
     figure(b, pg, RPT_CH_STEPS);

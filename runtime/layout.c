@@ -157,6 +157,17 @@ static size_t twins_bytes(const mst_op_call *c, const bool *pick) {
     return total;
 }
 
+void mst_layout_twin_header(const mst_tensor *t, mst_layout layout, void *data, mst_tensor *h, mst_storage *st) {
+    *st = (mst_storage){.data = data, .nbytes = mst_tensor_nbytes(t), .refcount = 1 << 30, .cat = t->storage->cat,
+                        .device = t->storage->device, .ctx = t->storage->ctx};
+    *h = *t;
+    h->layout = (uint8_t)layout;
+    h->storage = st;
+    h->offset = 0;
+    h->refcount = 1 << 30;
+    h->grad = NULL;
+}
+
 /* *call = c with every picked position p replaced by twin[p]: c's tensor's header in `layout`
  * over memory at base (in position order), its storage in st[p] (never freed through it). Input
  * twins hold c's values converted to the layout; output twins are left for the kernel to write. */
@@ -167,13 +178,7 @@ static void twin_call(mst_ctx *ctx, const mst_op_call *c, const bool *pick, mst_
         if (!pick[p]) continue;
         const mst_tensor *t = pos_tensor(c, p);
         mst_tensor *h = &twin[p];
-        *h = *t;
-        h->layout = (uint8_t)layout;
-        st[p] = (mst_storage){.data = base, .nbytes = mst_tensor_nbytes(t), .refcount = 1 << 30, .cat = t->storage->cat,
-                              .device = t->storage->device, .ctx = t->storage->ctx};
-        h->storage = &st[p];
-        h->offset = 0;
-        h->refcount = 1 << 30;
+        mst_layout_twin_header(t, layout, base, h, &st[p]);
         base += (mst_tensor_nbytes(t) + 63) & ~(size_t)63;
         if (p >= c->n_in) {
             call->out[p - c->n_in] = h;

@@ -61,6 +61,10 @@ mst_blocked_how mst_layout_call_blocked_how(mst_ctx *ctx, const mst_op_call *c);
  * (mst_op_desc.builtin_takes_blocked)? */
 bool mst_builtin_takes_blocked(const mst_op_call *c);
 
+/* h = t's header (shape, dtype) in `layout` over `data` (t's byte size, the caller's memory), with
+ * st as its storage: neither is ever freed through the other (mst_layout_run_plain's twins). */
+void mst_layout_twin_header(const mst_tensor *t, mst_layout layout, void *data, mst_tensor *h, mst_storage *st);
+
 /* Does any of the call's tensors lie in nChw16c? */
 bool mst_call_has_blocked(const mst_op_call *c);
 

@@ -15,7 +15,7 @@
 #define MST_DIRECT_X86 0
 #endif
 
-enum { L = MST_NCHW16C_BLOCK, k_max_crs = 27, k_qb = 8 };
+enum { L = MST_NCHW16C_BLOCK, k_max_crs = 27 };
 
 bool mst_conv_direct_applies(const mst_op_call *c, const mst_conv_geom *g) {
     if (!MST_DIRECT_X86 || !mst_cpu_has(MST_CPU_AVX512F)) return false;
@@ -56,94 +56,65 @@ static void tap_offsets(const mst_conv_geom *g, int64_t *off) {
             for (int64_t s = 0; s < g->s; s++) off[i++] = (ci * hp + r) * wp + s;
 }
 
-/* One output slab (P x Q x 16: image n, channels of block kb) from the padded image xp: each
- * element the chain acc = fma(x, w, acc) over (c, r, s) from 0, then + bias. crs a constant where
- * the caller inlines it (the stem's 9: weights and accumulators in registers). */
-__attribute__((target("avx512f"), always_inline)) static inline void fwd_slab_body(const mst_conv_geom *g, const float *xp,
-                                                                                   const float *wk, const float *bias,
-                                                                                   float *out, int64_t crs) {
+/* The output slabs of `blocks` (1 or 2, a constant where inlined) 16-channel blocks from the
+ * padded image xp: out0 block kb, out1 block kb + 1. Each element is the chain acc = fma(x, w, acc)
+ * over (c, r, s) from 0, then + bias, whatever `blocks`; with two, each input value is broadcast
+ * once for both, four pixels a pass (8 accumulators beside 2 x crs weight vectors), with one eight.
+ * crs a constant where the caller inlines it (the stem's 9: weights and accumulators in registers). */
+__attribute__((target("avx512f"), always_inline)) static inline void fwd_body(const mst_conv_geom *g, const float *xp,
+                                                                              const float *wk, const float *bias, float *out0,
+                                                                              float *out1, int64_t crs, int blocks) {
+    const int qb = blocks == 2 ? 4 : 8;
     const int64_t wp = g->w + 2 * g->pw, sw = g->sw;
     int64_t off[k_max_crs];
     tap_offsets(g, off);
-    __m512 wv[k_max_crs];
-    for (int64_t i = 0; i < crs; i++) wv[i] = _mm512_loadu_ps(wk + i * L);
-    const __m512 b = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
-    for (int64_t p = 0; p < g->p; p++) {
-        const float *xrow = xp + p * g->sh * wp;
-        int64_t q0 = 0;
-        for (; q0 + k_qb <= g->q; q0 += k_qb) {
-            __m512 acc[k_qb];
-            for (int j = 0; j < k_qb; j++) acc[j] = _mm512_setzero_ps();
-            for (int64_t i = 0; i < crs; i++) {
-                const float *tap = xrow + off[i] + q0 * sw;
-                for (int j = 0; j < k_qb; j++) acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(tap[j * sw]), wv[i], acc[j]);
-            }
-            for (int j = 0; j < k_qb; j++)
-                _mm512_storeu_ps(out + (p * g->q + q0 + j) * L, bias ? _mm512_add_ps(acc[j], b) : acc[j]);
-        }
-        for (; q0 < g->q; q0++) {     /* the row's tail: the same chain, one pixel at a time */
-            __m512 acc = _mm512_setzero_ps();
-            for (int64_t i = 0; i < crs; i++) acc = _mm512_fmadd_ps(_mm512_set1_ps(xrow[off[i] + q0 * sw]), wv[i], acc);
-            _mm512_storeu_ps(out + (p * g->q + q0) * L, bias ? _mm512_add_ps(acc, b) : acc);
-        }
+    __m512 w[2][k_max_crs], b[2];
+    float *out[2] = {out0, out1};
+    for (int k = 0; k < blocks; k++) {
+        for (int64_t i = 0; i < crs; i++) w[k][i] = _mm512_loadu_ps(wk + (k * crs + i) * L);
+        b[k] = bias ? _mm512_loadu_ps(bias + k * L) : _mm512_setzero_ps();
     }
-}
-
-__attribute__((target("avx512f"))) static void fwd_slab(const mst_conv_geom *g, const float *xp, const float *wk,
-                                                       const float *bias, float *out) {
-    if (g->c * g->r * g->s == 9) fwd_slab_body(g, xp, wk, bias, out, 9);
-    else fwd_slab_body(g, xp, wk, bias, out, g->c * g->r * g->s);
-}
-
-/* Two blocks' slabs at once (out0: block kb, out1: kb + 1): each input value broadcast once for
- * both, four pixels a pass (8 accumulators beside 2 x crs weight vectors); every element the same
- * chain as fwd_slab_body's. */
-__attribute__((target("avx512f"), always_inline)) static inline void fwd_pair_body(const mst_conv_geom *g, const float *xp,
-                                                                                   const float *wk, const float *bias,
-                                                                                   float *out0, float *out1, int64_t crs) {
-    enum { qb = 4 };
-    const int64_t wp = g->w + 2 * g->pw, sw = g->sw;
-    int64_t off[k_max_crs];
-    tap_offsets(g, off);
-    __m512 w0[k_max_crs], w1[k_max_crs];
-    for (int64_t i = 0; i < crs; i++) w0[i] = _mm512_loadu_ps(wk + i * L), w1[i] = _mm512_loadu_ps(wk + (crs + i) * L);
-    const __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps(), b1 = bias ? _mm512_loadu_ps(bias + L) : b0;
     for (int64_t p = 0; p < g->p; p++) {
         const float *xrow = xp + p * g->sh * wp;
         int64_t q0 = 0;
         for (; q0 + qb <= g->q; q0 += qb) {
-            __m512 a0[qb], a1[qb];
-            for (int j = 0; j < qb; j++) a0[j] = a1[j] = _mm512_setzero_ps();
+            __m512 acc[2][8];
+            for (int k = 0; k < blocks; k++)
+                for (int j = 0; j < qb; j++) acc[k][j] = _mm512_setzero_ps();
             for (int64_t i = 0; i < crs; i++) {
                 const float *tap = xrow + off[i] + q0 * sw;
                 for (int j = 0; j < qb; j++) {
                     const __m512 v = _mm512_set1_ps(tap[j * sw]);
-                    a0[j] = _mm512_fmadd_ps(v, w0[i], a0[j]);
-                    a1[j] = _mm512_fmadd_ps(v, w1[i], a1[j]);
+                    for (int k = 0; k < blocks; k++) acc[k][j] = _mm512_fmadd_ps(v, w[k][i], acc[k][j]);
                 }
             }
-            for (int j = 0; j < qb; j++) {
-                _mm512_storeu_ps(out0 + (p * g->q + q0 + j) * L, bias ? _mm512_add_ps(a0[j], b0) : a0[j]);
-                _mm512_storeu_ps(out1 + (p * g->q + q0 + j) * L, bias ? _mm512_add_ps(a1[j], b1) : a1[j]);
-            }
+            for (int k = 0; k < blocks; k++)
+                for (int j = 0; j < qb; j++)
+                    _mm512_storeu_ps(out[k] + (p * g->q + q0 + j) * L, bias ? _mm512_add_ps(acc[k][j], b[k]) : acc[k][j]);
         }
-        for (; q0 < g->q; q0++) {
-            __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+        for (; q0 < g->q; q0++) {     /* the row's tail: the same chains, one pixel at a time */
+            __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
             for (int64_t i = 0; i < crs; i++) {
                 const __m512 v = _mm512_set1_ps(xrow[off[i] + q0 * sw]);
-                a0 = _mm512_fmadd_ps(v, w0[i], a0);
-                a1 = _mm512_fmadd_ps(v, w1[i], a1);
+                for (int k = 0; k < blocks; k++) acc[k] = _mm512_fmadd_ps(v, w[k][i], acc[k]);
             }
-            _mm512_storeu_ps(out0 + (p * g->q + q0) * L, bias ? _mm512_add_ps(a0, b0) : a0);
-            _mm512_storeu_ps(out1 + (p * g->q + q0) * L, bias ? _mm512_add_ps(a1, b1) : a1);
+            for (int k = 0; k < blocks; k++)
+                _mm512_storeu_ps(out[k] + (p * g->q + q0) * L, bias ? _mm512_add_ps(acc[k], b[k]) : acc[k]);
         }
     }
 }
 
-__attribute__((target("avx512f"))) static void fwd_pair(const mst_conv_geom *g, const float *xp, const float *wk,
-                                                       const float *bias, float *out0, float *out1) {
-    if (g->c * g->r * g->s == 9) fwd_pair_body(g, xp, wk, bias, out0, out1, 9);
-    else fwd_pair_body(g, xp, wk, bias, out0, out1, g->c * g->r * g->s);
+/* One block's slab (out1 unused) or two blocks' (fwd_body). */
+__attribute__((target("avx512f"))) static void fwd_blocks(const mst_conv_geom *g, const float *xp, const float *wk,
+                                                         const float *bias, float *out0, float *out1, int blocks) {
+    int64_t crs = g->c * g->r * g->s;
+    if (blocks == 2) {
+        if (crs == 9) fwd_body(g, xp, wk, bias, out0, out1, 9, 2);
+        else fwd_body(g, xp, wk, bias, out0, out1, crs, 2);
+    } else {
+        if (crs == 9) fwd_body(g, xp, wk, bias, out0, out1, 9, 1);
+        else fwd_body(g, xp, wk, bias, out0, out1, crs, 1);
+    }
 }
 
 /* acc[i] (16 output channels) += sum over the slab's pixels of gy(p, q) x(c, p sh + r, q sw + s),
@@ -184,13 +155,12 @@ __attribute__((target("avx512f"))) static void fwd_chunk(void *arg, int64_t u0, 
         if (n != padded) pad_image(g, j->x + n * g->c * g->h * g->w, xp), padded = n;
         float *at = j->out + (n * g->k + kb * L) * pq, *at1 = at + pq * L;     /* the slabs' places, in either layout */
         const float *bias = j->bias ? j->bias + kb * L : NULL;
-        if (kb + 1 < kbs) {
-            fwd_pair(g, xp, j->wpack + kb * crs * L, bias, j->out_blocked ? at : slab, j->out_blocked ? at1 : slab1);
-            if (!j->out_blocked) mst_nchw16c_slab_to_rows(slab1, at1, pq, sizeof(float));
-        } else {
-            fwd_slab(g, xp, j->wpack + kb * crs * L, bias, j->out_blocked ? at : slab);
+        int blocks = kb + 1 < kbs ? 2 : 1;
+        fwd_blocks(g, xp, j->wpack + kb * crs * L, bias, j->out_blocked ? at : slab, j->out_blocked ? at1 : slab1, blocks);
+        if (!j->out_blocked) {
+            mst_nchw16c_slab_to_rows(slab, at, pq, sizeof(float));
+            if (blocks == 2) mst_nchw16c_slab_to_rows(slab1, at1, pq, sizeof(float));
         }
-        if (!j->out_blocked) mst_nchw16c_slab_to_rows(slab, at, pq, sizeof(float));
     }
 }
 
@@ -227,6 +197,14 @@ static float *direct_workspace(mst_ctx *ctx, const mst_conv_geom *g, int workers
     return ws ? (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63) : NULL;
 }
 
+#if !MST_DIRECT_X86
+/* Never reached: mst_conv_direct_applies answers false off x86-64. */
+static mst_status no_direct_path(mst_ctx *ctx, const mst_op_call *c, const mst_conv_geom *g) {
+    (void)g;
+    return mst_op_fail(ctx, c, MST_ERR_UNSUPPORTED, "direct convolution needs x86-64");
+}
+#endif
+
 mst_status mst_conv_direct_forward(mst_ctx *ctx, const mst_op_call *c, const mst_conv_geom *g) {
 #if MST_DIRECT_X86
     int64_t kbs = g->k / L, crs = g->c * g->r * g->s, units = g->n * ((kbs + 1) / 2);
@@ -244,8 +222,7 @@ mst_status mst_conv_direct_forward(mst_ctx *ctx, const mst_op_call *c, const mst
     mst_parallel_for(ctx, units, 1, fwd_chunk, &job);
     return MST_OK;
 #else
-    (void)g;
-    return mst_op_fail(ctx, c, MST_ERR_UNSUPPORTED, "direct convolution needs x86-64");
+    return no_direct_path(ctx, c, g);
 #endif
 }
 
@@ -261,7 +238,6 @@ mst_status mst_conv_direct_grad_weight(mst_ctx *ctx, const mst_op_call *c, const
     mst_parallel_for(ctx, kbs, 1, gw_chunk, &job);
     return MST_OK;
 #else
-    (void)g;
-    return mst_op_fail(ctx, c, MST_ERR_UNSUPPORTED, "direct convolution needs x86-64");
+    return no_direct_path(ctx, c, g);
 #endif
 }

@@ -75,11 +75,11 @@ static mst_status require_eps(mst_ctx *ctx, const mst_op_call *c, double eps) {
  * of one float dtype. A later group has the activations' dtype, or is f32 beside half activations:
  * amp keeps parameters (O2) and running statistics (O2, O3: updated in place, never cast) in f32,
  * and the half kernel passes f32 operands to the f32 kernel untouched. group[k] is the first input
- * of group k; the last group ends at the last input. */
-static mst_status bn_require_groups(mst_ctx *ctx, const mst_op_call *c, const int *group, int n_groups) {
+ * of group k; the last group ends before input n_inputs. */
+static mst_status bn_require_groups(mst_ctx *ctx, const mst_op_call *c, const int *group, int n_groups, int n_inputs) {
     mst_status s = op_require_float(ctx, c, 0);
     for (int g = 0; s == MST_OK && g < n_groups; g++) {
-        int first = group[g], end = g + 1 < n_groups ? group[g + 1] : c->n_in;
+        int first = group[g], end = g + 1 < n_groups ? group[g + 1] : n_inputs;
         bool f32_beside_half = g > 0 && mst_dtype_is_half(c->in[0]->dtype) && c->in[first]->dtype == MST_DTYPE_F32;
         for (int i = first; s == MST_OK && i < end; i++) s = op_require_same_dtype(ctx, c, f32_beside_half ? first : 0, i);
     }
@@ -88,7 +88,7 @@ static mst_status bn_require_groups(mst_ctx *ctx, const mst_op_call *c, const in
 
 static mst_status infer_batchnorm(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) {
     static const char *const names[] = {"x", "gamma", "beta", "running_mean", "running_var"};
-    mst_status s = bn_require_groups(ctx, c, (const int[]){0, 1, 3}, 3);     /* x; gamma, beta; running */
+    mst_status s = bn_require_groups(ctx, c, (const int[]){0, 1, 3}, 3, c->n_in);     /* x; gamma, beta; running */
     if (s == MST_OK) s = bn_require_x(ctx, c, 0, "x");
     if (s != MST_OK) return s;
     const mst_tensor *x = c->in[0];
@@ -323,9 +323,8 @@ static mst_status infer_bn_grad_pooled(mst_ctx *ctx, const mst_op_call *c) {
 static mst_status infer_batchnorm_grad(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) {
     static const char *const names[] = {"gy", "x", "gamma", "save_mean", "save_invstd"};
     bool pooled = c->n_in > 5;
-    mst_op_call c5 = *c;        /* the five inputs every form has */
-    c5.n_in = 5;
-    mst_status s = bn_require_groups(ctx, &c5, (const int[]){0, 2}, 2);     /* gy, x; gamma, saved stats */
+    /* gy, x; gamma, saved stats (the pooled form's indices and pooled values: infer_bn_grad_pooled) */
+    mst_status s = bn_require_groups(ctx, c, (const int[]){0, 2}, 2, 5);
     if (s == MST_OK) s = bn_require_x(ctx, c, 1, "x");
     if (s == MST_OK) s = pooled ? infer_bn_grad_pooled(ctx, c) : op_require_same_shape(ctx, c, 0, 1);
     if (s != MST_OK) return s;
@@ -433,7 +432,7 @@ static mst_status bn_grad_unpooled(mst_ctx *ctx, const mst_op_call *c, mst_kerne
     const mst_tensor *gy = c->in[0], *x = c->in[1];
     mst_kernel_fn unpool = mst_op_kernel(ctx, MST_OP_MAXPOOL2D_GRAD, gy->dtype);
     if (!unpool) return mst_op_fail(ctx, c, MST_ERR_UNSUPPORTED, "no maxpool2d_grad kernel for %s", mst_dtype_name(gy->dtype));
-    size_t nbytes = (size_t)x->numel * mst_dtype_size(gy->dtype);
+    size_t nbytes = mst_tensor_nbytes(x);     /* gy's dtype is x's (infer_batchnorm_grad) */
     if (nbytes > bn_dense_scratch.cap) {
         void *p = aligned_alloc(64, (nbytes + 63) & ~(size_t)63);
         if (!p) return mst_ctx_fail(ctx, MST_ERR_OOM, "out of memory: %zu bytes for batchnorm_grad's pooling gradient", nbytes);
@@ -441,17 +440,11 @@ static mst_status bn_grad_unpooled(mst_ctx *ctx, const mst_op_call *c, mst_kerne
         bn_dense_scratch.data = p;
         bn_dense_scratch.cap = nbytes;
     }
-    /* x's header with gy's dtype and layout (nChw16c needs channels in 16s, which gy's layout says
-     * it has) over the scratch, never freed through it */
-    mst_storage st = {.data = bn_dense_scratch.data, .nbytes = nbytes, .refcount = 1 << 30, .cat = x->storage->cat,
-                      .device = x->storage->device, .ctx = x->storage->ctx};
-    mst_tensor dense_t = *x, *dense = &dense_t;
-    dense_t.dtype = gy->dtype;
-    dense_t.layout = gy->layout;
-    dense_t.storage = &st;
-    dense_t.offset = 0;
-    dense_t.refcount = 1 << 30;
-    dense_t.grad = NULL;
+    /* x's header in gy's layout (nChw16c needs channels in 16s, which gy's layout says it has) over
+     * the scratch */
+    mst_storage st;
+    mst_tensor dense_t, *dense = &dense_t;
+    mst_layout_twin_header(x, (mst_layout)gy->layout, bn_dense_scratch.data, dense, &st);
     mst_op_call mp = {.op = MST_OP_MAXPOOL2D_GRAD, .n_in = c->n_in - 4, .n_out = 1, .in = {c->in[0], c->in[5]}, .out = {dense}};
     if (c->n_in > 6) mp.in[2] = c->in[6];
     mp.attrs.i[0] = x->shape[2];
@@ -535,6 +528,11 @@ static bool bn_rows_apply_to(const mst_op_call *c, int x_index) {
     return true;
 }
 
+/* An index of the pooled form outside its plane: maxpool2d_grad's plain position (-1: none) and value. */
+typedef struct {
+    int64_t pos, k;
+} bn_bad_index;
+
 typedef struct {
     const mst_op_call *c;
     bn_dims d;
@@ -543,7 +541,7 @@ typedef struct {
     int64_t block_ch;       /* channels a block holds: one row of S values, or more when S is small */
     int64_t block_stride;   /* floats between blocks */
     float *mixed;           /* nChw16c operands beside plain x or in half, per worker: 3 x 16 x S floats */
-    int64_t *bad;           /* the pooled form, per worker: the first index outside the plane (-1: none) */
+    bn_bad_index *bad;      /* the pooled form, per worker: the first index outside the plane */
 } bn_rows_job;
 
 /* Outputs are rounded a block of rows at a time: the rows (image n, channels [ch0, ch1)) are
@@ -613,15 +611,17 @@ static const void *bn_slab_src(const mst_tensor *t, bn_dims d, size_t at, float 
  * the indices and the pooled values, computed into buf (16 x S floats; its bits, runtime/ops/
  * pool_slab.h); an index outside the plane is recorded in *bad as maxpool2d_grad's position. */
 static const void *bn_grad_gy_slab(const mst_op_call *c, bn_dims d, int64_t n, int64_t ch, float *buf, bool *bf16,
-                                   int64_t *bad) {
+                                   bn_bad_index *bad) {
     const mst_tensor *gyt = c->in[0], *xt = c->in[1];
     if (c->n_in <= 5) return bn_slab_src(gyt, d, bn_row_at(d, n, ch), buf, bf16);
     int64_t P = gyt->shape[2], Q = gyt->shape[3], PQ = P * Q;
     size_t at = (size_t)((n * d.c + ch) * PQ);
+    const int32_t *ip = mst_tensor_i32(c->in[5]) + at;
     *bf16 = false;
-    int64_t b = mst_maxpool_grad_slab_f32(mst_tensor_f32(gyt) + at, c->n_in > 6 ? mst_tensor_f32(c->in[6]) + at : NULL,
-                                          mst_tensor_i32(c->in[5]) + at, buf, P, Q, xt->shape[2], xt->shape[3]);
-    if (b >= 0 && *bad < 0) *bad = (n * d.c + ch + b / PQ) * PQ + b % PQ;
+    int64_t b = mst_maxpool_grad_slab_f32(mst_tensor_f32(gyt) + at, c->n_in > 6 ? mst_tensor_f32(c->in[6]) + at : NULL, ip, buf,
+                                          P, Q, xt->shape[2], xt->shape[3]);
+    if (b >= 0 && bad->pos < 0)     /* b = lane * PQ + position; the slab stores position * 16 + lane */
+        *bad = (bn_bad_index){(n * d.c + ch + b / PQ) * PQ + b % PQ, ip[(b % PQ) * MST_NCHW16C_BLOCK + b / PQ]};
     return buf;
 }
 
@@ -671,7 +671,7 @@ static const void *bn_rows_as_slab(const mst_tensor *xt, bn_dims d, size_t at, f
  * 16 rows transposed into a slab first: planes of >= 64 f32 values or half rows, which take the
  * sixteen partials either way). buf: per worker, x's slab, gy's, then a two-byte staging slab. */
 static void bn_grad_sums(const mst_op_call *c, bn_dims d, int64_t c0, int64_t c1, const double *m, double *sum_gy,
-                         double *sum_gyx, float *buf, int64_t *bad) {
+                         double *sum_gyx, float *buf, bn_bad_index *bad) {
     const mst_tensor *xt = c->in[1];
     bool x_slabs = mst_tensor_blocked(xt), four = x_slabs && xt->dtype == MST_DTYPE_F32 && d.s < k_bn_rows_min_plane_f32;
     /* no buffer for f32 slabs on both sides: they are read in place */
@@ -745,7 +745,7 @@ static bn_grad_lanes bn_grad_lanes_at(int64_t ch, const double *scale, const dou
 }
 
 static void bn_slabs_grad_apply(const mst_op_call *c, bool training, bn_dims d, int64_t c0, int64_t c1, const double *scale,
-                                const double *mean_gy, const double *mean, const double *q, float *buf, int64_t *bad) {
+                                const double *mean_gy, const double *mean, const double *q, float *buf, bn_bad_index *bad) {
     const mst_tensor *xt = training ? c->in[1] : NULL, *gxt = c->out[0];
     bool gx_slabs = mst_tensor_blocked(gxt);
     for (int64_t ch = c0; ch < c1; ch += MST_NCHW16C_BLOCK) {
@@ -849,7 +849,7 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     bool blocked = mst_tensor_blocked(xt), gy_slabs = !blocked && mst_tensor_blocked(gyt);
     if (blocked || gy_slabs || mst_tensor_blocked(gxt)) c0 *= MST_NCHW16C_BLOCK, c1 *= MST_NCHW16C_BLOCK;
     float *slab_buf = j->mixed ? j->mixed + (size_t)worker * (size_t)(3 * MST_NCHW16C_BLOCK * d.s) : NULL;
-    int64_t no_bad = -1, *bad = j->bad ? &j->bad[worker] : &no_bad;
+    bn_bad_index no_bad = {-1, 0}, *bad = j->bad ? &j->bad[worker] : &no_bad;
     for (int64_t ch = c0; ch < c1; ch++) {
         sum_gy[ch] = sum_gyx[ch] = 0;
         mean[ch] = (double)save_mean[ch];
@@ -914,15 +914,6 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
 /* The row kernels' run: k per-channel double arrays, for half a block per worker, and for plain x
  * beside nChw16c operands two slabs' rows per worker, in one workspace; the chunks split whole
  * 16-channel blocks when any operand is in nChw16c. */
-/* The pooled form's index at maxpool2d_grad's (plain) position pos. */
-static int bn_index_at(const mst_op_call *c, int64_t pos) {
-    const mst_tensor *ind = c->in[5];
-    int64_t PQ = ind->shape[2] * ind->shape[3], plane = pos / PQ, e = pos % PQ;
-    if (!mst_tensor_blocked(ind)) return mst_tensor_i32(ind)[pos];
-    int64_t C = ind->shape[1], n = plane / C, ch = plane % C;
-    return mst_tensor_i32(ind)[((n * C + ch / MST_NCHW16C_BLOCK * MST_NCHW16C_BLOCK) * PQ) + e * MST_NCHW16C_BLOCK + ch % MST_NCHW16C_BLOCK];
-}
-
 static mst_status bn_rows_run(mst_ctx *ctx, const mst_op_call *c, const mst_tensor *x, int k, mst_parallel_fn chunk) {
     bn_dims d = bn_dims_of(x);
     int64_t per_channel = d.m > 0 ? d.m : 1, min_chunk = (k_bn_min_chunk + per_channel - 1) / per_channel;
@@ -940,25 +931,22 @@ static mst_status bn_rows_run(mst_ctx *ctx, const mst_op_call *c, const mst_tens
                        ? (size_t)slab_workers * (size_t)(3 * MST_NCHW16C_BLOCK * d.s)
                        : 0;
     size_t bad_slots = pooled ? (size_t)slab_workers : 0;
-    double *scratch = (double *)mst_ctx_workspace(ctx, doubles * sizeof(double) + bad_slots * sizeof(int64_t) + 128 +
+    double *scratch = (double *)mst_ctx_workspace(ctx, doubles * sizeof(double) + bad_slots * sizeof(bn_bad_index) + 128 +
                                                            ((size_t)workers * stride + mixed) * sizeof(float));
     if (!scratch) return ctx->status;
-    int64_t *bad = pooled ? (int64_t *)(scratch + doubles) : NULL;
-    for (size_t w = 0; w < bad_slots; w++) bad[w] = -1;
-    float *rows = (float *)(((uintptr_t)(scratch + doubles + bad_slots) + 63) & ~(uintptr_t)63);
+    bn_bad_index *bad = pooled ? (bn_bad_index *)(scratch + doubles) : NULL;
+    for (size_t w = 0; w < bad_slots; w++) bad[w] = (bn_bad_index){-1, 0};
+    float *rows = (float *)(((uintptr_t)(bad ? (void *)(bad + bad_slots) : (void *)(scratch + doubles)) + 63) & ~(uintptr_t)63);
     bn_rows_job job = {c, d, scratch, widen ? rows : NULL, block_ch, (int64_t)stride,
                        mixed ? rows + (size_t)workers * stride : NULL, bad};
     if (any_blocked)                /* the chunks split whole blocks of 16 channels */
         mst_parallel_for(ctx, d.c / MST_NCHW16C_BLOCK, block_min, chunk, &job);
     else
         mst_parallel_for(ctx, d.c, min_chunk, chunk, &job);
-    int64_t first_bad = -1;
+    const bn_bad_index *first = NULL;
     for (size_t w = 0; w < bad_slots; w++)
-        if (bad[w] >= 0 && (first_bad < 0 || bad[w] < first_bad)) first_bad = bad[w];
-    if (first_bad >= 0)
-        return mst_op_fail(ctx, c, MST_ERR_ARG, "indices (input 5) must lie in the %lldx%lld input plane, got %d at position %lld",
-                           (long long)x->shape[2], (long long)x->shape[3], bn_index_at(c, first_bad), (long long)first_bad);
-    return MST_OK;
+        if (bad[w].pos >= 0 && (!first || bad[w].pos < first->pos)) first = &bad[w];
+    return first ? mst_maxpool_grad_bad_index(ctx, c, first->k, first->pos, x->shape[2] * x->shape[3]) : MST_OK;
 }
 
 /* The layouts the kernels take (runtime/layout.h): all plain; all nChw16c (f32, or half with planes

@@ -420,7 +420,7 @@ static mst_status infer_maxpool2d_grad(mst_ctx *ctx, const mst_op_call *c, mst_m
 }
 
 /* The error for index k at flat position pos of the indices, outside a plane of hw elements. */
-static mst_status maxpool_grad_bad_index(mst_ctx *ctx, const mst_op_call *c, int64_t k, int64_t pos, int64_t hw) {
+mst_status mst_maxpool_grad_bad_index(mst_ctx *ctx, const mst_op_call *c, int64_t k, int64_t pos, int64_t hw) {
     return mst_op_fail(ctx, c, MST_ERR_ARG, "index %lld at position %lld is outside [0, %lld) (in_h * in_w)", (long long)k,
                        (long long)pos, (long long)hw);
 }
@@ -443,7 +443,7 @@ static mst_status maxpool_grad_bad_index(mst_ctx *ctx, const mst_op_call *c, int
             T *gxp = gx + pl * HW;                                                                   \
             for (int64_t j = 0; j < PQ; j++) {                                                       \
                 int64_t k = ip[j];                                                                   \
-                if (k < 0 || k >= HW) return maxpool_grad_bad_index(ctx, c, k, pl * PQ + j, HW);       \
+                if (k < 0 || k >= HW) return mst_maxpool_grad_bad_index(ctx, c, k, pl * PQ + j, HW);       \
                 if (pooled && !(pooled[pl * PQ + j] > 0)) continue;      /* relu_grad's select */     \
                 gxp[k] += gyp[j];                                                                    \
             }                                                                                        \
@@ -1000,7 +1000,7 @@ static mst_status maxpool2d_grad_slabs(mst_ctx *ctx, const mst_op_call *c) {
     int w_bad = -1;
     for (int w = 0; w < workers; w++)
         if (job.bad_pos[w] >= 0 && (w_bad < 0 || job.bad_pos[w] < job.bad_pos[w_bad])) w_bad = w;
-    return w_bad >= 0 ? maxpool_grad_bad_index(ctx, c, job.bad_k[w_bad], job.bad_pos[w_bad], gxt->shape[2] * gxt->shape[3])
+    return w_bad >= 0 ? mst_maxpool_grad_bad_index(ctx, c, job.bad_k[w_bad], job.bad_pos[w_bad], gxt->shape[2] * gxt->shape[3])
                       : MST_OK;
 }
 
@@ -1019,7 +1019,7 @@ static mst_status maxpool2d_grad_fast(mst_ctx *ctx, const mst_op_call *c) {
     int64_t bad = -1;
     for (int w = 0; w < workers; w++)
         if (job.bad_pos[w] >= 0 && (bad < 0 || job.bad_pos[w] < bad)) bad = job.bad_pos[w];
-    return bad >= 0 ? maxpool_grad_bad_index(ctx, c, mst_tensor_i32(c->in[1])[bad], bad, HW) : MST_OK;
+    return bad >= 0 ? mst_maxpool_grad_bad_index(ctx, c, mst_tensor_i32(c->in[1])[bad], bad, HW) : MST_OK;
 }
 
 static int64_t maxpool2d_grad_flops(const mst_op_call *c) { return c->in[0]->numel; }

@@ -13,10 +13,14 @@
 
 #include <stdint.h>
 
+#include "runtime/op.h"
+
 /* One slab (16 channels) of maxpool2d_grad in f32: gy, pooled (NULL: no relu select) and the
  * indices ip are P x Q x 16, gx H x W x 16, all written. Returns -1, or the first index outside
  * the H x W plane as lane * P * Q + position. */
 int64_t mst_maxpool_grad_slab_f32(const float *gy, const float *pooled, const int32_t *ip, float *gx, int64_t P, int64_t Q,
                                   int64_t H, int64_t W);
+/* maxpool2d_grad's error for index k at (plain) position pos outside a plane of hw values, on call c. */
+mst_status mst_maxpool_grad_bad_index(mst_ctx *ctx, const mst_op_call *c, int64_t k, int64_t pos, int64_t hw);
 
 #endif
