@@ -1,8 +1,10 @@
 /* sampler.c — SIGPROF stack sampling with libunwind, symbolization and the dispatch/kernel split.
  *
  * Collection: every sampled thread owns a timer (SIGEV_THREAD_ID) whose signal carries the
- * thread's slot in si_value; the handler unwinds from the signal's ucontext straight into the
- * slot's single-producer ring and publishes the record with one release store. A full ring
+ * thread's slot in si_value; the handler takes the stack with libunwind's fast trace (unwind
+ * rules cached per IP), keeps the frames from the ucontext's RIP on, or else walks from the
+ * ucontext with unw_step, straight into the slot's single-producer ring, and publishes the record
+ * with one release store. A full ring
  * counts the sample as lost. Analysis (stop): IPs are mapped to functions through the ELF
  * .symtab of every loaded object that has one (the executable's static kernels included) and
  * dladdr otherwise, cached per IP; stacks are folded per thread and classified against the
@@ -34,6 +36,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "profiler/events.h"
@@ -42,7 +45,7 @@
 #define MAX_DEPTH_LIMIT 256
 #define PENDING_WAIT_NS (200u * 1000u * 1000u)    /* stop: how long a thread may keep SIGPROF pending */
 
-enum { REC_UNWIND_ERROR = 1, REC_DEPTH_LIMIT = 2 };
+enum { REC_UNWIND_ERROR = 1, REC_DEPTH_LIMIT = 2, REC_TRUNCATED = REC_UNWIND_ERROR | REC_DEPTH_LIMIT, REC_STEP_WALK = 4 };
 
 /* One ring slot: the header, then max_depth instruction pointers, leaf first. */
 typedef struct {
@@ -106,6 +109,7 @@ typedef struct arena_block {
 
 struct mst_sampler {
     int hz, max_depth;
+    bool step_unwind;               /* MSTUNE_SAMPLER_UNWIND=step: every sample walked by unw_step */
     size_t cap, stride;
     mst_sampler_clock clock;
     pthread_mutex_t lock;           /* threads registering, start/stop */
@@ -172,6 +176,25 @@ static slot *find_slot(mst_sampler *s, void *p) {
     return NULL;
 }
 
+/* libunwind's fast trace (unw_backtrace: unwind rules cached per IP in a per-thread cache, no
+ * cursor per frame) from the handler's own frame, through the signal frame, into the interrupted
+ * code; the interrupted frames are those from the ucontext's RIP on. False (the caller then walks
+ * with unw_step from the ucontext) when the RIP is not among the frames found. */
+static bool fast_trace(const mst_sampler *s, void *uc, uintptr_t *ips, int *depth, int *flags) {
+    enum { HANDLER_FRAMES = 8 };
+    void *buf[MAX_DEPTH_LIMIT + HANDLER_FRAMES];
+    const uintptr_t rip = (uintptr_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
+    int n = unw_backtrace(buf, s->max_depth + HANDLER_FRAMES), i = 0;
+    while (i < n && i < HANDLER_FRAMES && (uintptr_t)buf[i] != rip) i++;
+    if (i >= n || i == HANDLER_FRAMES) return false;
+    int d = n - i;
+    if (d > s->max_depth) d = s->max_depth, *flags |= REC_DEPTH_LIMIT;
+    else if (n == s->max_depth + HANDLER_FRAMES) *flags |= REC_DEPTH_LIMIT;
+    for (int k = 0; k < d; k++) ips[k] = (uintptr_t)buf[i + k];
+    *depth = d;
+    return true;
+}
+
 /* Async-signal-safe: libunwind's local unwinder, clock_gettime and stores into the ring. */
 static void record(mst_sampler *s, slot *sl, const siginfo_t *si, void *uc) {
     if (si->si_overrun > 0) atomic_fetch_add_explicit(&sl->overruns, si->si_overrun, memory_order_relaxed);
@@ -184,6 +207,8 @@ static void record(mst_sampler *s, slot *sl, const siginfo_t *si, void *uc) {
     rec_hdr *r = (rec_hdr *)(sl->ring + (size_t)(h % s->cap) * s->stride);
     uintptr_t *ips = (uintptr_t *)(r + 1);
     int depth = 0, flags = 0;
+    if (!s->step_unwind && fast_trace(s, uc, ips, &depth, &flags)) goto done;
+    flags |= REC_STEP_WALK;
     unw_cursor_t cur;
     if (unw_init_local2(&cur, (unw_context_t *)uc, UNW_INIT_SIGNAL_FRAME) < 0) {
         flags |= REC_UNWIND_ERROR;
@@ -201,6 +226,7 @@ static void record(mst_sampler *s, slot *sl, const siginfo_t *si, void *uc) {
             if (st <= 0) break;
         }
     }
+done:
     r->t_ns = now_ns();
     r->label = sl->label_cell ? *sl->label_cell : NULL;
     r->tid = sl->tid;
@@ -232,6 +258,8 @@ static void warm_unwinder(void) {
     unw_cursor_t cur;
     if (unw_getcontext(&ctx) != 0 || unw_init_local(&cur, &ctx) != 0) return;
     for (int i = 0; i < MAX_DEPTH_LIMIT && unw_step(&cur) > 0; i++) {}
+    void *buf[MAX_DEPTH_LIMIT];
+    (void)unw_backtrace(buf, MAX_DEPTH_LIMIT);     /* the thread's trace cache */
 }
 
 /* ---------------------------------------------------------------- threads, start, stop ---- */
@@ -241,6 +269,8 @@ mst_sampler *mst_sampler_new(int hz, int max_depth, size_t ring_capacity) {
     if (!s) return NULL;
     s->hz = hz > 0 ? hz : 1000;
     s->max_depth = max_depth <= 0 ? 64 : max_depth > MAX_DEPTH_LIMIT ? MAX_DEPTH_LIMIT : max_depth;
+    const char *unwind = getenv("MSTUNE_SAMPLER_UNWIND");
+    s->step_unwind = unwind && strcmp(unwind, "step") == 0;
     s->cap = ring_capacity ? ring_capacity : 16384;
     s->stride = sizeof(rec_hdr) + (size_t)s->max_depth * sizeof(uintptr_t);
     s->clock = MST_SAMPLER_CLOCK_WALL;
@@ -830,7 +860,7 @@ static void aggregate(mst_sampler *s) {
             const rec_hdr *r = (const rec_hdr *)(sl->ring + (size_t)(t % s->cap) * s->stride);
             const uintptr_t *ips = (const uintptr_t *)(r + 1);
             size_t len = 0;
-            bool truncated = r->flags != 0;
+            bool truncated = (r->flags & REC_TRUNCATED) != 0;
             /* the label goes right below the outermost dispatcher frame (the op it called), or at the leaf */
             int label_at = -2;
             if (r->label) {
@@ -848,6 +878,7 @@ static void aggregate(mst_sampler *s) {
             folded_add(s, sl->tid, buf);
             sl->st.samples++;
             sl->st.truncated += truncated;
+            sl->st.step_walked += (r->flags & REC_STEP_WALK) != 0;
             switch (classify(s, r, ips)) {
             case CLS_OUTSIDE: sl->st.outside++; break;
             case CLS_DISPATCH: sl->st.dispatch++; break;
@@ -907,6 +938,7 @@ mst_sampler_stats mst_sampler_stats_get(const mst_sampler *cs, uint32_t tid) {
         st.kernel += sl->st.kernel;
         st.profiler += sl->st.profiler;
         st.truncated += sl->st.truncated;
+        st.step_walked += sl->st.step_walked;
         st.lost += atomic_load(&sl->lost);
         st.overruns += atomic_load(&sl->overruns);
     }

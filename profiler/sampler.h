@@ -47,6 +47,9 @@ typedef struct {
     int64_t truncated;  /* the unwinder stopped early or max_depth was reached (still counted) */
     int64_t lost;       /* signals that found the thread's ring full: never recorded */
     int64_t overruns;   /* timer expirations merged into one signal (si_overrun), not sampled */
+    int64_t step_walked; /* samples unwound frame by frame (unw_step) instead of libunwind's fast
+                            trace: the fast trace did not reach the interrupted frame, or
+                            MSTUNE_SAMPLER_UNWIND=step asked for it (docs/sampler.md) */
 } mst_sampler_stats;
 
 /* hz <= 0: 1000. max_depth <= 0: 64 (at most 256). ring_capacity: samples each thread's ring

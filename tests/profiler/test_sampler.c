@@ -107,6 +107,9 @@ static void test_rate_and_folded(void **state) {
     assert_true(st.samples >= 0.3 * expect);
     assert_int_equal(st.lost, 0);
     assert_int_equal(st.samples, st.outside);                  /* no op ran */
+    /* the fast trace reaches plain C frames; MSTUNE_SAMPLER_UNWIND=step (the ctest variant) walks all */
+    const char *unwind = getenv("MSTUNE_SAMPLER_UNWIND");
+    assert_int_equal(st.step_walked, unwind && strcmp(unwind, "step") == 0 ? st.samples : 0);
     assert_int_equal(mst_sampler_count(s, gettid_u32()), st.samples);
     assert_true(mst_sampler_dispatch_share(s, 0) < 0);          /* nothing inside mst_dispatch */
 
