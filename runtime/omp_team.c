@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/cpu_pin.h"
 #include "runtime/threadpool.h"
 
 typedef void (*gomp_parallel_fn)(void (*fn)(void *), void *data, unsigned num_threads, unsigned flags);
@@ -53,6 +54,22 @@ bool mst_omp_team_attach(void) {
 }
 
 bool mst_omp_team_ready(void) { return atomic_load_explicit(&ready, memory_order_acquire); }
+
+static void pin_member(void *arg) {
+    (void)arg;
+    mst_cpu_pin_self(omp_thread_num());
+}
+
+static void unpin_member(void *arg) {
+    (void)arg;
+    mst_cpu_unpin_self();
+}
+
+void mst_omp_team_pin(bool on) {
+    if (!mst_omp_team_ready()) return;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    gomp_parallel(on ? pin_member : unpin_member, NULL, (unsigned)(cpus > 1 && cpus < 1024 ? cpus : 1), 0);
+}
 
 void mst_omp_team_run(int n, void (*fn)(void *), void *arg) {
     if (n < 1) n = 1;

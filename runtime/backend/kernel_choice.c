@@ -1,7 +1,9 @@
 /* kernel_choice.c — see kernel_choice.h. The verdicts are one map from shape key to provider per
- * process, filled at the first call of a shape; a decision costs each candidate kernel five runs
- * (one to warm caches and build the oneDNN primitive, k_timed_rounds timed, the fastest kept) and
- * one more of the winner, whose output the call returns. Timing decides which kernel runs, never whether a result
+ * process, filled at the first call of a shape; a decision costs each candidate kernel eight runs
+ * in turns with the others (k_warm_rounds untimed: caches, the oneDNN primitive, the second
+ * thread's wake-ups; then k_timed_rounds timed, the fastest kept) and one more of the winner,
+ * whose output the call returns. While it times them, the caller and the
+ * kernel team's threads are each bound to a CPU of their own (runtime/cpu_pin.h). Timing decides which kernel runs, never whether a result
  * is right: both providers are checked against the reference kernels in tests/runtime.
  *
  * Why per process and per machine, not per context: the verdict is a fact about the machine, like
@@ -13,13 +15,14 @@
  * purpose) and in a calibration file per machine that every process reads before it measures and
  * appends to after: MSTUNE_KERNELS_CACHE names it (`off`: per process only), default
  * $XDG_CACHE_HOME/mstune/kernel-choices.tsv (or ~/.cache/...). A line is one verdict:
- *   v6 <TAB> machine <TAB> op <TAB> dtype <TAB> key hash <TAB> provider <TAB> builtin us <TAB> onednn us <TAB> onednn_blocked us <TAB> onednn_winograd us <TAB> onednn_f32 us <TAB> quiet|busy <TAB> shapes
+ *   v7 <TAB> machine <TAB> op <TAB> dtype <TAB> key hash <TAB> provider <TAB> builtin us <TAB> onednn us <TAB> onednn_blocked us <TAB> onednn_winograd us <TAB> onednn_f32 us <TAB> quiet|busy <TAB> shapes
  * where machine is the CPU model and its available features (a masked run is another machine), the
  * key covers shapes, attributes and the thread budget, a time is the candidate's on plain tensors
  * plus, where graph mode could block the call's operands, on nChw16c ones (measure below), and a
- * provider that does not serve the shape shows 0 us. (v1-v5 lines are ignored: v1, v2 and v4 weighed
+ * provider that does not serve the shape shows 0 us. (v1-v6 lines are ignored: v1, v2 and v4 weighed
  * fewer providers, v3 timed plain tensors only, v5 timed the builtin convolutions before their
- * direct path for inputs of few channels, runtime/ops/conv_direct.h.) Lines are appended with
+ * direct path for inputs of few channels, runtime/ops/conv_direct.h, v6 with the threads free to
+ * share a CPU, runtime/cpu_pin.h.) Lines are appended with
  * one O_APPEND write each (atomic for lines this short); the first quiet line for a key wins.
  *
  * quiet|busy: whether other work was runnable on the machine while the candidates were timed
@@ -51,10 +54,12 @@
 #include "runtime/backend/shape_key.h"
 #include "runtime/context.h"
 #include "runtime/cpu_features.h"
+#include "runtime/cpu_pin.h"
 #include "runtime/layout.h"
+#include "runtime/omp_team.h"
 #include "util/fsutil.h"
 
-static const char k_line_tag[] = "v6";     /* the calibration file's line format (above) */
+static const char k_line_tag[] = "v7";     /* the calibration file's line format (above) */
 
 /* oneDNN must beat builtin by this fraction of builtin's time to be chosen in auto mode: a close
  * race is noise on a shared machine. (Processes agree through the file whatever the margin: the
@@ -79,6 +84,11 @@ static mst_provider choose(const double *t_us) {
  * shared VM decided close races between oneDNN's layouts one way in one file and the other way in
  * the next. */
 enum { k_timed_rounds = 4 };
+/* Untimed rounds before them, in the same turns. With one, the mlp's batch-16 linear on oneDNN
+ * timed 70-80 us against its 39 us in a training step, the second thread freshly bound and woken
+ * after every serial builtin run, close to losing to builtin's 95 us by the margin; its first ~5
+ * such turns are the slow ones (a tight loop alternating the two: 80-108 us, then ~50). */
+enum { k_warm_rounds = 4 };
 
 static const char *const mode_names[MST_KERNELS_MODE_COUNT] = {"auto", "onednn", "builtin"};
 static const char *const provider_names[MST_PROVIDER_COUNT] = {"builtin", "onednn", "onednn_blocked", "onednn_winograd",
@@ -315,12 +325,13 @@ static mst_provider measure(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn *k
     mst_blocked_call bc;
     bool dual = mst_layout_blocked_allowed(ctx) && served[MST_PROVIDER_ONEDNN_BLOCKED] && !mst_call_has_blocked(c) &&
                 mst_blocked_call_make(ctx, c, &bc);
-    for (int p = 0; p < MST_PROVIDER_COUNT; p++) {
-        t_ns[p] = 0;
-        if (served[p] && (run_ns(ctx, (mst_provider)p, kernels[p], c, &s), s != MST_OK)) served[p] = false;
-        if (served[p] && dual && (run_ns(ctx, (mst_provider)p, kernels[p], &bc.call, &s), s != MST_OK)) served[p] = false;
-        if (!served[p]) mst_ctx_clear_error(ctx);   /* the chosen kernel reruns and reports for real */
-    }
+    for (int r = 0; r < k_warm_rounds; r++)
+        for (int p = 0; p < MST_PROVIDER_COUNT; p++) {
+            t_ns[p] = 0;
+            if (served[p] && (run_ns(ctx, (mst_provider)p, kernels[p], c, &s), s != MST_OK)) served[p] = false;
+            if (served[p] && dual && (run_ns(ctx, (mst_provider)p, kernels[p], &bc.call, &s), s != MST_OK)) served[p] = false;
+            if (!served[p]) mst_ctx_clear_error(ctx);   /* the chosen kernel reruns and reports for real */
+        }
     double best[MST_PROVIDER_COUNT], best_blocked[MST_PROVIDER_COUNT];
     for (int p = 0; p < MST_PROVIDER_COUNT; p++) best[p] = 1e300, best_blocked[p] = dual ? 1e300 : 0;
     for (int r = 0; r < k_timed_rounds; r++)
@@ -401,7 +412,10 @@ static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measur
     const bool measured = !known;
     if (measured) {
         quiet = machine_quiet();
+        const bool pin = ctx->n_threads > 1;    /* no two of the timed threads on one CPU (cpu_pin.h) */
+        if (pin) mst_cpu_pin_self(0), mst_omp_team_pin(true);
         p = measure(ctx, c, kernels, served, t_ns, &summed);
+        if (pin) mst_omp_team_pin(false), mst_cpu_unpin_self();
         quiet = quiet && machine_quiet();
     }
     *just_measured = measured;

@@ -32,7 +32,7 @@ static void write_loadavg(const char *path, int running) {
 
 /* A verdict line (runtime/backend/kernel_choice.c): tag, machine, op, dtype, key, provider, one time
  * per provider, quiet|busy, shapes. */
-#define LINE_TAG "v6"
+#define LINE_TAG "v7"
 enum { k_providers = 5, k_quiet_field = 6 + k_providers, k_fields = 8 + k_providers };
 
 /* A verdict line's tab-separated fields (at most max; the line is cut up in place): how many. */
