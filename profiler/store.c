@@ -892,7 +892,9 @@ mst_store *mst_store_open_opts(const char *path, const mst_prof_config *cfg, int
     s->id_overflow = mst_prof_intern("overflow");
 
     if (remove_old(path, err, errn) != 0) goto fail;
-    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) {
+    /* NOMUTEX: the connection is only used under dblock (the sink's drains, the writer, the API
+     * calls, close), so SQLite's own per-call mutex (every bind and step) is redundant */
+    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
         FAIL(s, "sqlite3_open_v2");
         goto fail_msg;
     }
