@@ -4,7 +4,7 @@
  * project's 2-vCPU VM, whose CPUs share no cache level the kernel knows of, a woken thread was
  * often placed on its waker's CPU, and the two threads of a region then took turns on one CPU
  * until the load balancer moved one. A process that started that way ran oneDNN's batch-16
- * linear of the mlp at ~180 us instead of 39 for every call the kernel choice timed, so the
+ * linear of the mlp at ~180 us instead of 40 for every call the kernel choice timed, so the
  * serial builtin kernel won that verdict, and the verdict file kept it for every later run
  * (docs/benchmarks.md). The kernel choice therefore binds the caller and each team member to a
  * CPU of their own while it times candidates (runtime/backend/kernel_choice.c), and lets them

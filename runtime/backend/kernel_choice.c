@@ -85,7 +85,7 @@ static mst_provider choose(const double *t_us) {
  * the next. */
 enum { k_timed_rounds = 4 };
 /* Untimed rounds before them, in the same turns. With one, the mlp's batch-16 linear on oneDNN
- * timed 70-80 us against its 39 us in a training step, the second thread freshly bound and woken
+ * timed 70-80 us against its 39-41 us back to back, the second thread freshly bound and woken
  * after every serial builtin run, close to losing to builtin's 95 us by the margin; its first ~5
  * such turns are the slow ones (a tight loop alternating the two: 80-108 us, then ~50). */
 enum { k_warm_rounds = 4 };
@@ -412,10 +412,14 @@ static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measur
     const bool measured = !known;
     if (measured) {
         quiet = machine_quiet();
-        const bool pin = ctx->n_threads > 1;    /* no two of the timed threads on one CPU (cpu_pin.h) */
+        /* no two of the timed threads on one CPU (cpu_pin.h); a measurement inside another (a half
+         * convolution's onednn_f32 candidate deciding its f32 twin) leaves the binding to the outer */
+        static _Thread_local int measuring;
+        const bool pin = ctx->n_threads > 1 && measuring++ == 0;
         if (pin) mst_cpu_pin_self(0), mst_omp_team_pin(true);
         p = measure(ctx, c, kernels, served, t_ns, &summed);
         if (pin) mst_omp_team_pin(false), mst_cpu_unpin_self();
+        measuring--;
         quiet = quiet && machine_quiet();
     }
     *just_measured = measured;
