@@ -105,9 +105,10 @@ typedef struct {
                                        but whose interval did not exclude 1 (nor show it slower), accuracy
                                        not inferior, every run fine: more seeds could decide it */
     bool speed_confirm;             /* a first look whose timing decided the outcome (a speed change
-                                       faster, or a count change slower): its runs followed the
-                                       baseline's rather than taking turns with them, so a drift of
-                                       the machine reads as an effect; more seeds in turns confirm it */
+                                       faster, or slower by no more than the machine's drift, or a
+                                       count change slower): its runs followed the baseline's rather
+                                       than taking turns with them, so a drift of the machine reads
+                                       as an effect; more seeds in turns confirm it */
     int trial_runs;                 /* the trial's runs it was judged on (the first N) */
     int extended_from;              /* runs per side before the extension; 0 when not extended */
     bool in_turns;                  /* the speed was compared within turns (stratified by mst_run_result.turn:
