@@ -34,12 +34,12 @@ const char *mst_verdict_name(mst_verdict_kind k) {
                                                 : k == MST_VERDICT_CANNOT_VERIFY ? "cannot verify" : "not run";
 }
 
-/* The metric's unit for its tolerance, and its scale from the summary's value (accuracy is 0..1). */
 /* How far the machine's speed can move between two blocks of runs minutes apart: this project's
  * VMs moved by 20-40% between minutes (docs/benchmarks.md), so a first look up to 1.4x slower
  * than its baseline may be drift and is confirmed in turns before it stands. */
 static const double k_machine_drift = 1.4;
 
+/* The metric's unit for its tolerance, and its scale from the summary's value (accuracy is 0..1). */
 static const struct { const char *name, *unit; double scale; } metric_units[] = {
     {"accuracy", "pp", 100},
     {"psnr", "dB", 1},

@@ -4,8 +4,7 @@
  * thread's slot in si_value; the handler takes the stack with libunwind's fast trace (unwind
  * rules cached per IP), keeps the frames from the ucontext's RIP on, or else walks from the
  * ucontext with unw_step, straight into the slot's single-producer ring, and publishes the record
- * with one release store. A full ring
- * counts the sample as lost. Analysis (stop): IPs are mapped to functions through the ELF
+ * with one release store. A full ring counts the sample as lost. Analysis (stop): IPs are mapped to functions through the ELF
  * .symtab of every loaded object that has one (the executable's static kernels included) and
  * dladdr otherwise, cached per IP; stacks are folded per thread and classified against the
  * caller's kernel and dispatcher addresses (docs/sampler.md).
@@ -181,6 +180,7 @@ static slot *find_slot(mst_sampler *s, void *p) {
  * code; the interrupted frames are those from the ucontext's RIP on. False (the caller then walks
  * with unw_step from the ucontext) when the RIP is not among the frames found. */
 static bool fast_trace(const mst_sampler *s, void *uc, uintptr_t *ips, int *depth, int *flags) {
+#if defined(__x86_64__)
     enum { HANDLER_FRAMES = 8 };
     void *buf[MAX_DEPTH_LIMIT + HANDLER_FRAMES];
     const uintptr_t rip = (uintptr_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
@@ -193,6 +193,10 @@ static bool fast_trace(const mst_sampler *s, void *uc, uintptr_t *ips, int *dept
     for (int k = 0; k < d; k++) ips[k] = (uintptr_t)buf[i + k];
     *depth = d;
     return true;
+#else       /* the interrupted PC's register name is the ABI's: only x86-64's is known here */
+    (void)s, (void)uc, (void)ips, (void)depth, (void)flags;
+    return false;
+#endif
 }
 
 /* Async-signal-safe: libunwind's local unwinder, clock_gettime and stores into the ring. */
