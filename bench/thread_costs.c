@@ -6,9 +6,7 @@
  *
  *     build/thread_costs [repeats=7]
  */
-#define _GNU_SOURCE
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -20,6 +18,7 @@
 #include "runtime/backend/kernel_choice.h"
 #include "runtime/context.h"
 #include "runtime/cpu_features.h"
+#include "runtime/cpu_pin.h"
 #include "runtime/ops.h"
 #include "runtime/tensor.h"
 
@@ -51,13 +50,6 @@ static float *g_buf;
 static atomic_int g_turn;       /* 1: the other core writes; 0: done */
 static volatile float g_sink;
 
-static void pin(int cpu) {
-    cpu_set_t s;
-    CPU_ZERO(&s);
-    CPU_SET(cpu, &s);
-    pthread_setaffinity_np(pthread_self(), sizeof(s), &s);
-}
-
 static void write_buf(int v) {
     for (int i = 0; i < k_floats; i++) g_buf[i] = (float)(i + v);
 }
@@ -70,14 +62,10 @@ static double read_buf_us(void) {
     return (bench_now_ms() - t0) * 1e3;
 }
 
-typedef struct {
-    int cpu, rounds;
-} writer_arg;
-
 static void *writer(void *p) {
-    const writer_arg *a = p;
-    pin(a->cpu);
-    for (int r = 0; r < a->rounds; r++) {
+    const int rounds = *(const int *)p;
+    mst_cpu_pin_self(1);
+    for (int r = 0; r < rounds; r++) {
         while (atomic_load(&g_turn) != 1) {}
         write_buf(r);
         atomic_store(&g_turn, 0);
@@ -86,13 +74,13 @@ static void *writer(void *p) {
 }
 
 /* Median over rounds of reading the buffer after the other core wrote it (*cross) and after this
- * core wrote it (*local). */
+ * core wrote it (*local): this thread on the process's first CPU, the writer on its second
+ * (runtime/cpu_pin.h; MSTUNE_PIN_THREADS=0 leaves both free, and the figures mean less). */
 static void cross_core(int rounds, double *cross, double *local) {
     double c[64], l[64];
-    pin(0);
-    writer_arg a = {1, rounds};
+    mst_cpu_pin_self(0);
     pthread_t th;
-    pthread_create(&th, NULL, writer, &a);
+    pthread_create(&th, NULL, writer, &rounds);
     for (int r = 0; r < rounds; r++) {
         atomic_store(&g_turn, 1);
         while (atomic_load(&g_turn) != 0) {}
@@ -103,10 +91,7 @@ static void cross_core(int rounds, double *cross, double *local) {
     pthread_join(th, NULL);
     *cross = bench_median(c, rounds);
     *local = bench_median(l, rounds);
-    cpu_set_t all;
-    CPU_ZERO(&all);
-    for (int i = 0; i < CPU_SETSIZE; i++) CPU_SET(i, &all);
-    pthread_setaffinity_np(pthread_self(), sizeof(all), &all);
+    mst_cpu_unpin_self();
 }
 
 /* ---- the linear ---- */

@@ -66,7 +66,11 @@ static void unpin_member(void *arg) {
 }
 
 void mst_omp_team_pin(bool on) {
-    if (!mst_omp_team_ready()) return;
+    if (!mst_omp_team_ready()) {        /* the caller alone */
+        if (on) mst_cpu_pin_self(0);
+        else mst_cpu_unpin_self();
+        return;
+    }
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     gomp_parallel(on ? pin_member : unpin_member, NULL, (unsigned)(cpus > 1 && cpus < 1024 ? cpus : 1), 0);
 }

@@ -36,7 +36,8 @@ bool mst_omp_team_ready(void);
  * and return when all have returned. Nested inside a team region it runs on the caller alone. */
 void mst_omp_team_run(int n, void (*fn)(void *), void *arg);
 /* Bind every member of the team to a CPU of its own (the caller, member 0, to the process's first
- * allowed CPU), or let them all go again (runtime/cpu_pin.h). Nothing without an adopted team. */
+ * allowed CPU), or let them all go again (runtime/cpu_pin.h). Without an adopted team, the caller
+ * alone. */
 void mst_omp_team_pin(bool on);
 /* The calling thread's number in the current team region (0 = the caller, or outside a region, or
  * no team adopted). */

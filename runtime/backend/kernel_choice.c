@@ -54,7 +54,6 @@
 #include "runtime/backend/shape_key.h"
 #include "runtime/context.h"
 #include "runtime/cpu_features.h"
-#include "runtime/cpu_pin.h"
 #include "runtime/layout.h"
 #include "runtime/omp_team.h"
 #include "util/fsutil.h"
@@ -327,7 +326,6 @@ static mst_provider measure(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn *k
                 mst_blocked_call_make(ctx, c, &bc);
     for (int r = 0; r < k_warm_rounds; r++)
         for (int p = 0; p < MST_PROVIDER_COUNT; p++) {
-            t_ns[p] = 0;
             if (served[p] && (run_ns(ctx, (mst_provider)p, kernels[p], c, &s), s != MST_OK)) served[p] = false;
             if (served[p] && dual && (run_ns(ctx, (mst_provider)p, kernels[p], &bc.call, &s), s != MST_OK)) served[p] = false;
             if (!served[p]) mst_ctx_clear_error(ctx);   /* the chosen kernel reruns and reports for real */
@@ -416,9 +414,9 @@ static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measur
          * convolution's onednn_f32 candidate deciding its f32 twin) leaves the binding to the outer */
         static _Thread_local int measuring;
         const bool pin = ctx->n_threads > 1 && measuring++ == 0;
-        if (pin) mst_cpu_pin_self(0), mst_omp_team_pin(true);
+        if (pin) mst_omp_team_pin(true);
         p = measure(ctx, c, kernels, served, t_ns, &summed);
-        if (pin) mst_omp_team_pin(false), mst_cpu_unpin_self();
+        if (pin) mst_omp_team_pin(false);
         measuring--;
         quiet = quiet && machine_quiet();
     }
