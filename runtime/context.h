@@ -33,6 +33,8 @@ struct mst_ctx {
     uint64_t seed;
     mst_rng rng;                    /* parameter init, dropout seeds */
     int n_threads;
+    bool serial;                    /* kernels run on the calling thread alone (mst_ctx_threads() == 1):
+                                       a graph plan whose step measured faster that way (runtime/graph/exec.c) */
     bool flush_denormals;           /* runtime/fpu.h: set on the creating thread, inherited by the pool */
     mst_threadpool *threadpool;     /* n_threads - 1 workers; NULL with one thread */
 
@@ -100,6 +102,10 @@ mst_status  mst_ctx_vfail(mst_ctx *ctx, mst_status s, const char *fmt, va_list a
 /* Resizes the kernel pool (0 = all cores); OpenBLAS runs single-threaded on whichever thread
  * calls it: the kernels split their GEMMs over the pool themselves. */
 void mst_ctx_set_threads(mst_ctx *ctx, int n);
+/* The threads a kernel may use now: n_threads, or 1 while ctx->serial is set. Kernel verdicts,
+ * oneDNN primitives and parallel regions all follow it, so a serial step is a step of a
+ * one-thread context (its own verdicts and primitives) without tearing down the pool. */
+static inline int mst_ctx_threads(const mst_ctx *ctx) { return ctx->serial ? 1 : ctx->n_threads; }
 void mst_ctx_set_force_ref(mst_ctx *ctx, bool on);
 /* Scratch memory for one kernel at a time; NULL (and an error) when it cannot grow. */
 void *mst_ctx_workspace(mst_ctx *ctx, size_t bytes);

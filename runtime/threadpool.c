@@ -294,11 +294,11 @@ void mst_threadpool_run(mst_threadpool *p, int64_t n, int64_t min_chunk, mst_par
 }
 
 void mst_parallel_for(mst_ctx *ctx, int64_t n, int64_t min_chunk, mst_parallel_fn fn, void *arg) {
-    mst_threadpool_run(ctx->threadpool, n, min_chunk, fn, arg);
+    mst_threadpool_run(ctx->serial ? NULL : ctx->threadpool, n, min_chunk, fn, arg);
 }
 
 int mst_parallel_chunks_ctx(const mst_ctx *ctx, int64_t n, int64_t min_chunk) {
-    mst_threadpool *p = ctx->threadpool;
+    mst_threadpool *p = ctx->serial ? NULL : ctx->threadpool;
     if (!p || atomic_load(&p->active)) return 1;
     return mst_parallel_chunks(p->n_threads, n, min_chunk);
 }

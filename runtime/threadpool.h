@@ -52,7 +52,7 @@ void mst_threadpool_run(mst_threadpool *pool, int64_t n, int64_t min_chunk, mst_
  * communicator's progress thread are started this way. */
 void mst_threadpool_block_signals(sigset_t *old);
 
-/* The context's pool (sized by mst_ctx_set_threads). */
+/* The context's pool (sized by mst_ctx_set_threads); inline while ctx->serial is set. */
 void mst_parallel_for(mst_ctx *ctx, int64_t n, int64_t min_chunk, mst_parallel_fn fn, void *arg);
 
 /* How many chunks a region of n over n_threads makes: every chunk gets at least min_chunk items
@@ -61,7 +61,7 @@ int mst_parallel_chunks(int n_threads, int64_t n, int64_t min_chunk);
 /* Chunk i of `chunks` over [0, n): sizes differ by at most one, larger chunks first. */
 void mst_parallel_range(int64_t n, int chunks, int i, int64_t *begin, int64_t *end);
 /* What mst_parallel_for(ctx, n, min_chunk, ...) will use, for sizing per-worker buffers: 1 when
- * the call would run inline (one thread, or nested inside a region). */
+ * the call would run inline (one thread, a serial context, or nested inside a region). */
 int mst_parallel_chunks_ctx(const mst_ctx *ctx, int64_t n, int64_t min_chunk);
 
 #endif

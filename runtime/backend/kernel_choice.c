@@ -234,6 +234,58 @@ static void cache_append(const char *op, const char *dtype, uint64_t hash, mst_p
     close(fd);
 }
 
+/* ---- graph plans' step-thread verdicts (kernel_choice.h) ---- */
+
+static const char k_plan_tag[] = "s1";
+
+bool mst_machine_quiet(void) { return machine_quiet(); }
+
+bool mst_plan_verdict_get(uint64_t key, bool *one_thread, bool *busy) {
+    pthread_mutex_lock(&verdict_lock);
+    cache_setup();
+    FILE *f = *cache_path ? fopen(cache_path, "r") : NULL;
+    pthread_mutex_unlock(&verdict_lock);
+    if (!f) return false;
+    char line[1024], want[64];
+    snprintf(want, sizeof(want), "%016" PRIx64, key);
+    bool found = false, quiet = false;
+    while (!quiet && fgets(line, sizeof(line), f)) {
+        enum { n_fields = 9 };      /* tag machine step_threads key threads verdict all one quiet */
+        char *save = NULL, *field[n_fields];
+        int n = 0;
+        for (char *t = strtok_r(line, "\t\n", &save); t && n < n_fields; t = strtok_r(NULL, "\t\n", &save)) field[n++] = t;
+        if (n < n_fields || strcmp(field[0], k_plan_tag) || strcmp(field[1], machine) || strcmp(field[2], "step_threads") ||
+            strcmp(field[3], want) || (strcmp(field[5], "one") && strcmp(field[5], "all")))
+            continue;
+        bool line_quiet = strcmp(field[8], "quiet") == 0;
+        if (found && !line_quiet) continue;
+        *one_thread = strcmp(field[5], "one") == 0, found = true, quiet = line_quiet;
+    }
+    fclose(f);
+    *busy = found && !quiet;
+    return found;
+}
+
+void mst_plan_verdict_put(uint64_t key, int threads, bool one_thread, double all_ns, double one_ns, bool quiet,
+                          const char *graph) {
+    pthread_mutex_lock(&verdict_lock);
+    cache_setup();
+    pthread_mutex_unlock(&verdict_lock);
+    if (!*cache_path) return;
+    char line[1024], name[128];
+    snprintf(name, sizeof(name), "%s", graph ? graph : "");
+    for (char *p = name; *p; p++)
+        if (*p == '\t' || *p == '\n') *p = ' ';
+    int n = snprintf(line, sizeof(line), "%s\t%s\tstep_threads\t%016" PRIx64 "\t%d\t%s\t%.1f\t%.1f\t%s\t%s\n", k_plan_tag,
+                     machine, key, threads, one_thread ? "one" : "all", all_ns / 1e3, one_ns / 1e3, quiet ? "quiet" : "busy", name);
+    if (n <= 0 || n >= (int)sizeof(line)) return;
+    int fd = open(cache_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    ssize_t w = write(fd, line, (size_t)n);    /* one write: lines of concurrent processes never interleave */
+    (void)w;
+    close(fd);
+}
+
 mst_kernel_fn mst_kernel_builtin(const mst_ctx *ctx, const mst_op_desc *d, mst_dtype key) {
     mst_kernel_fn kernel = ctx->force_ref && d->ref[MST_DEVICE_CPU][key] ? d->ref[MST_DEVICE_CPU][key] : d->kernels[MST_DEVICE_CPU][key];
     if (!kernel && mst_half_kernel_applies(d, key)) kernel = mst_half_kernel;   /* f16/bf16 via f32 */
@@ -364,7 +416,7 @@ static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measur
         return serves(ctx, MST_PROVIDER_ONEDNN, c, key) ? MST_PROVIDER_ONEDNN : MST_PROVIDER_BUILTIN;
     mst_shape_key k;
     mst_shape_key_of(&k, c, key);
-    k.threads = ctx->n_threads;
+    k.threads = mst_ctx_threads(ctx);
     pthread_mutex_lock(&verdict_lock);
     void *v = mst_shape_map_get(&verdicts, &k);
     pthread_mutex_unlock(&verdict_lock);
@@ -413,7 +465,7 @@ static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measur
         /* no two of the timed threads on one CPU (cpu_pin.h); a measurement inside another (a half
          * convolution's onednn_f32 candidate deciding its f32 twin) leaves the binding to the outer */
         static _Thread_local int measuring;
-        const bool pin = ctx->n_threads > 1 && measuring++ == 0;
+        const bool pin = mst_ctx_threads(ctx) > 1 && measuring++ == 0;
         if (pin) mst_omp_team_pin(true);
         p = measure(ctx, c, kernels, served, t_ns, &summed);
         if (pin) mst_omp_team_pin(false);
@@ -443,7 +495,7 @@ static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measur
     if (slot) p = (mst_provider)((uintptr_t)*slot - 1);
     pthread_mutex_unlock(&verdict_lock);
     if (from_file && log_choices())
-        fprintf(stderr, "mstune kernels: %s %s key %016" PRIx64 " at %d threads: from %s -> %s\n", op, dt, hash, ctx->n_threads,
+        fprintf(stderr, "mstune kernels: %s %s key %016" PRIx64 " at %d threads: from %s -> %s\n", op, dt, hash, mst_ctx_threads(ctx),
                 cache_path, mst_provider_name(p));
     if (measured && log_choices()) {
         const char *ip = mst_onednn_impl(ctx, c, key, MST_ONEDNN_PLAIN), *ib = mst_onednn_impl(ctx, c, key, MST_ONEDNN_BLOCKED);
@@ -451,7 +503,7 @@ static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measur
         fprintf(stderr,
                 "mstune kernels: %s(%s) at %d threads%s: builtin %.1f us, onednn %.1f us (%s), onednn_blocked %.1f us (%s), "
                 "onednn_winograd %.1f us (%s), onednn_f32 %.1f us -> %s%s\n",
-                op, shapes, ctx->n_threads, summed ? ", plain + nChw16c call" : "", t_ns[0] / 1e3, t_ns[1] / 1e3, ip ? ip : "-", t_ns[2] / 1e3, ib ? ib : "-",
+                op, shapes, mst_ctx_threads(ctx), summed ? ", plain + nChw16c call" : "", t_ns[0] / 1e3, t_ns[1] / 1e3, ip ? ip : "-", t_ns[2] / 1e3, ib ? ib : "-",
                 t_ns[3] / 1e3, iw ? iw : "-", t_ns[4] / 1e3, mst_provider_name(p), quiet ? "" : " (machine busy: to be measured again)");
     }
     return p;

@@ -281,12 +281,15 @@ static bool run_stage(mst_onednn *st, onednn_prim *p, int k) {
  * creation as well as before execution, from the call alone — the same shape always gets the same
  * split, hence the same bits. A small primitive runs on the calling thread alone (the thresholds
  * above: what a second thread costs to start). */
-static void set_team(const mst_ctx *ctx, const mst_op_call *c) {
-    /* set every time: the setting belongs to the thread, which other contexts may share */
+static int team_for(const mst_ctx *ctx, const mst_op_call *c) {
     bool f32 = c->n_in > 0 && c->in[0]->dtype == MST_DTYPE_F32;
     double min_flops = mst_omp_team_ready() && f32 ? k_team_min_flops_shared : k_team_min_flops_own;
-    int team = (double)mst_op_flops(c) < min_flops ? 1 : ctx->n_threads;
-    if (onednn.omp_set_num_threads) onednn.omp_set_num_threads(team);
+    return (double)mst_op_flops(c) < min_flops ? 1 : mst_ctx_threads(ctx);
+}
+
+static void set_team(const mst_ctx *ctx, const mst_op_call *c) {
+    /* set every time: the setting belongs to the thread, which other contexts may share */
+    if (onednn.omp_set_num_threads) onednn.omp_set_num_threads(team_for(ctx, c));
 }
 
 static onednn_build_fn builder(mst_op op, mst_onednn_layout layout) {
@@ -310,6 +313,7 @@ static onednn_prim *prim_for(mst_ctx *ctx, const mst_op_call *c, mst_dtype dt, m
     if (!st) return NULL;
     mst_shape_key key;
     mst_shape_key_of(&key, c, dt);
+    key.threads = team_for(ctx, c);     /* the team is fixed at creation: a serial step has its own */
     void **slot = mst_shape_map_slot(&st->prims[layout], &key);
     if (!slot) return NULL;
     if (!*slot) {

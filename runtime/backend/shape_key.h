@@ -17,7 +17,7 @@ enum { MST_SHAPE_KEY_INPUTS = 3 };
 
 typedef struct {
     int32_t op, dtype, n_in;
-    int32_t threads;            /* 0 in the primitive cache; the thread budget in kernel verdicts */
+    int32_t threads;            /* the team in the primitive cache; the thread budget in kernel verdicts */
     int32_t ndim[MST_SHAPE_KEY_INPUTS];
     int32_t pad2_;
     int64_t shape[MST_SHAPE_KEY_INPUTS][MST_MAX_DIMS];

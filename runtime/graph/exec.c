@@ -26,8 +26,10 @@
 #include "runtime/amp/half.h"
 #include "runtime/comm/dp.h"
 #include "runtime/context.h"
+#include "runtime/backend/kernel_choice.h"
 #include "runtime/device.h"
 #include "runtime/graph/graph.h"
+#include "runtime/graph/step_threads.h"
 
 enum { k_block = 512, k_fused_min_elems = 1 << 16, k_optim_min_elems = 1 << 15 };
 
@@ -93,6 +95,9 @@ struct mst_graph_exec {
     exec_step *steps;
     int n_steps, n_kernels;
     int64_t traced_batch, batch;
+    mst_step_threads threads;       /* all the context's threads or the calling thread alone (step_threads.h) */
+    uint64_t threads_key;           /* the plan's key in the machine's verdict file */
+    bool threads_quiet;             /* the machine looked quiet when the trial began */
 };
 
 /* ---- headers ---- */
@@ -151,6 +156,12 @@ static int seed_slot(mst_op op) {
     for (int k = 0; k < MST_MAX_ATTR_I && d->attr_i[k]; k++)
         if (strcmp(d->attr_i[k], "seed") == 0) return k;
     return -1;
+}
+
+/* The kernel choice's log switch (MSTUNE_KERNELS_LOG) prints the plan's verdicts too. */
+static bool log_verdicts(void) {
+    const char *log = getenv("MSTUNE_KERNELS_LOG");
+    return log && *log && strcmp(log, "0") != 0;
 }
 
 /* ---- building steps ---- */
@@ -250,7 +261,7 @@ static void optim_ranges(mst_ctx *ctx, const exec_step *s, const mst_op_call *ca
  * The margin was 25% while a split paid a sleeping worker's wake; on the shared OpenMP team
  * (runtime/omp_team.h) the second thread is usually awake, and 25% turned the mlp's split down in
  * 1 of 6 runs (split 36.1 us against serial 47.1; the step 0.23 ms against 0.17-0.19), so 10%. */
-enum { k_optim_trial_runs = MST_GRAPH_SETTLE_RUNS };   /* a warm-up pair, then the timed pairs */
+enum { k_optim_trial_runs = MST_GRAPH_OPTIM_TRIAL_RUNS };   /* a warm-up pair, then the timed pairs */
 static const double k_optim_split_margin = 0.10;
 
 static mst_status build_optim_split(mst_graph_exec *ex, exec_step *s) {
@@ -334,6 +345,28 @@ static mst_status build_step(mst_graph_exec *ex, const mst_gnode *n, exec_step *
     return MST_OK;
 }
 
+/* The step's thread budget: forced, on file for this machine, or measured by the first runs. */
+static void init_step_threads(mst_graph_exec *ex) {
+    mst_ctx *ctx = ex->ctx;
+    mst_step_threads_init(&ex->threads, ctx->n_threads);
+    if (mst_step_threads_decided(&ex->threads)) return;
+    int32_t budget[3] = {ctx->n_threads, ctx->kernels, ctx->force_ref};
+    uint64_t h = mst_graph_hash(ex->g);
+    const unsigned char *b = (const unsigned char *)budget;
+    for (size_t i = 0; i < sizeof(budget); i++) h = (h ^ b[i]) * 1099511628211ull;
+    ex->threads_key = h;
+    bool one = false, busy = false;
+    ex->threads_quiet = mst_machine_quiet();
+    /* a verdict timed under load is used unless the machine is quiet now: then measure again */
+    if (mst_plan_verdict_get(h, &one, &busy) && (!busy || !ex->threads_quiet)) {
+        mst_step_threads_set(&ex->threads, one);
+        if (log_verdicts()) {
+            fprintf(stderr, "mstune graph: ");
+            mst_step_threads_describe(&ex->threads, ctx->n_threads, stderr);
+        }
+    }
+}
+
 mst_graph_exec *mst_graph_exec_new(mst_ctx *ctx, const mst_graph *g, const mst_graph_plan *p, int64_t traced_batch) {
     mst_graph_exec *ex = calloc(1, sizeof(*ex));
     if (!ex) { mst_ctx_fail(ctx, MST_ERR_OOM, "out of memory: graph executor"); return NULL; }
@@ -352,6 +385,7 @@ mst_graph_exec *mst_graph_exec_new(mst_ctx *ctx, const mst_graph *g, const mst_g
                               .device = ctx->backend->kind, .ctx = ctx};
     /* arena.data is the context's shared graph arena, attached at each run (attach_arena) */
     init_headers(ex, p);
+    init_step_threads(ex);
     for (int i = 0; i < g->n_nodes; i++) {
         if (g->nodes[i].dead) continue;
         size_t row = (size_t)ex->n_steps * MST_MEM_COUNT, node = (size_t)i * MST_MEM_COUNT;
@@ -517,7 +551,9 @@ static void run_fused(mst_ctx *ctx, const fused_prog *fp) {
 
 /* ---- fused optimizer run ---- */
 
-static mst_status run_optim(mst_ctx *ctx, exec_step *s) {
+/* may_try: the step's thread verdict is in and keeps the pool (a one-thread step has nothing to
+ * split, and a split timed inside the thread trial would be timed on the wrong budget) */
+static mst_status run_optim(mst_ctx *ctx, exec_step *s, bool may_try) {
     if (!s->ranges) {           /* a dtype without a split kernel: one whole update after another */
         for (int m = 0; m < s->n_calls; m++) {
             mst_status st = s->kernels[m](ctx, &s->calls[m]);
@@ -529,7 +565,7 @@ static mst_status run_optim(mst_ctx *ctx, exec_step *s) {
     for (int m = 0; m < s->n_calls; m++)
         all_active &= s->active[m] = mst_op_table[s->op]->update_begin(&s->calls[m], &s->scal[m]);
     /* deciding (build_optim_split): a skipped update (loss-scale overflow) is not a fair sample */
-    if (s->optim_trial < k_optim_trial_runs && all_active) {
+    if (s->optim_trial < k_optim_trial_runs && all_active && may_try) {
         bool split = s->optim_trial & 1;
         uint64_t t0 = mst_prof_now_ns();
         optim_ranges(ctx, s, s->calls, split);
@@ -537,8 +573,7 @@ static mst_status run_optim(mst_ctx *ctx, exec_step *s) {
         if (s->optim_trial >= 2 && ns < s->optim_ns[split]) s->optim_ns[split] = ns;
         if (++s->optim_trial == k_optim_trial_runs) {
             s->optim_split = s->optim_ns[1] < s->optim_ns[0] * (1 - k_optim_split_margin);
-            const char *log = getenv("MSTUNE_KERNELS_LOG");     /* the kernel choice's log switch */
-            if (log && *log && strcmp(log, "0") != 0)
+            if (log_verdicts())
                 fprintf(stderr, "mstune graph: fused %s over %lld elements: split %.1f us, serial %.1f us -> %s\n",
                         mst_op_name(s->op), (long long)s->optim_total, s->optim_ns[1] / 1e3, s->optim_ns[0] / 1e3,
                         s->optim_split ? "split" : "serial");
@@ -644,7 +679,7 @@ static int64_t step_flops(const exec_step *s, int64_t *bytes) {
     return f;
 }
 
-static mst_status run_step(mst_ctx *ctx, exec_step *s) {
+static mst_status run_step(mst_ctx *ctx, exec_step *s, bool optim_may_try) {
     switch (s->kind) {
     case STEP_VIEW: return MST_OK;
     case STEP_KERNEL: {
@@ -654,7 +689,7 @@ static mst_status run_step(mst_ctx *ctx, exec_step *s) {
         return st;
     }
     case STEP_FUSED: run_fused(ctx, &s->fp); return MST_OK;
-    case STEP_OPTIM: return run_optim(ctx, s);
+    case STEP_OPTIM: return run_optim(ctx, s, optim_may_try);
     }
     return MST_OK;
 }
@@ -688,12 +723,16 @@ mst_status mst_graph_exec_run(mst_graph_exec *ex, mst_tensor *const in[], int n_
     mst_ctx *ctx = ex->ctx;
     mst_status st = attach_arena(ex);
     if (st == MST_OK) st = bind_inputs(ex, in, n_in);
+    const bool deciding = !mst_step_threads_decided(&ex->threads), serial = mst_step_threads_next(&ex->threads);
+    const bool optim_may_try = !deciding && !serial, was_serial = ctx->serial;
+    ctx->serial = was_serial || serial;
+    const uint64_t t0 = deciding ? mst_prof_now_ns() : 0;
     for (int i = 0; i < ex->n_steps && st == MST_OK; i++) {
         exec_step *s = &ex->steps[i];
         account(ex, &ex->born[(size_t)i * MST_MEM_COUNT], 1);
         if (s->kind != STEP_VIEW) {
             mst_prof_kernel_begin(s->prof_name, s->op, s->prof_sig, 0);
-            st = run_step(ctx, s);
+            st = run_step(ctx, s, optim_may_try);
             mst_prof_event *end = mst_prof_on(MST_PROF_LEVEL_OPS) ? mst_prof_record_(MST_EV_END, MST_CAT_KERNEL, s->prof_name, s->op, 0, 0)
                                                                   : NULL;
             if (end) {      /* counted after the kernel's end is stamped, as the dispatcher does */
@@ -705,6 +744,19 @@ mst_status mst_graph_exec_run(mst_graph_exec *ex, mst_tensor *const in[], int n_
         }
         account(ex, &ex->died[(size_t)i * MST_MEM_COUNT], -1);
     }
+    ctx->serial = was_serial;
+    if (deciding && st == MST_OK) {
+        mst_step_threads_record(&ex->threads, serial, (double)(mst_prof_now_ns() - t0));
+        if (mst_step_threads_decided(&ex->threads)) {
+            const mst_step_threads *v = &ex->threads;
+            mst_plan_verdict_put(ex->threads_key, ctx->n_threads, v->serial, v->median_ns[0], v->median_ns[1],
+                                 ex->threads_quiet && mst_machine_quiet(), ex->g->name);
+            if (log_verdicts()) {
+                fprintf(stderr, "mstune graph: ");
+                mst_step_threads_describe(v, ctx->n_threads, stderr);
+            }
+        }
+    }
     if (st == MST_OK) account(ex, &ex->died[(size_t)ex->n_steps * MST_MEM_COUNT], -1);  /* the outputs, copied out */
     int64_t left[MST_MEM_COUNT];                /* nothing after a failed step: release what it left */
     memcpy(left, ex->live, sizeof(left));
@@ -713,6 +765,7 @@ mst_status mst_graph_exec_run(mst_graph_exec *ex, mst_tensor *const in[], int n_
 }
 
 void mst_graph_exec_describe_fusions(const mst_graph_exec *ex, FILE *f) {
+    mst_step_threads_describe(&ex->threads, ex->ctx->n_threads, f);
     for (int i = 0; i < ex->n_steps; i++) {
         const exec_step *s = &ex->steps[i];
         if (s->kind != STEP_OPTIM) continue;
@@ -722,6 +775,8 @@ void mst_graph_exec_describe_fusions(const mst_graph_exec *ex, FILE *f) {
         else if (mst_parallel_chunks_ctx(ex->ctx, s->optim_total, k_optim_min_elems) <= 1)
             fprintf(f, "serial (too few elements for %d threads)\n", ex->ctx->n_threads);
         else if (s->optim_ns[0] == 0) fprintf(f, "%s (forced by MSTUNE_OPTIM_SPLIT)\n", s->optim_split ? "split" : "serial");
+        else if (mst_step_threads_decided(&ex->threads) && ex->threads.serial)
+            fprintf(f, "serial (the step runs on one thread)\n");
         else if (s->optim_trial < k_optim_trial_runs)
             fprintf(f, "serial or split over the pool: decided by the plan's first %d runs (split kept only when %.0f%% faster)\n",
                     k_optim_trial_runs, 100 * k_optim_split_margin);

@@ -27,11 +27,13 @@
 #include <stdio.h>
 
 #include "runtime/context.h"
+#include "runtime/graph/step_threads.h"
 
-/* Runs a new plan takes to settle: its first runs measure its in-step verdicts (the fused
- * optimizer's serial-vs-split, runtime/graph/exec.c) and may run a slower variant; a benchmark
- * warms up past them. */
-#define MST_GRAPH_SETTLE_RUNS 8
+/* Runs a new plan takes to settle: its first runs measure its in-step verdicts and may run a
+ * slower variant: the step's thread budget (runtime/graph/step_threads.h), then the fused
+ * optimizer's serial-vs-split (runtime/graph/exec.c). A benchmark warms up past them. */
+#define MST_GRAPH_OPTIM_TRIAL_RUNS 8
+#define MST_GRAPH_SETTLE_RUNS (MST_STEP_THREADS_TRIAL_RUNS + MST_GRAPH_OPTIM_TRIAL_RUNS)
 #define MST_GRAPH_MAX_IO 130     /* inputs and outputs of a step: two per micro-batch (train.accumulate_steps <= 64), and a few more */
 
 typedef mst_status (*mst_graph_fn)(mst_ctx *ctx, void *arg, mst_tensor *const in[], int n_in,

@@ -37,8 +37,8 @@ typedef struct {
     mst_optim *opt;
 } trainer;
 
-static void trainer_init(trainer *t, const mst_model_spec *spec, double lr) {
-    t->ctx = mst_ctx_new(&(mst_ctx_config){.seed = 1234, .n_threads = 2});
+static void trainer_init(trainer *t, const mst_model_spec *spec, double lr, int n_threads) {
+    t->ctx = mst_ctx_new(&(mst_ctx_config){.seed = 1234, .n_threads = n_threads});
     char err[256];
     t->model = mst_zoo_model_new(t->ctx, spec, err, sizeof(err));
     if (!t->model) fail_msg("model: %s", err);
@@ -137,12 +137,13 @@ static int64_t compare_models(const trainer *e, const trainer *g) {
 static int64_t g_blocked_values;    /* the last run_pair's graph: values in nChw16c */
 
 static bool g_blocked_everywhere;  /* run_pair's graph option */
+static int g_eager_threads = 2;     /* run_pair's eager context; the graph's has 2 */
 
 /* Trains eager and graph side by side; returns how many losses and parameter elements differ in bits. */
 static int64_t run_pair(const mst_model_spec *spec, int batch, int steps, bool optimize, double lr) {
     trainer e, g;
-    trainer_init(&e, spec, lr);
-    trainer_init(&g, spec, lr);
+    trainer_init(&e, spec, lr, g_eager_threads);
+    trainer_init(&g, spec, lr, 2);
     if (g_amp_level) {
         assert_int_equal(mst_amp_set(e.ctx, g_amp_level, MST_DTYPE_BF16), MST_OK);
         assert_int_equal(mst_amp_set(g.ctx, g_amp_level, MST_DTYPE_BF16), MST_OK);
@@ -188,6 +189,25 @@ static void test_fused_optimizer_split_is_bitwise(void **state) {
     setenv("MSTUNE_OPTIM_SPLIT", "on", 1);
     int64_t diff = run_pair(&big, 8, 5, true, 0.05);
     unsetenv("MSTUNE_OPTIM_SPLIT");
+    assert_int_equal(diff, 0);
+}
+
+/* A plan whose step runs on the calling thread alone (the thread verdict, runtime/graph/
+ * step_threads.h, forced) is a step of a one-thread context: bitwise equal to eager on one thread,
+ * its own kernel verdicts and oneDNN primitives (made for a team of one) included. The wide cnn's
+ * convolutions are past oneDNN's threshold for a second thread, so on two threads they would
+ * split their reductions otherwise. */
+static void test_one_thread_step_is_a_one_thread_context(void **state) {
+    (void)state;
+    static const mst_model_spec wide = {.name = "cnn", .in_c = 1, .in_h = 16, .in_w = 16, .classes = 10,
+                                        .width = 16, .blocks = 2};
+    static const mst_model_spec big = {.name = "mlp", .in_c = 1, .in_h = 16, .in_w = 16, .classes = 10,
+                                       .hidden1 = 256, .hidden2 = 128};
+    setenv("MSTUNE_GRAPH_THREADS", "one", 1);
+    g_eager_threads = 1;
+    int64_t diff = run_pair(&wide, 8, 4, true, 0.02) + run_pair(&big, 16, 5, true, 0.05);
+    g_eager_threads = 2;
+    setenv("MSTUNE_GRAPH_THREADS", "all", 1);
     assert_int_equal(diff, 0);
 }
 
@@ -250,8 +270,8 @@ static void test_cnn_blocked_steps_o2(void **state) {
 /* With a dynamic batch, smaller batches reuse the plan; without, a new size compiles again. */
 static void dynamic_case(bool dynamic) {
     trainer e, g;
-    trainer_init(&e, &k_cnn, 0.02);
-    trainer_init(&g, &k_cnn, 0.02);
+    trainer_init(&e, &k_cnn, 0.02, 2);
+    trainer_init(&g, &k_cnn, 0.02, 2);
     mst_graph_options opt = {.optimize = true, .dynamic_batch = dynamic, .max_batch = 8};
     mst_graph_cache *gc = mst_graph_cache_new(g.ctx, "train", train_step, &g, &opt);
     assert_non_null(gc);
@@ -331,8 +351,8 @@ static bool param_shaped(const trainer *t, const mst_gvalue *x) {
 static void arena_categories_case(int amp_level) {
     enum { batch = 24 };    /* no activation of the mlp (24 x 48, 24 x 32, 24 x 10, 24) has a parameter's shape */
     trainer e, t;
-    trainer_init(&e, &k_mlp, 0.05);
-    trainer_init(&t, &k_mlp, 0.05);
+    trainer_init(&e, &k_mlp, 0.05, 2);
+    trainer_init(&t, &k_mlp, 0.05, 2);
     assert_int_equal(mst_amp_set(e.ctx, amp_level, MST_DTYPE_BF16), MST_OK);
     assert_int_equal(mst_amp_set(t.ctx, amp_level, MST_DTYPE_BF16), MST_OK);
     mst_ctx *ctx = t.ctx;
@@ -493,8 +513,12 @@ static void test_host_read_while_tracing_aborts(void **state) {
 }
 
 int main(void) {
+    /* eager and graph on the same budget: the plan's thread verdict (measured, so timing-dependent)
+     * is forced to all threads; test_one_thread_step_is_a_one_thread_context covers the other */
+    setenv("MSTUNE_GRAPH_THREADS", "all", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp_20_steps),
+        cmocka_unit_test(test_one_thread_step_is_a_one_thread_context),
         cmocka_unit_test(test_fused_optimizer_split_is_bitwise),
         cmocka_unit_test(test_mlp_20_steps_unoptimized),
         cmocka_unit_test(test_cnn_steps),

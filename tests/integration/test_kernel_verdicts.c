@@ -177,10 +177,65 @@ static void test_verdict_from_recorded_times(void **state) {
     e2e_rmtree(dir);
 }
 
+/* The graph plan's step-thread verdict (runtime/graph/step_threads.h) in the same file: the first
+ * process times the two budgets and appends one `s1` line; the next one, quiet or busy, reads it
+ * and measures nothing. (The kernel lines' format is count_lines'; these have their own tag.) */
+static int count_step_lines(const char *path, char *verdict, size_t n) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[1024];
+    int lines = 0;
+    while (fgets(line, sizeof(line), f)) {
+        char *field[10];
+        int k = split_fields(line, field, 10);
+        if (k < 1 || strcmp(field[0], "s1") != 0) continue;
+        /* s1 machine step_threads key threads one|all all_us one_us quiet|busy graph */
+        assert_int_equal(k, 10);
+        assert_string_equal(field[2], "step_threads");
+        assert_string_equal(field[4], "2");
+        assert_true(strcmp(field[5], "one") == 0 || strcmp(field[5], "all") == 0);
+        assert_true(atof(field[6]) > 0 && atof(field[7]) > 0);
+        snprintf(verdict, n, "%s", field[5]);
+        lines++;
+    }
+    fclose(f);
+    return lines;
+}
+
+static void test_step_thread_verdict_kept(void **state) {
+    (void)state;
+    char dir[256], cache[320], loadavg[320], args[1024], verdict[8] = "", again[8] = "";
+    fresh_dir(dir, cache, loadavg);
+    write_loadavg(loadavg, 1);
+    setenv("MSTUNE_KERNELS_LOG", "1", 1);
+    unsetenv("MSTUNE_GRAPH_THREADS");
+    static const char job[] = "train workloads/jobs/fashion_mlp.yaml --set runtime.mode=graph --set train.steps=30 "
+                              "--set train.eval=false --set data.limit=640 --set data.batch_size=16 --set runtime.threads=2 "
+                              "--set train.checkpoint=false";
+    snprintf(args, sizeof(args), "%s --out %s/first", job, dir);
+    e2e_run_ok(args, g_out, sizeof(g_out));
+    assert_non_null(strstr(g_out, "mstune graph: step threads: one thread "));     /* kept or rejected, with the times */
+    assert_non_null(strstr(g_out, " alternated pairs"));
+    assert_int_equal(count_step_lines(cache, verdict, sizeof(verdict)), 1);
+    printf("first process: %s threads\n", verdict);
+    write_loadavg(loadavg, 12);     /* a busy process takes the quiet line as it is */
+    snprintf(args, sizeof(args), "%s --out %s/second", job, dir);
+    e2e_run_ok(args, g_out, sizeof(g_out));
+    char want[128];
+    snprintf(want, sizeof(want), "mstune graph: step threads: %s (this machine's verdict file)",
+             strcmp(verdict, "one") == 0 ? "one thread" : "all threads");
+    assert_non_null(strstr(g_out, want));
+    assert_null(strstr(g_out, " alternated pairs"));
+    assert_int_equal(count_step_lines(cache, again, sizeof(again)), 1);
+    unsetenv("MSTUNE_KERNELS_LOG");
+    e2e_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_busy_verdicts_measured_again),
         cmocka_unit_test(test_verdict_from_recorded_times),
+        cmocka_unit_test(test_step_thread_verdict_kept),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

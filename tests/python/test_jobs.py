@@ -9,6 +9,9 @@ import subprocess
 import tempfile
 import unittest
 
+# Python and C models, eager and graph, on the same thread budget: graph plans' step-thread verdict
+# (measured, so timing-dependent; runtime/graph/step_threads.h) is forced to all threads.
+os.environ["MSTUNE_GRAPH_THREADS"] = "all"
 BIN = os.environ["MSTUNE_BIN"]
 SRC = os.environ["MSTUNE_SOURCE_DIR"]
 MODELS = os.path.join(SRC, "tests", "python", "models")

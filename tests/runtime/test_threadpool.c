@@ -158,6 +158,17 @@ static void test_inline(void **state) {
     expect_inline(ctx, 1, 1);                           /* one item */
     expect_inline(ctx, 99, 50);                         /* below two chunks' worth */
     expect_inline(ctx, 7, 4);                           /* 7 < 2 * 4 */
+    /* a serial context (a graph step on one thread): every region inline, one thread reported,
+     * the pool kept for after */
+    mst_threadpool *pool = ctx->threadpool;
+    ctx->serial = true;
+    assert_int_equal(mst_ctx_threads(ctx), 1);
+    assert_int_equal(mst_parallel_chunks_ctx(ctx, 1000000, 1), 1);
+    expect_inline(ctx, 1000000, 1);
+    ctx->serial = false;
+    assert_ptr_equal(ctx->threadpool, pool);
+    assert_int_equal(mst_ctx_threads(ctx), 4);
+    check_region(ctx, 4, 1000000, 1);
     mst_ctx_free(ctx);
 }
 

@@ -1,0 +1,86 @@
+/* step_threads.c — see step_threads.h. */
+#include "runtime/graph/step_threads.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* One thread is kept only when its median step is this much faster and it won all pairs but one
+ * at most: a wrong "one thread" costs a large step most (the cnn at batch 64 read 1.15-1.45x
+ * faster on two threads, alternated), so ties and drift keep the pool. */
+static const double k_serial_margin = 0.10;
+/* After two timed pairs, a one-thread median this many times the all-threads one ends the trial. */
+static const double k_hopeless = 1.5;
+
+void mst_step_threads_init(mst_step_threads *v, int n_threads) {
+    memset(v, 0, sizeof(*v));
+    const char *force = getenv("MSTUNE_GRAPH_THREADS");
+    bool forced_one = force && strcmp(force, "one") == 0, forced_all = force && strcmp(force, "all") == 0;
+    if (n_threads <= 1 || forced_one || forced_all) {
+        v->forced = true;
+        v->serial = n_threads > 1 && forced_one;
+        v->runs = MST_STEP_THREADS_TRIAL_RUNS;
+    }
+}
+
+void mst_step_threads_set(mst_step_threads *v, bool one_thread) {
+    v->serial = one_thread;
+    v->from_file = true;
+    v->runs = MST_STEP_THREADS_TRIAL_RUNS;
+}
+
+bool mst_step_threads_decided(const mst_step_threads *v) { return v->runs >= MST_STEP_THREADS_TRIAL_RUNS; }
+
+bool mst_step_threads_next(const mst_step_threads *v) {
+    return mst_step_threads_decided(v) ? v->serial : (v->runs & 1) != 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(const double *x, int n) {
+    double s[MST_STEP_THREADS_PAIRS];
+    memcpy(s, x, (size_t)n * sizeof(*s));
+    qsort(s, (size_t)n, sizeof(*s), cmp_double);
+    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+static void decide(mst_step_threads *v) {
+    v->median_ns[0] = median(v->ns[0], v->timed);
+    v->median_ns[1] = median(v->ns[1], v->timed);
+    int wins = 0;       /* pairs whose one-thread run was the faster */
+    for (int i = 0; i < v->timed; i++) wins += v->ns[1][i] < v->ns[0][i];
+    v->serial = v->median_ns[1] < v->median_ns[0] * (1 - k_serial_margin) && wins >= v->timed - 1;
+    v->runs = MST_STEP_THREADS_TRIAL_RUNS;
+}
+
+void mst_step_threads_record(mst_step_threads *v, bool serial, double ns) {
+    if (mst_step_threads_decided(v) || serial != mst_step_threads_next(v)) return;
+    int run = v->runs++;
+    if (run < 2) return;                        /* the warm-up pair */
+    int pair = (run - 2) / 2;
+    v->ns[serial][pair] = ns;
+    if (!serial) return;                        /* a pair is complete after its one-thread run */
+    v->timed = pair + 1;
+    if (v->timed == 2 && median(v->ns[1], 2) > k_hopeless * median(v->ns[0], 2)) {
+        v->early = true;
+        decide(v);
+    } else if (v->timed == MST_STEP_THREADS_PAIRS) {
+        decide(v);
+    }
+}
+
+void mst_step_threads_describe(const mst_step_threads *v, int n_threads, FILE *f) {
+    if (n_threads <= 1) return;
+    fprintf(f, "step threads: ");
+    if (v->forced) fprintf(f, "%s (forced by MSTUNE_GRAPH_THREADS)\n", v->serial ? "one thread" : "all threads");
+    else if (v->from_file) fprintf(f, "%s (this machine's verdict file)\n", v->serial ? "one thread" : "all threads");
+    else if (!mst_step_threads_decided(v))
+        fprintf(f, "%d threads or the calling thread alone: decided by the plan's first %d runs (one thread kept only "
+                   "when %.0f%% faster)\n", n_threads, MST_STEP_THREADS_TRIAL_RUNS, 100 * k_serial_margin);
+    else
+        fprintf(f, "%s: one thread %.1f us vs %d threads %.1f us (medians of %d alternated pairs%s)\n",
+                v->serial ? "one thread kept" : "one thread rejected", v->median_ns[1] / 1e3, n_threads,
+                v->median_ns[0] / 1e3, v->timed, v->early ? ", stopped early" : "");
+}

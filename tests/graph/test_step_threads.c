@@ -1,0 +1,140 @@
+/* test_step_threads.c — the verdict on a graph step's thread budget (runtime/graph/step_threads.h)
+ * from synthetic run times: the run order (warm-up pair, then alternated pairs), a one-thread step
+ * kept only when its median is 10% faster and it won all pairs but one, the early stop when one
+ * thread is far slower, the forced settings, and nothing to decide on one thread. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "runtime/graph/step_threads.h"
+
+/* Feeds the trial until decided: each run's time from the callback; returns the runs it took. */
+static int feed(mst_step_threads *v, double (*time_of)(bool serial, int pair)) {
+    int runs = 0;
+    while (!mst_step_threads_decided(v)) {
+        bool one = mst_step_threads_next(v);
+        mst_step_threads_record(v, one, time_of(one, runs < 2 ? -1 : (runs - 2) / 2));
+        runs++;
+        assert_true(runs <= MST_STEP_THREADS_TRIAL_RUNS);
+    }
+    return runs;
+}
+
+static double one_faster(bool serial, int pair) { return pair < 0 ? 1e9 : serial ? 150e3 : 200e3; }
+static double one_slower(bool serial, int pair) { (void)pair; return serial ? 40e6 : 15e6; }
+static double one_slightly_faster(bool serial, int pair) { (void)pair; return serial ? 190e3 : 200e3; }
+/* one thread 25% faster at the median but slower in two pairs of five: drift, not a verdict */
+static double one_faster_twice_lost(bool serial, int pair) {
+    if (!serial) return 200e3;
+    return pair == 1 || pair == 3 ? 210e3 : 150e3;
+}
+static double one_faster_once_lost(bool serial, int pair) {
+    if (!serial) return 200e3;
+    return pair == 2 ? 210e3 : 150e3;
+}
+
+static void test_run_order_alternates_after_a_warmup_pair(void **state) {
+    (void)state;
+    unsetenv("MSTUNE_GRAPH_THREADS");
+    mst_step_threads v;
+    mst_step_threads_init(&v, 2);
+    bool expect[MST_STEP_THREADS_TRIAL_RUNS];
+    for (int i = 0; i < MST_STEP_THREADS_TRIAL_RUNS; i++) {
+        expect[i] = i & 1;
+        assert_false(mst_step_threads_decided(&v));
+        assert_int_equal(mst_step_threads_next(&v), expect[i]);
+        mst_step_threads_record(&v, expect[i], expect[i] ? 100e3 : 200e3);
+    }
+    assert_true(mst_step_threads_decided(&v));
+    assert_true(v.serial);
+    assert_int_equal(v.timed, MST_STEP_THREADS_PAIRS);
+    /* the warm-up pair's times are not samples: 1e9 there changes nothing */
+    mst_step_threads_init(&v, 2);
+    assert_int_equal(feed(&v, one_faster), MST_STEP_THREADS_TRIAL_RUNS);
+    assert_true(v.serial);
+    assert_true(v.median_ns[1] == 150e3 && v.median_ns[0] == 200e3);
+    assert_true(mst_step_threads_next(&v));     /* the verdict from now on */
+}
+
+static void test_out_of_turn_record_is_ignored(void **state) {
+    (void)state;
+    unsetenv("MSTUNE_GRAPH_THREADS");
+    mst_step_threads v;
+    mst_step_threads_init(&v, 2);
+    mst_step_threads_record(&v, true, 1.0);     /* run 0 is an all-threads run */
+    assert_int_equal(v.runs, 0);
+    mst_step_threads_record(&v, false, 1.0);
+    assert_int_equal(v.runs, 1);
+}
+
+static void test_slower_or_marginal_one_thread_keeps_the_pool(void **state) {
+    (void)state;
+    unsetenv("MSTUNE_GRAPH_THREADS");
+    mst_step_threads v;
+    mst_step_threads_init(&v, 2);
+    assert_int_equal(feed(&v, one_slower), 2 + 2 * 2);     /* stopped after two timed pairs */
+    assert_false(v.serial);
+    assert_true(v.early);
+    mst_step_threads_init(&v, 2);
+    assert_int_equal(feed(&v, one_slightly_faster), MST_STEP_THREADS_TRIAL_RUNS);
+    assert_false(v.serial);                     /* 5% faster: inside the margin */
+    assert_false(v.early);
+    mst_step_threads_init(&v, 2);
+    feed(&v, one_faster_twice_lost);
+    assert_false(v.serial);
+    mst_step_threads_init(&v, 2);
+    feed(&v, one_faster_once_lost);
+    assert_true(v.serial);
+}
+
+static void test_forced_and_single_thread(void **state) {
+    (void)state;
+    mst_step_threads v;
+    setenv("MSTUNE_GRAPH_THREADS", "one", 1);
+    mst_step_threads_init(&v, 2);
+    assert_true(mst_step_threads_decided(&v) && v.serial && v.forced);
+    assert_true(mst_step_threads_next(&v));
+    mst_step_threads_init(&v, 1);               /* one thread already: nothing to make serial */
+    assert_true(mst_step_threads_decided(&v));
+    assert_false(v.serial);
+    setenv("MSTUNE_GRAPH_THREADS", "all", 1);
+    mst_step_threads_init(&v, 4);
+    assert_true(mst_step_threads_decided(&v) && !v.serial);
+    unsetenv("MSTUNE_GRAPH_THREADS");
+    mst_step_threads_init(&v, 1);
+    assert_true(mst_step_threads_decided(&v) && !v.serial);
+    mst_step_threads_init(&v, 2);
+    assert_false(mst_step_threads_decided(&v));
+}
+
+static void test_describe_names_the_verdict(void **state) {
+    (void)state;
+    unsetenv("MSTUNE_GRAPH_THREADS");
+    mst_step_threads v;
+    mst_step_threads_init(&v, 2);
+    char buf[512];
+    FILE *f = fmemopen(buf, sizeof(buf), "w");
+    mst_step_threads_describe(&v, 2, f);
+    feed(&v, one_faster);
+    mst_step_threads_describe(&v, 2, f);
+    fclose(f);
+    assert_non_null(strstr(buf, "decided by the plan's first 12 runs"));
+    assert_non_null(strstr(buf, "one thread kept: one thread 150.0 us vs 2 threads 200.0 us"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_run_order_alternates_after_a_warmup_pair),
+        cmocka_unit_test(test_out_of_turn_record_is_ignored),
+        cmocka_unit_test(test_slower_or_marginal_one_thread_keeps_the_pool),
+        cmocka_unit_test(test_forced_and_single_thread),
+        cmocka_unit_test(test_describe_names_the_verdict),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
