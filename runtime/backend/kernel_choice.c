@@ -217,6 +217,15 @@ static bool cache_find(const char *op, const char *dtype, uint64_t hash, mst_pro
     return found;
 }
 
+/* One line onto the file with one O_APPEND write: lines of concurrent processes never interleave. */
+static void append_line(const char *line, size_t n) {
+    int fd = open(cache_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    ssize_t w = write(fd, line, n);
+    (void)w;
+    close(fd);
+}
+
 static void cache_append(const char *op, const char *dtype, uint64_t hash, mst_provider p, const double *t_ns, bool quiet,
                          const char *shapes) {
     if (!*cache_path) return;
@@ -226,12 +235,7 @@ static void cache_append(const char *op, const char *dtype, uint64_t hash, mst_p
     for (int q = 0; q < MST_PROVIDER_COUNT && n > 0 && n < (int)sizeof(line); q++)
         n += snprintf(line + n, sizeof(line) - (size_t)n, "\t%.1f", t_ns[q] / 1e3);
     if (n > 0 && n < (int)sizeof(line)) n += snprintf(line + n, sizeof(line) - (size_t)n, "\t%s\t%s\n", quiet ? "quiet" : "busy", shapes);
-    if (n <= 0 || n >= (int)sizeof(line)) return;
-    int fd = open(cache_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return;
-    ssize_t w = write(fd, line, (size_t)n);    /* one write: lines of concurrent processes never interleave */
-    (void)w;
-    close(fd);
+    if (n > 0 && n < (int)sizeof(line)) append_line(line, (size_t)n);
 }
 
 /* ---- graph plans' step-thread verdicts (kernel_choice.h) ---- */
@@ -278,12 +282,7 @@ void mst_plan_verdict_put(uint64_t key, int threads, bool one_thread, double all
         if (*p == '\t' || *p == '\n') *p = ' ';
     int n = snprintf(line, sizeof(line), "%s\t%s\tstep_threads\t%016" PRIx64 "\t%d\t%s\t%.1f\t%.1f\t%s\t%s\n", k_plan_tag,
                      machine, key, threads, one_thread ? "one" : "all", all_ns / 1e3, one_ns / 1e3, quiet ? "quiet" : "busy", name);
-    if (n <= 0 || n >= (int)sizeof(line)) return;
-    int fd = open(cache_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return;
-    ssize_t w = write(fd, line, (size_t)n);    /* one write: lines of concurrent processes never interleave */
-    (void)w;
-    close(fd);
+    if (n > 0 && n < (int)sizeof(line)) append_line(line, (size_t)n);
 }
 
 mst_kernel_fn mst_kernel_builtin(const mst_ctx *ctx, const mst_op_desc *d, mst_dtype key) {
