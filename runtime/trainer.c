@@ -578,6 +578,7 @@ out:
     res->compile_ms = gs.compile_ms;
     res->arena_bytes = gs.arena_bytes;
     res->intermediate_bytes = gs.intermediate_bytes;
+    res->graph_step_threads = gs.step_threads;
     memcpy(res->arena_cat_bytes, gs.arena_cat_bytes, sizeof(res->arena_cat_bytes));
     free(step_ms);
     free(comm_exp);

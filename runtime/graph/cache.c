@@ -250,6 +250,7 @@ void mst_graph_cache_stats(const mst_graph_cache *gc, mst_graph_stats *st) {
     st->nodes_traced = e->traced->n_nodes;
     st->nodes_after_passes = mst_graph_live_nodes(e->g);
     st->kernels = mst_graph_exec_kernels(e->ex);
+    st->step_threads = mst_graph_exec_step_threads(e->ex);
     st->blocked_values = 0;
     for (int v = 0; v < e->g->n_values; v++) st->blocked_values += e->g->values[v].layout == MST_LAYOUT_NCHW16C;
 }

@@ -786,6 +786,11 @@ void mst_graph_exec_describe_fusions(const mst_graph_exec *ex, FILE *f) {
     }
 }
 
+int mst_graph_exec_step_threads(const mst_graph_exec *ex) {
+    if (!mst_step_threads_decided(&ex->threads)) return 0;
+    return ex->threads.serial ? 1 : ex->ctx->n_threads;
+}
+
 int64_t mst_graph_exec_flops(const mst_graph_exec *ex) {
     int64_t f = 0, bytes;
     for (int i = 0; i < ex->n_steps; i++) f += step_flops(&ex->steps[i], &bytes);

@@ -26,6 +26,9 @@ mst_status      mst_graph_exec_run(mst_graph_exec *ex, mst_tensor *const in[], i
 mst_tensor     *mst_graph_exec_value(mst_graph_exec *ex, int v);
 int             mst_graph_exec_kernels(const mst_graph_exec *ex);
 int64_t         mst_graph_exec_arena_bytes(const mst_graph_exec *ex);
+/* The threads the step runs on: the context's count, 1 on the calling thread alone, 0 while the
+ * plan's first runs are still deciding (runtime/graph/step_threads.h). */
+int             mst_graph_exec_step_threads(const mst_graph_exec *ex);
 /* FLOPs of one run (op-table formulas over the current shapes). */
 int64_t         mst_graph_exec_flops(const mst_graph_exec *ex);
 /* One line per plan-time fusion verdict (kept or rejected, with the measured times), for `mstune graph`. */

@@ -62,7 +62,8 @@ mst_status mst_graph_cache_run(mst_graph_cache *gc, mst_tensor *const in[], int 
 typedef struct { int64_t compile_count; double compile_ms; int64_t arena_bytes, intermediate_bytes;
                  int64_t arena_cat_bytes[MST_MEM_COUNT];     /* per memory category: the plan's peak live bytes (plan.h) */
                  int64_t nodes_traced, nodes_after_passes, kernels;
-                 int64_t blocked_values;    /* values the layout pass put in nChw16c (runtime/graph/layout.c) */ } mst_graph_stats;
+                 int64_t blocked_values;    /* values the layout pass put in nChw16c (runtime/graph/layout.c) */
+                 int step_threads;          /* the threads its step runs on (mst_graph_exec_step_threads) */ } mst_graph_stats;
 /* Totals over compiles for compile_*, the last compiled plan for the rest. */
 void mst_graph_cache_stats(const mst_graph_cache *gc, mst_graph_stats *st);
 

@@ -51,6 +51,8 @@ static void parity(const char *job, const char *sets) {
     assert_true(e2e_num(g, "compile_ms") > 0);
     assert_true(e2e_num(g, "arena_bytes") > 0);
     assert_true(e2e_num(e, "compile_count") == 0);
+    assert_true(e2e_num(g, "graph_step_threads") >= 1);  /* forced to all threads: the job's count */
+    assert_true(e2e_num(e, "graph_step_threads") == 0);
     cJSON_Delete(e);
     cJSON_Delete(g);
     e2e_rmtree(dir);

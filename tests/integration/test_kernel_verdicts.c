@@ -227,6 +227,13 @@ static void test_step_thread_verdict_kept(void **state) {
     assert_non_null(strstr(g_out, want));
     assert_null(strstr(g_out, " alternated pairs"));
     assert_int_equal(count_step_lines(cache, again, sizeof(again)), 1);
+    /* the run's summary says which budget its step ran on */
+    char path[400];
+    snprintf(path, sizeof(path), "%s/second/summary.json", dir);
+    cJSON *sum = e2e_read_json(path);
+    assert_non_null(sum);
+    assert_true(e2e_num(sum, "graph_step_threads") == (strcmp(verdict, "one") == 0 ? 1 : 2));
+    cJSON_Delete(sum);
     unsetenv("MSTUNE_KERNELS_LOG");
     e2e_rmtree(dir);
 }
