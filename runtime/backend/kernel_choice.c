@@ -178,6 +178,14 @@ static bool machine_quiet(void) {
     return n != 5 || running - own_runnable() <= 1;
 }
 
+/* A line's first max tab-separated fields, cut up in place: how many. */
+static int split_fields(char *line, char **field, int max) {
+    char *save = NULL;
+    int n = 0;
+    for (char *t = strtok_r(line, "\t\n", &save); t && n < max; t = strtok_r(NULL, "\t\n", &save)) field[n++] = t;
+    return n;
+}
+
 /* The file's verdict for (op, dtype, hash) on this machine: its first quiet line, else its first
  * busy one (*busy set); false when it has none. */
 static bool cache_find(const char *op, const char *dtype, uint64_t hash, mst_provider *out, bool *busy) {
@@ -188,9 +196,8 @@ static bool cache_find(const char *op, const char *dtype, uint64_t hash, mst_pro
     bool found = false, quiet = false;
     while (!quiet && fgets(line, sizeof(line), f)) {
         enum { n_fields = 7 + MST_PROVIDER_COUNT };     /* tag machine op dtype key provider times... quiet */
-        char *save = NULL, *field[n_fields];
-        int n = 0;
-        for (char *t = strtok_r(line, "\t\n", &save); t && n < n_fields; t = strtok_r(NULL, "\t\n", &save)) field[n++] = t;
+        char *field[n_fields];
+        int n = split_fields(line, field, n_fields);
         if (n < n_fields || strcmp(field[0], k_line_tag) || strcmp(field[1], machine) || strcmp(field[2], op) ||
             strcmp(field[3], dtype) || strcmp(field[4], want))
             continue;
@@ -255,9 +262,8 @@ bool mst_plan_verdict_get(uint64_t key, bool *one_thread, bool *busy) {
     bool found = false, quiet = false;
     while (!quiet && fgets(line, sizeof(line), f)) {
         enum { n_fields = 9 };      /* tag machine step_threads key threads verdict all one quiet */
-        char *save = NULL, *field[n_fields];
-        int n = 0;
-        for (char *t = strtok_r(line, "\t\n", &save); t && n < n_fields; t = strtok_r(NULL, "\t\n", &save)) field[n++] = t;
+        char *field[n_fields];
+        int n = split_fields(line, field, n_fields);
         if (n < n_fields || strcmp(field[0], k_plan_tag) || strcmp(field[1], machine) || strcmp(field[2], "step_threads") ||
             strcmp(field[3], want) || (strcmp(field[5], "one") && strcmp(field[5], "all")))
             continue;

@@ -69,6 +69,7 @@ typedef struct {
     int from[ONEDNN_MAX_ARGS];              /* ONEDNN_FROM_IN0 + i, or ONEDNN_FROM_OUT0 */
     onednn_stage stage[ONEDNN_MAX_ARGS];    /* .reorder NULL: the argument is the tensor itself */
     char impl[64];
+    int team;                               /* the OpenMP team it was created for (oneDNN fixes it then) */
 } onednn_prim;
 
 /* The context's share: its engine, stream and primitives. */

@@ -278,8 +278,8 @@ static bool run_stage(mst_onednn *st, onednn_prim *p, int k) {
 
 /* The calling thread's OpenMP team for c: oneDNN fixes a primitive's thread count when it is
  * created (from omp_get_max_threads) and splits reductions by it, so the team is set before
- * creation as well as before execution, from the call alone — the same shape always gets the same
- * split, hence the same bits. A small primitive runs on the calling thread alone (the thresholds
+ * creation from the call alone and kept in the primitive (part of its cache key) for every
+ * execution — the same shape on the same budget always gets the same split, hence the same bits. A small primitive runs on the calling thread alone (the thresholds
  * above: what a second thread costs to start). */
 static int team_for(const mst_ctx *ctx, const mst_op_call *c) {
     bool f32 = c->n_in > 0 && c->in[0]->dtype == MST_DTYPE_F32;
@@ -287,9 +287,9 @@ static int team_for(const mst_ctx *ctx, const mst_op_call *c) {
     return (double)mst_op_flops(c) < min_flops ? 1 : mst_ctx_threads(ctx);
 }
 
-static void set_team(const mst_ctx *ctx, const mst_op_call *c) {
-    /* set every time: the setting belongs to the thread, which other contexts may share */
-    if (onednn.omp_set_num_threads) onednn.omp_set_num_threads(team_for(ctx, c));
+/* set every time: the setting belongs to the thread, which other contexts may share */
+static void set_team(int team) {
+    if (onednn.omp_set_num_threads) onednn.omp_set_num_threads(team);
 }
 
 static onednn_build_fn builder(mst_op op, mst_onednn_layout layout) {
@@ -313,13 +313,14 @@ static onednn_prim *prim_for(mst_ctx *ctx, const mst_op_call *c, mst_dtype dt, m
     if (!st) return NULL;
     mst_shape_key key;
     mst_shape_key_of(&key, c, dt);
-    key.threads = team_for(ctx, c);     /* the team is fixed at creation: a serial step has its own */
+    const int team = team_for(ctx, c);
+    key.threads = team;                 /* the team is fixed at creation: a serial step has its own */
     void **slot = mst_shape_map_slot(&st->prims[layout], &key);
     if (!slot) return NULL;
     if (!*slot) {
         onednn_prim *p = calloc(1, sizeof(*p));
         if (!p) return NULL;
-        set_team(ctx, c);
+        set_team(team);
         p->ok = build(st, c, dt == MST_DTYPE_BF16 ? dnnl_bf16 : dnnl_f32, layout, p);
         if (!p->ok) {   /* keep only the verdict */
             char impl[sizeof(p->impl)];
@@ -327,6 +328,7 @@ static onednn_prim *prim_for(mst_ctx *ctx, const mst_op_call *c, mst_dtype dt, m
             onednn_prim_clear(p);
             memcpy(p->impl, impl, sizeof(impl));
         }
+        p->team = team;
         *slot = p;
     }
     return *slot;
@@ -369,7 +371,7 @@ static mst_status onednn_run(mst_ctx *ctx, const mst_op_call *c, mst_onednn_layo
             onednn.memory_set_data_handle(p->stage[k].user, mst_tensor_data(t));
         } else onednn.memory_set_data_handle(p->args[k].memory, mst_tensor_data(t));
     }
-    set_team(ctx, c);
+    set_team(p->team);
     /* SIGPROF (the stack sampler, profiler/sampler.c) is held off while oneDNN runs and delivered
      * right after, inside this kernel: with samples landing inside oneDNN (its JIT code has no
      * unwind information), `mstune profile` of the cnn died of heap corruption ("corrupted size

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/hash.h"
+
 void mst_shape_key_of(mst_shape_key *k, const mst_op_call *c, mst_dtype dtype) {
     memset(k, 0, sizeof(*k));
     k->op = (int32_t)c->op;
@@ -17,9 +19,7 @@ void mst_shape_key_of(mst_shape_key *k, const mst_op_call *c, mst_dtype dtype) {
 }
 
 uint64_t mst_shape_key_hash(const mst_shape_key *k) {
-    const unsigned char *p = (const unsigned char *)k;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < sizeof(*k); i++) h = (h ^ p[i]) * 1099511628211ull;
+    uint64_t h = mst_fnv1a(MST_FNV1A_OFFSET, k, sizeof(*k));
     return h ? h : 1;
 }
 

@@ -30,6 +30,7 @@
 #include "runtime/device.h"
 #include "runtime/graph/graph.h"
 #include "runtime/graph/step_threads.h"
+#include "util/hash.h"
 
 enum { k_block = 512, k_fused_min_elems = 1 << 16, k_optim_min_elems = 1 << 15 };
 
@@ -350,10 +351,8 @@ static void init_step_threads(mst_graph_exec *ex) {
     mst_ctx *ctx = ex->ctx;
     mst_step_threads_init(&ex->threads, ctx->n_threads);
     if (mst_step_threads_decided(&ex->threads)) return;
-    int32_t budget[3] = {ctx->n_threads, ctx->kernels, ctx->force_ref};
-    uint64_t h = mst_graph_hash(ex->g);
-    const unsigned char *b = (const unsigned char *)budget;
-    for (size_t i = 0; i < sizeof(budget); i++) h = (h ^ b[i]) * 1099511628211ull;
+    const int32_t budget[3] = {ctx->n_threads, ctx->kernels, ctx->force_ref};
+    const uint64_t h = mst_graph_hash(ex->g, mst_fnv1a(MST_FNV1A_OFFSET, budget, sizeof(budget)));
     ex->threads_key = h;
     bool one = false, busy = false;
     ex->threads_quiet = mst_machine_quiet();

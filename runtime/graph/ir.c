@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/hash.h"
+
 static void *xrealloc(void *p, size_t n) {
     void *q = realloc(p, n ? n : 1);
     MST_ASSERT(q);
@@ -173,31 +175,24 @@ int64_t mst_gvalue_bytes(const mst_gvalue *v) {
     return mst_shape_numel(v->ndim, v->shape) * (int64_t)mst_dtype_size(v->dtype);
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
 static uint64_t hash_value(uint64_t h, const mst_gvalue *v) {
     int32_t head[4] = {(int32_t)v->kind, (int32_t)v->dtype, v->ndim, v->layout};
-    h = fnv(h, head, sizeof(head));
-    return fnv(h, v->shape, (size_t)v->ndim * sizeof(v->shape[0]));
+    h = mst_fnv1a(h, head, sizeof(head));
+    return mst_fnv1a(h, v->shape, (size_t)v->ndim * sizeof(v->shape[0]));
 }
 
 static uint64_t hash_node(uint64_t h, const mst_graph *g, const mst_gnode *n) {
     int32_t head[6] = {(int32_t)n->kind, (int32_t)n->op, n->n_in, n->n_out, (int32_t)n->mutates, n->relu_epilogue};
-    h = fnv(h, head, sizeof(head));
-    h = fnv(h, n->attrs.i, sizeof(n->attrs.i));
-    h = fnv(h, n->attrs.f, sizeof(n->attrs.f));
+    h = mst_fnv1a(h, head, sizeof(head));
+    h = mst_fnv1a(h, n->attrs.i, sizeof(n->attrs.i));
+    h = mst_fnv1a(h, n->attrs.f, sizeof(n->attrs.f));
     for (int i = 0; i < n->n_in; i++) h = hash_value(h, &g->values[n->in[i]]);
     for (int k = 0; k < n->n_out; k++) h = hash_value(h, &g->values[n->out[k]]);
     for (int m = 0; m < n->n_members; m++) h = hash_node(h, g, &n->members[m]);
     return h;
 }
 
-uint64_t mst_graph_hash(const mst_graph *g) {
-    uint64_t h = 1469598103934665603ull;
+uint64_t mst_graph_hash(const mst_graph *g, uint64_t h) {
     for (int i = 0; i < g->n_nodes; i++)
         if (!g->nodes[i].dead) h = hash_node(h, g, &g->nodes[i]);
     return h;

@@ -110,8 +110,9 @@ int  mst_graph_kernel_count(const mst_graph *g);
 int64_t mst_gvalue_bytes(const mst_gvalue *v);
 /* A hash of what the graph computes: its live nodes (kind, op, attributes, members, epilogue) and
  * the kinds, dtypes, shapes and layouts of the values they read and write (FNV-1a; names and
- * tensor addresses left out, so two processes tracing the same step get the same hash). */
-uint64_t mst_graph_hash(const mst_graph *g);
+ * tensor addresses left out, so two processes tracing the same step get the same hash), chained
+ * from h (util/hash.h: MST_FNV1A_OFFSET, or a hash of what else the key holds). */
+uint64_t mst_graph_hash(const mst_graph *g, uint64_t h);
 
 /* Text: one line per value and node. DOT: values as ellipses, nodes as boxes. */
 void mst_graph_dump(const mst_graph *g, FILE *f);

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/stats.h"
+
 /* One thread is kept only when its median step is this much faster and it won all pairs but one
  * at most: a wrong "one thread" costs a large step most (the cnn at batch 64 read 1.15-1.45x
  * faster on two threads, alternated), so ties and drift keep the pool. */
@@ -34,21 +36,9 @@ bool mst_step_threads_next(const mst_step_threads *v) {
     return mst_step_threads_decided(v) ? v->serial : (v->runs & 1) != 0;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(const double *x, int n) {
-    double s[MST_STEP_THREADS_PAIRS];
-    memcpy(s, x, (size_t)n * sizeof(*s));
-    qsort(s, (size_t)n, sizeof(*s), cmp_double);
-    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-}
-
 static void decide(mst_step_threads *v) {
-    v->median_ns[0] = median(v->ns[0], v->timed);
-    v->median_ns[1] = median(v->ns[1], v->timed);
+    v->median_ns[0] = mst_stats_median(v->ns[0], v->timed);
+    v->median_ns[1] = mst_stats_median(v->ns[1], v->timed);
     int wins = 0;       /* pairs whose one-thread run was the faster */
     for (int i = 0; i < v->timed; i++) wins += v->ns[1][i] < v->ns[0][i];
     v->serial = v->median_ns[1] < v->median_ns[0] * (1 - k_serial_margin) && wins >= v->timed - 1;
@@ -63,7 +53,7 @@ void mst_step_threads_record(mst_step_threads *v, bool serial, double ns) {
     v->ns[serial][pair] = ns;
     if (!serial) return;                        /* a pair is complete after its one-thread run */
     v->timed = pair + 1;
-    if (v->timed == 2 && median(v->ns[1], 2) > k_hopeless * median(v->ns[0], 2)) {
+    if (v->timed == 2 && mst_stats_median(v->ns[1], 2) > k_hopeless * mst_stats_median(v->ns[0], 2)) {
         v->early = true;
         decide(v);
     } else if (v->timed == MST_STEP_THREADS_PAIRS) {
