@@ -506,7 +506,8 @@ const mst_op_desc mst_desc_batchnorm_grad = {
  * inputs keep the direct kernels above or the generic half kernel. nChw16c operands (graph mode,
  * runtime/layout.h) go a slab of 16 channels at a time, with the same partial sums and the same
  * per-element operations (bn_sums and the slab applies below), so the bits do not depend on the
- * layout; bn_layouts_taken lists the layout combinations taken, the rest run on plain copies. */
+ * layout; bn_layouts_taken lists the layout combinations taken, the rest run on plain copies.
+ * All-nChw16c calls split the images between the threads (bn_images_run), the others the channels. */
 
 /* Planes shorter than this keep the direct f32 kernel: a row's three calls cost more than its
  * arithmetic there (64x64x7x7: 110 us direct, 151 us by rows; bench_amp_kernels, Zen 5, 2 threads). */
@@ -772,25 +773,17 @@ static void bn_slabs_grad_apply(const mst_op_call *c, bool training, bn_dims d, 
     for (int64_t b0 = (c0), b1 = (c0) + (j)->block_ch < (c1) ? (c0) + (j)->block_ch : (c1); b0 < (c1); \
          b0 = b1, b1 = b1 + (j)->block_ch < (c1) ? b1 + (j)->block_ch : (c1))
 
-static void bn_fwd_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
-    const bn_rows_job *j = arg;
-    const mst_op_call *c = j->c;
-    bn_dims d = j->d;
-    const mst_tensor *xt = c->in[0], *yt = c->out[0];
-    const float *gamma = mst_tensor_f32(c->in[1]), *beta = mst_tensor_f32(c->in[2]);
+/* The forward's per-channel results for channels [c0, c1), training with mean[] the channel sums'
+ * mean and acc[] the sums of squared deviations from it (evaluation: from the running
+ * statistics): invstd, the running statistics' update, save_mean and save_invstd, and
+ * scale = gamma invstd. */
+static void bn_fwd_statistics(const mst_op_call *c, bn_dims d, int64_t c0, int64_t c1, double *mean, const double *acc,
+                              double *invstd, double *scale) {
+    const float *gamma = mst_tensor_f32(c->in[1]);
     float *rmean = mst_tensor_f32(c->in[3]), *rvar = mst_tensor_f32(c->in[4]);
     float *save_mean = mst_tensor_f32(c->out[1]), *save_invstd = mst_tensor_f32(c->out[2]);
-    float *yb = j->rows ? j->rows + (size_t)worker * (size_t)j->block_stride : NULL;
     double momentum = c->attrs.f[0], eps = c->attrs.f[1];
-    double *mean = j->scratch, *invstd = mean + d.c, *acc = invstd + d.c, *scale = acc + d.c;
-    bool blocked = mst_tensor_blocked(xt);
-    if (blocked || mst_tensor_blocked(yt)) c0 *= MST_NCHW16C_BLOCK, c1 *= MST_NCHW16C_BLOCK;  /* the job split channel blocks */
-    float *slab_buf = j->mixed ? j->mixed + (size_t)worker * (size_t)(3 * MST_NCHW16C_BLOCK * d.s) : NULL;
     if (c->attrs.i[0]) {
-        for (int64_t ch = c0; ch < c1; ch++) mean[ch] = acc[ch] = invstd[ch] = 0;
-        bn_sums(MST_BN_SUM_X, xt, NULL, d, c0, c1, NULL, mean, slab_buf);
-        for (int64_t ch = c0; ch < c1; ch++) mean[ch] /= (double)d.m;
-        bn_sums(MST_BN_SUM_DEV2, xt, NULL, d, c0, c1, mean, acc, slab_buf);
         for (int64_t ch = c0; ch < c1; ch++) {
             double var = acc[ch] / (double)d.m;
             invstd[ch] = 1.0 / sqrt(var + eps);
@@ -808,6 +801,44 @@ static void bn_fwd_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
         save_invstd[ch] = (float)invstd[ch];
         scale[ch] = (double)gamma[ch] * invstd[ch];
     }
+}
+
+/* The gradient's per-channel results for channels [c0, c1) from the sums of gy (sum_gy, turned
+ * into its mean) and of gy (x - mean) (sum_gyx): ggamma, gbeta, scale = gamma invstd and
+ * q = sum_gyx invstd^2 / M. */
+static void bn_grad_factors(const mst_op_call *c, bn_dims d, int64_t c0, int64_t c1, double *sum_gy, const double *sum_gyx,
+                            double *scale, double *q) {
+    const float *gamma = mst_tensor_f32(c->in[2]), *save_invstd = mst_tensor_f32(c->in[4]);
+    float *ggamma = mst_tensor_f32(c->out[1]), *gbeta = mst_tensor_f32(c->out[2]);
+    double inv_m = d.m > 0 ? 1.0 / (double)d.m : 0;
+    for (int64_t ch = c0; ch < c1; ch++) {
+        double is = (double)save_invstd[ch];
+        ggamma[ch] = (float)(sum_gyx[ch] * is);
+        gbeta[ch] = (float)sum_gy[ch];
+        scale[ch] = (double)gamma[ch] * is;
+        q[ch] = sum_gyx[ch] * is * is * inv_m;
+        sum_gy[ch] *= inv_m;                                      /* now mean(gy) */
+    }
+}
+
+static void bn_fwd_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
+    const bn_rows_job *j = arg;
+    const mst_op_call *c = j->c;
+    bn_dims d = j->d;
+    const mst_tensor *xt = c->in[0], *yt = c->out[0];
+    const float *beta = mst_tensor_f32(c->in[2]);
+    float *yb = j->rows ? j->rows + (size_t)worker * (size_t)j->block_stride : NULL;
+    double *mean = j->scratch, *invstd = mean + d.c, *acc = invstd + d.c, *scale = acc + d.c;
+    bool blocked = mst_tensor_blocked(xt);
+    if (blocked || mst_tensor_blocked(yt)) c0 *= MST_NCHW16C_BLOCK, c1 *= MST_NCHW16C_BLOCK;  /* the job split channel blocks */
+    float *slab_buf = j->mixed ? j->mixed + (size_t)worker * (size_t)(3 * MST_NCHW16C_BLOCK * d.s) : NULL;
+    if (c->attrs.i[0]) {
+        for (int64_t ch = c0; ch < c1; ch++) mean[ch] = acc[ch] = invstd[ch] = 0;
+        bn_sums(MST_BN_SUM_X, xt, NULL, d, c0, c1, NULL, mean, slab_buf);
+        for (int64_t ch = c0; ch < c1; ch++) mean[ch] /= (double)d.m;
+        bn_sums(MST_BN_SUM_DEV2, xt, NULL, d, c0, c1, mean, acc, slab_buf);
+    }
+    bn_fwd_statistics(c, d, c0, c1, mean, acc, invstd, scale);
     bool relu = c->attrs.i[1] != 0;
     if (blocked) {
         bn_slabs_apply(xt, yt, d, c0, c1, mean, scale, beta, relu, slab_buf);
@@ -840,9 +871,7 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
     const mst_op_call *c = j->c;
     bn_dims d = j->d;
     const mst_tensor *gyt = c->in[0], *xt = c->in[1], *gxt = c->out[0];
-    const float *gamma = mst_tensor_f32(c->in[2]), *save_mean = mst_tensor_f32(c->in[3]);
-    const float *save_invstd = mst_tensor_f32(c->in[4]);
-    float *ggamma = mst_tensor_f32(c->out[1]), *gbeta = mst_tensor_f32(c->out[2]);
+    const float *save_mean = mst_tensor_f32(c->in[3]);
     float *gxb = j->rows ? j->rows + (size_t)worker * (size_t)j->block_stride : NULL;
     double *sum_gy = j->scratch;
     double *sum_gyx = sum_gy + d.c, *mean = sum_gyx + d.c, *scale = mean + d.c, *q = scale + d.c;
@@ -869,15 +898,7 @@ static void bn_grad_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
                 sum_gyx[ch] += bn_row_sum(MST_BN_SUM_GYX, xt, gyt, d, n, ch, mean[ch]);
             }
     }
-    double inv_m = d.m > 0 ? 1.0 / (double)d.m : 0;
-    for (int64_t ch = c0; ch < c1; ch++) {
-        double is = (double)save_invstd[ch];
-        ggamma[ch] = (float)(sum_gyx[ch] * is);
-        gbeta[ch] = (float)sum_gy[ch];
-        scale[ch] = (double)gamma[ch] * is;
-        q[ch] = sum_gyx[ch] * is * is * inv_m;
-        sum_gy[ch] *= inv_m;                                      /* now mean(gy) */
-    }
+    bn_grad_factors(c, d, c0, c1, sum_gy, sum_gyx, scale, q);
     bool training = c->attrs.i[0] != 0;
     if (blocked) {
         bn_slabs_grad_apply(c, training, d, c0, c1, scale, sum_gy, mean, q, slab_buf, bad);
@@ -949,6 +970,155 @@ static mst_status bn_rows_run(mst_ctx *ctx, const mst_op_call *c, const mst_tens
     return first ? mst_maxpool_grad_bad_index(ctx, c, first->k, first->pos, x->shape[2] * x->shape[3]) : MST_OK;
 }
 
+/* ---- nChw16c by images ----
+ *
+ * Where x and y (gy, x and gx) are all nChw16c, the kernels split the images between the threads
+ * instead of the channel blocks. The ops around a batch norm in a graph-mode plan split their
+ * work by images too (oneDNN's convolutions, the slab pooling, the elementwise ops: image-major
+ * ranges), so a thread reads the slabs its own core just wrote. On the 2-vCPU Zen 5 VM a thread
+ * read 0.4-3.2 MB its own core had written at 72-103 GB/s and what the other core had written at
+ * 28-37 GB/s; split by channel blocks, half of every batch norm's reads were the other core's,
+ * and the 14x14 and 7x7 batch norms ran no faster on two threads than on one (docs/
+ * benchmarks.md). Each (image, block) slab's sums are kept per image and added over the images
+ * in order once the region is over: the order bn_sums adds them in, so the bits are the channel
+ * split's. It costs three regions forward (the sums, the squared deviations, the apply) and two
+ * backward instead of one. */
+
+typedef enum { BN_IMG_SUM_X, BN_IMG_SUM_DEV2, BN_IMG_APPLY, BN_IMG_GRAD_SUMS, BN_IMG_GRAD_APPLY } bn_images_phase;
+
+typedef struct {
+    const mst_op_call *c;
+    bn_dims d;
+    bn_images_phase phase;
+    double *part, *part_b;  /* (N, C): each (image, channel) row's sum (the gradient's: of gy, of gy (x - m)) */
+    const double *mean;     /* (C) the sums' mean */
+    /* (C) the applies' per-channel factors in f32: forward m, a, b; backward a, mg, m, q (bn_grad_lanes) */
+    const float *lane_m, *lane_a, *lane_b, *lane_mg, *lane_q;
+    float *buf;             /* per worker: 3 x 16 x S floats (half slabs widened or rounded, pooled gy) */
+    bn_bad_index *bad;      /* the pooled form, per worker: the first index outside the plane */
+} bn_images_job;
+
+static void bn_images_chunk(void *arg, int64_t n0, int64_t n1, int worker) {
+    const bn_images_job *j = arg;
+    const mst_op_call *c = j->c;
+    bn_dims d = j->d;
+    bool grad = j->phase >= BN_IMG_GRAD_SUMS, four = c->in[grad ? 1 : 0]->dtype == MST_DTYPE_F32 && d.s < k_bn_rows_min_plane_f32;
+    const mst_tensor *xt = c->in[grad ? 1 : 0], *outt = c->out[0];
+    float *buf = j->buf ? j->buf + (size_t)worker * (size_t)(3 * MST_NCHW16C_BLOCK * d.s) : NULL;
+    float *buf_b = buf ? buf + MST_NCHW16C_BLOCK * d.s : NULL;
+    static const double zeros[MST_NCHW16C_BLOCK];
+    /* the sums go through the images in order and the rest back again, so each starts on the
+     * slabs the last one read (still in this core's cache); no order changes a bit */
+    bool back = j->phase == BN_IMG_SUM_DEV2 || j->phase == BN_IMG_GRAD_APPLY;
+    for (int64_t i = n0; i < n1; i++) {
+        int64_t n = back ? n0 + n1 - 1 - i : i;
+        for (int64_t ch = 0; ch < d.c; ch += MST_NCHW16C_BLOCK) {
+            size_t at = bn_row_at(d, n, ch);
+            double *part = j->part + n * d.c + ch;
+            bool bf16;
+            switch (j->phase) {
+            case BN_IMG_SUM_X:
+            case BN_IMG_SUM_DEV2: {
+                const void *x = bn_slab_src(xt, d, at, buf, &bf16);
+                bool dev2 = j->phase == BN_IMG_SUM_DEV2;
+                mst_bn_slab_sums_any(dev2 ? MST_BN_SUM_DEV2 : MST_BN_SUM_X, bf16, x, NULL, d.s, dev2 ? j->mean + ch : zeros,
+                                     four, part, true);
+                break;
+            }
+            case BN_IMG_APPLY: {
+                const void *x = bn_slab_src(xt, d, at, buf, &bf16);
+                float *out = outt->dtype == MST_DTYPE_F32 ? mst_tensor_f32(outt) + at : buf;
+                mst_bn_slab_apply_any(bf16, x, out, d.s, j->lane_m + ch, j->lane_a + ch, j->lane_b + ch, c->attrs.i[1] != 0, true);
+                bn_slab_store(outt, d, at, out);
+                break;
+            }
+            case BN_IMG_GRAD_SUMS: {
+                const void *x = bn_slab_src(xt, d, at, buf, &bf16);
+                const void *gy = bn_grad_gy_slab(c, d, n, ch, buf_b, &bf16, &j->bad[worker]);
+                mst_bn_slab_grad_sums_any(bf16, x, gy, d.s, j->mean + ch, four, part, j->part_b + n * d.c + ch, true);
+                break;
+            }
+            case BN_IMG_GRAD_APPLY: {
+                const void *gy = bn_grad_gy_slab(c, d, n, ch, buf, &bf16, &j->bad[worker]);
+                const void *x = c->attrs.i[0] ? bn_slab_src(xt, d, at, buf_b, &bf16) : NULL;
+                float *out = outt->dtype == MST_DTYPE_F32 ? mst_tensor_f32(outt) + at : buf;    /* half: over gy's buffer */
+                mst_bn_slab_grad_apply_any(bf16, gy, x, out, d.s, j->lane_a + ch, j->lane_mg + ch, j->lane_m + ch,
+                                           j->lane_q + ch, true);
+                bn_slab_store(outt, d, at, out);
+                break;
+            }
+            }
+        }
+    }
+}
+
+/* acc[ch] = the sum over the images, in order, of part[n][ch]: bn_sums' order. */
+static void bn_images_total(bn_dims d, const double *part, double *acc) {
+    for (int64_t ch = 0; ch < d.c; ch++) acc[ch] = 0;
+    for (int64_t n = 0; n < d.n; n++)
+        for (int64_t ch = 0; ch < d.c; ch++) acc[ch] += part[n * d.c + ch];
+}
+
+/* The images' run, forward (grad false: x = in[0]) or backward (x = in[1]). */
+static mst_status bn_images_run(mst_ctx *ctx, const mst_op_call *c, bool grad) {
+    const mst_tensor *x = c->in[grad ? 1 : 0];
+    bn_dims d = bn_dims_of(x);
+    int64_t per_image = d.c * d.s > 0 ? d.c * d.s : 1, min_images = (k_bn_min_chunk + per_image - 1) / per_image;
+    int workers = mst_parallel_chunks_ctx(ctx, d.n, min_images);
+    bool pooled = grad && c->n_in > 5;
+    bool buffered = x->dtype != MST_DTYPE_F32 || pooled;
+    size_t per_worker_floats = buffered ? (size_t)(3 * MST_NCHW16C_BLOCK * d.s) : 0;
+    /* doubles: part and part_b (N x C each), then six (C) arrays; then the f32 lanes (5 x C), the
+     * bad slots and the buffers */
+    size_t doubles = (size_t)(2 * d.n * d.c + 6 * d.c + 1), lanes = (size_t)(5 * d.c);
+    size_t bytes = doubles * sizeof(double) + lanes * sizeof(float) + (size_t)workers * sizeof(bn_bad_index) + 128 +
+                   (size_t)workers * per_worker_floats * sizeof(float);
+    double *part = (double *)mst_ctx_workspace(ctx, bytes);
+    if (!part) return ctx->status;
+    double *part_b = part + d.n * d.c, *mean = part_b + d.n * d.c, *acc = mean + d.c, *invstd = acc + d.c;
+    double *scale = invstd + d.c, *q = scale + d.c;
+    float *lane_m = (float *)(q + d.c + 1), *lane_a = lane_m + d.c, *lane_b = lane_a + d.c, *lane_mg = lane_b + d.c;
+    float *lane_q = lane_mg + d.c;
+    bn_bad_index *bad = (bn_bad_index *)(lane_q + d.c);
+    for (int w = 0; w < workers; w++) bad[w] = (bn_bad_index){-1, 0};
+    float *buf = buffered ? (float *)(((uintptr_t)(bad + workers) + 63) & ~(uintptr_t)63) : NULL;
+    bn_images_job job = {.c = c, .d = d, .part = part, .part_b = part_b, .mean = mean, .buf = buf, .bad = bad,
+                         .lane_m = lane_m, .lane_a = lane_a, .lane_b = lane_b, .lane_mg = lane_mg, .lane_q = lane_q};
+    if (!grad) {
+        if (c->attrs.i[0]) {
+            job.phase = BN_IMG_SUM_X;
+            mst_parallel_for(ctx, d.n, min_images, bn_images_chunk, &job);
+            bn_images_total(d, part, mean);
+            for (int64_t ch = 0; ch < d.c; ch++) mean[ch] /= (double)d.m;
+            job.phase = BN_IMG_SUM_DEV2;
+            mst_parallel_for(ctx, d.n, min_images, bn_images_chunk, &job);
+            bn_images_total(d, part, acc);
+        }
+        bn_fwd_statistics(c, d, 0, d.c, mean, acc, invstd, scale);
+        const float *beta = mst_tensor_f32(c->in[2]);
+        for (int64_t ch = 0; ch < d.c; ch++) lane_m[ch] = (float)mean[ch], lane_a[ch] = (float)scale[ch], lane_b[ch] = beta[ch];
+        job.phase = BN_IMG_APPLY;
+        mst_parallel_for(ctx, d.n, min_images, bn_images_chunk, &job);
+        return MST_OK;
+    }
+    const float *save_mean = mst_tensor_f32(c->in[3]);
+    for (int64_t ch = 0; ch < d.c; ch++) mean[ch] = (double)save_mean[ch];
+    job.phase = BN_IMG_GRAD_SUMS;
+    mst_parallel_for(ctx, d.n, min_images, bn_images_chunk, &job);
+    double *sum_gy = acc, *sum_gyx = invstd;
+    bn_images_total(d, part, sum_gy);
+    bn_images_total(d, part_b, sum_gyx);
+    bn_grad_factors(c, d, 0, d.c, sum_gy, sum_gyx, scale, q);
+    for (int64_t ch = 0; ch < d.c; ch++)        /* bn_grad_lanes_at's roundings */
+        lane_a[ch] = (float)scale[ch], lane_mg[ch] = (float)sum_gy[ch], lane_m[ch] = (float)mean[ch], lane_q[ch] = (float)q[ch];
+    job.phase = BN_IMG_GRAD_APPLY;
+    mst_parallel_for(ctx, d.n, min_images, bn_images_chunk, &job);
+    const bn_bad_index *first = NULL;
+    for (int w = 0; w < workers; w++)
+        if (bad[w].pos >= 0 && (!first || bad[w].pos < first->pos)) first = &bad[w];
+    return first ? mst_maxpool_grad_bad_index(ctx, c, first->k, first->pos, x->shape[2] * x->shape[3]) : MST_OK;
+}
+
 /* The layouts the kernels take (runtime/layout.h): all plain; all nChw16c (f32, or half with planes
  * of more than one value, widened a slab at a time), in the gradient with gx in either layout (the
  * stem's gx into a builtin convolution: each slab's results transposed into the rows); plain x on the rows' path (f32 planes of at
@@ -966,7 +1136,10 @@ static bool bn_layouts_taken(const mst_op_call *c, bool grad) {
 
 static mst_status batchnorm_rows(mst_ctx *ctx, const mst_op_call *c) {
     if (!bn_layouts_taken(c, false)) return mst_layout_run_plain(ctx, c, batchnorm_rows);
-    if (bn_rows_apply_to(c, 0)) return bn_rows_run(ctx, c, c->in[0], 4, bn_fwd_rows_chunk);
+    if (bn_rows_apply_to(c, 0)) {
+        if (mst_tensor_blocked(c->in[0]) && mst_tensor_blocked(c->out[0])) return bn_images_run(ctx, c, false);
+        return bn_rows_run(ctx, c, c->in[0], 4, bn_fwd_rows_chunk);
+    }
     return c->in[0]->dtype == MST_DTYPE_F32 ? batchnorm_direct_f32(ctx, c) : mst_half_kernel(ctx, c);
 }
 
@@ -983,11 +1156,19 @@ static bool bn_grad_pooled_fused(const mst_op_call *c) {
            (mst_tensor_blocked(x) || x->shape[2] * x->shape[3] >= k_bn_rows_min_plane_f32);
 }
 
+/* The gradient's f32 or half operands all in nChw16c (gy as pooled slabs in the pooled form). */
+static bool bn_grad_by_images(const mst_op_call *c) {
+    return mst_tensor_blocked(c->in[0]) && mst_tensor_blocked(c->in[1]) && mst_tensor_blocked(c->out[0]);
+}
+
 static mst_status batchnorm_grad_rows(mst_ctx *ctx, const mst_op_call *c) {
-    if (c->n_in > 5)
-        return bn_grad_pooled_fused(c) ? bn_rows_run(ctx, c, c->in[1], 5, bn_grad_rows_chunk) : bn_grad_unpooled(ctx, c, batchnorm_grad_rows);
+    if (c->n_in > 5) {
+        if (!bn_grad_pooled_fused(c)) return bn_grad_unpooled(ctx, c, batchnorm_grad_rows);
+        return bn_grad_by_images(c) ? bn_images_run(ctx, c, true) : bn_rows_run(ctx, c, c->in[1], 5, bn_grad_rows_chunk);
+    }
     if (!bn_layouts_taken(c, true)) return mst_layout_run_plain(ctx, c, batchnorm_grad_rows);
-    if (bn_rows_apply_to(c, 1)) return bn_rows_run(ctx, c, c->in[1], 5, bn_grad_rows_chunk);
+    if (bn_rows_apply_to(c, 1))
+        return bn_grad_by_images(c) ? bn_images_run(ctx, c, true) : bn_rows_run(ctx, c, c->in[1], 5, bn_grad_rows_chunk);
     return c->in[1]->dtype == MST_DTYPE_F32 ? batchnorm_grad_direct_f32(ctx, c) : mst_half_kernel(ctx, c);
 }
 
