@@ -100,9 +100,10 @@ enum { k_max_rounds = BENCH_MAX_REPEATS };
 static const struct { const char *name; unsigned skip; } pass_cfg[] = {
         {"all passes", 0}, {"no relu epilogue", MST_PASS_EPILOGUE}, {"no elementwise fusion", MST_PASS_FUSE_ELEM},
         {"no fused optimizer", MST_PASS_FUSE_OPTIM}, {"no pooling+relu gradient fusion", MST_PASS_FUSE_POOL_RELU},
-        {"no pooling gradient in batch norm's", MST_PASS_FUSE_POOL_BN}, {"no nChw16c layout", MST_PASS_BLOCKED_LAYOUT},
+        {"no pooling gradient in batch norm's", MST_PASS_FUSE_POOL_BN}, {"no pooling in batch norm", MST_PASS_FUSE_BN_POOL},
+        {"no nChw16c layout", MST_PASS_BLOCKED_LAYOUT},
         {"no fusion at all", MST_PASS_EPILOGUE | MST_PASS_FUSE_ELEM | MST_PASS_FUSE_OPTIM | MST_PASS_FUSE_POOL_RELU |
-                                 MST_PASS_FUSE_POOL_BN | MST_PASS_BLOCKED_LAYOUT}};
+                                 MST_PASS_FUSE_POOL_BN | MST_PASS_FUSE_BN_POOL | MST_PASS_BLOCKED_LAYOUT}};
 enum { n_pass_cfg = sizeof(pass_cfg) / sizeof(pass_cfg[0]) };
 
 static void pass_table(const char *model, int batch, int threads, int rounds) {

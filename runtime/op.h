@@ -58,11 +58,13 @@ typedef enum {
     MST_OP_ALLREDUCE_START, MST_OP_ALLREDUCE_WAIT,
     /* ops/shape.c — graph mode's rewrite of a sum of slice gradients that tile an axis */
     MST_OP_SLICE_GRAD_SUM,
+    /* ops/norm.c — graph mode's batch norm with the max pooling that reads its output (fuse_bn_pool) */
+    MST_OP_BATCHNORM_MAXPOOL,
     MST_OP_COUNT
 } mst_op;
 
 #define MST_MAX_OP_INPUTS 8
-#define MST_MAX_OP_OUTPUTS 3
+#define MST_MAX_OP_OUTPUTS 4
 #define MST_MAX_ATTR_I 8
 #define MST_MAX_ATTR_F 6
 #define MST_TIED_OUT 8      /* mst_op_desc.blocked_tied: output k's bit */

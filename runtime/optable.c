@@ -42,8 +42,9 @@ const mst_op_desc *const mst_op_table[MST_OP_COUNT] = {
     [MST_OP_MSE_LOSS] = &mst_desc_mse_loss, [MST_OP_MSE_LOSS_GRAD] = &mst_desc_mse_loss_grad,
     [MST_OP_ALLREDUCE_START] = &mst_desc_allreduce_start, [MST_OP_ALLREDUCE_WAIT] = &mst_desc_allreduce_wait,
     [MST_OP_SLICE_GRAD_SUM] = &mst_desc_slice_grad_sum,
+    [MST_OP_BATCHNORM_MAXPOOL] = &mst_desc_batchnorm_maxpool,
 };
-_Static_assert(MST_OP_COUNT == 61, "a new op needs a descriptor row in mst_op_table");
+_Static_assert(MST_OP_COUNT == 62, "a new op needs a descriptor row in mst_op_table");
 
 const char *mst_op_name(mst_op op) {
     if ((unsigned)op >= MST_OP_COUNT || !mst_op_table[op]) return "?";

@@ -15,6 +15,7 @@ void mst_graph_optimize_skipping(mst_graph *g, unsigned skip, mst_pass_stats *st
     if (!(skip & MST_PASS_EPILOGUE)) s.epilogues = mst_pass_relu_epilogue(g, &s.relu_grads_from_output);
     if (!(skip & MST_PASS_FUSE_POOL_RELU)) s.fused_pool_relu = mst_pass_fuse_pool_relu(g);
     if (!(skip & MST_PASS_FUSE_POOL_BN)) s.fused_pool_bn = mst_pass_fuse_pool_bn(g);
+    if (!(skip & MST_PASS_FUSE_BN_POOL)) s.fused_bn_pool = mst_pass_fuse_bn_pool(g);
     if (!(skip & MST_PASS_SLICE_SUM)) s.slice_sums = mst_pass_slice_grad_sums(g);
     if (!(skip & MST_PASS_FUSE_ELEM)) s.fused_elem = mst_pass_fuse_elementwise(g);
     if (!(skip & MST_PASS_FUSE_OPTIM)) s.fused_optim = mst_pass_fuse_optimizer(g);

@@ -32,6 +32,9 @@ int mst_pass_fuse_pool_relu(mst_graph *g);
 /* fuse_pool_bn.c: batchnorm_grad(maxpool2d_grad(gy, indices[, pooled]), ...) becomes one
  * batchnorm_grad in its pooled form, which never writes the pooling's gradient out (f32). */
 int mst_pass_fuse_pool_bn(mst_graph *g);
+/* fuse_bn_pool.c: maxpool2d(batchnorm(x, ...)) becomes one batchnorm_maxpool, which never writes
+ * batch norm's output out (f32, nothing else reading it). */
+int mst_pass_fuse_bn_pool(mst_graph *g);
 /* slice_sum.c: an add tree of slice_grads whose windows tile an axis becomes one slice_grad_sum. */
 int mst_pass_slice_grad_sums(mst_graph *g);
 /* fuse.c: chains of f32 elementwise ops with the same output shape become one loop. */
@@ -50,14 +53,14 @@ typedef mst_blocked_how (*mst_node_blocked_how_fn)(void *arg, const mst_graph *g
 int mst_pass_blocked_layout(mst_graph *g, mst_node_blocked_how_fn how_blocked, void *arg);
 
 typedef struct {
-    int dce, cse, casts, epilogues, relu_grads_from_output, fused_pool_relu, fused_pool_bn, slice_sums, fused_elem, fused_optim,
-        inplace;
+    int dce, cse, casts, epilogues, relu_grads_from_output, fused_pool_relu, fused_pool_bn, fused_bn_pool, slice_sums, fused_elem,
+        fused_optim, inplace;
 } mst_pass_stats;
 
 /* Fusion passes a caller may leave out (mst_graph_options.skip_passes); none changes the bits. */
 enum { MST_PASS_EPILOGUE = 1u << 0, MST_PASS_FUSE_ELEM = 1u << 1, MST_PASS_FUSE_OPTIM = 1u << 2,
        MST_PASS_FUSE_POOL_RELU = 1u << 3, MST_PASS_BLOCKED_LAYOUT = 1u << 4, MST_PASS_SLICE_SUM = 1u << 5,
-       MST_PASS_FUSE_POOL_BN = 1u << 6 };
+       MST_PASS_FUSE_POOL_BN = 1u << 6, MST_PASS_FUSE_BN_POOL = 1u << 7 };
 
 void mst_graph_optimize(mst_graph *g, mst_pass_stats *st);
 /* The same, leaving out the passes in skip (MST_PASS_* bits). */

@@ -38,6 +38,7 @@ MST_DESC mst_desc_conv2d_grad_weight;
 /* ops/norm.c */
 MST_DESC mst_desc_batchnorm;
 MST_DESC mst_desc_batchnorm_grad;
+MST_DESC mst_desc_batchnorm_maxpool;
 MST_DESC mst_desc_layernorm;
 MST_DESC mst_desc_layernorm_grad;
 

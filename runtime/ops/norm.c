@@ -417,12 +417,27 @@ FLOAT_KERNELS(batchnorm_grad_ref, BN_GRAD_REF_BODY)
 /* the sums (4 per element), then gx (5 per element training, 1 eval) */
 static int64_t batchnorm_grad_flops(const mst_op_call *c) { return (c->attrs.i[0] ? 9 : 5) * c->in[1]->numel; }
 
-/* The dense pooling gradient's memory for bn_grad_unpooled, per thread, grown to the largest call
- * and kept (a fresh 6 MiB allocation a call faults its pages in anew). */
+/* The (N, C, H, W) tensor between the two ops a fused form runs in turn (bn_grad_unpooled's dense
+ * pooling gradient, bn_pool_in_turn's batch norm output), per thread, grown to the largest call
+ * and kept (a fresh 6 MiB allocation a call faults its pages in anew); NULL after failing. */
 static _Thread_local struct {
     void *data;
     size_t cap;
 } bn_dense_scratch;
+
+static void *bn_dense_memory(mst_ctx *ctx, const mst_op_call *c, size_t nbytes) {
+    if (nbytes > bn_dense_scratch.cap) {
+        void *p = aligned_alloc(64, (nbytes + 63) & ~(size_t)63);
+        if (!p) {
+            mst_op_fail(ctx, c, MST_ERR_OOM, "out of memory: %zu bytes between its two ops", nbytes);
+            return NULL;
+        }
+        free(bn_dense_scratch.data);
+        bn_dense_scratch.data = p;
+        bn_dense_scratch.cap = nbytes;
+    }
+    return bn_dense_scratch.data;
+}
 
 /* The pooled form (6 or 7 inputs: graph mode's fuse_pool_bn) through any kernel k of the plain
  * form: max pooling's gradient into a dense tensor of x's shape (gy's dtype and layout) by
@@ -432,19 +447,13 @@ static mst_status bn_grad_unpooled(mst_ctx *ctx, const mst_op_call *c, mst_kerne
     const mst_tensor *gy = c->in[0], *x = c->in[1];
     mst_kernel_fn unpool = mst_op_kernel(ctx, MST_OP_MAXPOOL2D_GRAD, gy->dtype);
     if (!unpool) return mst_op_fail(ctx, c, MST_ERR_UNSUPPORTED, "no maxpool2d_grad kernel for %s", mst_dtype_name(gy->dtype));
-    size_t nbytes = mst_tensor_nbytes(x);     /* gy's dtype is x's (infer_batchnorm_grad) */
-    if (nbytes > bn_dense_scratch.cap) {
-        void *p = aligned_alloc(64, (nbytes + 63) & ~(size_t)63);
-        if (!p) return mst_ctx_fail(ctx, MST_ERR_OOM, "out of memory: %zu bytes for batchnorm_grad's pooling gradient", nbytes);
-        free(bn_dense_scratch.data);
-        bn_dense_scratch.data = p;
-        bn_dense_scratch.cap = nbytes;
-    }
+    void *memory = bn_dense_memory(ctx, c, mst_tensor_nbytes(x));   /* gy's dtype is x's (infer_batchnorm_grad) */
+    if (!memory) return ctx->status;
     /* x's header in gy's layout (nChw16c needs channels in 16s, which gy's layout says it has) over
      * the scratch */
     mst_storage st;
     mst_tensor dense_t, *dense = &dense_t;
-    mst_layout_twin_header(x, (mst_layout)gy->layout, bn_dense_scratch.data, dense, &st);
+    mst_layout_twin_header(x, (mst_layout)gy->layout, memory, dense, &st);
     mst_op_call mp = {.op = MST_OP_MAXPOOL2D_GRAD, .n_in = c->n_in - 4, .n_out = 1, .in = {c->in[0], c->in[5]}, .out = {dense}};
     if (c->n_in > 6) mp.in[2] = c->in[6];
     mp.attrs.i[0] = x->shape[2];
@@ -781,7 +790,8 @@ static void bn_fwd_statistics(const mst_op_call *c, bn_dims d, int64_t c0, int64
                               double *invstd, double *scale) {
     const float *gamma = mst_tensor_f32(c->in[1]);
     float *rmean = mst_tensor_f32(c->in[3]), *rvar = mst_tensor_f32(c->in[4]);
-    float *save_mean = mst_tensor_f32(c->out[1]), *save_invstd = mst_tensor_f32(c->out[2]);
+    int at = c->op == MST_OP_BATCHNORM_MAXPOOL ? 2 : 1;     /* after the pooled values and indices there */
+    float *save_mean = mst_tensor_f32(c->out[at]), *save_invstd = mst_tensor_f32(c->out[at + 1]);
     double momentum = c->attrs.f[0], eps = c->attrs.f[1];
     if (c->attrs.i[0]) {
         for (int64_t ch = c0; ch < c1; ch++) {
@@ -984,7 +994,8 @@ static mst_status bn_rows_run(mst_ctx *ctx, const mst_op_call *c, const mst_tens
  * split's. It costs three regions forward (the sums, the squared deviations, the apply) and two
  * backward instead of one. */
 
-typedef enum { BN_IMG_SUM_X, BN_IMG_SUM_DEV2, BN_IMG_APPLY, BN_IMG_GRAD_SUMS, BN_IMG_GRAD_APPLY } bn_images_phase;
+/* APPLY_POOL: batchnorm_maxpool's apply, each slab of y into a buffer and pooled from there. */
+typedef enum { BN_IMG_SUM_X, BN_IMG_SUM_DEV2, BN_IMG_APPLY, BN_IMG_APPLY_POOL, BN_IMG_GRAD_SUMS, BN_IMG_GRAD_APPLY } bn_images_phase;
 
 typedef struct {
     const mst_op_call *c;
@@ -994,7 +1005,8 @@ typedef struct {
     const double *mean;     /* (C) the sums' mean */
     /* (C) the applies' per-channel factors in f32: forward m, a, b; backward a, mg, m, q (bn_grad_lanes) */
     const float *lane_m, *lane_a, *lane_b, *lane_mg, *lane_q;
-    float *buf;             /* per worker: 3 x 16 x S floats (half slabs widened or rounded, pooled gy) */
+    float *buf;             /* per worker: 3 x 16 x S floats (half slabs widened or rounded, pooled gy, y to pool) */
+    mst_attrs pool;         /* APPLY_POOL: maxpool2d's attributes */
     bn_bad_index *bad;      /* the pooled form, per worker: the first index outside the plane */
 } bn_images_job;
 
@@ -1032,6 +1044,15 @@ static void bn_images_chunk(void *arg, int64_t n0, int64_t n1, int worker) {
                 bn_slab_store(outt, d, at, out);
                 break;
             }
+            case BN_IMG_APPLY_POOL: {
+                const void *x = bn_slab_src(xt, d, at, buf_b, &bf16);
+                mst_bn_slab_apply_any(bf16, x, buf, d.s, j->lane_m + ch, j->lane_a + ch, j->lane_b + ch, c->attrs.i[1] != 0, true);
+                int64_t pq = outt->shape[2] * outt->shape[3];
+                size_t pooled_at = (size_t)((n * d.c + ch) * pq);
+                mst_maxpool_slab_f32(buf, xt->shape[2], xt->shape[3], mst_tensor_f32(outt) + pooled_at,
+                                     mst_tensor_i32(c->out[1]) + pooled_at, outt->shape[2], outt->shape[3], &j->pool);
+                break;
+            }
             case BN_IMG_GRAD_SUMS: {
                 const void *x = bn_slab_src(xt, d, at, buf, &bf16);
                 const void *gy = bn_grad_gy_slab(c, d, n, ch, buf_b, &bf16, &j->bad[worker]);
@@ -1065,7 +1086,7 @@ static mst_status bn_images_run(mst_ctx *ctx, const mst_op_call *c, bool grad) {
     bn_dims d = bn_dims_of(x);
     int64_t per_image = d.c * d.s > 0 ? d.c * d.s : 1, min_images = (k_bn_min_chunk + per_image - 1) / per_image;
     int workers = mst_parallel_chunks_ctx(ctx, d.n, min_images);
-    bool pooled = grad && c->n_in > 5;
+    bool pooled = grad ? c->n_in > 5 : c->op == MST_OP_BATCHNORM_MAXPOOL;
     bool buffered = x->dtype != MST_DTYPE_F32 || pooled;
     size_t per_worker_floats = buffered ? (size_t)(3 * MST_NCHW16C_BLOCK * d.s) : 0;
     /* doubles: part and part_b (N x C each), then six (C) arrays; then the f32 lanes (5 x C), the
@@ -1097,7 +1118,8 @@ static mst_status bn_images_run(mst_ctx *ctx, const mst_op_call *c, bool grad) {
         bn_fwd_statistics(c, d, 0, d.c, mean, acc, invstd, scale);
         const float *beta = mst_tensor_f32(c->in[2]);
         for (int64_t ch = 0; ch < d.c; ch++) lane_m[ch] = (float)mean[ch], lane_a[ch] = (float)scale[ch], lane_b[ch] = beta[ch];
-        job.phase = BN_IMG_APPLY;
+        job.phase = pooled ? BN_IMG_APPLY_POOL : BN_IMG_APPLY;
+        for (int k = 0; k < 6; k++) job.pool.i[k] = c->attrs.i[2 + k];
         mst_parallel_for(ctx, d.n, min_images, bn_images_chunk, &job);
         return MST_OK;
     }
@@ -1171,6 +1193,93 @@ static mst_status batchnorm_grad_rows(mst_ctx *ctx, const mst_op_call *c) {
         return bn_grad_by_images(c) ? bn_images_run(ctx, c, true) : bn_rows_run(ctx, c, c->in[1], 5, bn_grad_rows_chunk);
     return c->in[1]->dtype == MST_DTYPE_F32 ? batchnorm_grad_direct_f32(ctx, c) : mst_half_kernel(ctx, c);
 }
+
+
+/* ---- batchnorm_maxpool: graph mode's batch norm with the max pooling that reads its output ----
+ *
+ * in: x, gamma, beta, running_mean!, running_var! (batchnorm's); attrs i[0] training, i[1] relu,
+ * i[2..7] maxpool2d's (k_h, k_w, stride_h, stride_w, pad_h, pad_w), f[0] momentum, f[1] eps. out:
+ * the pooled values and their indices (maxpool2d's), save_mean and save_invstd (batchnorm's).
+ * graph mode's fuse_bn_pool makes it where nothing else reads batch norm's output; eager never
+ * does. Every result is the two ops' to the bit. With x and the pooled outputs in nChw16c (f32),
+ * the apply writes each slab of y into a per-worker buffer (16 x H x W floats, in L2) and pools it
+ * from there with maxpool2d's own slab loops (mst_maxpool_slab_f32), so the (N, C, H, W) output
+ * is neither written nor read back: on the cnn's stem (64x32x28x28) that is 6.4 MB each way of
+ * the 3 x 6.4 MB read and 6.4 + 3.2 MB written by the two ops (docs/benchmarks.md). Other
+ * operands run the two ops' kernels in turn (bn_pool_in_turn). */
+
+/* The batch norm part of a batchnorm_maxpool call (y its output) and its pooling part (reading y). */
+static mst_op_call bn_pool_bn_part(const mst_op_call *c, mst_tensor *y) {
+    mst_op_call bn = {.op = MST_OP_BATCHNORM, .n_in = 5, .n_out = 3, .out = {y, c->out[2], c->out[3]}};
+    for (int i = 0; i < 5; i++) bn.in[i] = c->in[i];
+    bn.attrs.i[0] = c->attrs.i[0], bn.attrs.i[1] = c->attrs.i[1];
+    bn.attrs.f[0] = c->attrs.f[0], bn.attrs.f[1] = c->attrs.f[1];
+    return bn;
+}
+static mst_op_call bn_pool_pool_part(const mst_op_call *c, mst_tensor *y) {
+    mst_op_call mp = {.op = MST_OP_MAXPOOL2D, .n_in = 1, .n_out = 2, .in = {y}, .out = {c->out[0], c->out[1]}};
+    for (int k = 0; k < 6; k++) mp.attrs.i[k] = c->attrs.i[2 + k];
+    return mp;
+}
+
+static mst_status infer_batchnorm_maxpool(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) {
+    mst_meta bn_out[3], pool_out[2];
+    mst_op_call bn = bn_pool_bn_part(c, NULL);
+    mst_status s = mst_desc_batchnorm.infer(ctx, &bn, bn_out);
+    if (s != MST_OK) return s;
+    /* y is x's shape and dtype: the pooling's checks on x are its checks on y */
+    mst_op_call mp = bn_pool_pool_part(c, c->in[0]);
+    if ((s = mst_op_table[MST_OP_MAXPOOL2D]->infer(ctx, &mp, pool_out)) != MST_OK) return s;
+    out[0] = pool_out[0], out[1] = pool_out[1], out[2] = bn_out[1], out[3] = bn_out[2];
+    return MST_OK;
+}
+
+/* The two ops' own kernels in turn, y in x's layout in the per-thread scratch. */
+static mst_status bn_pool_in_turn(mst_ctx *ctx, const mst_op_call *c) {
+    const mst_tensor *x = c->in[0];
+    mst_kernel_fn norm = mst_op_kernel(ctx, MST_OP_BATCHNORM, x->dtype), pool = mst_op_kernel(ctx, MST_OP_MAXPOOL2D, x->dtype);
+    if (!norm || !pool) return mst_op_fail(ctx, c, MST_ERR_UNSUPPORTED, "no batchnorm or maxpool2d kernel for %s", mst_dtype_name(x->dtype));
+    void *memory = bn_dense_memory(ctx, c, mst_tensor_nbytes(x));
+    if (!memory) return ctx->status;
+    mst_storage st;
+    mst_tensor y;
+    mst_layout_twin_header(x, (mst_layout)x->layout, memory, &y, &st);
+    mst_op_call bn = bn_pool_bn_part(c, &y), mp = bn_pool_pool_part(c, &y);
+    mst_status s = norm(ctx, &bn);
+    return s == MST_OK ? pool(ctx, &mp) : s;
+}
+
+/* The fused path's operands: f32 (the statistics and parameters too), x and the pooled values and
+ * indices in nChw16c. */
+static bool bn_pool_fused(const mst_op_call *c) {
+    for (int i = 0; i < c->n_in; i++)
+        if (c->in[i]->dtype != MST_DTYPE_F32) return false;
+    return c->out[0]->dtype == MST_DTYPE_F32 && c->out[2]->dtype == MST_DTYPE_F32 && mst_tensor_blocked(c->in[0]) &&
+           mst_tensor_blocked(c->out[0]) && mst_tensor_blocked(c->out[1]);
+}
+
+static mst_status batchnorm_maxpool_fast(mst_ctx *ctx, const mst_op_call *c) {
+    return bn_pool_fused(c) ? bn_images_run(ctx, c, false) : bn_pool_in_turn(ctx, c);
+}
+
+static int64_t batchnorm_maxpool_flops(const mst_op_call *c) {
+    return batchnorm_flops(c) + c->out[0]->numel * c->attrs.i[2] * c->attrs.i[3];
+}
+
+const mst_op_desc mst_desc_batchnorm_maxpool = {
+    .name = "batchnorm_maxpool", .min_inputs = 5, .max_inputs = 5, .n_outputs = 4,
+    .mutates = 1u << 3 | 1u << 4, .nondiff = 1u << 3 | 1u << 4,
+    .attr_i = {"training", "relu", "k_h", "k_w", "stride_h", "stride_w", "pad_h", "pad_w"}, .attr_f = {"momentum", "eps"},
+    .infer = infer_batchnorm_maxpool,
+    .kernels[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = batchnorm_maxpool_fast, [MST_DTYPE_F64] = bn_pool_in_turn,
+                                [MST_DTYPE_F16] = bn_pool_in_turn, [MST_DTYPE_BF16] = bn_pool_in_turn},
+    /* the reference: the two ops' kernels in turn, which are their references under force_ref */
+    .ref[MST_DEVICE_CPU] = {[MST_DTYPE_F32] = bn_pool_in_turn, [MST_DTYPE_F64] = bn_pool_in_turn,
+                            [MST_DTYPE_F16] = bn_pool_in_turn, [MST_DTYPE_BF16] = bn_pool_in_turn},
+    .flops = batchnorm_maxpool_flops,
+    /* x in either layout; the pooled values and indices in one together (maxpool2d's y and indices) */
+    .blocked_in = 1u << 0, .blocked_out = 1u << 0 | 1u << 1, .blocked_tied = 1u << MST_TIED_OUT | 1u << (MST_TIED_OUT + 1),
+};
 
 /* ======================================================================================= */
 /* layernorm                                                                                */

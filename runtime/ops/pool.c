@@ -848,6 +848,18 @@ int64_t mst_maxpool_grad_slab_f32(const float *gy, const float *pooled, const in
     return POOL_SLAB(maxpool_grad_slab)(gy, pooled, ip, gx, P * Q, H * W);
 }
 
+void mst_maxpool_slab_f32(const float *x, int64_t H, int64_t W, float *y, int32_t *ip, int64_t P, int64_t Q,
+                          const mst_attrs *pool) {
+    pool_geom g = pool_geom_of(pool);
+#if MST_POOL_X86
+    if (maxpool_vector_2x2(g)) {
+        maxpool_slab_2x2_avx512(x, W, y, ip, P, Q);
+        return;
+    }
+#endif
+    POOL_SLAB(maxpool_slab)(x, H, W, y, ip, P, Q, g);
+}
+
 static void maxpool2d_slabs_chunk(void *arg, int64_t s0, int64_t s1, int worker) {
     const maxpool_job *j = arg;
     const mst_op_call *c = j->c;
@@ -893,14 +905,7 @@ static void maxpool2d_slabs_chunk(void *arg, int64_t s0, int64_t s1, int worker)
             mst_nchw16c_rows_to_slab(ir, ip, P * Q, 4);
             continue;
         }
-#if MST_POOL_X86
-        if (vector2x2) {
-            maxpool_slab_2x2_avx512(x, W, y, ip, P, Q);
-            continue;
-        }
-#endif
-        (void)vector2x2;
-        POOL_SLAB(maxpool_slab)(x, H, W, y, ip, P, Q, g);
+        mst_maxpool_slab_f32(x, H, W, y, ip, P, Q, &c->attrs);
     }
 }
 

@@ -176,7 +176,7 @@ static mst_graph *trace_fn(mst_ctx *ctx, fn1 f, mst_tensor *const real_in[], int
     mst_graph *g = mst_graph_new("traced");
     mst_tracer *tr = mst_tracer_new(ctx, g);
     mst_pool_push(ctx);
-    mst_tensor *in[4];
+    mst_tensor *in[5];
     for (int i = 0; i < n_in; i++) {
         in[i] = mst_tensor_meta_new(ctx, real_in[i]->dtype, real_in[i]->ndim, real_in[i]->shape);
         mst_trace_bind_input(tr, in[i], i);
@@ -418,6 +418,52 @@ static void test_pool_bn_fold(void **state) {
     mst_ctx_free(ctx);
 }
 
+/* maxpool2d(batchnorm(x)) with the relu between (seed 0, an epilogue by then) or without (seed 1):
+ * fuse_bn_pool makes one batchnorm_maxpool, and the graph gives the same bits before and after, and
+ * eager's; with batch norm's output also read by an add (seed 2), nothing changes. */
+static mst_tensor *bn_pool(mst_ctx *ctx, mst_tensor *const in[], uint64_t seed) {
+    mst_tensor *mp[2];
+    mst_attrs pa = {.i = {2, 2, 2, 2, 0, 0}};
+    mst_tensor *y = mst_batchnorm(ctx, in[0], in[1], in[2], in[3], in[4], true, 0.1, 1e-5);
+    if (!y) return NULL;
+    mst_tensor *r = seed == 0 ? mst_relu(ctx, y) : y;
+    if (mst_dispatch(ctx, MST_OP_MAXPOOL2D, 1, (mst_tensor *[]){r}, &pa, mp) != MST_OK) return NULL;
+    return seed == 2 ? mst_add(ctx, mst_sum(ctx, y, 1u << 2 | 1u << 3, false), mst_sum(ctx, mp[0], 1u << 2 | 1u << 3, false)) : mp[0];
+}
+
+static void test_bn_pool_fold(void **state) {
+    (void)state;
+    mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 11, .n_threads = 2});
+    mst_pool_push(ctx);
+    mst_tensor *in[5] = {mst_tensor_randn(ctx, MST_DTYPE_F32, 4, (int64_t[]){2, 16, 8, 8}, 0.5, 1),
+                         mst_tensor_randn(ctx, MST_DTYPE_F32, 1, (int64_t[]){16}, 1, 0.3),
+                         mst_tensor_randn(ctx, MST_DTYPE_F32, 1, (int64_t[]){16}, 0, 0.3),
+                         mst_tensor_zeros(ctx, MST_DTYPE_F32, 1, (int64_t[]){16}),
+                         mst_tensor_full(ctx, MST_DTYPE_F32, 1, (int64_t[]){16}, 1.0)};
+    for (uint64_t seed = 0; seed < 3; seed++) {
+        mst_graph *g = trace_fn(ctx, bn_pool, in, 5, seed);
+        int64_t n1, n2;
+        float *unfused = exec_graph(ctx, g, in, 5, &n1);
+        assert_int_equal(mst_pass_relu_epilogue(g, NULL), seed == 0 ? 1 : 0);
+        int nodes = g->n_nodes;
+        assert_int_equal(mst_pass_fuse_bn_pool(g), seed < 2 ? 1 : 0);
+        assert_int_equal(g->n_nodes, seed < 2 ? nodes - 1 : nodes);
+        assert_int_equal(has_op(g, MST_OP_BATCHNORM_MAXPOOL), seed < 2);
+        assert_int_equal(has_op(g, MST_OP_MAXPOOL2D), seed == 2);
+        for (int i = 0; i < g->n_nodes; i++)
+            if (g->nodes[i].op == MST_OP_BATCHNORM_MAXPOOL) {
+                assert_int_equal(g->nodes[i].n_out, 4);
+                assert_int_equal(g->nodes[i].attrs.i[1], seed == 0);    /* the relu, in the kernel */
+                assert_false(g->nodes[i].relu_epilogue);
+            }
+        float *fused = exec_graph(ctx, g, in, 5, &n2);
+        expect_rewrite_bits(unfused, n1, fused, n2, bn_pool(ctx, in, seed));
+        mst_graph_free(g);
+    }
+    mst_pool_pop(ctx);
+    mst_ctx_free(ctx);
+}
+
 static void test_inplace(void **state) {
     (void)state;
     int x;
@@ -535,6 +581,7 @@ int main(void) {
         cmocka_unit_test(test_slice_grad_sum),
         cmocka_unit_test(test_half_fusion_matches_eager),
         cmocka_unit_test(test_pool_bn_fold),
+        cmocka_unit_test(test_bn_pool_fold),
         cmocka_unit_test(test_inplace),
         cmocka_unit_test(test_planner_random_graphs),
     };

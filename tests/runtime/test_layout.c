@@ -3,7 +3,8 @@
  * broadcast_to, the convolutions through the kernel choice and through plain copies) run on
  * blocked copies of the inputs give the plain kernel's outputs, bit for bit, on inputs with ties,
  * NaNs and signed zeros; a bad pooling index reports the plain kernel's error; batch norm's
- * gradient with the pooling gradient folded in gives the two ops' bits. CTest runs this file
+ * gradient with the pooling gradient folded in, and batch norm with the pooling after it folded
+ * in, give the two ops' bits. CTest runs this file
  * again with MSTUNE_CPU_MASK=avx512f (the portable slab bodies). */
 #include <math.h>
 #include <setjmp.h>
@@ -144,20 +145,31 @@ static void spiky(mst_tensor *t) {
     for (int64_t i = 0; i < t->numel; i++) p[i] = i % s == 0 ? 0x1p60f : i % s == 1 ? -0x1p60f : 1.0f;
 }
 
+/* Image 0 all 2^60, image 1 all -2^60, the rest ones: a channel's total over the images keeps the
+ * ones only when the images are added in order (the all-nChw16c kernels add per-image sums after
+ * their region): an order other than the plain kernel's shows in the mean and the variance. */
+static void spiky_images(mst_tensor *t) {
+    int64_t per_image = t->numel / t->shape[0];
+    float *p = mst_tensor_f32(t);
+    for (int64_t i = 0; i < t->numel; i++) p[i] = i < per_image ? 0x1p60f : i < 2 * per_image ? -0x1p60f : 1.0f;
+}
+
 /* Forward, training and evaluation, with and without the relu epilogue; then the gradient. Planes
- * of 784 and 196 (the rows' sixteen partials), 49 and 1 (the direct kernel's four); random and
- * spiky values. */
+ * of 784 and 196 (the rows' sixteen partials), 49 and 1 (the direct kernel's four); random,
+ * spiky (shapes 5, 6) and spiky-by-image (7, 8) values. */
 static void test_batchnorm(void **state) {
     (void)state;
     static const int64_t shapes[][4] = {{3, 32, 28, 28}, {2, 32, 14, 14}, {2, 16, 7, 7}, {4, 16, 1, 1}, {1, 16, 3, 5},
-                                        {2, 16, 14, 14}, {2, 16, 7, 7}};
+                                        {2, 16, 14, 14}, {2, 16, 7, 7}, {5, 32, 14, 14}, {4, 16, 7, 7}};
     for (size_t sh = 0; sh < 2 * sizeof(shapes) / sizeof(shapes[0]); sh++) {
         /* f32, then bf16 (O2's batch norm: half x, y, gy, gx beside f32 parameters and statistics) */
         mst_dtype dt = sh < sizeof(shapes) / sizeof(shapes[0]) ? MST_DTYPE_F32 : MST_DTYPE_BF16;
         const int64_t *d = shapes[sh % (sizeof(shapes) / sizeof(shapes[0]))];
         mst_pool_push(g_ctx);
         mst_tensor *x = input(d[0], d[1], d[2], d[3], false), *gy = input(d[0], d[1], d[2], d[3], false);
-        if (sh % (sizeof(shapes) / sizeof(shapes[0])) >= 5) spiky(x), spiky(gy);
+        size_t kind = sh % (sizeof(shapes) / sizeof(shapes[0]));
+        if (kind == 5 || kind == 6) spiky(x), spiky(gy);
+        if (kind >= 7) spiky_images(x), spiky_images(gy);
         x = as(x, dt), gy = as(gy, dt);
         mst_tensor *gamma = mst_tensor_randn(g_ctx, MST_DTYPE_F32, 1, &d[1], 1.0, 0.3);
         mst_tensor *beta = mst_tensor_randn(g_ctx, MST_DTYPE_F32, 1, &d[1], 0.0, 0.3);
@@ -444,11 +456,74 @@ static void test_batchnorm_grad_pooled(void **state) {
     }
 }
 
+/* batchnorm_maxpool (graph mode's fuse_bn_pool) against batchnorm then maxpool2d, both plain:
+ * every layout of (x; pooled and indices), training and evaluation, with and without the relu,
+ * f32 (the fused path where all three are nChw16c) and bf16 (the two kernels in turn); the pooled
+ * values, indices, saved and running statistics, to the bit. */
+static void test_batchnorm_maxpool(void **state) {
+    (void)state;
+    static const struct { int64_t n, c, h, w; int k, s, p; mst_dtype dt; bool nan; } cases[] = {
+        {2, 32, 28, 28, 2, 2, 0, MST_DTYPE_F32, false}, {3, 16, 14, 14, 2, 2, 0, MST_DTYPE_F32, true},
+        {2, 16, 15, 15, 3, 2, 1, MST_DTYPE_F32, false}, {2, 16, 14, 14, 2, 2, 0, MST_DTYPE_BF16, false}};
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        mst_pool_push(g_ctx);
+        const int64_t *ch = &cases[k].c;
+        mst_tensor *x = as(input(cases[k].n, cases[k].c, cases[k].h, cases[k].w, cases[k].nan), cases[k].dt);
+        mst_tensor *gamma = mst_tensor_randn(g_ctx, MST_DTYPE_F32, 1, ch, 1.0, 0.3);
+        mst_tensor *beta = mst_tensor_randn(g_ctx, MST_DTYPE_F32, 1, ch, 0.0, 0.3);
+        mst_attrs pa = {.i = {cases[k].k, cases[k].k, cases[k].s, cases[k].s, cases[k].p, cases[k].p}};
+        for (int training = 0; training < 2; training++)
+            for (int relu = 0; relu < 2; relu++) {
+                mst_attrs ba = {.i = {training, relu}, .f = {0.1, 1e-5}}, fa = ba;
+                for (int i = 0; i < 6; i++) fa.i[2 + i] = pa.i[i];
+                /* the two ops, plain: fast kernels, then the reference ones */
+                mst_tensor *want[2][6];     /* pooled, indices, save_mean, save_invstd, running_mean, running_var */
+                for (int r = 0; r < 2; r++) {
+                    mst_tensor **w = want[r], *y = like(x, false);
+                    w[4] = mst_tensor_full(g_ctx, MST_DTYPE_F32, 1, ch, 0.2), w[5] = mst_tensor_full(g_ctx, MST_DTYPE_F32, 1, ch, 1.5);
+                    w[2] = mst_tensor_zeros(g_ctx, MST_DTYPE_F32, 1, ch), w[3] = mst_tensor_zeros(g_ctx, MST_DTYPE_F32, 1, ch);
+                    w[0] = mst_maxpool2d(g_ctx, y, cases[k].k, cases[k].k, cases[k].s, cases[k].s, cases[k].p, cases[k].p);
+                    assert_non_null(w[0]);
+                    w[1] = mst_tensor_zeros(g_ctx, MST_DTYPE_I32, 4, w[0]->shape);
+                    mst_ctx_set_force_ref(g_ctx, r);
+                    mst_status st = run(MST_OP_BATCHNORM, 5, (mst_tensor *[]){x, gamma, beta, w[4], w[5]}, 3, (mst_tensor *[]){y, w[2], w[3]}, &ba);
+                    if (st == MST_OK) st = run(MST_OP_MAXPOOL2D, 1, (mst_tensor *[]){y}, 2, (mst_tensor *[]){w[0], w[1]}, &pa);
+                    mst_ctx_set_force_ref(g_ctx, false);
+                    assert_int_equal(st, MST_OK);
+                }
+                /* the fused op: layouts of (x; pooled and indices) plain, blocked, plain into
+                 * blocked, blocked into plain; then the reference kernels, plain */
+                static const bool xl[5] = {false, true, false, true, false}, yl[5] = {false, true, true, false, false};
+                for (int b = 0; b < 5; b++) {
+                    mst_tensor *pooled = want[b == 4][0], *idx = want[b == 4][1], *mean = want[b == 4][2], *invstd = want[b == 4][3];
+                    mst_tensor *rm = want[b == 4][4], *rv = want[b == 4][5];
+                    mst_tensor *frm = mst_tensor_full(g_ctx, MST_DTYPE_F32, 1, ch, 0.2), *frv = mst_tensor_full(g_ctx, MST_DTYPE_F32, 1, ch, 1.5);
+                    mst_tensor *got = like(pooled, yl[b]), *gidx = like(idx, yl[b]);
+                    mst_tensor *gmean = mst_tensor_zeros(g_ctx, MST_DTYPE_F32, 1, ch), *ginv = mst_tensor_zeros(g_ctx, MST_DTYPE_F32, 1, ch);
+                    mst_tensor *in[5] = {xl[b] ? blocked_copy(x) : x, gamma, beta, frm, frv}, *out[4] = {got, gidx, gmean, ginv};
+                    mst_ctx_set_force_ref(g_ctx, b == 4);
+                    mst_status st = run(MST_OP_BATCHNORM_MAXPOOL, 5, in, 4, out, &fa);
+                    mst_ctx_set_force_ref(g_ctx, false);
+                    assert_int_equal(st, MST_OK);
+                    char what[96];
+                    snprintf(what, sizeof(what), "case %zu training %d relu %d layouts %d: pooled", k, training, relu, b);
+                    assert_same_bits(pooled, got, what);
+                    assert_same_bits(idx, gidx, "batchnorm_maxpool indices");
+                    assert_same_bits(mean, gmean, "batchnorm_maxpool save_mean");
+                    assert_same_bits(invstd, ginv, "batchnorm_maxpool save_invstd");
+                    assert_same_bits(rm, frm, "batchnorm_maxpool running_mean");
+                    assert_same_bits(rv, frv, "batchnorm_maxpool running_var");
+                }
+            }
+        mst_pool_pop(g_ctx);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conversions), cmocka_unit_test(test_batchnorm), cmocka_unit_test(test_maxpool),
         cmocka_unit_test(test_global_pool_and_broadcast), cmocka_unit_test(test_convolutions),
-        cmocka_unit_test(test_batchnorm_grad_pooled),
+        cmocka_unit_test(test_batchnorm_grad_pooled), cmocka_unit_test(test_batchnorm_maxpool),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
