@@ -7,9 +7,11 @@
 #include "runtime/cpu_features.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -168,4 +170,14 @@ size_t mst_cpu_features_str(char *buf, size_t n, const char *sep) {
         if (w > 0) k += (size_t)w;
     }
     return k < n ? k : (n ? n - 1 : 0);
+}
+
+int64_t mst_cpu_l2_bytes(void) {
+    static _Atomic int64_t cached;
+    int64_t l2 = cached;
+    if (l2 > 0) return l2;
+    long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    l2 = v > 0 ? (int64_t)v : 1 << 20;
+    cached = l2;
+    return l2;
 }

@@ -42,5 +42,7 @@ const char *mst_cpu_feature_name(mst_cpu_feature f);
 int         mst_cpu_feature_parse(const char *name); /* -1 if unknown */
 /* The available features' names joined by sep ("avx2,f16c,..."); returns the length written. */
 size_t      mst_cpu_features_str(char *buf, size_t n, const char *sep);
+/* A core's L2 cache in bytes, as the C library reads it (sysconf); 1 MiB where it says nothing. */
+int64_t     mst_cpu_l2_bytes(void);
 
 #endif

@@ -1,5 +1,11 @@
-/* common.c — shared inference checks and the broadcasting iterator for op family files. */
+/* common.c — shared inference checks, the broadcasting iterator and streaming stores for op family files. */
 #include "runtime/ops/common.h"
+
+#include <stdint.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 mst_status op_require_float(mst_ctx *ctx, const mst_op_call *c, int i) {
     if (mst_dtype_is_float(c->in[i]->dtype)) return MST_OK;
@@ -66,4 +72,23 @@ void op_bcast_init(op_bcast *it, int ndim, const int64_t *shape, int n, const ms
             it->stride[k][d] = (td >= 0 && t->shape[td] != 1) ? t->strides[td] : 0;
         }
     }
+}
+
+bool op_output_streams(int64_t bytes_per_worker) { return bytes_per_worker > 2 * mst_cpu_l2_bytes(); }
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) static void store_streaming_avx512(float *dst, const float *src, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) _mm512_stream_ps(dst + i, _mm512_loadu_ps(src + i));
+    _mm_sfence();
+}
+#endif
+
+void op_store_streaming_f32(float *dst, const float *src, int64_t n) {
+#if defined(__x86_64__)
+    if (((uintptr_t)dst & 63) == 0 && n % 16 == 0 && mst_cpu_has(MST_CPU_AVX512F)) {
+        store_streaming_avx512(dst, src, n);
+        return;
+    }
+#endif
+    memcpy(dst, src, (size_t)n * sizeof(float));
 }

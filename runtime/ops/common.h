@@ -23,6 +23,18 @@ static inline mst_meta meta_make(mst_dtype dtype, int ndim, const int64_t *shape
 }
 static inline mst_meta meta_like(const mst_tensor *t) { return meta_make(t->dtype, t->ndim, t->shape); }
 
+/* Streaming stores. A kernel whose worker writes more than twice its core's L2 (mst_cpu_l2_bytes)
+ * in one pass cannot keep those lines in its cache for the reader anyway; with ordinary stores
+ * every line is first read for ownership — from memory, or from the core that held it last,
+ * which on the 2-vCPU VM cost 3-4x a local line (bench/thread_costs) — and then written back.
+ * Non-temporal stores write whole lines without that read. The batch-norm gradient's 6.4 MB
+ * output on the cnn's stem went 490-497 -> 257-260 us (docs/benchmarks.md). */
+bool op_output_streams(int64_t bytes_per_worker);
+/* dst[0, n) = src[0, n): AVX-512 non-temporal stores where dst is 64-byte aligned and n a multiple
+ * of 16 (otherwise memcpy), then a store fence, so the values are ordered before whatever the
+ * thread stores next (the end of its parallel region). */
+void op_store_streaming_f32(float *dst, const float *src, int64_t n);
+
 /* Error unless input i is a float tensor (f32, f64, f16, bf16). */
 mst_status op_require_float(mst_ctx *ctx, const mst_op_call *c, int i);
 /* Error unless inputs i and j have the same dtype. */

@@ -1007,8 +1007,16 @@ typedef struct {
     const float *lane_m, *lane_a, *lane_b, *lane_mg, *lane_q;
     float *buf;             /* per worker: 3 x 16 x S floats (half slabs widened or rounded, pooled gy, y to pool) */
     mst_attrs pool;         /* APPLY_POOL: maxpool2d's attributes */
+    bool stream;            /* the applies' f32 outputs through buf with streaming stores (op_output_streams) */
     bn_bad_index *bad;      /* the pooled form, per worker: the first index outside the plane */
 } bn_images_job;
+
+/* An apply's slab of f32 results at out into t at element `at`: streamed from the buffer, rounded
+ * to half, or already there. */
+static void bn_slab_out(const bn_images_job *j, const mst_tensor *t, bn_dims d, size_t at, const float *out) {
+    if (j->stream) op_store_streaming_f32(mst_tensor_f32(t) + at, out, MST_NCHW16C_BLOCK * d.s);
+    else bn_slab_store(t, d, at, out);
+}
 
 static void bn_images_chunk(void *arg, int64_t n0, int64_t n1, int worker) {
     const bn_images_job *j = arg;
@@ -1039,9 +1047,9 @@ static void bn_images_chunk(void *arg, int64_t n0, int64_t n1, int worker) {
             }
             case BN_IMG_APPLY: {
                 const void *x = bn_slab_src(xt, d, at, buf, &bf16);
-                float *out = outt->dtype == MST_DTYPE_F32 ? mst_tensor_f32(outt) + at : buf;
+                float *out = outt->dtype == MST_DTYPE_F32 && !j->stream ? mst_tensor_f32(outt) + at : buf;
                 mst_bn_slab_apply_any(bf16, x, out, d.s, j->lane_m + ch, j->lane_a + ch, j->lane_b + ch, c->attrs.i[1] != 0, true);
-                bn_slab_store(outt, d, at, out);
+                bn_slab_out(j, outt, d, at, out);
                 break;
             }
             case BN_IMG_APPLY_POOL: {
@@ -1062,10 +1070,11 @@ static void bn_images_chunk(void *arg, int64_t n0, int64_t n1, int worker) {
             case BN_IMG_GRAD_APPLY: {
                 const void *gy = bn_grad_gy_slab(c, d, n, ch, buf, &bf16, &j->bad[worker]);
                 const void *x = c->attrs.i[0] ? bn_slab_src(xt, d, at, buf_b, &bf16) : NULL;
-                float *out = outt->dtype == MST_DTYPE_F32 ? mst_tensor_f32(outt) + at : buf;    /* half: over gy's buffer */
+                /* half or streamed: over gy's buffer (or into it, for f32 gy read in place) */
+                float *out = outt->dtype == MST_DTYPE_F32 && !j->stream ? mst_tensor_f32(outt) + at : buf;
                 mst_bn_slab_grad_apply_any(bf16, gy, x, out, d.s, j->lane_a + ch, j->lane_mg + ch, j->lane_m + ch,
                                            j->lane_q + ch, true);
-                bn_slab_store(outt, d, at, out);
+                bn_slab_out(j, outt, d, at, out);
                 break;
             }
             }
@@ -1087,7 +1096,12 @@ static mst_status bn_images_run(mst_ctx *ctx, const mst_op_call *c, bool grad) {
     int64_t per_image = d.c * d.s > 0 ? d.c * d.s : 1, min_images = (k_bn_min_chunk + per_image - 1) / per_image;
     int workers = mst_parallel_chunks_ctx(ctx, d.n, min_images);
     bool pooled = grad ? c->n_in > 5 : c->op == MST_OP_BATCHNORM_MAXPOOL;
-    bool buffered = x->dtype != MST_DTYPE_F32 || pooled;
+    /* the applies' outputs stream where a worker writes more than its cache keeps (not the pooled
+     * forward: it writes the pooled values, a quarter of y, through maxpool2d's slab loops) */
+    int64_t per_worker_images = (d.n + workers - 1) / workers;
+    bool stream = c->out[0]->dtype == MST_DTYPE_F32 && !(pooled && !grad) &&
+                  op_output_streams(per_worker_images * d.c * d.s * (int64_t)sizeof(float));
+    bool buffered = x->dtype != MST_DTYPE_F32 || pooled || stream;
     size_t per_worker_floats = buffered ? (size_t)(3 * MST_NCHW16C_BLOCK * d.s) : 0;
     /* doubles: part and part_b (N x C each), then six (C) arrays; then the f32 lanes (5 x C), the
      * bad slots and the buffers */
@@ -1103,7 +1117,7 @@ static mst_status bn_images_run(mst_ctx *ctx, const mst_op_call *c, bool grad) {
     bn_bad_index *bad = (bn_bad_index *)(lane_q + d.c);
     for (int w = 0; w < workers; w++) bad[w] = (bn_bad_index){-1, 0};
     float *buf = buffered ? (float *)(((uintptr_t)(bad + workers) + 63) & ~(uintptr_t)63) : NULL;
-    bn_images_job job = {.c = c, .d = d, .part = part, .part_b = part_b, .mean = mean, .buf = buf, .bad = bad,
+    bn_images_job job = {.c = c, .d = d, .part = part, .part_b = part_b, .mean = mean, .buf = buf, .bad = bad, .stream = stream,
                          .lane_m = lane_m, .lane_a = lane_a, .lane_b = lane_b, .lane_mg = lane_mg, .lane_q = lane_q};
     if (!grad) {
         if (c->attrs.i[0]) {
