@@ -260,7 +260,9 @@ bool mst_plan_verdict_get(uint64_t key, bool *one_thread, bool *busy) {
     char line[1024], want[64];
     snprintf(want, sizeof(want), "%016" PRIx64, key);
     bool found = false, quiet = false;
-    while (!quiet && fgets(line, sizeof(line), f)) {
+    /* the newest line wins (a confirmation that overturned a verdict appends the new one), a quiet
+     * one over any busy one */
+    while (fgets(line, sizeof(line), f)) {
         enum { n_fields = 9 };      /* tag machine step_threads key threads verdict all one quiet */
         char *field[n_fields];
         int n = split_fields(line, field, n_fields);
@@ -268,7 +270,7 @@ bool mst_plan_verdict_get(uint64_t key, bool *one_thread, bool *busy) {
             strcmp(field[3], want) || (strcmp(field[5], "one") && strcmp(field[5], "all")))
             continue;
         bool line_quiet = strcmp(field[8], "quiet") == 0;
-        if (found && !line_quiet) continue;
+        if (quiet && !line_quiet) continue;
         *one_thread = strcmp(field[5], "one") == 0, found = true, quiet = line_quiet;
     }
     fclose(f);

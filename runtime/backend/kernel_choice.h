@@ -61,10 +61,11 @@ mst_provider mst_kernel_provider(mst_ctx *ctx, const mst_op_call *c);
 
 /* Graph plans' verdicts on their step's thread budget (runtime/graph/step_threads.h), kept in the
  * same per-machine file as the kernel verdicts, for the same reason: two runs of a job on one
- * machine get the same bits from the same seed. One line per plan key (the plan's graph and the
- * thread budget: mst_graph_hash):
+ * machine get the same bits from the same seed while the machine agrees with the verdict (a
+ * process confirms it, and writes a new line when it overturns it). Lines per plan key (the
+ * plan's graph and the thread budget: mst_graph_hash):
  *   s1 <TAB> machine <TAB> step_threads <TAB> key <TAB> threads <TAB> one|all <TAB> all us <TAB> one us <TAB> quiet|busy <TAB> graph
- * get: the first quiet line's verdict, else the first busy one's (*busy set); false when none.
+ * get: the last quiet line's verdict, else the last busy one's (*busy set); false when none.
  * put appends a line (quiet: whether the machine looked quiet before and after the trial). */
 bool mst_plan_verdict_get(uint64_t key, bool *one_thread, bool *busy);
 void mst_plan_verdict_put(uint64_t key, int threads, bool one_thread, double all_ns, double one_ns, bool quiet,

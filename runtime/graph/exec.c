@@ -748,8 +748,9 @@ mst_status mst_graph_exec_run(mst_graph_exec *ex, mst_tensor *const in[], int n_
         mst_step_threads_record(&ex->threads, serial, (double)(mst_prof_now_ns() - t0));
         if (mst_step_threads_decided(&ex->threads)) {
             const mst_step_threads *v = &ex->threads;
-            mst_plan_verdict_put(ex->threads_key, ctx->n_threads, v->serial, v->median_ns[0], v->median_ns[1],
-                                 ex->threads_quiet && mst_machine_quiet(), ex->g->name);
+            if (mst_step_threads_measured_new(v))   /* a confirmed verdict is on file already */
+                mst_plan_verdict_put(ex->threads_key, ctx->n_threads, v->serial, v->median_ns[0], v->median_ns[1],
+                                     ex->threads_quiet && mst_machine_quiet(), ex->g->name);
             if (log_verdicts()) {
                 fprintf(stderr, "mstune graph: ");
                 mst_step_threads_describe(v, ctx->n_threads, stderr);

@@ -3,16 +3,27 @@
  *
  * A step of small products (the mlp at batch 16: 1-6.4 MFLOP each) can run faster on one thread
  * than on two: each op's second thread costs a wake-up and reads what the other core wrote. No
- * per-op rule sees that; the step's own time does. So a new plan's first runs alternate the two
- * budgets (a warm-up run of each first: a one-thread step makes its own kernel verdicts and oneDNN
- * primitives), and the timed runs decide: one thread is kept only when its median is
- * k_serial_margin faster and it won every timed pair but one. After two timed pairs a one-thread step already k_hopeless slower ends
- * the trial (the cnn: ~1.7x), so a large step pays two or three slow runs, not five.
+ * per-op rule sees that; the step's own time does. So a new plan's first runs try the two budgets
+ * in turns (a warm-up run of each first: a one-thread step makes its own kernel verdicts and oneDNN
+ * primitives), each turn two runs of one budget of which the second is timed: a run right after
+ * the other budget's finds the pool as that one left it (after a one-thread run the workers have
+ * gone to sleep, and a two-thread run pays their wake-ups: alternating single runs timed the mlp
+ * at batch 64 faster on one thread, 394 against 426 us, while run after run two threads took
+ * 0.29-0.31 ms and one 0.36-0.37). The timed runs decide: one thread is kept only when its median
+ * is k_serial_margin faster and it won every timed pair but one. After two timed pairs a
+ * one-thread step already k_hopeless slower ends the trial (the cnn: ~1.7x), so a large step pays
+ * a few slow runs, not ten.
  * The verdict goes to the machine's verdict file beside the kernel verdicts, and a later process
- * that plans the same graph at the same budget reads it instead of measuring (exec.c), so runs
- * of a job on one machine keep the same bits, as with the kernel verdicts (a one-thread step's
- * oneDNN reductions split differently, so its bits differ within f32 rounding, as
- * `runtime.threads: 1` does). MSTUNE_GRAPH_THREADS=all|one skips both (tests, benchmarks).
+ * that plans the same graph at the same budget starts from it (exec.c), so runs of a job on one
+ * machine keep the same bits while the machine agrees (a one-thread step's oneDNN reductions split
+ * differently, so its bits differ within f32 rounding, as `runtime.threads: 1` does). A verdict
+ * from the file is confirmed by a shorter trial (the warm-up pair and MST_STEP_THREADS_CONFIRM_PAIRS
+ * timed pairs) and overturned only when the other budget is k_serial_margin faster at the median
+ * and won all pairs but one (or, against one thread, when one thread is k_hopeless slower after
+ * two pairs); an overturned verdict is written again and the newest line wins. A VM's speed for
+ * two threads moves with where the host puts its vCPUs: the mlp at batch 64 had kept one thread
+ * (215 against 371 us) and later ran 0.36 ms so against eager's 0.33 on two.
+ * MSTUNE_GRAPH_THREADS=all|one skips both (tests, benchmarks).
  *
  *     mst_step_threads v;
  *     mst_step_threads_init(&v, ctx->n_threads);
@@ -27,16 +38,23 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-/* a warm-up run of each budget, then up to five timed pairs */
+/* a warm-up run of each budget, then up to five timed pairs (three to confirm a verdict on file),
+ * each pair four runs: all threads twice, one thread twice, the second of each timed */
 #define MST_STEP_THREADS_PAIRS 5
-#define MST_STEP_THREADS_TRIAL_RUNS (2 + 2 * MST_STEP_THREADS_PAIRS)
+#define MST_STEP_THREADS_CONFIRM_PAIRS 3
+#define MST_STEP_THREADS_RUNS(pairs) (2 + 4 * (pairs))
+#define MST_STEP_THREADS_TRIAL_RUNS MST_STEP_THREADS_RUNS(MST_STEP_THREADS_PAIRS)
 
 typedef struct {
-    int runs;               /* runs recorded; MST_STEP_THREADS_TRIAL_RUNS once decided */
-    bool serial;            /* the verdict (false while undecided) */
+    int runs;               /* runs recorded */
+    bool decided;
+    bool serial;            /* the verdict (while confirming: the file's) */
     bool forced;            /* by MSTUNE_GRAPH_THREADS, or nothing to decide (one thread) */
     bool early;             /* decided after two pairs: one thread far slower */
-    bool from_file;         /* read from the machine's verdict file (mst_step_threads_set) */
+    bool from_file;         /* started from the machine's verdict file (mst_step_threads_set) */
+    bool file_serial;       /* from_file: the file's verdict */
+    bool overturned;        /* from_file: the confirmation found the other budget faster */
+    int pairs;              /* timed pairs this trial takes at most */
     int timed;              /* timed pairs recorded */
     double ns[2][MST_STEP_THREADS_PAIRS];   /* [one thread?][pair] */
     double median_ns[2];    /* at the decision: all threads, one thread */
@@ -44,8 +62,11 @@ typedef struct {
 
 void mst_step_threads_init(mst_step_threads *v, int n_threads);
 bool mst_step_threads_decided(const mst_step_threads *v);
-/* A verdict from the machine's file (runtime/backend/kernel_choice.h): decided, no trial. */
+/* A verdict from the machine's file (runtime/backend/kernel_choice.h): run on it, confirmed by the
+ * shorter trial. */
 void mst_step_threads_set(mst_step_threads *v, bool one_thread);
+/* Decided by measuring something the file does not say yet: a new trial, or an overturned verdict. */
+bool mst_step_threads_measured_new(const mst_step_threads *v);
 /* The budget of the next run: the verdict once decided, else the trial's turn (true: one thread). */
 bool mst_step_threads_next(const mst_step_threads *v);
 /* A completed run of the trial (ignored once decided). */

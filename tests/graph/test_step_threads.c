@@ -1,7 +1,9 @@
 /* test_step_threads.c — the verdict on a graph step's thread budget (runtime/graph/step_threads.h)
- * from synthetic run times: the run order (warm-up pair, then alternated pairs), a one-thread step
+ * from synthetic run times: the run order (warm-up pair, then pairs of two-run turns, each turn's
+ * first run untimed), a one-thread step
  * kept only when its median is 10% faster and it won all pairs but one, the early stop when one
- * thread is far slower, the forced settings, and nothing to decide on one thread. */
+ * thread is far slower, the forced settings, nothing to decide on one thread, and a verdict from the
+ * machine's file confirmed or overturned by the shorter trial. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,12 +16,14 @@
 
 #include "runtime/graph/step_threads.h"
 
-/* Feeds the trial until decided: each run's time from the callback; returns the runs it took. */
+/* Feeds the trial until decided: each timed run's time from the callback (pair -1: the warm-up
+ * pair), 1e9 for a turn's untimed first run; returns the runs it took. */
 static int feed(mst_step_threads *v, double (*time_of)(bool serial, int pair)) {
     int runs = 0;
     while (!mst_step_threads_decided(v)) {
         bool one = mst_step_threads_next(v);
-        mst_step_threads_record(v, one, time_of(one, runs < 2 ? -1 : (runs - 2) / 2));
+        bool untimed_first = runs >= 2 && (runs - 2) % 2 == 0;
+        mst_step_threads_record(v, one, untimed_first ? 1e9 : time_of(one, runs < 2 ? -1 : (runs - 2) / 4));
         runs++;
         assert_true(runs <= MST_STEP_THREADS_TRIAL_RUNS);
     }
@@ -46,7 +50,7 @@ static void test_run_order_alternates_after_a_warmup_pair(void **state) {
     mst_step_threads_init(&v, 2);
     bool expect[MST_STEP_THREADS_TRIAL_RUNS];
     for (int i = 0; i < MST_STEP_THREADS_TRIAL_RUNS; i++) {
-        expect[i] = i & 1;
+        expect[i] = i < 2 ? i & 1 : (i - 2) % 4 >= 2;     /* all, one; then all, all, one, one per pair */
         assert_false(mst_step_threads_decided(&v));
         assert_int_equal(mst_step_threads_next(&v), expect[i]);
         mst_step_threads_record(&v, expect[i], expect[i] ? 100e3 : 200e3);
@@ -78,7 +82,7 @@ static void test_slower_or_marginal_one_thread_keeps_the_pool(void **state) {
     unsetenv("MSTUNE_GRAPH_THREADS");
     mst_step_threads v;
     mst_step_threads_init(&v, 2);
-    assert_int_equal(feed(&v, one_slower), 2 + 2 * 2);     /* stopped after two timed pairs */
+    assert_int_equal(feed(&v, one_slower), MST_STEP_THREADS_RUNS(2));     /* stopped after two timed pairs */
     assert_false(v.serial);
     assert_true(v.early);
     mst_step_threads_init(&v, 2);
@@ -124,8 +128,66 @@ static void test_describe_names_the_verdict(void **state) {
     feed(&v, one_faster);
     mst_step_threads_describe(&v, 2, f);
     fclose(f);
-    assert_non_null(strstr(buf, "decided by the plan's first 12 runs"));
+    assert_non_null(strstr(buf, "decided by the plan's first 22 runs"));
     assert_non_null(strstr(buf, "one thread kept: one thread 150.0 us vs 2 threads 200.0 us"));
+}
+
+/* A verdict from the file: the confirmation alternates like a trial, three timed pairs, and is
+ * overturned only by the trial's rule for the other budget. */
+static double all_faster(bool serial, int pair) { (void)pair; return serial ? 260e3 : 200e3; }
+static double level(bool serial, int pair) { (void)pair; return serial ? 205e3 : 200e3; }
+
+static void test_file_verdict_confirmed_or_overturned(void **state) {
+    (void)state;
+    unsetenv("MSTUNE_GRAPH_THREADS");
+    mst_step_threads v;
+    /* one thread on file, two threads 23% faster in every pair: overturned */
+    mst_step_threads_init(&v, 2);
+    mst_step_threads_set(&v, true);
+    assert_false(mst_step_threads_decided(&v));
+    assert_int_equal(feed(&v, all_faster), MST_STEP_THREADS_RUNS(MST_STEP_THREADS_CONFIRM_PAIRS));
+    assert_false(v.serial);
+    assert_true(v.overturned && mst_step_threads_measured_new(&v));
+    /* one thread on file, level: kept, nothing new to write */
+    mst_step_threads_init(&v, 2);
+    mst_step_threads_set(&v, true);
+    feed(&v, level);
+    assert_true(v.serial);
+    assert_false(v.overturned || mst_step_threads_measured_new(&v));
+    /* one thread on file, far slower: overturned after two pairs */
+    mst_step_threads_init(&v, 2);
+    mst_step_threads_set(&v, true);
+    assert_int_equal(feed(&v, one_slower), MST_STEP_THREADS_RUNS(2));
+    assert_false(v.serial);
+    assert_true(v.overturned && v.early);
+    /* all threads on file: one thread 25% faster in every pair overturns it; level keeps it */
+    mst_step_threads_init(&v, 2);
+    mst_step_threads_set(&v, false);
+    feed(&v, one_faster);
+    assert_true(v.serial && v.overturned);
+    mst_step_threads_init(&v, 2);
+    mst_step_threads_set(&v, false);
+    feed(&v, one_slightly_faster);
+    assert_false(v.serial || v.overturned);
+    /* a new trial's verdict is new to the file; a forced one is not */
+    mst_step_threads_init(&v, 2);
+    feed(&v, one_faster);
+    assert_true(mst_step_threads_measured_new(&v));
+    setenv("MSTUNE_GRAPH_THREADS", "one", 1);
+    mst_step_threads_init(&v, 2);
+    assert_false(mst_step_threads_measured_new(&v));
+    unsetenv("MSTUNE_GRAPH_THREADS");
+    /* what `mstune graph` and the log say */
+    char buf[512];
+    FILE *f = fmemopen(buf, sizeof(buf), "w");
+    mst_step_threads_init(&v, 2);
+    mst_step_threads_set(&v, true);
+    mst_step_threads_describe(&v, 2, f);
+    feed(&v, all_faster);
+    mst_step_threads_describe(&v, 2, f);
+    fclose(f);
+    assert_non_null(strstr(buf, "one thread (this machine's verdict file), confirmed by the plan's first 14 runs"));
+    assert_non_null(strstr(buf, "all threads (this machine's verdict file overturned): one thread 260.0 us vs 2 threads 200.0 us"));
 }
 
 int main(void) {
@@ -135,6 +197,7 @@ int main(void) {
         cmocka_unit_test(test_slower_or_marginal_one_thread_keeps_the_pool),
         cmocka_unit_test(test_forced_and_single_thread),
         cmocka_unit_test(test_describe_names_the_verdict),
+        cmocka_unit_test(test_file_verdict_confirmed_or_overturned),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
