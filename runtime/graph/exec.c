@@ -99,6 +99,7 @@ struct mst_graph_exec {
     mst_step_threads threads;       /* all the context's threads or the calling thread alone (step_threads.h) */
     uint64_t threads_key;           /* the plan's key in the machine's verdict file */
     bool threads_quiet;             /* the machine looked quiet when the trial began */
+    bool optim_settled;             /* every fused optimizer's split trial is over (they run first) */
 };
 
 /* ---- headers ---- */
@@ -550,8 +551,8 @@ static void run_fused(mst_ctx *ctx, const fused_prog *fp) {
 
 /* ---- fused optimizer run ---- */
 
-/* may_try: the step's thread verdict is in and keeps the pool (a one-thread step has nothing to
- * split, and a split timed inside the thread trial would be timed on the wrong budget) */
+/* may_try: the split trial's turn (the plan's first runs, on all threads, before the thread trial:
+ * mst_graph_exec_run) */
 static mst_status run_optim(mst_ctx *ctx, exec_step *s, bool may_try) {
     if (!s->ranges) {           /* a dtype without a split kernel: one whole update after another */
         for (int m = 0; m < s->n_calls; m++) {
@@ -718,12 +719,25 @@ static void account(mst_graph_exec *ex, const int64_t *row, int sign) {
     }
 }
 
+/* Every fused optimizer has its split verdict (or nothing to decide). */
+static bool optim_trials_done(mst_graph_exec *ex) {
+    if (ex->optim_settled) return true;
+    for (int i = 0; i < ex->n_steps; i++)
+        if (ex->steps[i].kind == STEP_OPTIM && ex->steps[i].optim_trial < k_optim_trial_runs) return false;
+    return ex->optim_settled = true;
+}
+
 mst_status mst_graph_exec_run(mst_graph_exec *ex, mst_tensor *const in[], int n_in) {
     mst_ctx *ctx = ex->ctx;
     mst_status st = attach_arena(ex);
     if (st == MST_OK) st = bind_inputs(ex, in, n_in);
-    const bool deciding = !mst_step_threads_decided(&ex->threads), serial = mst_step_threads_next(&ex->threads);
-    const bool optim_may_try = !deciding && !serial, was_serial = ctx->serial;
+    /* the fused optimizer's split trial first, on all threads, then the thread trial: its two-thread
+     * runs then update with the split the plan will keep (run serially, the mlp's update took 12-20
+     * us more of a 0.3 ms step, a bias toward one thread) */
+    const bool optim_settled = optim_trials_done(ex);
+    const bool deciding = optim_settled && !mst_step_threads_decided(&ex->threads);
+    const bool serial = (deciding || mst_step_threads_decided(&ex->threads)) && mst_step_threads_next(&ex->threads);
+    const bool optim_may_try = !optim_settled, was_serial = ctx->serial;
     ctx->serial = was_serial || serial;
     const uint64_t t0 = deciding ? mst_prof_now_ns() : 0;
     for (int i = 0; i < ex->n_steps && st == MST_OK; i++) {
@@ -775,11 +789,11 @@ void mst_graph_exec_describe_fusions(const mst_graph_exec *ex, FILE *f) {
         else if (mst_parallel_chunks_ctx(ex->ctx, s->optim_total, k_optim_min_elems) <= 1)
             fprintf(f, "serial (too few elements for %d threads)\n", ex->ctx->n_threads);
         else if (s->optim_ns[0] == 0) fprintf(f, "%s (forced by MSTUNE_OPTIM_SPLIT)\n", s->optim_split ? "split" : "serial");
-        else if (mst_step_threads_decided(&ex->threads) && ex->threads.serial)
-            fprintf(f, "serial (the step runs on one thread)\n");
         else if (s->optim_trial < k_optim_trial_runs)
             fprintf(f, "serial or split over the pool: decided by the plan's first %d runs (split kept only when %.0f%% faster)\n",
                     k_optim_trial_runs, 100 * k_optim_split_margin);
+        else if (mst_step_threads_decided(&ex->threads) && ex->threads.serial)
+            fprintf(f, "serial (the step runs on one thread)\n");
         else
             fprintf(f, "%s: split over the pool %.1f us vs serial %.1f us (best in-step times of the first runs)\n",
                     s->optim_split ? "split kept" : "split rejected", s->optim_ns[1] / 1e3, s->optim_ns[0] / 1e3);
