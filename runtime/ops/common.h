@@ -27,8 +27,9 @@ static inline mst_meta meta_like(const mst_tensor *t) { return meta_make(t->dtyp
  * in one pass cannot keep those lines in its cache for the reader anyway; with ordinary stores
  * every line is first read for ownership — from memory, or from the core that held it last,
  * which on the 2-vCPU VM cost 3-4x a local line (bench/thread_costs) — and then written back.
- * Non-temporal stores write whole lines without that read. The batch-norm gradient's 6.4 MB
- * output on the cnn's stem went 490-497 -> 257-260 us (docs/benchmarks.md). */
+ * Non-temporal stores write whole lines without that read. The apply writing the batch-norm
+ * gradient's 6.4 MB output on the cnn's stem went 490-497 -> 257-260 us, the whole op 1073-1081
+ * -> 812-877 (docs/benchmarks.md). */
 bool op_output_streams(int64_t bytes_per_worker);
 /* dst[0, n) = src[0, n): AVX-512 non-temporal stores where dst is 64-byte aligned and n a multiple
  * of 16 (otherwise memcpy), then a store fence, so the values are ordered before whatever the
