@@ -24,6 +24,7 @@
 #ifndef MST_PROFILER_SAMPLER_H
 #define MST_PROFILER_SAMPLER_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -115,8 +116,18 @@ int64_t      mst_sampler_lost(const mst_sampler *s);
 int64_t      mst_sampler_stray(const mst_sampler *s);
 /* What sampling cost the sampled threads, in ns: the time inside the signal handler (unwinding
  * and recording, measured on every delivery) plus, per delivery, the kernel's signal entry and
- * return (calibrated at start by signalling the calling thread). */
+ * return (calibrated at start by signalling the calling thread), plus every hold since start
+ * (mst_sampler_hold) times one hold's calibrated cost. */
 double       mst_sampler_cost_ns(const mst_sampler *s);
+/* SIGPROF held off on the calling thread while it runs code a sample must not land in (oneDNN's
+ * JIT kernels have no unwind information), only while a sampler runs: true when it held (then
+ * mst_sampler_release(old) after the call, which delivers a tick that came meanwhile). A hold is
+ * two system calls, ~2 us on the project's VM: counted into mst_sampler_cost_ns. */
+bool         mst_sampler_hold(sigset_t *old);
+void         mst_sampler_release(const sigset_t *old);
+/* One hold's calibrated cost (at start), and the holds since the last start. */
+double       mst_sampler_hold_ns(const mst_sampler *s);
+int64_t      mst_sampler_holds(void);
 /* Signals the handler served since start (the calibration's own taken out). */
 int64_t      mst_sampler_deliveries(const mst_sampler *s);
 /* The last failure's message ("timer_create: Invalid argument"); "" when none. */

@@ -381,13 +381,8 @@ static mst_status onednn_run(mst_ctx *ctx, const mst_op_call *c, mst_onednn_layo
      * the mask's two system calls cost ~2 us a call on the project's VM, more than some of the
      * mlp's primitives. A sampler starts and stops on the training thread, between ops, and only
      * threads it added get its signal, so none can arrive in a call that skipped the mask. */
-    const bool hold_prof = mst_sampler_running();
-    sigset_t prof, old;
-    if (hold_prof) {
-        sigemptyset(&prof);
-        sigaddset(&prof, SIGPROF);
-        pthread_sigmask(SIG_BLOCK, &prof, &old);
-    }
+    sigset_t old_mask;
+    const bool hold_prof = mst_sampler_hold(&old_mask);     /* counted into the sampler's cost */
     /* staged arguments: inputs reordered into the primitive's layout first, outputs back after
      * (the stream is in order, so one wait covers all) */
     bool ok = true;
@@ -397,7 +392,7 @@ static mst_status onednn_run(mst_ctx *ctx, const mst_op_call *c, mst_onednn_layo
     for (int k = 0; ok && k < p->n_args; k++)
         if (p->stage[k].reorder && !direct[k] && p->from[k] >= ONEDNN_FROM_OUT0) ok = run_stage(st, p, k);
     ok = ok && onednn.stream_wait(st->stream) == dnnl_success;
-    if (hold_prof) pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (hold_prof) mst_sampler_release(&old_mask);
     if (!ok) return mst_op_fail(ctx, c, MST_ERR_UNSUPPORTED, "oneDNN failed to execute %s", p->impl);
     return MST_OK;
 }

@@ -259,6 +259,39 @@ static void test_one_running_sampler(void **state) {
     mst_sampler_free(b);
 }
 
+/* A hold masks SIGPROF only while a sampler runs, and each one is counted into the sampler's cost
+ * at its calibrated price; a tick that comes while held is delivered at the release. */
+static void test_hold_counted_in_cost(void **state) {
+    (void)state;
+    sigset_t old;
+    assert_false(mst_sampler_hold(&old));           /* no sampler: nothing held, nothing counted */
+    mst_sampler *s = mst_sampler_new(1000, 32, 1 << 10);
+    assert_non_null(s);
+    assert_int_equal(mst_sampler_add_thread(s), 0);
+    assert_int_equal(mst_sampler_start(s), 0);
+    assert_int_equal(mst_sampler_holds(), 0);
+    assert_true(mst_sampler_hold_ns(s) > 0);
+    double before = mst_sampler_cost_ns(s);
+    for (int i = 0; i < 100; i++) {
+        assert_true(mst_sampler_hold(&old));
+        sigset_t now;
+        pthread_sigmask(SIG_BLOCK, NULL, &now);
+        assert_true(sigismember(&now, SIGPROF));
+        mst_sampler_release(&old);
+    }
+    assert_int_equal(mst_sampler_holds(), 100);
+    assert_true(mst_sampler_cost_ns(s) - before >= 100 * mst_sampler_hold_ns(s));
+    /* held across two periods: the tick waits for the release and is taken then */
+    assert_true(mst_sampler_hold(&old));
+    int64_t held_from = mst_sampler_deliveries(s);
+    spin_leaf(5 * MS);
+    assert_int_equal(mst_sampler_deliveries(s), held_from);
+    mst_sampler_release(&old);
+    assert_true(mst_sampler_deliveries(s) > held_from);
+    mst_sampler_stop(s);
+    mst_sampler_free(s);
+}
+
 static void test_ring_overflow_counted(void **state) {
     mst_sampler *s = mst_sampler_new(2000, 16, 4);
     assert_int_equal(mst_sampler_add_thread(s), 0);
@@ -426,6 +459,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rate_and_folded),         cmocka_unit_test(test_two_threads),
         cmocka_unit_test(test_stop_restores),           cmocka_unit_test(test_one_running_sampler),
+        cmocka_unit_test(test_hold_counted_in_cost),
         cmocka_unit_test(test_pause_keeps_the_countdown),
         cmocka_unit_test(test_ring_overflow_counted),   cmocka_unit_test(test_drain_while_running),
         cmocka_unit_test(test_stray_signal_before_ring),
