@@ -524,6 +524,13 @@ enum { k_bn_rows_min_plane_f32 = 64 };
 
 /* x (input x_index) is (N, C, H, W) with S > 1 (f32: S >= k_bn_rows_min_plane_f32), f32 or half,
  * and so is every other (N, C, ...) operand; every (C) operand f32. */
+/* batchnorm_maxpool's pooling attributes (its i[2..7]) as maxpool2d's (i[0..5]). */
+static mst_attrs bn_pool_attrs(const mst_op_call *c) {
+    mst_attrs a = {0};
+    for (int k = 0; k < 6; k++) a.i[k] = c->attrs.i[2 + k];
+    return a;
+}
+
 static bool bn_rows_apply_to(const mst_op_call *c, int x_index) {
     const mst_tensor *x = c->in[x_index];
     bool f32 = x->dtype == MST_DTYPE_F32;
@@ -784,14 +791,13 @@ static void bn_slabs_grad_apply(const mst_op_call *c, bool training, bn_dims d, 
 
 /* The forward's per-channel results for channels [c0, c1), training with mean[] the channel sums'
  * mean and acc[] the sums of squared deviations from it (evaluation: from the running
- * statistics): invstd, the running statistics' update, save_mean and save_invstd, and
- * scale = gamma invstd. */
-static void bn_fwd_statistics(const mst_op_call *c, bn_dims d, int64_t c0, int64_t c1, double *mean, const double *acc,
-                              double *invstd, double *scale) {
+ * statistics): invstd, the running statistics' update, save_mean and save_invstd (outputs save_at
+ * and save_at + 1: batchnorm's 1 and 2, batchnorm_maxpool's 2 and 3), and scale = gamma invstd. */
+static void bn_fwd_statistics(const mst_op_call *c, int save_at, bn_dims d, int64_t c0, int64_t c1, double *mean,
+                              const double *acc, double *invstd, double *scale) {
     const float *gamma = mst_tensor_f32(c->in[1]);
     float *rmean = mst_tensor_f32(c->in[3]), *rvar = mst_tensor_f32(c->in[4]);
-    int at = c->op == MST_OP_BATCHNORM_MAXPOOL ? 2 : 1;     /* after the pooled values and indices there */
-    float *save_mean = mst_tensor_f32(c->out[at]), *save_invstd = mst_tensor_f32(c->out[at + 1]);
+    float *save_mean = mst_tensor_f32(c->out[save_at]), *save_invstd = mst_tensor_f32(c->out[save_at + 1]);
     double momentum = c->attrs.f[0], eps = c->attrs.f[1];
     if (c->attrs.i[0]) {
         for (int64_t ch = c0; ch < c1; ch++) {
@@ -848,7 +854,7 @@ static void bn_fwd_rows_chunk(void *arg, int64_t c0, int64_t c1, int worker) {
         for (int64_t ch = c0; ch < c1; ch++) mean[ch] /= (double)d.m;
         bn_sums(MST_BN_SUM_DEV2, xt, NULL, d, c0, c1, mean, acc, slab_buf);
     }
-    bn_fwd_statistics(c, d, c0, c1, mean, acc, invstd, scale);
+    bn_fwd_statistics(c, 1, d, c0, c1, mean, acc, invstd, scale);
     bool relu = c->attrs.i[1] != 0;
     if (blocked) {
         bn_slabs_apply(xt, yt, d, c0, c1, mean, scale, beta, relu, slab_buf);
@@ -1129,11 +1135,11 @@ static mst_status bn_images_run(mst_ctx *ctx, const mst_op_call *c, bool grad) {
             mst_parallel_for(ctx, d.n, min_images, bn_images_chunk, &job);
             bn_images_total(d, part, acc);
         }
-        bn_fwd_statistics(c, d, 0, d.c, mean, acc, invstd, scale);
+        bn_fwd_statistics(c, pooled ? 2 : 1, d, 0, d.c, mean, acc, invstd, scale);
         const float *beta = mst_tensor_f32(c->in[2]);
         for (int64_t ch = 0; ch < d.c; ch++) lane_m[ch] = (float)mean[ch], lane_a[ch] = (float)scale[ch], lane_b[ch] = beta[ch];
         job.phase = pooled ? BN_IMG_APPLY_POOL : BN_IMG_APPLY;
-        for (int k = 0; k < 6; k++) job.pool.i[k] = c->attrs.i[2 + k];
+        if (pooled) job.pool = bn_pool_attrs(c);
         mst_parallel_for(ctx, d.n, min_images, bn_images_chunk, &job);
         return MST_OK;
     }
@@ -1231,9 +1237,8 @@ static mst_op_call bn_pool_bn_part(const mst_op_call *c, mst_tensor *y) {
     return bn;
 }
 static mst_op_call bn_pool_pool_part(const mst_op_call *c, mst_tensor *y) {
-    mst_op_call mp = {.op = MST_OP_MAXPOOL2D, .n_in = 1, .n_out = 2, .in = {y}, .out = {c->out[0], c->out[1]}};
-    for (int k = 0; k < 6; k++) mp.attrs.i[k] = c->attrs.i[2 + k];
-    return mp;
+    return (mst_op_call){.op = MST_OP_MAXPOOL2D, .n_in = 1, .n_out = 2, .attrs = bn_pool_attrs(c), .in = {y},
+                         .out = {c->out[0], c->out[1]}};
 }
 
 static mst_status infer_batchnorm_maxpool(mst_ctx *ctx, const mst_op_call *c, mst_meta out[]) {
