@@ -119,17 +119,21 @@ int64_t      mst_sampler_stray(const mst_sampler *s);
  * return (calibrated at start by signalling the calling thread), plus every hold since start
  * (mst_sampler_hold) times one hold's calibrated cost. */
 double       mst_sampler_cost_ns(const mst_sampler *s);
-/* SIGPROF held off on the calling thread while it runs code a sample must not land in (oneDNN's
- * JIT kernels have no unwind information), only while a sampler runs: true when it held (then
- * mst_sampler_release(old) after the call, which delivers a tick that came meanwhile). A hold is
- * two system calls, ~2 us on the project's VM: counted into mst_sampler_cost_ns. */
-bool         mst_sampler_hold(sigset_t *old);
-void         mst_sampler_release(const sigset_t *old);
+/* A call into code a sample must not unwind (oneDNN: its JIT kernels have no unwind information,
+ * and its C++ may be inside malloc), held on the calling thread, only while a sampler runs: true
+ * when it held (then mst_sampler_release() after the call). A tick that comes during the hold
+ * takes no stack; the release sends it again to the thread, which samples right there. A hold is
+ * two stores to a thread-local cell and a count, no system call: counted into
+ * mst_sampler_cost_ns at its calibrated price. Holds nest. */
+bool         mst_sampler_hold(void);
+void         mst_sampler_release(void);
 /* One hold's calibrated cost (at start), and the holds since the last start. */
 double       mst_sampler_hold_ns(const mst_sampler *s);
 int64_t      mst_sampler_holds(void);
 /* Signals the handler served since start (the calibration's own taken out). */
 int64_t      mst_sampler_deliveries(const mst_sampler *s);
+/* Ticks since start that came inside a hold and were taken at its release. */
+int64_t      mst_sampler_deferred(const mst_sampler *s);
 /* The last failure's message ("timer_create: Invalid argument"); "" when none. */
 const char  *mst_sampler_error(const mst_sampler *s);
 

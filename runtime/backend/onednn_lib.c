@@ -372,17 +372,15 @@ static mst_status onednn_run(mst_ctx *ctx, const mst_op_call *c, mst_onednn_layo
         } else onednn.memory_set_data_handle(p->args[k].memory, mst_tensor_data(t));
     }
     set_team(p->team);
-    /* SIGPROF (the stack sampler, profiler/sampler.c) is held off while oneDNN runs and delivered
-     * right after, inside this kernel: with samples landing inside oneDNN (its JIT code has no
-     * unwind information), `mstune profile` of the cnn died of heap corruption ("corrupted size
-     * vs. prev_size") or SIGSEGV within seconds; the cause was not pinned down further. The timer's
-     * overrun count keeps the ticks missed meanwhile, and OpenMP threads oneDNN creates here
-     * inherit the blocked mask, so they are never interrupted either. Only while a sampler runs:
-     * the mask's two system calls cost ~2 us a call on the project's VM, more than some of the
-     * mlp's primitives. A sampler starts and stops on the training thread, between ops, and only
-     * threads it added get its signal, so none can arrive in a call that skipped the mask. */
-    sigset_t old_mask;
-    const bool hold_prof = mst_sampler_hold(&old_mask);     /* counted into the sampler's cost */
+    /* The stack sampler (profiler/sampler.c) takes no stack while oneDNN runs: a tick that comes
+     * meanwhile is taken at the release, here, inside this kernel. With samples unwound inside
+     * oneDNN (its JIT code has no unwind information; its C++ may be inside malloc), `mstune
+     * profile` of the cnn died of heap corruption ("corrupted size vs. prev_size") or SIGSEGV
+     * within seconds. The hold is a thread-local flag the handler reads, no system call (the
+     * signal mask it replaced cost ~2 us a call on the project's VM, more than some of the mlp's
+     * primitives). Only threads the sampler added get its signal, and OpenMP threads oneDNN
+     * creates are never added. */
+    const bool hold_prof = mst_sampler_hold();     /* counted into the sampler's cost */
     /* staged arguments: inputs reordered into the primitive's layout first, outputs back after
      * (the stream is in order, so one wait covers all) */
     bool ok = true;
@@ -392,7 +390,7 @@ static mst_status onednn_run(mst_ctx *ctx, const mst_op_call *c, mst_onednn_layo
     for (int k = 0; ok && k < p->n_args; k++)
         if (p->stage[k].reorder && !direct[k] && p->from[k] >= ONEDNN_FROM_OUT0) ok = run_stage(st, p, k);
     ok = ok && onednn.stream_wait(st->stream) == dnnl_success;
-    if (hold_prof) mst_sampler_release(&old_mask);
+    if (hold_prof) mst_sampler_release();
     if (!ok) return mst_op_fail(ctx, c, MST_ERR_UNSUPPORTED, "oneDNN failed to execute %s", p->impl);
     return MST_OK;
 }
