@@ -9,9 +9,11 @@
  * dladdr otherwise, cached per IP; stacks are folded per thread and classified against the
  * caller's kernel and dispatcher addresses (docs/sampler.md).
  *
- * The only mutable file-scope state is the running sampler and a count of handlers in flight: a
- * signal handler takes no user argument, and the disposition it serves is process-wide, so one
- * sampler runs at a time.
+ * The mutable file-scope state is the running sampler, a count of handlers in flight and the
+ * holds since its start: a signal handler takes no user argument, and the disposition it serves is
+ * process-wide, so one sampler runs at a time. Per thread: its label, its hold, and the signal
+ * stack the handler runs on (installed by add_thread, released by a thread-specific key's
+ * destructor when the thread exits).
  */
 #define _GNU_SOURCE
 #define UNW_LOCAL_ONLY
@@ -123,7 +125,7 @@ struct mst_sampler {
     _Atomic int64_t handler_ns, deliveries;     /* self-cost: time in the handler, signals taken */
     _Atomic int64_t deferred;                   /* ticks that came inside a hold, sent again at its release */
     double delivery_ns;                         /* calibrated kernel entry + return of one signal */
-    double hold_ns;                             /* calibrated: one mst_sampler_hold + release (two mask syscalls) */
+    double hold_ns;                             /* calibrated: one mst_sampler_hold + release, no tick */
 
     uintptr_t *kernels, *dispatchers, *callsites;   /* sorted */
     size_t n_kernels, n_dispatchers, n_callsites, cap_callsites;

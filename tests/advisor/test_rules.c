@@ -104,10 +104,24 @@ static void test_loader(void **state) {
     assert_string_equal(f->sets[0], "data.num_workers=2");            /* bounded by the 2 cores */
     assert_string_equal(f->sets[1], "data.prefetch=4");
     assert_true(f && strstr(f->title, "high") != NULL);
-    /* data 60%, compute 40% on 2 threads, 2 cores: the CPU work leaves a step of (0.6 + 2 x 0.4) / 2 =
-     * 0.7 of today's, not the 0.4 that hiding the wait would (2.5x) */
-    assert_true(fabs(f->predicted - 1 / 0.7) < 1e-9);
+    /* data 60% >= compute 40% on 2 threads, 2 cores: the workers would stall the two-thread team, so
+     * the compute goes on one thread, counted as 2 x 0.4 = 0.8 of today's step (pessimistic), over
+     * the loader's 0.6 on the other core: 1.25x, not the 2.5x that hiding the wait would give */
+    assert_int_equal(f->n_sets, 3);
+    assert_string_equal(f->sets[2], "runtime.threads=1");
+    assert_non_null(strstr(f->change, "runtime.threads 0 -> 1"));
+    assert_true(fabs(f->predicted - 1 / 0.8) < 1e-9);
     assert_int_equal(f->goal, MST_GOAL_SPEED);
+    teardown_fixture(&x);
+    /* data 45% < compute 55%: the compute keeps its threads, and the CPU work leaves a step of
+     * (0.45 + 2 x 0.55) / 2 = 0.775 of today's */
+    setup_profile(&x, "{\"data\": {\"num_workers\": 0, \"prefetch\": 2}}", 0.02, 0.45, 0.45);
+    diagnose(&x);
+    const mst_finding *shared = find(&x, "loader");
+    assert_non_null(shared);
+    assert_int_equal(shared->n_sets, 2);
+    assert_null(strstr(shared->change, "runtime.threads"));
+    assert_true(fabs(shared->predicted - 1 / 0.775) < 1e-9);
     teardown_fixture(&x);
     g_resolvable = 1.5;                     /* a high share gets its trial even above the prediction */
     setup_profile(&x, "{\"data\": {\"num_workers\": 0, \"prefetch\": 2}}", 0.02, 0.30, 0.60);
