@@ -220,9 +220,9 @@ static void rule_loader(const rpt_profile *p, const mst_rule_env *env, sink *s) 
     snprintf(f->evidence, sizeof(f->evidence),
              "data %.1f%% of the step (median over steps of each step's share; median step %.4g ms); data.num_workers %d, "
              "data.prefetch %d, %d cores; hiding the wait entirely would bound the gain at %.3fx on the step, but %d workers "
-             "share the cores with %d compute thread(s)%s: the step's CPU work leaves %.3fx on the step, %.3fx on the training "
+             "share the cores with %d compute thread%s%s: the step's CPU work leaves %.3fx on the step, %.3fx on the training "
              "loop (%.4g ms, compiles included; the trials resolve %.3fx)%s", 100 * d, p->bd.wall_median_ns / 1e6, workers,
-             prefetch, cores, 1.0 / (1.0 - d), want, one_compute ? 1 : threads,
+             prefetch, cores, 1.0 / (1.0 - d), want, one_compute ? 1 : threads, one_compute || threads == 1 ? "" : "s",
              one_compute ? " (the loader's work is at least the compute part: the compute goes on one thread, its time counted "
                            "as if it had scaled perfectly over its threads, so that a worker never stalls a parallel region)"
                          : "",
