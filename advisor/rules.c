@@ -238,7 +238,8 @@ static void rule_loader(const rpt_profile *p, const mst_rule_env *env, sink *s) 
     if (one_compute) {
         add_set(f, "runtime.threads=%s", "1");
         size_t used = strlen(f->change);
-        snprintf(f->change + used, sizeof(f->change) - used, ", runtime.threads %d -> 1", budget);
+        snprintf(f->change + used, sizeof(f->change) - used, ", runtime.threads %d%s -> 1", budget,
+                 budget > 0 ? "" : " (every core)");
     }
     f->predicted = gain;
     f->confidence = d >= 0.20 ? 0.8 : 0.5;

@@ -109,7 +109,7 @@ static void test_loader(void **state) {
      * the loader's 0.6 on the other core: 1.25x, not the 2.5x that hiding the wait would give */
     assert_int_equal(f->n_sets, 3);
     assert_string_equal(f->sets[2], "runtime.threads=1");
-    assert_non_null(strstr(f->change, "runtime.threads 0 -> 1"));
+    assert_non_null(strstr(f->change, "runtime.threads 0 (every core) -> 1"));
     assert_true(fabs(f->predicted - 1 / 0.8) < 1e-9);
     assert_int_equal(f->goal, MST_GOAL_SPEED);
     teardown_fixture(&x);
