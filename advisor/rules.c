@@ -108,28 +108,20 @@ static double loop_gain(const rpt_profile *p, const mst_rule_env *env, double sh
     return loop_ms / (loop_ms - saved);
 }
 
-/* The share of the step that `workers` loader threads can take off it when they share the
- * machine's cores with the kernels: the loader's work (data share x step, on one thread when
- * synchronous) must still run somewhere. The new step is at least the compute part, the loader's
- * work spread over its workers, and all the CPU work (the loader's plus the compute part on each of
- * its `threads`, an upper bound: a pool waiting for work may spin) spread over the cores. On
- * loader_starved (data 63% of a 1.3 ms step, 2 threads, 2 cores) hiding the wait entirely would
- * give 2.7x on the step and 2.4x on the loop, and its trials measured 1.09-1.33x on the loop. */
-static double loader_share_saved(double data_share, int workers, int threads, int cores) {
-    double compute = 1.0 - data_share;
-    double step = fmax(compute, data_share / (workers > 0 ? workers : 1));
-    step = fmax(step, (data_share + compute * threads) / (cores > 0 ? cores : 1));
-    return step < 1.0 ? 1.0 - step : 0.0;
-}
-
-/* The same with the compute on one thread (runtime.threads 1), the workers taking the cores it
- * leaves and its gaps: predicted pessimistically, as if the compute part scaled perfectly over its
- * `threads` (so on one it takes their combined time), and the loader's work spread over the other
- * cores. */
-static double loader_share_saved_one_compute(double data_share, int threads, int cores) {
-    double compute = (1.0 - data_share) * (threads > 1 ? threads : 1);
-    double step = fmax(compute, data_share / (cores > 1 ? cores - 1 : 1));
-    step = fmax(step, (data_share + compute) / (cores > 0 ? cores : 1));
+/* The share of the step the loader's workers can take off it when they share the machine's cores
+ * with the kernels: the loader's work (data share x step, on one thread when synchronous) must
+ * still run somewhere. The new step is at least the compute part (`compute`, as a share of today's
+ * step, on `compute_threads`), the loader's work spread over `loader_par` threads, and all the CPU
+ * work (the loader's plus the compute part on each of its threads, an upper bound: a pool waiting
+ * for work may spin) spread over the cores. Sharing the cores: compute 1 - data on today's threads,
+ * the loader over its workers. On loader_starved (data 63% of a 1.3 ms step, 2 threads, 2 cores)
+ * hiding the wait entirely would give 2.7x on the step and 2.4x on the loop, and its trials
+ * measured 1.09-1.33x on the loop. With the compute on one thread (rule_loader): compute counted
+ * pessimistically as (1 - data) x today's threads, as if it had scaled perfectly over them, the
+ * loader over the other cores. */
+static double loader_share_saved(double data_share, double compute, int loader_par, int compute_threads, int cores) {
+    double step = fmax(compute, data_share / (loader_par > 0 ? loader_par : 1));
+    step = fmax(step, (data_share + compute * compute_threads) / (cores > 0 ? cores : 1));
     return step < 1.0 ? 1.0 - step : 0.0;
 }
 
@@ -206,7 +198,8 @@ static void rule_loader(const rpt_profile *p, const mst_rule_env *env, sink *s) 
      * least the compute part, a second compute core has nothing to win while the loader needs it:
      * the change then also puts the compute on one thread. */
     const bool one_compute = threads > 1 && want + threads > cores && d >= 1.0 - d;
-    double saved = one_compute ? loader_share_saved_one_compute(d, threads, cores) : loader_share_saved(d, want, threads, cores);
+    double saved = one_compute ? loader_share_saved(d, (1.0 - d) * threads, cores - 1, 1, cores)
+                               : loader_share_saved(d, 1.0 - d, want, threads, cores);
     double gain = loop_gain(p, env, saved);
     /* a high share (>= 20%) always gets its trial, as dispatch >= 10% does graph mode's: the
      * resolvable gain comes from three baseline runs, and one slow run among them (1.80 ms per update

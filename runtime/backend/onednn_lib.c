@@ -372,14 +372,13 @@ static mst_status onednn_run(mst_ctx *ctx, const mst_op_call *c, mst_onednn_layo
         } else onednn.memory_set_data_handle(p->args[k].memory, mst_tensor_data(t));
     }
     set_team(p->team);
-    /* The stack sampler (profiler/sampler.c) takes no stack while oneDNN runs: a tick that comes
-     * meanwhile is taken at the release, here, inside this kernel. With samples unwound inside
-     * oneDNN (its JIT code has no unwind information; its C++ may be inside malloc), `mstune
-     * profile` of the cnn died of heap corruption ("corrupted size vs. prev_size") or SIGSEGV
-     * within seconds. The hold is a thread-local flag the handler reads, no system call (the
-     * signal mask it replaced cost ~2 us a call on the project's VM, more than some of the mlp's
-     * primitives). Only threads the sampler added get its signal, and OpenMP threads oneDNN
-     * creates are never added. */
+    /* The stack sampler (profiler/sampler.c) takes no stack while oneDNN runs (its JIT code has no
+     * unwind information; its C++ may be inside malloc): a tick that comes meanwhile is taken at
+     * the release, here, inside this kernel. The hold is a thread-local flag the handler reads, no
+     * system call (the signal mask it replaced cost ~2 us a call on the project's VM, more than
+     * some of the mlp's primitives). The crash that mask had hidden was the signal frame on the
+     * interrupted stack, not the unwinding: the handler has a stack of its own now. Only threads
+     * the sampler added get its signal, and OpenMP threads oneDNN creates are never added. */
     const bool hold_prof = mst_sampler_hold();     /* counted into the sampler's cost */
     /* staged arguments: inputs reordered into the primitive's layout first, outputs back after
      * (the stream is in order, so one wait covers all) */

@@ -522,8 +522,6 @@ const mst_op_desc mst_desc_batchnorm_grad = {
  * arithmetic there (64x64x7x7: 110 us direct, 151 us by rows; bench_amp_kernels, Zen 5, 2 threads). */
 enum { k_bn_rows_min_plane_f32 = 64 };
 
-/* x (input x_index) is (N, C, H, W) with S > 1 (f32: S >= k_bn_rows_min_plane_f32), f32 or half,
- * and so is every other (N, C, ...) operand; every (C) operand f32. */
 /* batchnorm_maxpool's pooling attributes (its i[2..7]) as maxpool2d's (i[0..5]). */
 static mst_attrs bn_pool_attrs(const mst_op_call *c) {
     mst_attrs a = {0};
@@ -531,6 +529,8 @@ static mst_attrs bn_pool_attrs(const mst_op_call *c) {
     return a;
 }
 
+/* x (input x_index) is (N, C, H, W) with S > 1 (f32: S >= k_bn_rows_min_plane_f32), f32 or half,
+ * and so is every other (N, C, ...) operand; every (C) operand f32. */
 static bool bn_rows_apply_to(const mst_op_call *c, int x_index) {
     const mst_tensor *x = c->in[x_index];
     bool f32 = x->dtype == MST_DTYPE_F32;

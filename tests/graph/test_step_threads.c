@@ -117,17 +117,22 @@ static void test_forced_and_single_thread(void **state) {
     assert_false(mst_step_threads_decided(&v));
 }
 
+/* What `mstune graph` and the log say before the trial and after it (two threads), into buf. */
+static void describe_around_trial(mst_step_threads *v, double (*time_of)(bool serial, int pair), char *buf, size_t n) {
+    FILE *f = fmemopen(buf, n, "w");
+    mst_step_threads_describe(v, 2, f);
+    feed(v, time_of);
+    mst_step_threads_describe(v, 2, f);
+    fclose(f);
+}
+
 static void test_describe_names_the_verdict(void **state) {
     (void)state;
     unsetenv("MSTUNE_GRAPH_THREADS");
     mst_step_threads v;
     mst_step_threads_init(&v, 2);
     char buf[512];
-    FILE *f = fmemopen(buf, sizeof(buf), "w");
-    mst_step_threads_describe(&v, 2, f);
-    feed(&v, one_faster);
-    mst_step_threads_describe(&v, 2, f);
-    fclose(f);
+    describe_around_trial(&v, one_faster, buf, sizeof(buf));
     assert_non_null(strstr(buf, "decided by the plan's first 22 runs"));
     assert_non_null(strstr(buf, "one thread kept: one thread 150.0 us vs 2 threads 200.0 us"));
 }
@@ -179,13 +184,9 @@ static void test_file_verdict_confirmed_or_overturned(void **state) {
     unsetenv("MSTUNE_GRAPH_THREADS");
     /* what `mstune graph` and the log say */
     char buf[512];
-    FILE *f = fmemopen(buf, sizeof(buf), "w");
     mst_step_threads_init(&v, 2);
     mst_step_threads_set(&v, true);
-    mst_step_threads_describe(&v, 2, f);
-    feed(&v, all_faster);
-    mst_step_threads_describe(&v, 2, f);
-    fclose(f);
+    describe_around_trial(&v, all_faster, buf, sizeof(buf));
     assert_non_null(strstr(buf, "one thread (this machine's verdict file), confirmed by the plan's first 14 runs"));
     assert_non_null(strstr(buf, "all threads (this machine's verdict file overturned): one thread 260.0 us vs 2 threads 200.0 us"));
 }

@@ -301,8 +301,9 @@ static void test_hold_counted_in_cost(void **state) {
 
 #if defined(__x86_64__)
 /* Fills the 4 KiB below the red zone under the stack pointer, spins iters times, and counts the
- * words changed meanwhile: code that keeps data there (oneDNN's JIT kernels) loses it to a signal
- * frame pushed on its stack. All in assembly, so no compiled code moves the stack pointer. */
+ * words changed meanwhile: code that keeps data there loses it to a signal frame pushed on its
+ * stack (what the cnn's profile inside oneDNN looked like). All in assembly, so no compiled code
+ * moves the stack pointer. */
 __attribute__((noinline, noclone)) static int64_t below_sp_changed(uint64_t iters) {
     int64_t bad;
     const uint64_t pattern = 0x5a5aa5a5c3c33c3cull;
@@ -331,13 +332,11 @@ __attribute__((noinline, noclone)) static int64_t below_sp_changed(uint64_t iter
                      : "rax", "rcx", "rdx", "rsi", "memory", "cc");
     return bad;
 }
-#endif
 
 /* The handler's frame never lands on the sampled thread's stack: below its stack pointer the
  * interrupted code's data survives the samples taken there (a signal stack per thread). */
 static void test_handler_off_the_stack(void **state) {
     (void)state;
-#if defined(__x86_64__)
     mst_sampler *s = mst_sampler_new(1000, 32, 1 << 10);
     assert_int_equal(mst_sampler_add_thread(s), 0);
     assert_int_equal(mst_sampler_start(s), 0);
@@ -352,10 +351,8 @@ static void test_handler_off_the_stack(void **state) {
     assert_true(samples >= 3);
     assert_int_equal(changed, 0);
     mst_sampler_free(s);
-#else
-    skip();
-#endif
 }
+#endif
 
 static void test_ring_overflow_counted(void **state) {
     mst_sampler *s = mst_sampler_new(2000, 16, 4);
@@ -524,7 +521,10 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rate_and_folded),         cmocka_unit_test(test_two_threads),
         cmocka_unit_test(test_stop_restores),           cmocka_unit_test(test_one_running_sampler),
-        cmocka_unit_test(test_hold_counted_in_cost),   cmocka_unit_test(test_handler_off_the_stack),
+        cmocka_unit_test(test_hold_counted_in_cost),
+#if defined(__x86_64__)     /* the assembly that keeps data below its stack pointer */
+        cmocka_unit_test(test_handler_off_the_stack),
+#endif
         cmocka_unit_test(test_pause_keeps_the_countdown),
         cmocka_unit_test(test_ring_overflow_counted),   cmocka_unit_test(test_drain_while_running),
         cmocka_unit_test(test_stray_signal_before_ring),
