@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -68,6 +69,9 @@ static void test_graph_dump(void **state) {
 }
 
 int main(void) {
+    /* eager and graph on the same thread budget: the plan's step-thread verdict (measured, so
+     * timing-dependent; runtime/graph/step_threads.h) is forced to all threads */
+    setenv("MSTUNE_GRAPH_THREADS", "all", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_eager_graph_parity),
         cmocka_unit_test(test_graph_dump),
