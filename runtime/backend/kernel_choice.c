@@ -13,7 +13,8 @@
  * next, and the cnn's eager and graph losses parted by 2% after 200 steps. So verdicts are kept in
  * one map per process (mutex-guarded, grow-only: the one mutable file-scope state of runtime/, on
  * purpose) and in a calibration file per machine that every process reads before it measures and
- * appends to after: MSTUNE_KERNELS_CACHE names it (`off`: per process only), default
+ * appends to after (read on from where this process last read it: append_reader.h):
+ * MSTUNE_KERNELS_CACHE names it (`off`: per process only), default
  * $XDG_CACHE_HOME/mstune/kernel-choices.tsv (or ~/.cache/...). A line is one verdict:
  *   v7 <TAB> machine <TAB> op <TAB> dtype <TAB> key hash <TAB> provider <TAB> builtin us <TAB> onednn us <TAB> onednn_blocked us <TAB> onednn_winograd us <TAB> onednn_f32 us <TAB> quiet|busy <TAB> shapes
  * where machine is the CPU model and its available features (a masked run is another machine), the
@@ -52,11 +53,13 @@
 #include "runtime/amp/half.h"
 #include "runtime/backend/onednn.h"
 #include "runtime/backend/shape_key.h"
+#include "runtime/backend/append_reader.h"
 #include "runtime/context.h"
 #include "runtime/cpu_features.h"
 #include "runtime/layout.h"
 #include "runtime/omp_team.h"
 #include "util/fsutil.h"
+#include "util/hash.h"
 
 static const char k_line_tag[] = "v7";     /* the calibration file's line format (above) */
 
@@ -118,6 +121,18 @@ static mst_shape_map verdicts;     /* values: (void *)(uintptr_t)(provider + 1) 
 
 static bool cache_ready;
 static char cache_path[512];       /* "" = off */
+/* The file's lines for this machine as records, in file order, brought up to date at each lookup
+ * (append_reader.h): what cache_find and mst_plan_verdict_get read. */
+typedef struct {
+    uint64_t key;           /* the line's key hash */
+    uint64_t what;          /* a kernel line's op and dtype (FNV-1a of "op/dtype"); 0 for a plan line */
+    bool plan;              /* a step-thread line (s1) */
+    int8_t value;           /* kernel: the provider its times (or its provider field) give; plan: 1 one, 0 all */
+    bool quiet;
+} file_record;
+static mst_append_reader file_reader;
+static file_record *records;
+static size_t n_records, cap_records;
 static char machine[320];
 
 static void cache_setup(void) {
@@ -178,33 +193,25 @@ static bool machine_quiet(void) {
     return n != 5 || running - own_runnable() <= 1;
 }
 
-/* A line's first max tab-separated fields, cut up in place: how many. */
-static int split_fields(char *line, char **field, int max) {
-    char *save = NULL;
-    int n = 0;
-    for (char *t = strtok_r(line, "\t\n", &save); t && n < max; t = strtok_r(NULL, "\t\n", &save)) field[n++] = t;
-    return n;
+static uint64_t op_dtype_hash(const char *op, const char *dtype) {
+    return mst_fnv1a(mst_fnv1a(mst_fnv1a(MST_FNV1A_OFFSET, op, strlen(op)), "/", 1), dtype, strlen(dtype));
 }
 
-/* The file's verdict for (op, dtype, hash) on this machine: its first quiet line, else its first
- * busy one (*busy set); false when it has none. */
-static bool cache_find(const char *op, const char *dtype, uint64_t hash, mst_provider *out, bool *busy) {
-    FILE *f = *cache_path ? fopen(cache_path, "r") : NULL;
-    if (!f) return false;
-    char line[1024], want[64];
-    snprintf(want, sizeof(want), "%016" PRIx64, hash);
-    bool found = false, quiet = false;
-    while (!quiet && fgets(line, sizeof(line), f)) {
-        enum { n_fields = 7 + MST_PROVIDER_COUNT };     /* tag machine op dtype key provider times... quiet */
-        char *field[n_fields];
-        int n = split_fields(line, field, n_fields);
-        if (n < n_fields || strcmp(field[0], k_line_tag) || strcmp(field[1], machine) || strcmp(field[2], op) ||
-            strcmp(field[3], dtype) || strcmp(field[4], want))
-            continue;
-        bool line_quiet = strcmp(field[6 + MST_PROVIDER_COUNT], "quiet") == 0;
-        if (found && !line_quiet) continue;     /* a busy line after the first one found: no news */
-        /* the verdict from the recorded times under today's margin (lines written under another
-         * margin included); the provider field where the times do not parse */
+static void records_drop(void *user) {
+    (void)user;
+    n_records = 0;
+}
+
+static const char k_plan_tag[] = "s1";
+
+/* One line of the file as a record, when it is a verdict of this machine in a known format. */
+static void record_line(void *user, char **field, int n) {
+    (void)user;
+    file_record r = {0};
+    if (n >= 7 + MST_PROVIDER_COUNT && strcmp(field[0], k_line_tag) == 0 && strcmp(field[1], machine) == 0) {
+        /* tag machine op dtype key provider times... quiet: the verdict from the recorded times
+         * under today's margin (lines written under another margin included); the provider
+         * field where the times do not parse */
         double t_us[MST_PROVIDER_COUNT];
         bool times = true;
         for (int p = 0; p < MST_PROVIDER_COUNT; p++) {
@@ -212,14 +219,54 @@ static bool cache_find(const char *op, const char *dtype, uint64_t hash, mst_pro
             t_us[p] = strtod(field[6 + p], &end);
             times = times && end != field[6 + p] && *end == '\0' && t_us[p] >= 0;
         }
-        if (times) {
-            *out = choose(t_us), found = true, quiet = line_quiet;
-            continue;
-        }
-        for (int p = 0; p < MST_PROVIDER_COUNT; p++)
-            if (strcmp(field[5], provider_names[p]) == 0) *out = (mst_provider)p, found = true, quiet = line_quiet;
+        r.value = -1;
+        if (times) r.value = (int8_t)choose(t_us);
+        for (int p = 0; !times && p < MST_PROVIDER_COUNT; p++)
+            if (strcmp(field[5], provider_names[p]) == 0) r.value = (int8_t)p;
+        if (r.value < 0) return;
+        r.what = op_dtype_hash(field[2], field[3]);
+        r.quiet = strcmp(field[6 + MST_PROVIDER_COUNT], "quiet") == 0;
+    } else if (n >= 9 && strcmp(field[0], k_plan_tag) == 0 && strcmp(field[1], machine) == 0 &&
+               strcmp(field[2], "step_threads") == 0 && (strcmp(field[5], "one") == 0 || strcmp(field[5], "all") == 0)) {
+        /* tag machine step_threads key threads verdict all one quiet */
+        r.plan = true;
+        r.value = strcmp(field[5], "one") == 0;
+        r.quiet = strcmp(field[8], "quiet") == 0;
+        field[4] = field[3];        /* the key's field, as for a kernel line */
+    } else {
+        return;
     }
-    fclose(f);
+    char *end = NULL;
+    r.key = strtoull(field[4], &end, 16);
+    if (end == field[4] || *end != '\0') return;
+    if (n_records == cap_records) {
+        size_t cap = cap_records ? 2 * cap_records : 512;
+        file_record *grown = realloc(records, cap * sizeof(*grown));
+        if (!grown) return;         /* a verdict not kept is measured again */
+        records = grown, cap_records = cap;
+    }
+    records[n_records++] = r;
+}
+
+/* Caller holds verdict_lock. */
+static void records_sync(void) {
+    cache_setup();
+    if (*cache_path) mst_append_reader_sync(&file_reader, cache_path, records_drop, record_line, NULL);
+}
+
+/* The file's verdict for (op, dtype, hash) on this machine: its first quiet line, else its first
+ * busy one (*busy set); false when it has none. Caller holds verdict_lock. */
+static bool cache_find(const char *op, const char *dtype, uint64_t hash, mst_provider *out, bool *busy) {
+    if (!*cache_path) return false;
+    records_sync();
+    const uint64_t what = op_dtype_hash(op, dtype);
+    bool found = false, quiet = false;
+    for (size_t i = 0; i < n_records && !quiet; i++) {
+        const file_record *r = &records[i];
+        if (r->plan || r->key != hash || r->what != what) continue;
+        if (found && !r->quiet) continue;       /* a busy line after the first one found: no news */
+        *out = (mst_provider)r->value, found = true, quiet = r->quiet;
+    }
     if (busy) *busy = found && !quiet;
     return found;
 }
@@ -247,33 +294,22 @@ static void cache_append(const char *op, const char *dtype, uint64_t hash, mst_p
 
 /* ---- graph plans' step-thread verdicts (kernel_choice.h) ---- */
 
-static const char k_plan_tag[] = "s1";
-
 bool mst_machine_quiet(void) { return machine_quiet(); }
 
 bool mst_plan_verdict_get(uint64_t key, bool *one_thread, bool *busy) {
     pthread_mutex_lock(&verdict_lock);
     cache_setup();
-    FILE *f = *cache_path ? fopen(cache_path, "r") : NULL;
-    pthread_mutex_unlock(&verdict_lock);
-    if (!f) return false;
-    char line[1024], want[64];
-    snprintf(want, sizeof(want), "%016" PRIx64, key);
+    records_sync();
     bool found = false, quiet = false;
     /* the newest line wins (a confirmation that overturned a verdict appends the new one), a quiet
      * one over any busy one */
-    while (fgets(line, sizeof(line), f)) {
-        enum { n_fields = 9 };      /* tag machine step_threads key threads verdict all one quiet */
-        char *field[n_fields];
-        int n = split_fields(line, field, n_fields);
-        if (n < n_fields || strcmp(field[0], k_plan_tag) || strcmp(field[1], machine) || strcmp(field[2], "step_threads") ||
-            strcmp(field[3], want) || (strcmp(field[5], "one") && strcmp(field[5], "all")))
-            continue;
-        bool line_quiet = strcmp(field[8], "quiet") == 0;
-        if (quiet && !line_quiet) continue;
-        *one_thread = strcmp(field[5], "one") == 0, found = true, quiet = line_quiet;
+    for (size_t i = 0; *cache_path && i < n_records; i++) {
+        const file_record *r = &records[i];
+        if (!r->plan || r->key != key) continue;
+        if (quiet && !r->quiet) continue;
+        *one_thread = r->value == 1, found = true, quiet = r->quiet;
     }
-    fclose(f);
+    pthread_mutex_unlock(&verdict_lock);
     *busy = found && !quiet;
     return found;
 }

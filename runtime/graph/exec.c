@@ -356,9 +356,11 @@ static void init_step_threads(mst_graph_exec *ex) {
     const uint64_t h = mst_graph_hash(ex->g, mst_fnv1a(MST_FNV1A_OFFSET, budget, sizeof(budget)));
     ex->threads_key = h;
     bool one = false, busy = false;
-    ex->threads_quiet = mst_machine_quiet();
-    /* a verdict timed under load is used unless the machine is quiet now: then measure again */
-    if (mst_plan_verdict_get(h, &one, &busy) && (!busy || !ex->threads_quiet)) {
+    const bool found = mst_plan_verdict_get(h, &one, &busy);
+    /* a verdict timed under load is used unless the machine is quiet now: then measure again. The
+     * machine's load is read only where it decides (reading it costs ~0.2 ms of /proc). */
+    ex->threads_quiet = !found || busy ? mst_machine_quiet() : true;
+    if (found && (!busy || !ex->threads_quiet)) {
         mst_step_threads_set(&ex->threads, one);
         if (log_verdicts()) {
             fprintf(stderr, "mstune graph: ");
