@@ -94,6 +94,41 @@ static bool resolve(void *h, const char *name, void *fp) {
     return true;
 }
 
+/* oneDNN's first primitive in a process pays its global setup (the JIT's dispatch tables, the CPU
+ * probe, the primitive cache; ~1 ms on the development VM against ~0.2 ms for the next shape),
+ * and its first execution starts the OpenMP team. Both are process setup, like the dlopen: done
+ * here on an 8x8 product, they stay out of the first training step, where they had been 3-4 ms of
+ * a 9 ms training loop that the advisor times (docs/benchmarks.md, "oneDNN warmed at load"). A
+ * failure is harmless: the first real primitive pays it instead. */
+static void warm_up(const onednn_api *api) {
+    dnnl_engine_t eng = NULL;
+    dnnl_stream_t stream = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_t prim = NULL;
+    dnnl_memory_t mem[3] = {NULL, NULL, NULL};
+    float data[3][64] = {{0}};
+    dnnl_memory_desc_t md;
+    dnnl_matmul_desc_t desc;
+    const dnnl_dims_t dims = {8, 8};
+    if (api->engine_create(&eng, dnnl_cpu, 0) != dnnl_success ||
+        api->stream_create(&stream, eng, dnnl_stream_default_flags) != dnnl_success ||
+        api->md_init_by_tag(&md, 2, dims, dnnl_f32, dnnl_ab) != dnnl_success ||
+        api->matmul_desc_init(&desc, &md, &md, NULL, &md) != dnnl_success ||
+        api->pd_create(&pd, &desc, NULL, eng, NULL) != dnnl_success || api->primitive_create(&prim, pd) != dnnl_success)
+        goto done;
+    for (int i = 0; i < 3; i++)
+        if (api->memory_create(&mem[i], &md, eng, data[i]) != dnnl_success) goto done;
+    const dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]}, {DNNL_ARG_DST, mem[2]}};
+    if (api->primitive_execute(prim, stream, 3, args) == dnnl_success) api->stream_wait(stream);
+done:
+    for (int i = 0; i < 3; i++)
+        if (mem[i]) api->memory_destroy(mem[i]);
+    if (prim) api->primitive_destroy(prim);
+    if (pd) api->pd_destroy(pd);
+    if (stream) api->stream_destroy(stream);
+    if (eng) api->engine_destroy(eng);
+}
+
 static void load(void) {
     bool gomp_before = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD) != NULL;
     /* the user's settings win, each on its own */
@@ -146,6 +181,7 @@ static void load(void) {
     loaded = true;
     why[0] = '\0';
     mst_omp_team_attach();     /* the kernel pool's regions run on oneDNN's team from now on */
+    warm_up(&onednn);
 }
 
 bool mst_onednn_available(void) {
