@@ -61,11 +61,12 @@ static double minutes_left(const mst_advise_config *cfg, double t_start) {
  * both, and the verdict decided again on all the runs. With 3 runs a side only a trial that
  * beats every baseline run is resolved, so a real gain of a few percent on a noisy machine is
  * accepted in some advise runs and not in others; 6 a side resolve it with a margin for outliers,
- * and a trial still unresolved then gets a third look at 12 a side (look n: K x 2^n runs a side,
- * the run limit permitting; on this VM graph mode's ~1.2x on 20 ms loops was accepted in one or
- * two of three advise runs at 6 a side). Each later look is judged at a stricter level (90% ->
- * 95% -> 97.5%), so that looking again does not raise the rate of accepting a change that gains
- * nothing. Runs only within the budget; false when it ran nothing. */
+ * and a trial still unresolved then gets more looks (look n: K x 2^n runs a side, n up to
+ * MST_TRIAL_MAX_LOOKS, the run limit permitting; on this VM graph mode's ~1.2x on 20 ms loops was
+ * accepted in one or two of three advise runs at 6 a side, and dispatch_bound's in two of three
+ * at 12, in three of three with up to 48). Each later look is judged at a stricter level (90% ->
+ * 95% -> 97.5% -> ...), so that looking again does not raise the rate of accepting a change that
+ * gains nothing. Runs only within the budget; false when it ran nothing. */
 static bool extend_trial(const mst_advise_config *cfg, mst_trial_set *base, mst_trial_set *t, const mst_finding *f,
                               int repeats, int look, double t_start, mst_verdict *v) {
     int target = (repeats << look) > MST_TRIAL_MAX_RUNS ? MST_TRIAL_MAX_RUNS : repeats << look;
@@ -155,18 +156,7 @@ int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, siz
                  base->n_runs ? base->runs[0].dir : cfg->out_dir);
         return -1;
     }
-    /* what K-vs-K runs can resolve: a trial must beat every baseline run, so a gain below the
-     * baseline's own spread cannot show; measured on the per-step medians (the loop totals carry
-     * preempted steps of a loaded machine, which says nothing about what a change can gain) */
-    double lo_t = INFINITY, hi_t = 0;
-    for (int i = 0; i < base->n_runs; i++) {
-        const mst_run_result *r = &base->runs[i];
-        double t = r->step_ms;
-        if (!r->ok || !(t > 0)) continue;
-        lo_t = fmin(lo_t, t);
-        hi_t = fmax(hi_t, t);
-    }
-    adv->resolvable_speedup = fmax(cfg->min_speedup, lo_t > 0 && isfinite(hi_t) ? hi_t / lo_t : cfg->min_speedup);
+    adv->resolvable_speedup = mst_verdict_resolvable(base, repeats, minutes_left(cfg, t_start), cfg->min_speedup);
 
     /* 3. diagnose from the profile */
     snprintf(adv->db_path, sizeof(adv->db_path), "%s/profile.db", prof_run->runs[0].dir);
@@ -257,10 +247,11 @@ int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, siz
             continue;
         }
         mst_verdict_decide(base, t, f->goal, f->count, cfg->tolerance_pp, cfg->min_speedup, cfg->confidence, &adv->verdicts[i]);
-        /* a first look decided by its timing is confirmed once; an unresolved one gets up to two
-         * more looks (2K, then 4K runs a side, each judged at a stricter level) */
+        /* a first look decided by its timing is confirmed once; an unresolved one gets up to
+         * MST_TRIAL_MAX_LOOKS more looks (2K, 4K, 8K, 16K runs a side, each judged at a stricter
+         * level), while the budget lasts */
         mst_verdict *v = &adv->verdicts[i];
-        for (int look = 1; look <= 2 && (v->speed_unresolved || (look == 1 && v->speed_confirm)); look++)
+        for (int look = 1; look <= MST_TRIAL_MAX_LOOKS && (v->speed_unresolved || (look == 1 && v->speed_confirm)); look++)
             if (!extend_trial(cfg, base, t, f, repeats, look, t_start, v)) break;
         if (log) fprintf(log, "  -> %s\n", adv->verdicts[i].reason);
     }

@@ -17,7 +17,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define MST_TRIAL_MAX_RUNS 16
+/* Runs a side at most: K x 2^MST_TRIAL_MAX_LOOKS for K = 3 (an unresolved speed trial looks again
+ * with twice the runs, up to MST_TRIAL_MAX_LOOKS more looks, the budget permitting). */
+#define MST_TRIAL_MAX_RUNS 48
+#define MST_TRIAL_MAX_LOOKS 4
 #define MST_TRIAL_MAX_SETS 24
 
 typedef struct {
@@ -127,5 +130,9 @@ void mst_verdict_decide(const mst_trial_set *base, const mst_trial_set *trial, i
 void mst_verdict_decide_at(const mst_trial_set *base, const mst_trial_set *trial, int goal, mst_count_kind count,
                            double tolerance, double min_speedup, double confidence, double speed_confidence, mst_verdict *v);
 const char *mst_verdict_name(mst_verdict_kind k);
+/* The smallest gain a trial resolves within the budget (left_min minutes after the baseline; INFINITY
+ * for no budget) from the baseline's K = repeats runs, at least min_speedup: what the rules weigh a
+ * prediction against (docs/advisor.md, "resolvable gain"). */
+double mst_verdict_resolvable(const mst_trial_set *base, int repeats, double left_min, double min_speedup);
 
 #endif

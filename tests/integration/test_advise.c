@@ -23,15 +23,18 @@
 #include <gsl/gsl_cdf.h>
 #include <sqlite3.h>
 
+#include "advisor/trial.h"
 #include "e2e.h"
 
 #define TOLERANCE_PP 0.5
 #define MIN_SPEEDUP 1.02
 
+enum { K_RUNS = MST_TRIAL_MAX_RUNS, K_PAIRS = K_RUNS * K_RUNS };
+
 typedef struct {
-    double log_t[16], log_step[16], acc[16], count[16];
-    int64_t seed[16];
-    int turn[16];       /* the advisor's turn of the run (advice.json): runs alternated in an extension share one */
+    double log_t[K_RUNS], log_step[K_RUNS], acc[K_RUNS], count[K_RUNS];
+    int64_t seed[K_RUNS];
+    int turn[K_RUNS];   /* the advisor's turn of the run (advice.json): runs alternated in an extension share one */
     int n;
     bool failed;
 } runs;
@@ -49,6 +52,7 @@ static void read_runs_first(const cJSON *arr, const char *count, int limit, runs
     int seen = 0;
     cJSON_ArrayForEach(it, arr) {
         if (limit >= 0 && seen++ >= limit) break;
+        assert_true(r->n < K_RUNS);
         const cJSON *ok = cJSON_GetObjectItemCaseSensitive(it, "ok");
         if (!cJSON_IsTrue(ok)) { r->failed = true; continue; }
         const char *dir = cJSON_GetObjectItemCaseSensitive(it, "dir")->valuestring;
@@ -73,17 +77,27 @@ static void read_runs_first(const cJSON *arr, const char *count, int limit, runs
 static void read_runs(const cJSON *arr, const char *count, runs *r) { read_runs_first(arr, count, -1, r); }
 
 /* The exact null distribution of U for m and n runs (probabilities), counted here on its own by
- * N(m, n, u) = N(m-1, n, u-n) + N(m, n-1, u). */
+ * N(a, b, u) = N(a-1, b, u-b) + N(a, b-1, u), a row of a at a time. */
 static void mwu_pmf(int m, int n, double *p) {
-    static double ways[17][17][257];
-    memset(ways, 0, sizeof(ways));
-    for (int a = 0; a <= m; a++)
+    const size_t w = (size_t)m * (size_t)n + 1;
+    double *prev = calloc((size_t)(n + 1) * w, sizeof(double)), *cur = calloc((size_t)(n + 1) * w, sizeof(double));
+    assert_non_null(prev);
+    assert_non_null(cur);
+    for (int b = 0; b <= n; b++) prev[(size_t)b * w] = 1;        /* a = 0: one ordering, U = 0 */
+    for (int a = 1; a <= m; a++) {
         for (int b = 0; b <= n; b++)
             for (int u = 0; u <= a * b; u++)
-                ways[a][b][u] = a == 0 || b == 0 ? (u == 0) : (u >= b ? ways[a - 1][b][u - b] : 0) + ways[a][b - 1][u];
+                cur[(size_t)b * w + (size_t)u] = b == 0 ? (u == 0)
+                                                        : (u >= b ? prev[(size_t)b * w + (size_t)(u - b)] : 0) +
+                                                              cur[(size_t)(b - 1) * w + (size_t)u];
+        double *t = prev;
+        prev = cur, cur = t;
+    }
     double total = 0;
-    for (int u = 0; u <= m * n; u++) total += ways[m][n][u];
-    for (int u = 0; u <= m * n; u++) p[u] = ways[m][n][u] / total;
+    for (int u = 0; u <= m * n; u++) total += prev[(size_t)n * w + (size_t)u];
+    for (int u = 0; u <= m * n; u++) p[u] = prev[(size_t)n * w + (size_t)u] / total;
+    free(prev);
+    free(cur);
 }
 
 /* The runs compared within turns: the trial was extended (a turn other than 0) and each of its runs
@@ -106,9 +120,11 @@ static bool compared(const runs *b, int i, const runs *t, int j, bool turns) { r
  * not faster, c the largest with P(T <= c) <= alpha, T the sum of the turns' U), -1 when its upper
  * bound is below 1, 0 otherwise. */
 static int separated(const runs *b, const double *base, const runs *t, const double *trial, bool turns, double confidence) {
-    double dist[257] = {1}, next[257], p[257];
+    static double dist[K_PAIRS + 1], next[K_PAIRS + 1], p[K_PAIRS + 1];
+    memset(dist, 0, sizeof(dist));
+    dist[0] = 1;
     int tmax = 0, pairs = 0, not_faster = 0, not_slower = 0;
-    bool seen[16] = {false};
+    bool seen[K_RUNS] = {false};
     for (int i0 = 0; i0 < b->n; i0++) {
         if (seen[i0]) continue;
         int mk = 0, nk = 0;
@@ -137,11 +153,15 @@ static int separated(const runs *b, const double *base, const runs *t, const dou
     return not_faster <= c ? 1 : not_slower <= c ? -1 : 0;
 }
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 static double median(const double *v, int n) {
-    double s[256] = {0};
+    static double s[K_PAIRS];
     memcpy(s, v, sizeof(double) * (size_t)n);
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && s[j] < s[j - 1]; j--) { double t = s[j]; s[j] = s[j - 1]; s[j - 1] = t; }
+    qsort(s, (size_t)n, sizeof(double), cmp_double);
     return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
 }
 
@@ -151,7 +171,7 @@ static double median(const double *v, int n) {
  * difference with its t interval against the tolerance; counts exactly. */
 static const char *records_verdict(const runs *b, const runs *t, const char *goal, const char *count, double speed_confidence) {
     if (t->failed || t->n == 0) return "rejected";
-    double diffs[256];
+    static double diffs[K_PAIRS];
     int k = 0;
     bool turns = within_turns(b, t);
     for (int i = 0; i < b->n; i++)
@@ -162,7 +182,7 @@ static const char *records_verdict(const runs *b, const runs *t, const char *goa
                   separated(b, b->log_step, t, t->log_step, turns, speed_confidence) > 0;
     bool slower = separated(b, b->log_t, t, t->log_t, turns, speed_confidence) < 0 && speedup < 0.95;
     /* accuracy, paired by seed */
-    double d[16], lo = INFINITY, hi = -INFINITY;
+    double d[K_RUNS], lo = INFINITY, hi = -INFINITY;
     int np = 0;
     for (int i = 0; i < b->n; i++) {
         if (b->acc[i] < 0) continue;
