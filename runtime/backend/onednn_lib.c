@@ -95,10 +95,10 @@ static bool resolve(void *h, const char *name, void *fp) {
 }
 
 /* oneDNN's first primitive in a process pays its global setup (the JIT's dispatch tables, the CPU
- * probe, the primitive cache; ~1 ms on the development VM against ~0.2 ms for the next shape),
- * and its first execution starts the OpenMP team. Both are process setup, like the dlopen: done
- * here on an 8x8 product, they stay out of the first training step, where they had been 3-4 ms of
- * a 9 ms training loop that the advisor times (docs/benchmarks.md, "oneDNN warmed at load"). A
+ * probe, the primitive cache; ~1.2 ms on the development VM against 0.2-0.5 ms for the next
+ * shape). That is process setup, like the dlopen: done here on an 8x8 product, it stays out of the
+ * first training step, which the advisor times (subnormal_weights' 9 ms loop spent 4.2 ms outside
+ * its steady steps before, 2.8 after: docs/benchmarks.md, "oneDNN's global setup at load"). A
  * failure is harmless: the first real primitive pays it instead. */
 static void warm_up(const onednn_api *api) {
     dnnl_engine_t eng = NULL;
@@ -119,7 +119,9 @@ static void warm_up(const onednn_api *api) {
     for (int i = 0; i < 3; i++)
         if (api->memory_create(&mem[i], &md, eng, data[i]) != dnnl_success) goto done;
     const dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]}, {DNNL_ARG_DST, mem[2]}};
+    const bool hold_prof = mst_sampler_hold();     /* as every execution (onednn_run below) */
     if (api->primitive_execute(prim, stream, 3, args) == dnnl_success) api->stream_wait(stream);
+    if (hold_prof) mst_sampler_release();
 done:
     for (int i = 0; i < 3; i++)
         if (mem[i]) api->memory_destroy(mem[i]);
