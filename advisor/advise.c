@@ -69,7 +69,7 @@ static double minutes_left(const mst_advise_config *cfg, double t_start) {
  * gains nothing. Runs only within the budget; false when it ran nothing. */
 static bool extend_trial(const mst_advise_config *cfg, mst_trial_set *base, mst_trial_set *t, const mst_finding *f,
                               int repeats, int look, double t_start, mst_verdict *v) {
-    int target = (repeats << look) > MST_TRIAL_MAX_RUNS ? MST_TRIAL_MAX_RUNS : repeats << look;
+    int target = mst_trial_look_runs(repeats, look);
     if (t->n_runs >= target || base->n_runs == 0 || t->n_runs == 0) return false;
     int from = t->n_runs;
     /* the baseline grows in turns with every extended trial (up to its run limit), not only with

@@ -23,6 +23,11 @@
 #define MST_TRIAL_MAX_LOOKS 4
 #define MST_TRIAL_MAX_SETS 24
 
+/* Runs a side at look n of a trial whose first look had K = repeats: K x 2^n, at most the limit. */
+static inline int mst_trial_look_runs(int repeats, int look) {
+    return (repeats << look) > MST_TRIAL_MAX_RUNS ? MST_TRIAL_MAX_RUNS : repeats << look;
+}
+
 typedef struct {
     int exit_code;                  /* the process's exit status; -signal when killed */
     bool ok;                        /* exit 0 and a readable summary */

@@ -33,13 +33,12 @@
  * reaches it). K-vs-K runs resolve a gain only when every trial run beats every baseline run, so
  * not one below the baseline's spread (max / min of its per-step medians: the loop totals carry
  * preempted steps of a loaded machine, which says nothing about what a change can gain). An
- * unresolved trial gets more looks, up to K x 2^MST_TRIAL_MAX_LOOKS runs a side (advise.c's
- * extend_trial), and an interval shrinks
- * as the square root of the runs: at N runs a side the spread's excess over 1 counts
- * sqrt(K / N) times, N the largest look the budget leaves room for after the baseline (its runs'
- * mean wall time, both sides growing). Judged on the K runs alone, low_dispatch's graph mode (7%
- * dispatch, 1.06x predicted, accepted at 1.28x when tried) was proposed in 1 of 3 advise runs:
- * three runs' spread read 1.05x, 1.08x and 1.20x. */
+ * unresolved trial gets more looks (advise.c's extend_trial: mst_trial_look_runs a side), and an
+ * interval narrows as the square root of the runs: at N runs a side the spread's excess over 1
+ * counts sqrt(K / N) times, N the largest look the budget leaves room for after the baseline (at
+ * its runs' mean wall time, both sides growing). Judged on the K runs alone, low_dispatch's graph
+ * mode (~6% dispatch, 1.06x predicted, accepted at 1.28x when tried) was proposed in 1 of 3
+ * advise runs: three runs' spread read 1.05x, 1.08x and 1.20x. */
 double mst_verdict_resolvable(const mst_trial_set *base, int repeats, double left_min, double min_speedup) {
     double lo_t = INFINITY, hi_t = 0;
     for (int i = 0; i < base->n_runs; i++) {
@@ -53,7 +52,7 @@ double mst_verdict_resolvable(const mst_trial_set *base, int repeats, double lef
     const double run_min = base->n_runs > 0 ? base->wall_s / base->n_runs / 60 : 0;
     int n = repeats;
     for (int look = 1; look <= MST_TRIAL_MAX_LOOKS; look++) {
-        int target = (repeats << look) > MST_TRIAL_MAX_RUNS ? MST_TRIAL_MAX_RUNS : repeats << look;
+        const int target = mst_trial_look_runs(repeats, look);
         if (2.0 * (target - repeats) * run_min > left_min) break;
         n = target;
     }

@@ -11,10 +11,10 @@
  * advisor's trials, a resumed run) must get the same bits from the same seed; with per-context
  * verdicts a close race between the providers went one way in one run and the other way in the
  * next, and the cnn's eager and graph losses parted by 2% after 200 steps. So verdicts are kept in
- * one map per process (mutex-guarded, grow-only: the one mutable file-scope state of runtime/, on
- * purpose) and in a calibration file per machine that every process reads before it measures and
- * appends to after (read on from where this process last read it: append_reader.h):
- * MSTUNE_KERNELS_CACHE names it (`off`: per process only), default
+ * one map per process (mutex-guarded, grow-only: with the file's records kept beside it, the one
+ * mutable file-scope state of runtime/, on purpose) and in a calibration file per machine that
+ * every process reads before it measures and appends to after (read on from where this process
+ * last read it: append_reader.h): MSTUNE_KERNELS_CACHE names it (`off`: per process only), default
  * $XDG_CACHE_HOME/mstune/kernel-choices.tsv (or ~/.cache/...). A line is one verdict:
  *   v7 <TAB> machine <TAB> op <TAB> dtype <TAB> key hash <TAB> provider <TAB> builtin us <TAB> onednn us <TAB> onednn_blocked us <TAB> onednn_winograd us <TAB> onednn_f32 us <TAB> quiet|busy <TAB> shapes
  * where machine is the CPU model and its available features (a masked run is another machine), the
@@ -232,13 +232,12 @@ static void record_line(void *user, char **field, int n) {
         r.plan = true;
         r.value = strcmp(field[5], "one") == 0;
         r.quiet = strcmp(field[8], "quiet") == 0;
-        field[4] = field[3];        /* the key's field, as for a kernel line */
     } else {
         return;
     }
-    char *end = NULL;
-    r.key = strtoull(field[4], &end, 16);
-    if (end == field[4] || *end != '\0') return;
+    const char *key_field = r.plan ? field[3] : field[4], *end = NULL;
+    r.key = strtoull(key_field, (char **)&end, 16);
+    if (end == key_field || *end != '\0') return;
     if (n_records == cap_records) {
         size_t cap = cap_records ? 2 * cap_records : 512;
         file_record *grown = realloc(records, cap * sizeof(*grown));
