@@ -195,7 +195,6 @@ int main(int argc, char **argv) {
         return 2;
     }
     setenv("OMP_NUM_THREADS", "1", 1);      /* each product on its caller's thread alone */
-    extern void openblas_set_num_threads(int);
     openblas_set_num_threads(1);
     void *h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
     if (h) *(void **)&g_dnnl_sgemm = dlsym(h, "dnnl_sgemm");

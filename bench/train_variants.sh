@@ -26,8 +26,9 @@ for v in "$@"; do
   args[$n]=${v#*=}
 done
 OUT=$(mktemp -d /tmp/mstune-train-variants.XXXXXX)
-echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores;" \
-     "flags: $(grep -m1 -o -w -E 'avx512f|avx512_bf16|amx_bf16|avx512_fp16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+# shellcheck source=bench/machine.sh
+. "$(dirname "$0")/machine.sh"
+print_machine
 echo "job $job, $N rounds"
 for i in $(seq 1 "$N"); do
   for n in "${names[@]}"; do

@@ -14,7 +14,7 @@
  * one map per process (mutex-guarded, grow-only: with the file's records kept beside it, the one
  * mutable file-scope state of runtime/, on purpose) and in a calibration file per machine that
  * every process reads before it measures and appends to after (read on from where this process
- * last read it: append_reader.h): MSTUNE_KERNELS_CACHE names it (`off`: per process only), default
+ * last read it: util/append_reader.h): MSTUNE_KERNELS_CACHE names it (`off`: per process only), default
  * $XDG_CACHE_HOME/mstune/kernel-choices.tsv (or ~/.cache/...). A line is one verdict:
  *   v7 <TAB> machine <TAB> op <TAB> dtype <TAB> key hash <TAB> provider <TAB> builtin us <TAB> onednn us <TAB> onednn_blocked us <TAB> onednn_winograd us <TAB> onednn_f32 us <TAB> quiet|busy <TAB> shapes
  * where machine is the CPU model and its available features (a masked run is another machine), the
@@ -53,11 +53,11 @@
 #include "runtime/amp/half.h"
 #include "runtime/backend/onednn.h"
 #include "runtime/backend/shape_key.h"
-#include "runtime/backend/append_reader.h"
 #include "runtime/context.h"
 #include "runtime/cpu_features.h"
 #include "runtime/layout.h"
 #include "runtime/omp_team.h"
+#include "util/append_reader.h"
 #include "util/fsutil.h"
 #include "util/hash.h"
 
@@ -122,7 +122,7 @@ static mst_shape_map verdicts;     /* values: (void *)(uintptr_t)(provider + 1) 
 static bool cache_ready;
 static char cache_path[512];       /* "" = off */
 /* The file's lines for this machine as records, in file order, brought up to date at each lookup
- * (append_reader.h): what cache_find and mst_plan_verdict_get read. */
+ * (util/append_reader.h): what cache_find and mst_plan_verdict_get read. */
 typedef struct {
     uint64_t key;           /* the line's key hash */
     uint64_t what;          /* a kernel line's op and dtype (FNV-1a of "op/dtype"); 0 for a plan line */

@@ -3,7 +3,7 @@
  * old one plus new lines, and only those are read, through one fixed buffer: reading the whole
  * file into fresh memory cost more than the scans it replaced (page faults: ~2 ms for 158 KB on
  * the development VM). */
-#include "runtime/backend/append_reader.h"
+#include "util/append_reader.h"
 
 #include <fcntl.h>
 #include <stdbool.h>

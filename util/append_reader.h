@@ -12,8 +12,8 @@
  *     static mst_append_reader r;
  *     mst_append_reader_sync(&r, path, drop_all, keep_line, user);   // keep_line(user, field, n)
  */
-#ifndef MST_RUNTIME_BACKEND_APPEND_READER_H
-#define MST_RUNTIME_BACKEND_APPEND_READER_H
+#ifndef MST_UTIL_APPEND_READER_H
+#define MST_UTIL_APPEND_READER_H
 
 #include <stdint.h>
 

@@ -1,5 +1,5 @@
 /* test_append_reader.c — the verdict file read on from where it was last read
- * (runtime/backend/append_reader.h): each sync hands over exactly the whole lines appended since
+ * (util/append_reader.h): each sync hands over exactly the whole lines appended since
  * the last, in order; a line without its newline waits; a replaced, shrunk or deleted file starts
  * over (the caller told to drop what it kept); an over-long line is skipped. And through the
  * kernel choice (kernel_choice.h): a step-thread verdict appended by another process after this
@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "runtime/backend/append_reader.h"
+#include "util/append_reader.h"
 #include "runtime/backend/kernel_choice.h"
 #include "runtime/cpu_features.h"
 
