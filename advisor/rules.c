@@ -125,6 +125,24 @@ static double loader_share_saved(double data_share, double compute, int loader_p
     return step < 1.0 ? 1.0 - step : 0.0;
 }
 
+/* The loader's workers that keep pace with the compute, at most the cores. With no workers the
+ * data share d is the loader's own work on a batch (the main thread did it), so one worker makes
+ * a batch every d (as a share of the step) while the step takes one every c = 1 - d; with w
+ * workers already the loader bounds the step, so its work on a batch is about w steps. A worker
+ * short by less than a quarter of the pace is not added: a worker more than the cores beside the
+ * compute leaves shares the cores with it, and on subnormal_weights (data 49-51% of a 0.05 ms step,
+ * 2 cores) one worker trained 1.14-1.34x as fast as the synchronous loader where two trained
+ * 1.08-1.12x (the loop's time, 12 rounds alternated, docs/benchmarks.md); loader_starved (data
+ * 62%: 1.6 workers' pace) needs its two (2.03x against one worker's 1.71x). */
+static int loader_workers_needed(double d, int workers, int cores) {
+    const double c = 1.0 - d;
+    const double work = workers > 0 ? (double)workers : d;
+    const double pace = c > 0 ? work / c : (double)cores;
+    double need = ceil(pace - 0.25);
+    if (!(need >= 1)) need = 1;
+    return need < cores ? (int)need : cores;
+}
+
 /* The smallest predicted gain worth a trial: what K-vs-K runs resolve (the baseline's spread). */
 static double resolvable(const mst_rule_env *env) { return env->resolvable_speedup > 1 ? env->resolvable_speedup : 1.10; }
 
@@ -186,7 +204,8 @@ static void rule_loader(const rpt_profile *p, const mst_rule_env *env, sink *s) 
     int workers = mst_f64_to_int_or(mst_cfg_num(p->config, "data.num_workers", 0), 0, 1 << 20, 0);
     int prefetch = mst_f64_to_int_or(mst_cfg_num(p->config, "data.prefetch", 2), 0, 1 << 20, 2);
     int cores = env->n_cores > 0 ? env->n_cores : 1;
-    int want = workers < cores ? cores : workers;
+    int want = loader_workers_needed(d, workers, cores);
+    if (want < workers) want = workers;
     int want_prefetch = prefetch < 2 * want ? 2 * want : prefetch;
     if (want == workers && want_prefetch == prefetch) return;      /* nothing left to turn */
     int budget = mst_f64_to_int_or(mst_cfg_num(p->config, "runtime.threads", 0), 0, 1 << 20, 0);
@@ -197,7 +216,7 @@ static void rule_loader(const rpt_profile *p, const mst_rule_env *env, sink *s) 
      * fast as the synchronous loader, beside 1 compute thread 1.95x. Where the loader's work is at
      * least the compute part, a second compute core has nothing to win while the loader needs it:
      * the change then also puts the compute on one thread. */
-    const bool one_compute = threads > 1 && want + threads > cores && d >= 1.0 - d;
+    const bool one_compute = threads > 1 && want >= 2 && want + threads > cores && d >= 1.0 - d;
     double saved = one_compute ? loader_share_saved(d, (1.0 - d) * threads, cores - 1, 1, cores)
                                : loader_share_saved(d, 1.0 - d, want, threads, cores);
     double gain = loop_gain(p, env, saved);
@@ -848,8 +867,8 @@ static const rule_entry k_rules[] = {
     {"grad_underflow", ">= 1% of the gradient elements nonzero in the f32 reference are zero in half (underflow probe)",
      rule_grad_underflow},
     {"graph_mode", "eager, dispatch >= 10% or 1/(1-d) above the resolvable gain", rule_graph_mode},
-    {"loader", "data >= 5% or 1/(1-d) above the resolvable gain, workers < cores (data >= compute beside a multi-thread "
-               "compute: also runtime.threads 1)", rule_loader},
+    {"loader", "data >= 5% or 1/(1-d) above the resolvable gain, workers under ceil(d/(1-d) - 1/4) <= cores (two or more "
+               "workers, data >= compute beside a multi-thread compute: also runtime.threads 1)", rule_loader},
     {"amp_level", "O0, kernel >= 50%, GEMM/conv >= 50% of kernel time", rule_amp_level},
     {"recompile", "graph mode, > 1 compile, no dynamic batch", rule_recompile},
     {"denormals", ">= 0.1% subnormal parameters (a trial when 1/(1 - k (1 - 1/(1 + f (P - 1)))) reaches the resolvable gain), "

@@ -122,6 +122,35 @@ static void test_loader(void **state) {
     assert_int_equal(shared->n_sets, 2);
     assert_null(strstr(shared->change, "runtime.threads"));
     assert_true(fabs(shared->predicted - 1 / 0.775) < 1e-9);
+    /* one worker makes a batch in 0.45 of the step, the step takes one every 0.55: one keeps pace */
+    assert_string_equal(shared->sets[0], "data.num_workers=1");
+    assert_string_equal(shared->sets[1], "data.prefetch=2");
+    teardown_fixture(&x);
+    /* data 55%: one worker is short of the compute's pace by 0.22 (< a quarter): still one, and
+     * the compute keeps its two threads (a single worker leaves a core's worth of room) */
+    setup_profile(&x, "{\"data\": {\"num_workers\": 0, \"prefetch\": 2}}", 0.02, 0.43, 0.55);
+    diagnose(&x);
+    const mst_finding *paced = find(&x, "loader");
+    assert_non_null(paced);
+    assert_string_equal(paced->sets[0], "data.num_workers=1");
+    assert_int_equal(paced->n_sets, 2);
+    assert_null(strstr(paced->change, "runtime.threads"));
+    teardown_fixture(&x);
+    /* data 57%: short by 0.33 -> two workers, and the compute on one thread */
+    setup_profile(&x, "{\"data\": {\"num_workers\": 0, \"prefetch\": 2}}", 0.02, 0.41, 0.57);
+    diagnose(&x);
+    const mst_finding *two = find(&x, "loader");
+    assert_non_null(two);
+    assert_string_equal(two->sets[0], "data.num_workers=2");
+    assert_int_equal(two->n_sets, 3);
+    teardown_fixture(&x);
+    /* one worker already, still waited on 30% of the step: the loader bounds the step, so its work
+     * on a batch is about a whole step against a compute part of 0.7 (1.43 workers' pace): two */
+    setup_profile(&x, "{\"data\": {\"num_workers\": 1, \"prefetch\": 2}}", 0.02, 0.68, 0.30);
+    diagnose(&x);
+    const mst_finding *more = find(&x, "loader");
+    assert_non_null(more);
+    assert_string_equal(more->sets[0], "data.num_workers=2");
     teardown_fixture(&x);
     g_resolvable = 1.5;                     /* a high share gets its trial even above the prediction */
     setup_profile(&x, "{\"data\": {\"num_workers\": 0, \"prefetch\": 2}}", 0.02, 0.30, 0.60);
