@@ -60,7 +60,7 @@ sanitize: setup
 # corpus (tests/fuzz/corpus/NAME, read only; new inputs go to build-fuzz/corpus/NAME). A crash
 # leaves its input in build-fuzz/ and fails the target.
 FUZZ_SECONDS ?= 60
-FUZZERS = fuzz_job fuzz_idx fuzz_checkpoint fuzz_reports
+FUZZERS = fuzz_job fuzz_idx fuzz_checkpoint fuzz_reports fuzz_kernel_verdicts
 fuzz-build: setup
 	CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMSTUNE_FUZZ=ON
 	cmake --build build-fuzz -j $(JOBS) --target $(FUZZERS)
