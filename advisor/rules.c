@@ -130,14 +130,17 @@ static double loader_share_saved(double data_share, double compute, int loader_p
  * a batch every d (as a share of the step) while the step takes one every c = 1 - d; with w
  * workers already the loader bounds the step, so its work on a batch is about w steps. A worker
  * short by less than a quarter of the pace is not added: a worker more than the cores beside the
- * compute leaves shares the cores with it, and on subnormal_weights (data 49-51% of a 0.05 ms step,
- * 2 cores) one worker trained 1.14-1.34x as fast as the synchronous loader where two trained
- * 1.08-1.12x (the loop's time, 12 rounds alternated, docs/benchmarks.md); loader_starved (data
- * 62%: 1.6 workers' pace) needs its two (2.03x against one worker's 1.71x). */
-static int loader_workers_needed(double d, int workers, int cores) {
+ * compute leaves shares the cores with it: on subnormal_weights (data 49-51% of a 0.05 ms step,
+ * 2 cores; bench/train_variants.sh, three runs of 12 rounds, docs/benchmarks.md) one worker
+ * trained 1.19-1.28x as fast as the synchronous loader, two 1.13-1.21x, and two with the compute
+ * on one thread (what the rule asked for at a 50% share) 1.02-1.14x; loader_starved (data 62%:
+ * 1.6 workers' pace) needs its two (1.61x against one worker's 1.37x, both beside one compute
+ * thread). */
+static int loader_workers_needed(double d, int workers, int cores, double *pace_out) {
     const double c = 1.0 - d;
     const double work = workers > 0 ? (double)workers : d;
     const double pace = c > 0 ? work / c : (double)cores;
+    *pace_out = pace;
     double need = ceil(pace - 0.25);
     if (!(need >= 1)) need = 1;
     return need < cores ? (int)need : cores;
@@ -204,7 +207,8 @@ static void rule_loader(const rpt_profile *p, const mst_rule_env *env, sink *s) 
     int workers = mst_f64_to_int_or(mst_cfg_num(p->config, "data.num_workers", 0), 0, 1 << 20, 0);
     int prefetch = mst_f64_to_int_or(mst_cfg_num(p->config, "data.prefetch", 2), 0, 1 << 20, 2);
     int cores = env->n_cores > 0 ? env->n_cores : 1;
-    int want = loader_workers_needed(d, workers, cores);
+    double pace = 0;
+    int want = loader_workers_needed(d, workers, cores, &pace);
     if (want < workers) want = workers;
     int want_prefetch = prefetch < 2 * want ? 2 * want : prefetch;
     if (want == workers && want_prefetch == prefetch) return;      /* nothing left to turn */
@@ -231,10 +235,12 @@ static void rule_loader(const rpt_profile *p, const mst_rule_env *env, sink *s) 
              d >= 0.20 ? "high" : "moderate");
     snprintf(f->evidence, sizeof(f->evidence),
              "data %.1f%% of the step (median over steps of each step's share; median step %.4g ms); data.num_workers %d, "
-             "data.prefetch %d, %d cores; hiding the wait entirely would bound the gain at %.3fx on the step, but %d workers "
-             "share the cores with %d compute thread%s%s: the step's CPU work leaves %.3fx on the step, %.3fx on the training "
+             "data.prefetch %d, %d cores; the loader's work on a batch is %.2fx the compute part, so %d worker%s keep%s "
+             "pace; hiding the wait entirely would bound the gain at %.3fx on the step, but the worker%s share%s the cores "
+             "with %d compute thread%s%s: the step's CPU work leaves %.3fx on the step, %.3fx on the training "
              "loop (%.4g ms, compiles included; the trials resolve %.3fx)%s", 100 * d, p->bd.wall_median_ns / 1e6, workers,
-             prefetch, cores, 1.0 / (1.0 - d), want, one_compute ? 1 : threads, one_compute || threads == 1 ? "" : "s",
+             prefetch, cores, pace, want, want == 1 ? "" : "s", want == 1 ? "s" : "", 1.0 / (1.0 - d), want == 1 ? "" : "s",
+             want == 1 ? "s" : "", one_compute ? 1 : threads, one_compute || threads == 1 ? "" : "s",
              one_compute ? " (the loader's work is at least the compute part: the compute goes on one thread, its time counted "
                            "as if it had scaled perfectly over its threads, so that a worker never stalls a parallel region)"
                          : "",

@@ -125,6 +125,7 @@ static void test_loader(void **state) {
     /* one worker makes a batch in 0.45 of the step, the step takes one every 0.55: one keeps pace */
     assert_string_equal(shared->sets[0], "data.num_workers=1");
     assert_string_equal(shared->sets[1], "data.prefetch=2");
+    assert_non_null(strstr(shared->evidence, "the loader's work on a batch is 0.82x the compute part, so 1 worker keeps pace"));
     teardown_fixture(&x);
     /* data 55%: one worker is short of the compute's pace by 0.22 (< a quarter): still one, and
      * the compute keeps its two threads (a single worker leaves a core's worth of room) */
