@@ -789,9 +789,9 @@ static void rule_comm_progress(const rpt_profile *p, const mst_rule_env *env, si
     if (!f) return;
     snprintf(f->title, sizeof(f->title), "the all-reduce moves only when the main thread polls it: give it a thread");
     snprintf(f->evidence, sizeof(f->evidence),
-             "%d ranks x %d compute threads on %d cores; overlap on, %d buckets; exposed comm %.3f ms of a %.3f ms median "
-             "step (%.0f%%); runtime.comm.progress_thread false", d.ranks, per_rank, cores, d.buckets, d.exposed_ms, d.step_ms,
-             100 * d.share);
+             "%d ranks x %d compute thread%s on %d cores; overlap on, %d bucket%s; exposed comm %.3f ms of a %.3f ms median "
+             "step (%.0f%%); runtime.comm.progress_thread false", d.ranks, per_rank, per_rank == 1 ? "" : "s", cores, d.buckets,
+             d.buckets == 1 ? "" : "s", d.exposed_ms, d.step_ms, 100 * d.share);
     add_set(f, "runtime.comm.progress_thread=%s", "true");
     snprintf(f->change, sizeof(f->change), "runtime.comm.progress_thread false -> true");
     f->predicted = 1.0 / (1.0 - d.share * (1.0 - 1.0 / d.buckets) / 2);
