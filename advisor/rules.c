@@ -218,8 +218,10 @@ static void rule_loader(const rpt_profile *p, const mst_rule_env *env, sink *s) 
      * team thread stalls the whole region. On loader_starved (data 62% of the step, 2 cores, 5 runs
      * each alternated, docs/benchmarks.md) 2 workers beside 2 compute threads trained 1.13-1.36x as
      * fast as the synchronous loader, beside 1 compute thread 1.95x. Where the loader's work is at
-     * least the compute part, a second compute core has nothing to win while the loader needs it:
-     * the change then also puts the compute on one thread. */
+     * least the compute part and needs two workers or more, a second compute core has nothing to
+     * win while the loader needs it: the change then also puts the compute on one thread. One
+     * worker keeps the compute's threads (subnormal_weights: 1.19-1.28x with them, 1.21-1.34x on
+     * one thread, the same within the rounds' spread). */
     const bool one_compute = threads > 1 && want >= 2 && want + threads > cores && d >= 1.0 - d;
     double saved = one_compute ? loader_share_saved(d, (1.0 - d) * threads, cores - 1, 1, cores)
                                : loader_share_saved(d, 1.0 - d, want, threads, cores);
