@@ -37,15 +37,6 @@
 #endif
 static const char k_build[] = "0.1.0+" MSTUNE_GIT_REV;
 
-void mst_amp_calib_machine(char *buf, size_t n) {
-    const mst_cpu_info *ci = mst_cpu_info_get();
-    char feats[256];
-    mst_cpu_features_str(feats, sizeof(feats), ",");
-    snprintf(buf, n, "%s|%s", ci->model, feats);
-    for (char *p = buf; *p; p++)
-        if (*p == '\t' || *p == '\n') *p = ' ';
-}
-
 /* ---- the signature text (runtime/op.h mst_op_signature) ---- */
 
 typedef struct {
@@ -238,7 +229,7 @@ static void cache_open(cache *k, const mst_amp_calib_opts *o) {
         if (*dir && mst_mkdirs(dir, err, sizeof(err)) == 0) snprintf(k->path, sizeof(k->path), "%s/amp-calibration.tsv", dir);
     }
     char machine[320];
-    mst_amp_calib_machine(machine, sizeof(machine));
+    mst_cpu_machine_id(machine, sizeof(machine));
     snprintf(k->key, sizeof(k->key), "amp1\t%s\t%s\t%s\t%d\t%s", machine, k_build, o->kernels, o->n_threads, o->half);
 }
 

@@ -76,7 +76,4 @@ int mst_amp_calibrate(rpt_profile *p, const mst_amp_calib_opts *o, mst_amp_calib
  * if given, gets how many signatures it covers. */
 double mst_amp_calib_ratio(const mst_amp_calib *c, const char *name, int *n_rows);
 
-/* The machine key of cache lines ("model|feat,feat,..."). */
-void mst_amp_calib_machine(char *buf, size_t n);
-
 #endif

@@ -129,8 +129,8 @@ static double loader_share_saved(double data_share, double compute, int loader_p
  * data share d is the loader's own work on a batch (the main thread did it), so one worker makes
  * a batch every d (as a share of the step) while the step takes one every c = 1 - d; with w
  * workers already the loader bounds the step, so its work on a batch is about w steps. A worker
- * short by less than a quarter of the pace is not added: a worker more than the cores beside the
- * compute leaves shares the cores with it: on subnormal_weights (data 49-51% of a 0.05 ms step,
+ * short by less than a quarter of the pace is not added, since a worker beyond the cores the
+ * compute leaves shares them with it. On subnormal_weights (data 49-51% of a 0.05 ms step,
  * 2 cores; bench/train_variants.sh, three runs of 12 rounds, docs/benchmarks.md) one worker
  * trained 1.19-1.28x as fast as the synchronous loader, two 1.13-1.21x, and two with the compute
  * on one thread (what the rule asked for at a 50% share) 1.02-1.14x; loader_starved (data 62%:
@@ -235,14 +235,15 @@ static void rule_loader(const rpt_profile *p, const mst_rule_env *env, sink *s) 
     if (!f) return;
     snprintf(f->title, sizeof(f->title), "the step waits for data %.0f%% of the time (%s)", 100 * d,
              d >= 0.20 ? "high" : "moderate");
+    const char *noun_s = want == 1 ? "" : "s", *verb_s = want == 1 ? "s" : "";     /* "1 worker keeps", "2 workers keep" */
     snprintf(f->evidence, sizeof(f->evidence),
              "data %.1f%% of the step (median over steps of each step's share; median step %.4g ms); data.num_workers %d, "
              "data.prefetch %d, %d cores; the loader's work on a batch is %.2fx the compute part, so %d worker%s keep%s "
              "pace; hiding the wait entirely would bound the gain at %.3fx on the step, but the worker%s share%s the cores "
              "with %d compute thread%s%s: the step's CPU work leaves %.3fx on the step, %.3fx on the training "
              "loop (%.4g ms, compiles included; the trials resolve %.3fx)%s", 100 * d, p->bd.wall_median_ns / 1e6, workers,
-             prefetch, cores, pace, want, want == 1 ? "" : "s", want == 1 ? "s" : "", 1.0 / (1.0 - d), want == 1 ? "" : "s",
-             want == 1 ? "s" : "", one_compute ? 1 : threads, one_compute || threads == 1 ? "" : "s",
+             prefetch, cores, pace, want, noun_s, verb_s, 1.0 / (1.0 - d), noun_s, verb_s, one_compute ? 1 : threads,
+             one_compute || threads == 1 ? "" : "s",
              one_compute ? " (the loader's work is at least the compute part: the compute goes on one thread, its time counted "
                            "as if it had scaled perfectly over its threads, so that a worker never stalls a parallel region)"
                          : "",

@@ -46,7 +46,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     char machine[320];
-    mst_amp_calib_machine(machine, sizeof(machine));
+    mst_cpu_machine_id(machine, sizeof(machine));
     printf("machine: %s\nthreads %d, runtime.kernels %s, half %s; cache %s\n", machine, o.n_threads, o.kernels, o.half,
            c.path[0] ? c.path : "(off)");
     printf("%-22s %-44s %8s %12s %12s %7s  %s\n", "slice", "signature", "calls", "f32 us", "half us", "ratio", "note");

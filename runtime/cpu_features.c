@@ -172,6 +172,14 @@ size_t mst_cpu_features_str(char *buf, size_t n, const char *sep) {
     return k < n ? k : (n ? n - 1 : 0);
 }
 
+void mst_cpu_machine_id(char *buf, size_t n) {
+    char feats[256];
+    mst_cpu_features_str(feats, sizeof(feats), ",");
+    snprintf(buf, n, "%s|%s", mst_cpu_info_get()->model, feats);
+    for (char *p = buf; *p; p++)
+        if (*p == '\t' || *p == '\n') *p = ' ';
+}
+
 int64_t mst_cpu_l2_bytes(void) {
     static _Atomic int64_t cached;
     int64_t l2 = cached;

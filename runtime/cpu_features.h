@@ -42,6 +42,10 @@ const char *mst_cpu_feature_name(mst_cpu_feature f);
 int         mst_cpu_feature_parse(const char *name); /* -1 if unknown */
 /* The available features' names joined by sep ("avx2,f16c,..."); returns the length written. */
 size_t      mst_cpu_features_str(char *buf, size_t n, const char *sep);
+/* This machine as the per-machine caches key their lines (the kernel verdicts, the AMP calibration):
+ * "model|features", tabs and newlines made spaces so it is one TSV field (a masked run is another
+ * machine). */
+void        mst_cpu_machine_id(char *buf, size_t n);
 /* A core's L2 cache in bytes, as the C library reads it (sysconf); 1 MiB where it says nothing. */
 int64_t     mst_cpu_l2_bytes(void);
 

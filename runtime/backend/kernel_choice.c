@@ -138,12 +138,7 @@ static char machine[320];
 static void cache_setup(void) {
     if (cache_ready) return;
     cache_ready = true;
-    const mst_cpu_info *ci = mst_cpu_info_get();
-    char feats[256];
-    mst_cpu_features_str(feats, sizeof(feats), ",");
-    snprintf(machine, sizeof(machine), "%s|%s", ci->model, feats);
-    for (char *p = machine; *p; p++)
-        if (*p == '\t' || *p == '\n') *p = ' ';
+    mst_cpu_machine_id(machine, sizeof(machine));
     const char *env = getenv("MSTUNE_KERNELS_CACHE"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     char dir[400] = "";
     if (env && *env) {

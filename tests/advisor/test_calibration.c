@@ -15,6 +15,7 @@
 
 #include "advisor/calibration.h"
 #include "advisor/finding.h"
+#include "runtime/cpu_features.h"
 #include "runtime/op.h"
 
 typedef struct {
@@ -227,7 +228,7 @@ static void test_cache_foreign_and_corrupt(void **state) {
     assert_non_null(fgets(lines[0], sizeof(lines[0]), in));
     assert_non_null(fgets(lines[1], sizeof(lines[1]), in));
     fclose(in);
-    mst_amp_calib_machine(machine, sizeof(machine));
+    mst_cpu_machine_id(machine, sizeof(machine));
     FILE *out = fopen(path, "w");
     assert_non_null(out);
     for (int i = 0; i < 2; i++) {

@@ -19,9 +19,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
     snprintf(g_path, sizeof(g_path), "%s/kernel-choices.tsv", fuzz_dir());
     setenv("MSTUNE_KERNELS_CACHE", g_path, 1);
-    char feats[256];
-    mst_cpu_features_str(feats, sizeof(feats), ",");
-    snprintf(g_machine, sizeof(g_machine), "%s|%s", mst_cpu_info_get()->model, feats);
+    mst_cpu_machine_id(g_machine, sizeof(g_machine));
     return 0;
 }
 

@@ -138,10 +138,9 @@ static void test_replaced_or_shrunk_file_read_again(void **state) {
 }
 
 static void plan_line(const char *verdict, const char *quiet, uint64_t key) {
-    const mst_cpu_info *ci = mst_cpu_info_get();
-    char feats[256], line[1024];
-    mst_cpu_features_str(feats, sizeof(feats), ",");
-    snprintf(line, sizeof(line), "s1\t%s|%s\tstep_threads\t%016llx\t2\t%s\t10.0\t5.0\t%s\tg\n", ci->model, feats,
+    char machine[320], line[1024];
+    mst_cpu_machine_id(machine, sizeof(machine));
+    snprintf(line, sizeof(line), "s1\t%s\tstep_threads\t%016llx\t2\t%s\t10.0\t5.0\t%s\tg\n", machine,
              (unsigned long long)key, verdict, quiet);
     append(g_verdicts, line);
 }
