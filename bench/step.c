@@ -58,6 +58,7 @@ static void runner_die(mst_ctx *ctx, const char *who, const char *what) {
 bench_runner_result bench_runner_time(mst_ctx *ctx, const char *who, const mst_model_spec *spec, int batch, int level,
                                       mst_dtype half, bool graph, int warmup, int repeats) {
     if (graph && warmup < MST_GRAPH_SETTLE_RUNS) warmup = MST_GRAPH_SETTLE_RUNS;   /* past the plan's own trials */
+    if (!graph && warmup < MST_STEP_THREADS_TRIAL_RUNS) warmup = MST_STEP_THREADS_TRIAL_RUNS;  /* eager's thread trial */
     char err[256];
     mst_model *m = mst_zoo_model_new(ctx, spec, err, sizeof(err));
     if (!m) { fprintf(stderr, "%s: %s\n", who, err); exit(1); }

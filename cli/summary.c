@@ -121,6 +121,7 @@ cJSON *mst_summary_build(const mst_job *job, const mst_session *s, const mst_tra
     cJSON_AddNumberToObject(root, "arena_bytes", (double)r->arena_bytes);
     cJSON_AddNumberToObject(root, "intermediate_bytes", (double)r->intermediate_bytes);
     cJSON_AddNumberToObject(root, "graph_step_threads", r->graph_step_threads);
+    cJSON_AddNumberToObject(root, "step_threads", r->step_threads);
     cJSON *by_cat = cJSON_AddObjectToObject(root, "arena_by_category");
     for (int c = 0; by_cat && c < MST_MEM_COUNT; c++)
         if (r->arena_cat_bytes[c]) cJSON_AddNumberToObject(by_cat, mst_mem_cat_name((mst_mem_cat)c), (double)r->arena_cat_bytes[c]);

@@ -1,13 +1,27 @@
 /* step_runner.c — eager or graph execution of the step functions (see step_runner.h). */
 #include "runtime/step_runner.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "profiler/events.h"
+#include "runtime/backend/kernel_choice.h"
+#include "runtime/context.h"
+#include "runtime/graph/step_threads.h"
+#include "runtime/tensor.h"
+#include "util/hash.h"
 
 struct mst_step_runner {
     mst_ctx *ctx;
     const mst_step_spec *spec;
     mst_graph_cache *train, *eval;     /* NULL in eager mode */
+    /* eager mode: the training step's thread budget (step_threads.h), tried on the first batch's
+     * signature; graph plans keep their own */
+    mst_step_threads threads;
+    bool threads_started, threads_quiet;
+    uint64_t threads_key;              /* the verdict file's key: the step, its inputs, the budget */
+    uint64_t threads_batch;            /* the inputs' shapes and dtypes the trial times */
 };
 
 /* in = x[0..n), y[0..n); out = loss[, found_inf][, grad_norm] as the spec has them */
@@ -66,8 +80,88 @@ void mst_step_runner_free(mst_step_runner *r) {
     free(r);
 }
 
+static bool log_verdicts(void) {
+    const char *log = getenv("MSTUNE_KERNELS_LOG");
+    return log && *log && strcmp(log, "0") != 0;
+}
+
+static uint64_t hash_tensor_shape(uint64_t h, const mst_tensor *t) {
+    const int32_t head[2] = {(int32_t)t->dtype, t->ndim};
+    h = mst_fnv1a(h, head, sizeof(head));
+    return mst_fnv1a(h, t->shape, (size_t)t->ndim * sizeof(t->shape[0]));
+}
+
+/* The micro-batches' shapes and dtypes: a step on another batch (an epoch's last, smaller one)
+ * takes another time and is not part of the trial. */
+static uint64_t batch_signature(const mst_step_spec *spec, mst_tensor *const x[], mst_tensor *const y[]) {
+    uint64_t h = MST_FNV1A_OFFSET;
+    for (int k = 0; k < spec->accumulate; k++) h = hash_tensor_shape(hash_tensor_shape(h, x[k]), y[k]);
+    return h;
+}
+
+/* What the eager step's time depends on besides the machine: the model (its name, parameters and
+ * buffers), the step's settings, the batch and the context's budget, kernels and precision. */
+static uint64_t eager_step_key(const mst_ctx *ctx, const mst_step_spec *spec, uint64_t batch) {
+    const mst_model *m = spec->model;
+    uint64_t h = mst_fnv1a(MST_FNV1A_OFFSET, "eager", 5);
+    h = mst_fnv1a(h, m->name, strnlen(m->name, sizeof(m->name)));
+    for (int i = 0; i < m->n_params; i++) h = hash_tensor_shape(h, m->params[i]);
+    for (int i = 0; i < m->n_buffers; i++) h = hash_tensor_shape(h, m->buffers[i]);
+    const int32_t settings[8] = {ctx->n_threads, ctx->kernels, ctx->force_ref, ctx->amp_level, (int32_t)ctx->amp_dtype,
+                                 spec->accumulate, spec->scaler != NULL, spec->clip_grad_norm > 0};
+    h = mst_fnv1a(h, settings, sizeof(settings));
+    return mst_fnv1a(h, &batch, sizeof(batch));
+}
+
+/* Eager mode's thread budget, as graph mode's plans have theirs (step_threads.h): forced, on file
+ * for this machine, or measured by the first steps on the first batch's shapes. Not tried in a
+ * data-parallel process: its steps wait for the other ranks' gradients, which the trial would time. */
+static void start_eager_threads(mst_step_runner *r, mst_tensor *const x[], mst_tensor *const y[]) {
+    mst_ctx *ctx = r->ctx;
+    r->threads_started = true;
+    mst_step_threads_init(&r->threads, ctx->dp ? 1 : ctx->n_threads);
+    if (mst_step_threads_decided(&r->threads)) return;
+    r->threads_batch = batch_signature(r->spec, x, y);
+    r->threads_key = eager_step_key(ctx, r->spec, r->threads_batch);
+    bool one = false, busy = false;
+    const bool found = mst_plan_verdict_get(r->threads_key, &one, &busy);
+    r->threads_quiet = !found || busy ? mst_machine_quiet() : true;     /* as graph plans read it (exec.c) */
+    if (found && (!busy || !r->threads_quiet)) {
+        mst_step_threads_set(&r->threads, one);
+        if (log_verdicts()) {
+            fprintf(stderr, "mstune eager: ");
+            mst_step_threads_describe(&r->threads, ctx->n_threads, stderr);
+        }
+    }
+}
+
+static mst_status eager_train(mst_step_runner *r, mst_tensor *const x[], mst_tensor *const y[], mst_step_outputs *out) {
+    mst_ctx *ctx = r->ctx;
+    if (!r->threads_started) start_eager_threads(r, x, y);
+    mst_step_threads *v = &r->threads;
+    const bool decided = mst_step_threads_decided(v);
+    const bool deciding = !decided && batch_signature(r->spec, x, y) == r->threads_batch;
+    const bool serial = (decided || deciding) && mst_step_threads_next(v);
+    const bool was_serial = ctx->serial;
+    ctx->serial = was_serial || serial;
+    const uint64_t t0 = deciding ? mst_prof_now_ns() : 0;
+    mst_status s = mst_step_run(ctx, r->spec, x, y, out);
+    ctx->serial = was_serial;
+    if (!deciding || s != MST_OK) return s;
+    mst_step_threads_record(v, serial, (double)(mst_prof_now_ns() - t0));
+    if (!mst_step_threads_decided(v)) return s;
+    if (mst_step_threads_measured_new(v))
+        mst_plan_verdict_put(r->threads_key, ctx->n_threads, v->serial, v->median_ns[0], v->median_ns[1],
+                             r->threads_quiet && mst_machine_quiet(), r->spec->model->name);
+    if (log_verdicts()) {
+        fprintf(stderr, "mstune eager: ");
+        mst_step_threads_describe(v, ctx->n_threads, stderr);
+    }
+    return s;
+}
+
 mst_status mst_step_runner_train(mst_step_runner *r, mst_tensor *const x[], mst_tensor *const y[], mst_step_outputs *out) {
-    if (!r->train) return mst_step_run(r->ctx, r->spec, x, y, out);
+    if (!r->train) return eager_train(r, x, y, out);
     int n = r->spec->accumulate;
     mst_tensor *in[MST_GRAPH_MAX_IO], *res[MST_GRAPH_MAX_IO];
     for (int k = 0; k < n; k++) {
@@ -99,6 +193,11 @@ mst_status mst_step_runner_eval(mst_step_runner *r, mst_tensor *x, mst_tensor *y
 }
 
 mst_graph_cache *mst_step_runner_train_cache(const mst_step_runner *r) { return r->train; }
+
+int mst_step_runner_eager_threads(const mst_step_runner *r) {
+    if (r->train || !r->threads_started || !mst_step_threads_decided(&r->threads)) return 0;
+    return r->threads.serial ? 1 : r->ctx->n_threads;
+}
 
 void mst_step_runner_stats(const mst_step_runner *r, mst_graph_stats *st) {
     memset(st, 0, sizeof(*st));

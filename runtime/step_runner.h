@@ -1,7 +1,9 @@
 /* step_runner.h — runs the training and evaluation steps of runtime/step.h either eagerly (each
  * call through the dispatcher) or in graph mode (traced once per input signature and replayed
  * from the plan cache of runtime/graph/graph.h). The trainer holds one; nothing else changes
- * between the modes, which is how the parity tests can compare them.
+ * between the modes, which is how the parity tests can compare them. Both modes pick the training
+ * step's thread budget (all the context's threads, or the calling thread alone) by timing their
+ * first steps (runtime/graph/step_threads.h); MSTUNE_STEP_THREADS=all|one pins it.
  *
  *     mst_step_runner *r = mst_step_runner_new(ctx, &spec, true, false, batch_size);
  *     mst_step_runner_train(r, x, y, &out);       // x[k], y[k] for k < spec.accumulate
@@ -31,6 +33,10 @@ mst_status mst_step_runner_eval(mst_step_runner *r, mst_tensor *x, mst_tensor *y
 
 /* Graph mode: the training step's plan cache (for dumps: `mstune graph`); NULL in eager mode. */
 mst_graph_cache *mst_step_runner_train_cache(const mst_step_runner *r);
+
+/* Eager mode: the threads its training step runs on once the step-thread trial has decided (1:
+ * the calling thread alone; runtime/graph/step_threads.h), 0 before and in graph mode. */
+int mst_step_runner_eager_threads(const mst_step_runner *r);
 
 /* Graph mode: compiles and planned memory of the training and evaluation plans, summed
  * (arena_bytes: the larger plan's arena; arena_cat_bytes: per category, the larger plan's peak live bytes).

@@ -579,6 +579,7 @@ out:
     res->arena_bytes = gs.arena_bytes;
     res->intermediate_bytes = gs.intermediate_bytes;
     res->graph_step_threads = gs.step_threads;
+    res->step_threads = cfg->graph ? gs.step_threads : mst_step_runner_eager_threads(runner);
     memcpy(res->arena_cat_bytes, gs.arena_cat_bytes, sizeof(res->arena_cat_bytes));
     free(step_ms);
     free(comm_exp);

@@ -141,6 +141,8 @@ typedef struct {
     int64_t intermediate_bytes;     /* graph mode: that plan's intermediates, summed without reuse */
     int graph_step_threads;         /* graph mode: the threads the training plan's step runs on at the end
                                        (1: the calling thread alone; runtime/graph/step_threads.h); 0 in eager */
+    int step_threads;               /* either mode: the threads the training step runs on at the end (eager:
+                                       its own trial, step_runner.h); 0 while undecided */
     int64_t arena_cat_bytes[MST_MEM_COUNT];     /* graph mode: peak live bytes in the arena per category (the larger plan's) */
     /* data parallel (zeros in one process): ranks, gradient buckets and bytes per step, and the
      * gradient all-reduces' time over the timed steps: exposed (waited for) and hidden (overlapped) */

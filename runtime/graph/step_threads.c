@@ -16,7 +16,8 @@ static const double k_hopeless = 1.5;
 void mst_step_threads_init(mst_step_threads *v, int n_threads) {
     memset(v, 0, sizeof(*v));
     v->pairs = MST_STEP_THREADS_PAIRS;
-    const char *force = getenv("MSTUNE_GRAPH_THREADS");
+    const char *force = getenv("MSTUNE_STEP_THREADS");
+    if (!force || !*force) force = getenv("MSTUNE_GRAPH_THREADS");     /* its older name */
     bool forced_one = force && strcmp(force, "one") == 0, forced_all = force && strcmp(force, "all") == 0;
     if (n_threads <= 1 || forced_one || forced_all) {
         v->forced = v->decided = true;
@@ -79,16 +80,16 @@ void mst_step_threads_record(mst_step_threads *v, bool serial, double ns) {
 void mst_step_threads_describe(const mst_step_threads *v, int n_threads, FILE *f) {
     if (n_threads <= 1) return;
     fprintf(f, "step threads: ");
-    if (v->forced) fprintf(f, "%s (forced by MSTUNE_GRAPH_THREADS)\n", v->serial ? "one thread" : "all threads");
+    if (v->forced) fprintf(f, "%s (forced by MSTUNE_STEP_THREADS)\n", v->serial ? "one thread" : "all threads");
     else if (v->from_file && !v->decided)
-        fprintf(f, "%s (this machine's verdict file), confirmed by the plan's first %d runs\n", v->file_serial ? "one thread" : "all threads",
+        fprintf(f, "%s (this machine's verdict file), confirmed by the step's first %d runs\n", v->file_serial ? "one thread" : "all threads",
                 MST_STEP_THREADS_RUNS(v->pairs));
     else if (v->from_file)
         fprintf(f, "%s (this machine's verdict file %s): one thread %.1f us vs %d threads %.1f us (medians of %d alternated pairs%s)\n",
                 v->serial ? "one thread" : "all threads", v->overturned ? "overturned" : "confirmed", v->median_ns[1] / 1e3, n_threads,
                 v->median_ns[0] / 1e3, v->timed, v->early ? ", stopped early" : "");
     else if (!mst_step_threads_decided(v))
-        fprintf(f, "%d threads or the calling thread alone: decided by the plan's first %d runs (one thread kept only "
+        fprintf(f, "%d threads or the calling thread alone: decided by the step's first %d runs (one thread kept only "
                    "when %.0f%% faster)\n", n_threads, MST_STEP_THREADS_TRIAL_RUNS, 100 * k_serial_margin);
     else
         fprintf(f, "%s: one thread %.1f us vs %d threads %.1f us (medians of %d alternated pairs%s)\n",

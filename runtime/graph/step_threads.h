@@ -1,5 +1,6 @@
-/* step_threads.h — graph mode's verdict on a plan's thread budget: the whole step on all the
- * context's threads, or on the calling thread alone (mst_ctx.serial).
+/* step_threads.h — the verdict on a training step's thread budget: the whole step on all the
+ * context's threads, or on the calling thread alone (mst_ctx.serial). Graph mode keeps one per
+ * plan (exec.c); eager mode one per run, timed on the first batch's shapes (runtime/step_runner.c).
  *
  * A step of small products (the mlp at batch 16: 1-6.4 MFLOP each) can run faster on one thread
  * than on two: each op's second thread costs a wake-up and reads what the other core wrote. No
@@ -23,7 +24,11 @@
  * two pairs); an overturned verdict is written again and the newest line wins. A VM's speed for
  * two threads moves with where the host puts its vCPUs: the mlp at batch 64 had kept one thread
  * (215 against 371 us) and later ran 0.36 ms so against eager's 0.33 on two.
- * MSTUNE_GRAPH_THREADS=all|one skips both (tests, benchmarks).
+ * Eager steps gain the same way: the mlp at batch 16 ran 2.07x as fast on one thread
+ * (docs/benchmarks.md), and without its own trial graph mode's measured gain over eager was
+ * mostly this budget, not the dispatch it removes.
+ * MSTUNE_STEP_THREADS=all|one (or its older name MSTUNE_GRAPH_THREADS) skips both in either mode
+ * (tests, benchmarks).
  *
  *     mst_step_threads v;
  *     mst_step_threads_init(&v, ctx->n_threads);
@@ -49,7 +54,7 @@ typedef struct {
     int runs;               /* runs recorded */
     bool decided;
     bool serial;            /* the verdict (while confirming: the file's) */
-    bool forced;            /* by MSTUNE_GRAPH_THREADS, or nothing to decide (one thread) */
+    bool forced;            /* by MSTUNE_STEP_THREADS, or nothing to decide (one thread) */
     bool early;             /* decided after two pairs: one thread far slower */
     bool from_file;         /* started from the machine's verdict file (mst_step_threads_set) */
     bool file_serial;       /* from_file: the file's verdict */

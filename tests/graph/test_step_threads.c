@@ -133,7 +133,7 @@ static void test_describe_names_the_verdict(void **state) {
     mst_step_threads_init(&v, 2);
     char buf[512];
     describe_around_trial(&v, one_faster, buf, sizeof(buf));
-    assert_non_null(strstr(buf, "decided by the plan's first 22 runs"));
+    assert_non_null(strstr(buf, "decided by the step's first 22 runs"));
     assert_non_null(strstr(buf, "one thread kept: one thread 150.0 us vs 2 threads 200.0 us"));
 }
 
@@ -187,7 +187,7 @@ static void test_file_verdict_confirmed_or_overturned(void **state) {
     mst_step_threads_init(&v, 2);
     mst_step_threads_set(&v, true);
     describe_around_trial(&v, all_faster, buf, sizeof(buf));
-    assert_non_null(strstr(buf, "one thread (this machine's verdict file), confirmed by the plan's first 14 runs"));
+    assert_non_null(strstr(buf, "one thread (this machine's verdict file), confirmed by the step's first 14 runs"));
     assert_non_null(strstr(buf, "all threads (this machine's verdict file overturned): one thread 260.0 us vs 2 threads 200.0 us"));
 }
 

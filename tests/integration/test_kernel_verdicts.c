@@ -177,7 +177,8 @@ static void test_verdict_from_recorded_times(void **state) {
     e2e_rmtree(dir);
 }
 
-/* The graph plan's step-thread verdict (runtime/graph/step_threads.h) in the same file: the first
+/* The training step's thread verdict (runtime/graph/step_threads.h), a graph plan's or an eager
+ * run's, in the same file: the first
  * process times the two budgets and appends one `s1` line; the next one, quiet or busy, starts
  * from it and confirms it with a shorter trial, appending a line only when it overturns it; its
  * summary names the budget its step ran on. (The kernel lines' format is count_lines'; these have
@@ -204,33 +205,37 @@ static int count_step_lines(const char *path, char *verdict, size_t n) {
     return lines;
 }
 
-static void test_step_thread_verdict_kept(void **state) {
-    (void)state;
+/* mode: "graph" or "eager"; the two keep their verdicts under different keys of one file. */
+static void step_thread_verdict_kept(const char *mode) {
     char dir[256], cache[320], loadavg[320], args[1024], verdict[8] = "", again[8] = "";
     fresh_dir(dir, cache, loadavg);
     write_loadavg(loadavg, 1);
     setenv("MSTUNE_KERNELS_LOG", "1", 1);
     unsetenv("MSTUNE_GRAPH_THREADS");
-    static const char job[] = "train workloads/jobs/fashion_mlp.yaml --set runtime.mode=graph --set train.steps=30 "
-                              "--set train.eval=false --set data.limit=640 --set data.batch_size=16 --set runtime.threads=2 "
-                              "--set train.checkpoint=false";
+    unsetenv("MSTUNE_STEP_THREADS");
+    char job[512], tag[64];
+    snprintf(job, sizeof(job), "train workloads/jobs/fashion_mlp.yaml --set runtime.mode=%s --set train.steps=30 "
+             "--set train.eval=false --set data.limit=640 --set data.batch_size=16 --set runtime.threads=2 "
+             "--set train.checkpoint=false", mode);
+    snprintf(tag, sizeof(tag), "mstune %s: step threads: ", mode);
     snprintf(args, sizeof(args), "%s --out %s/first", job, dir);
     e2e_run_ok(args, g_out, sizeof(g_out));
-    assert_non_null(strstr(g_out, "mstune graph: step threads: one thread "));     /* kept or rejected, with the times */
+    char want[200];
+    snprintf(want, sizeof(want), "%sone thread ", tag);
+    assert_non_null(strstr(g_out, want));     /* kept or rejected, with the times */
     assert_non_null(strstr(g_out, " alternated pairs"));
     assert_int_equal(count_step_lines(cache, verdict, sizeof(verdict)), 1);
-    printf("first process: %s threads\n", verdict);
+    printf("%s, first process: %s threads\n", mode, verdict);
     write_loadavg(loadavg, 12);     /* a busy process takes the quiet line as it is */
     snprintf(args, sizeof(args), "%s --out %s/second", job, dir);
     e2e_run_ok(args, g_out, sizeof(g_out));
-    char want[160];
-    snprintf(want, sizeof(want), "mstune graph: step threads: %s (this machine's verdict file), confirmed by the plan's first 14 runs",
+    snprintf(want, sizeof(want), "%s%s (this machine's verdict file), confirmed by the step's first 14 runs", tag,
              strcmp(verdict, "one") == 0 ? "one thread" : "all threads");
     assert_non_null(strstr(g_out, want));
     /* the confirmation's outcome, timed: either way one line per outcome and the summary agrees */
     bool overturned = strstr(g_out, "(this machine's verdict file overturned)") != NULL;
     assert_true(overturned || strstr(g_out, "(this machine's verdict file confirmed)") != NULL);
-    printf("second process: %s\n", overturned ? "overturned" : "confirmed");
+    printf("%s, second process: %s\n", mode, overturned ? "overturned" : "confirmed");
     assert_int_equal(count_step_lines(cache, again, sizeof(again)), overturned ? 2 : 1);
     if (overturned) assert_string_not_equal(again, verdict);
     else assert_string_equal(again, verdict);
@@ -239,10 +244,35 @@ static void test_step_thread_verdict_kept(void **state) {
     snprintf(path, sizeof(path), "%s/second/summary.json", dir);
     cJSON *sum = e2e_read_json(path);
     assert_non_null(sum);
-    assert_true(e2e_num(sum, "graph_step_threads") == (strcmp(again, "one") == 0 ? 1 : 2));
+    const bool graph = strcmp(mode, "graph") == 0;
+    const double threads = strcmp(again, "one") == 0 ? 1 : 2;
+    assert_true(e2e_num(sum, "step_threads") == threads);
+    assert_true(e2e_num(sum, "graph_step_threads") == (graph ? threads : 0));
     cJSON_Delete(sum);
+    /* pinned: no trial, nothing written, the step on the budget asked for */
+    setenv("MSTUNE_STEP_THREADS", "all", 1);
+    snprintf(args, sizeof(args), "%s --out %s/pinned", job, dir);
+    e2e_run_ok(args, g_out, sizeof(g_out));
+    assert_null(strstr(g_out, tag));
+    assert_int_equal(count_step_lines(cache, again, sizeof(again)), overturned ? 2 : 1);
+    snprintf(path, sizeof(path), "%s/pinned/summary.json", dir);
+    sum = e2e_read_json(path);
+    assert_non_null(sum);
+    assert_true(e2e_num(sum, "step_threads") == 2);
+    cJSON_Delete(sum);
+    unsetenv("MSTUNE_STEP_THREADS");
     unsetenv("MSTUNE_KERNELS_LOG");
     e2e_rmtree(dir);
+}
+
+static void test_step_thread_verdict_kept(void **state) {
+    (void)state;
+    step_thread_verdict_kept("graph");
+}
+
+static void test_eager_step_thread_verdict_kept(void **state) {
+    (void)state;
+    step_thread_verdict_kept("eager");
 }
 
 int main(void) {
@@ -250,6 +280,7 @@ int main(void) {
         cmocka_unit_test(test_busy_verdicts_measured_again),
         cmocka_unit_test(test_verdict_from_recorded_times),
         cmocka_unit_test(test_step_thread_verdict_kept),
+        cmocka_unit_test(test_eager_step_thread_verdict_kept),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
