@@ -214,6 +214,10 @@ static void rule_loader(const rpt_profile *p, const mst_rule_env *env, sink *s) 
     if (want == workers && want_prefetch == prefetch) return;      /* nothing left to turn */
     int budget = mst_f64_to_int_or(mst_cfg_num(p->config, "runtime.threads", 0), 0, 1 << 20, 0);
     int threads = budget > 0 && budget < cores ? budget : cores;
+    /* the step's own trial may have kept the calling thread alone (summary.json step_threads,
+     * runtime/graph/step_threads.h): the compute then runs on one thread whatever the budget says */
+    const int ran_on = mst_f64_to_int_or(mst_cfg_num(env->summary, "step_threads", 0), 0, 1 << 20, 0);
+    if (ran_on >= 1 && ran_on < threads) threads = ran_on;
     /* Workers beside a compute team of several threads on the same cores: a worker that preempts one
      * team thread stalls the whole region. On loader_starved (data 62% of the step, 2 cores, 5 runs
      * each alternated, docs/benchmarks.md) 2 workers beside 2 compute threads trained 1.13-1.36x as

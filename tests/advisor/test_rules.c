@@ -166,6 +166,18 @@ static void test_loader(void **state) {
     assert_non_null(one);
     assert_true(fabs(one->predicted - 1 / 0.5) < 1e-9);
     teardown_fixture(&x);
+    /* the same job whose step kept one thread by its own trial (summary.json step_threads 1): the
+     * compute is on one thread already, nothing to pin, and the prediction is one thread's */
+    setup_profile(&x, "{\"data\": {\"num_workers\": 0, \"prefetch\": 2}}", 0.02, 0.30, 0.60);
+    cJSON_AddNumberToObject(x.summary, "step_threads", 1);
+    diagnose(&x);
+    const mst_finding *ran_on_one = find(&x, "loader");
+    assert_non_null(ran_on_one);
+    assert_int_equal(ran_on_one->n_sets, 2);
+    assert_null(strstr(ran_on_one->change, "runtime.threads"));
+    assert_true(fabs(ran_on_one->predicted - 1 / 0.5) < 1e-9);
+    assert_non_null(strstr(ran_on_one->evidence, "with 1 compute thread:"));
+    teardown_fixture(&x);
     setup_profile(&x, "{\"data\": {\"num_workers\": 0, \"prefetch\": 2}}", 0.02, 0.80, 0.06);
     diagnose(&x);
     const mst_finding *low = find(&x, "loader");     /* 6%: (0.06 + 2 x 0.94) / 2 = 0.97 of the step, 1.03x: a finding */
