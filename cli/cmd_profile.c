@@ -322,6 +322,10 @@ int mst_cmd_profile(int argc, char **argv) {
         mst_store_set_meta(store, "steps_processed", v);
         snprintf(v, sizeof(v), "%.17g", r.train_loop_s);
         mst_store_set_meta(store, "train_loop_s", v);
+        if (r.step_threads > 0) {     /* the budget the step's own first runs kept (runtime/graph/step_threads.h) */
+            snprintf(v, sizeof(v), "%d of %d", r.step_threads, s.ctx->n_threads);
+            mst_store_set_meta(store, "step_threads", v);
+        }
     }
     double overhead_share = wall_s > 0 ? mst_prof_overhead_ns(&ov) / (wall_s * 1e9) : 0;
     /* the probe runs outside the timed steps: not in what off vs on windows can see */
