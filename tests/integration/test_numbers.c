@@ -103,6 +103,12 @@ static void test_card_summary_cli_and_compare_agree(void **state) {
     char shown[700];
     snprintf(shown, sizeof(shown), "profile <code>%s/profile.db</code>", dir);
     if (!strstr(html, shown) || strstr(html, ".run-new")) fail_msg("the report does not name %s/profile.db", dir);
+    /* the run's metadata names the threads the step ran on, as summary.json does (none while undecided) */
+    int ran_on = (int)e2e_num(s, "step_threads");
+    char threads_row[64];
+    snprintf(threads_row, sizeof(threads_row), "step_threads</td><td>%d of ", ran_on);
+    if (ran_on > 0 ? !strstr(html, threads_row) : strstr(html, "step_threads</td>") != NULL)
+        fail_msg("summary.json step_threads %d, and the report's metadata does not agree", ran_on);
     free(html);
 
     /* the report of the database alone (no summary.json beside it) computes the same definition
