@@ -36,6 +36,10 @@ struct mst_ctx {
     bool serial;                    /* kernels run on the calling thread alone (mst_ctx_threads() == 1):
                                        a graph plan whose step measured faster that way (runtime/graph/exec.c) */
     bool flush_denormals;           /* runtime/fpu.h: set on the creating thread, inherited by the pool */
+    int loader_threads;             /* threads of this process beside the kernels' that compete for the cores
+                                       (the training loader's workers, set by the trainer): part of the
+                                       step-thread verdicts' keys (runtime/graph/step_threads.h), since
+                                       which budget is faster depends on them */
     mst_threadpool *threadpool;     /* n_threads - 1 workers; NULL with one thread */
 
     mst_status status;              /* first error since the last clear */

@@ -100,15 +100,16 @@ static uint64_t batch_signature(const mst_step_spec *spec, mst_tensor *const x[]
 }
 
 /* What the eager step's time depends on besides the machine: the model (its name, parameters and
- * buffers), the step's settings, the batch and the context's budget, kernels and precision. */
+ * buffers), the step's settings, the batch and the context's budget, kernels, precision and the
+ * loader's workers beside it. */
 static uint64_t eager_step_key(const mst_ctx *ctx, const mst_step_spec *spec, uint64_t batch) {
     const mst_model *m = spec->model;
     uint64_t h = mst_fnv1a(MST_FNV1A_OFFSET, "eager", 5);
     h = mst_fnv1a(h, m->name, strnlen(m->name, sizeof(m->name)));
     for (int i = 0; i < m->n_params; i++) h = hash_tensor_shape(h, m->params[i]);
     for (int i = 0; i < m->n_buffers; i++) h = hash_tensor_shape(h, m->buffers[i]);
-    const int32_t settings[8] = {ctx->n_threads, ctx->kernels, ctx->force_ref, ctx->amp_level, (int32_t)ctx->amp_dtype,
-                                 spec->accumulate, spec->scaler != NULL, spec->clip_grad_norm > 0};
+    const int32_t settings[9] = {ctx->n_threads, ctx->kernels, ctx->force_ref, ctx->amp_level, (int32_t)ctx->amp_dtype,
+                                 spec->accumulate, spec->scaler != NULL, spec->clip_grad_norm > 0, ctx->loader_threads};
     h = mst_fnv1a(h, settings, sizeof(settings));
     return mst_fnv1a(h, &batch, sizeof(batch));
 }

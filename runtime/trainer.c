@@ -293,8 +293,13 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
     res->amp_level = cfg->amp_level;
     int64_t max_batch = mst_loader_batch_size(train);
     if (test && mst_loader_batch_size(test) > max_batch) max_batch = mst_loader_batch_size(test);
+    /* the step-thread verdicts depend on the loader's workers beside the kernels: under the
+     * advisor's loader trial (workers 0 and 1 in turns) one key flipped its verdict every process */
+    const int loader_threads_before = ctx->loader_threads;
+    ctx->loader_threads = mst_loader_num_workers(train);
     mst_step_runner *runner = mst_step_runner_new(ctx, &spec, cfg->graph, cfg->dynamic_batch, max_batch);
     if (!runner) {
+        ctx->loader_threads = loader_threads_before;
         mst_loss_scaler_free(scaler);
         mst_optim_free(opt);
         return mst_ctx_status(ctx);
@@ -588,6 +593,7 @@ out:
     mst_train_dp_end(ctx);
     free(ck.e);
     mst_step_runner_free(runner);       /* before the optimizer and scaler whose tensors it holds */
+    ctx->loader_threads = loader_threads_before;
     mst_loss_scaler_free(scaler);
     mst_optim_free(opt);
     return s;

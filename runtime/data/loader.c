@@ -313,6 +313,7 @@ fail:
 
 int64_t mst_loader_batches_per_epoch(const mst_loader *ld) { return ld->n_batches; }
 int64_t mst_loader_batch_size(const mst_loader *ld) { return ld->cfg.batch_size; }
+int mst_loader_num_workers(const mst_loader *ld) { return ld->cfg.num_workers; }
 
 int64_t mst_loader_num_samples(const mst_loader *ld) { return ld->n; }
 const char *mst_loader_error(const mst_loader *ld) { return ld->err; }

@@ -75,6 +75,8 @@ mst_loader *mst_loader_new(const mst_source *src, const mst_loader_config *cfg, 
 int64_t mst_loader_batches_per_epoch(const mst_loader *ld);
 /* The configured batch size: every batch but a last partial one has it. */
 int64_t mst_loader_batch_size(const mst_loader *ld);
+/* The worker threads it runs (num_workers; 0: batches made in the caller). */
+int mst_loader_num_workers(const mst_loader *ld);
 /* Samples in use: min(limit, source length), or the source length when limit is 0. */
 int64_t mst_loader_num_samples(const mst_loader *ld);
 

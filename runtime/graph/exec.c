@@ -352,7 +352,7 @@ static void init_step_threads(mst_graph_exec *ex) {
     mst_ctx *ctx = ex->ctx;
     mst_step_threads_init(&ex->threads, ctx->n_threads);
     if (mst_step_threads_decided(&ex->threads)) return;
-    const int32_t budget[3] = {ctx->n_threads, ctx->kernels, ctx->force_ref};
+    const int32_t budget[4] = {ctx->n_threads, ctx->kernels, ctx->force_ref, ctx->loader_threads};
     const uint64_t h = mst_graph_hash(ex->g, mst_fnv1a(MST_FNV1A_OFFSET, budget, sizeof(budget)));
     ex->threads_key = h;
     bool one = false, busy = false;

@@ -249,12 +249,20 @@ static void step_thread_verdict_kept(const char *mode) {
     assert_true(e2e_num(sum, "step_threads") == threads);
     assert_true(e2e_num(sum, "graph_step_threads") == (graph ? threads : 0));
     cJSON_Delete(sum);
+    /* with a loader worker beside the kernels: another key, so a fresh trial and a line of its own
+     * (one key shared by both flipped its verdict in every process of the advisor's loader trial) */
+    const int lines_before = count_step_lines(cache, again, sizeof(again));
+    snprintf(args, sizeof(args), "%s --set data.num_workers=1 --out %s/worker", job, dir);
+    e2e_run_ok(args, g_out, sizeof(g_out));
+    assert_null(strstr(g_out, "(this machine's verdict file)"));
+    assert_non_null(strstr(g_out, " alternated pairs"));
+    assert_int_equal(count_step_lines(cache, again, sizeof(again)), lines_before + 1);
     /* pinned: no trial, nothing written, the step on the budget asked for */
     setenv("MSTUNE_STEP_THREADS", "all", 1);
     snprintf(args, sizeof(args), "%s --out %s/pinned", job, dir);
     e2e_run_ok(args, g_out, sizeof(g_out));
     assert_null(strstr(g_out, tag));
-    assert_int_equal(count_step_lines(cache, again, sizeof(again)), overturned ? 2 : 1);
+    assert_int_equal(count_step_lines(cache, again, sizeof(again)), lines_before + 1);
     snprintf(path, sizeof(path), "%s/pinned/summary.json", dir);
     sum = e2e_read_json(path);
     assert_non_null(sum);
