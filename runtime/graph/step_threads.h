@@ -19,8 +19,8 @@
  * machine keep the same bits while the machine agrees (a one-thread step's oneDNN reductions split
  * differently, so its bits differ within f32 rounding, as `runtime.threads: 1` does). A verdict
  * from the file is confirmed by a shorter trial (the warm-up pair and MST_STEP_THREADS_CONFIRM_PAIRS
- * timed pairs) and overturned only when the other budget is k_serial_margin faster at the median
- * and won all pairs but one (or, against one thread, when one thread is k_hopeless slower after
+ * timed pairs) and overturned only when the other budget is k_overturn_margin (20%, twice the
+ * first trial's margin: hysteresis) faster at the median and won all pairs but one (or, against one thread, when one thread is k_hopeless slower after
  * two pairs); an overturned verdict is written again and the newest line wins. A VM's speed for
  * two threads moves with where the host puts its vCPUs: the mlp at batch 64 had kept one thread
  * (215 against 371 us) and later ran 0.36 ms so against eager's 0.33 on two.

@@ -33,6 +33,8 @@ static int feed(mst_step_threads *v, double (*time_of)(bool serial, int pair)) {
 static double one_faster(bool serial, int pair) { return pair < 0 ? 1e9 : serial ? 150e3 : 200e3; }
 static double one_slower(bool serial, int pair) { (void)pair; return serial ? 40e6 : 15e6; }
 static double one_slightly_faster(bool serial, int pair) { (void)pair; return serial ? 190e3 : 200e3; }
+static double one_15_faster(bool serial, int pair) { (void)pair; return serial ? 170e3 : 200e3; }
+static double all_15_faster(bool serial, int pair) { (void)pair; return serial ? 200e3 : 170e3; }
 /* one thread 25% faster at the median but slower in two pairs of five: drift, not a verdict */
 static double one_faster_twice_lost(bool serial, int pair) {
     if (!serial) return 200e3;
@@ -174,6 +176,19 @@ static void test_file_verdict_confirmed_or_overturned(void **state) {
     mst_step_threads_set(&v, false);
     feed(&v, one_slightly_faster);
     assert_false(v.serial || v.overturned);
+    /* one thread 15% faster: a new trial keeps it, but it does not overturn all threads on file
+     * (the overturn takes 20%: budgets near the first margin do not flip from process to process) */
+    mst_step_threads_init(&v, 2);
+    feed(&v, one_15_faster);
+    assert_true(v.serial);
+    mst_step_threads_init(&v, 2);
+    mst_step_threads_set(&v, false);
+    feed(&v, one_15_faster);
+    assert_false(v.serial || v.overturned);
+    mst_step_threads_init(&v, 2);        /* nor all threads 15% faster one thread on file */
+    mst_step_threads_set(&v, true);
+    feed(&v, all_15_faster);
+    assert_true(v.serial && !v.overturned);
     /* a new trial's verdict is new to the file; a forced one is not */
     mst_step_threads_init(&v, 2);
     feed(&v, one_faster);
