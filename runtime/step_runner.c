@@ -80,11 +80,6 @@ void mst_step_runner_free(mst_step_runner *r) {
     free(r);
 }
 
-static bool log_verdicts(void) {
-    const char *log = getenv("MSTUNE_KERNELS_LOG");
-    return log && *log && strcmp(log, "0") != 0;
-}
-
 static uint64_t hash_tensor_shape(uint64_t h, const mst_tensor *t) {
     const int32_t head[2] = {(int32_t)t->dtype, t->ndim};
     h = mst_fnv1a(h, head, sizeof(head));
@@ -129,7 +124,7 @@ static void start_eager_threads(mst_step_runner *r, mst_tensor *const x[], mst_t
     r->threads_quiet = !found || busy ? mst_machine_quiet() : true;     /* as graph plans read it (exec.c) */
     if (found && (!busy || !r->threads_quiet)) {
         mst_step_threads_set(&r->threads, one);
-        if (log_verdicts()) {
+        if (mst_kernels_log_on()) {
             fprintf(stderr, "mstune eager: ");
             mst_step_threads_describe(&r->threads, ctx->n_threads, stderr);
         }
@@ -154,7 +149,7 @@ static mst_status eager_train(mst_step_runner *r, mst_tensor *const x[], mst_ten
     if (mst_step_threads_measured_new(v))
         mst_plan_verdict_put(r->threads_key, ctx->n_threads, v->serial, v->median_ns[0], v->median_ns[1],
                              r->threads_quiet && mst_machine_quiet(), r->spec->model->name);
-    if (log_verdicts()) {
+    if (mst_kernels_log_on()) {
         fprintf(stderr, "mstune eager: ");
         mst_step_threads_describe(v, ctx->n_threads, stderr);
     }

@@ -344,7 +344,7 @@ static mst_dtype key_dtype(const mst_op_call *c) {
 
 /* MSTUNE_KERNELS_LOG=1 prints every auto verdict to stderr: a measured one with the candidates'
  * times, one read from the file with its key. */
-static bool log_choices(void) {
+bool mst_kernels_log_on(void) {
     const char *e = getenv("MSTUNE_KERNELS_LOG");
     return e && *e && strcmp(e, "0") != 0;
 }
@@ -531,10 +531,10 @@ static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measur
     }
     if (slot) p = (mst_provider)((uintptr_t)*slot - 1);
     pthread_mutex_unlock(&verdict_lock);
-    if (from_file && log_choices())
+    if (from_file && mst_kernels_log_on())
         fprintf(stderr, "mstune kernels: %s %s key %016" PRIx64 " at %d threads: from %s -> %s\n", op, dt, hash, mst_ctx_threads(ctx),
                 cache_path, mst_provider_name(p));
-    if (measured && log_choices()) {
+    if (measured && mst_kernels_log_on()) {
         const char *ip = mst_onednn_impl(ctx, c, key, MST_ONEDNN_PLAIN), *ib = mst_onednn_impl(ctx, c, key, MST_ONEDNN_BLOCKED);
         const char *iw = mst_onednn_impl(ctx, c, key, MST_ONEDNN_WINOGRAD);
         fprintf(stderr,

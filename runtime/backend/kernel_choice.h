@@ -70,6 +70,9 @@ mst_provider mst_kernel_provider(mst_ctx *ctx, const mst_op_call *c);
 bool mst_plan_verdict_get(uint64_t key, bool *one_thread, bool *busy);
 void mst_plan_verdict_put(uint64_t key, int threads, bool one_thread, double all_ns, double one_ns, bool quiet,
                           const char *graph);
+/* MSTUNE_KERNELS_LOG set (and not "0"): the kernel choice, graph plans and eager runs print their
+ * verdicts to stderr. */
+bool mst_kernels_log_on(void);
 /* At most one runnable task on the machine besides this process's own (what "quiet" means above). */
 bool mst_machine_quiet(void);
 

@@ -161,11 +161,6 @@ static int seed_slot(mst_op op) {
 }
 
 /* The kernel choice's log switch (MSTUNE_KERNELS_LOG) prints the plan's verdicts too. */
-static bool log_verdicts(void) {
-    const char *log = getenv("MSTUNE_KERNELS_LOG");
-    return log && *log && strcmp(log, "0") != 0;
-}
-
 /* ---- building steps ---- */
 
 static mst_status build_fused(mst_graph_exec *ex, const mst_gnode *n, exec_step *s) {
@@ -362,7 +357,7 @@ static void init_step_threads(mst_graph_exec *ex) {
     ex->threads_quiet = !found || busy ? mst_machine_quiet() : true;
     if (found && (!busy || !ex->threads_quiet)) {
         mst_step_threads_set(&ex->threads, one);
-        if (log_verdicts()) {
+        if (mst_kernels_log_on()) {
             fprintf(stderr, "mstune graph: ");
             mst_step_threads_describe(&ex->threads, ctx->n_threads, stderr);
         }
@@ -575,7 +570,7 @@ static mst_status run_optim(mst_ctx *ctx, exec_step *s, bool may_try) {
         if (s->optim_trial >= 2 && ns < s->optim_ns[split]) s->optim_ns[split] = ns;
         if (++s->optim_trial == k_optim_trial_runs) {
             s->optim_split = s->optim_ns[1] < s->optim_ns[0] * (1 - k_optim_split_margin);
-            if (log_verdicts())
+            if (mst_kernels_log_on())
                 fprintf(stderr, "mstune graph: fused %s over %lld elements: split %.1f us, serial %.1f us -> %s\n",
                         mst_op_name(s->op), (long long)s->optim_total, s->optim_ns[1] / 1e3, s->optim_ns[0] / 1e3,
                         s->optim_split ? "split" : "serial");
@@ -767,7 +762,7 @@ mst_status mst_graph_exec_run(mst_graph_exec *ex, mst_tensor *const in[], int n_
             if (mst_step_threads_measured_new(v))   /* a confirmed verdict is on file already */
                 mst_plan_verdict_put(ex->threads_key, ctx->n_threads, v->serial, v->median_ns[0], v->median_ns[1],
                                      ex->threads_quiet && mst_machine_quiet(), ex->g->name);
-            if (log_verdicts()) {
+            if (mst_kernels_log_on()) {
                 fprintf(stderr, "mstune graph: ");
                 mst_step_threads_describe(v, ctx->n_threads, stderr);
             }
