@@ -42,6 +42,8 @@ typedef enum { MST_JOB_SCHED_CONSTANT, MST_JOB_SCHED_STEP, MST_JOB_SCHED_COSINE,
 typedef enum { MST_JOB_MODE_EAGER, MST_JOB_MODE_GRAPH, MST_JOB_MODE_COUNT } mst_job_mode;
 /* runtime.kernels, in the order of runtime/backend/kernel_choice.h's mst_kernels_mode */
 typedef enum { MST_JOB_KERNELS_AUTO, MST_JOB_KERNELS_ONEDNN, MST_JOB_KERNELS_BUILTIN, MST_JOB_KERNELS_COUNT } mst_job_kernels;
+/* the order of mst_step_threads_pin (runtime/graph/step_threads.h) */
+typedef enum { MST_JOB_STEP_THREADS_AUTO, MST_JOB_STEP_THREADS_ALL, MST_JOB_STEP_THREADS_ONE, MST_JOB_STEP_THREADS_COUNT } mst_job_step_threads;
 typedef enum { MST_JOB_DEVICE_CPU, MST_JOB_DEVICE_CUDA, MST_JOB_DEVICE_COUNT } mst_job_device;
 typedef enum { MST_JOB_AMP_O0, MST_JOB_AMP_O1, MST_JOB_AMP_O2, MST_JOB_AMP_O3, MST_JOB_AMP_COUNT } mst_job_amp_level;
 typedef enum { MST_JOB_HALF_F16, MST_JOB_HALF_BF16, MST_JOB_HALF_COUNT } mst_job_half;
@@ -111,6 +113,7 @@ typedef struct mst_job {
         mst_job_device device;
         int threads;                        /* 0 = all cores */
         mst_job_kernels kernels;            /* which CPU provider runs matmul/conv (auto measures) */
+        mst_job_step_threads step_threads;  /* the training step on all threads or one (auto measures) */
         bool dynamic_batch;                 /* graph mode: one plan for every batch size (read by graph mode) */
         bool flush_denormals;               /* FTZ/DAZ on every computing thread (runtime/fpu.h) */
         struct {                            /* data parallelism over several ranks (docs/distributed.md) */

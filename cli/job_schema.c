@@ -35,6 +35,7 @@ NAMES(schedule_names, MST_JOB_SCHED_COUNT, "constant", "step", "cosine");
 NAMES(mode_names, MST_JOB_MODE_COUNT, "eager", "graph");
 NAMES(device_names, MST_JOB_DEVICE_COUNT, "cpu", "cuda");
 NAMES(kernels_names, MST_JOB_KERNELS_COUNT, "auto", "onednn", "builtin");
+NAMES(step_threads_names, MST_JOB_STEP_THREADS_COUNT, "auto", "all", "one");
 NAMES(amp_names, MST_JOB_AMP_COUNT, "O0", "O1", "O2", "O3");
 NAMES(half_names, MST_JOB_HALF_COUNT, "f16", "bf16");
 NAMES(scale_names, MST_JOB_SCALE_COUNT, "none", "fixed", "dynamic", "auto");
@@ -45,7 +46,8 @@ _Static_assert(sizeof(mst_job_model) == sizeof(int) && sizeof(mst_job_dataset) =
                    sizeof(mst_job_schedule) == sizeof(int) && sizeof(mst_job_mode) == sizeof(int) &&
                    sizeof(mst_job_device) == sizeof(int) && sizeof(mst_job_amp_level) == sizeof(int) &&
                    sizeof(mst_job_half) == sizeof(int) && sizeof(mst_job_scale) == sizeof(int) &&
-                   sizeof(mst_job_kernels) == sizeof(int) && sizeof(mst_job_loss) == sizeof(int),
+                   sizeof(mst_job_kernels) == sizeof(int) && sizeof(mst_job_loss) == sizeof(int) &&
+                   sizeof(mst_job_step_threads) == sizeof(int),
                "job enums must be int-sized");
 
 /* ---- the table ---- */
@@ -154,6 +156,8 @@ const mst_job_key mst_job_keys[] = {
     INTMAX("runtime.threads", runtime.threads, "0", 0, MST_JOB_MAX_THREADS, "thread budget for kernels and loader (0 = all cores)"),
     ENUM("runtime.kernels", runtime.kernels, "auto", kernels_names,
          "CPU provider for matmul/linear/conv: auto (faster of oneDNN and builtin, measured per shape), onednn, builtin"),
+    ENUM("runtime.step_threads", runtime.step_threads, "auto", step_threads_names,
+         "the training step on all threads or the calling thread alone: auto (the faster, timed by the first steps and kept per machine; the budgets' bits differ in f32 rounding), all, one"),
     BOOL("runtime.dynamic_batch", runtime.dynamic_batch, "false",
          "graph: one compiled plan for every batch size instead of one per shape"),
     BOOL("runtime.flush_denormals", runtime.flush_denormals, "false",

@@ -10,6 +10,7 @@
 #include "runtime/comm/comm.h"
 #include "runtime/fpu.h"
 #include "runtime/backend/kernel_choice.h"
+#include "runtime/graph/step_threads.h"
 #include "runtime/device.h"
 #include "cli/outdir.h"
 
@@ -80,12 +81,13 @@ static int open_sources(mst_session *s, const mst_job *job, char *err, size_t er
 
 /* Settings that change what training computes; a resume must match them (train.steps and
  * train.epochs only under the cosine schedule, whose shape depends on the run length: otherwise a
- * resume may lengthen the run). Loader threads, prefetch, runtime threads, the data folder,
- * logging and profiling leave the bits alone. */
+ * resume may lengthen the run). Loader threads, prefetch, the data folder, logging and profiling
+ * leave the bits alone; the thread counts (runtime.threads, runtime.step_threads) move them within
+ * f32 rounding, and a resume may change them as a new run may. */
 static bool training_relevant(const mst_job *job, const char *path) {
     static const char *const ignored[] = {"name", "data.path", "data.num_workers", "data.prefetch", "train.eval",
                                           "train.log_every", "train.checkpoint", "train.allow_config_change",
-                                          "runtime.threads", NULL};
+                                          "runtime.threads", "runtime.step_threads", NULL};
     for (int i = 0; ignored[i]; i++)
         if (strcmp(path, ignored[i]) == 0) return false;
     if (strncmp(path, "profile.", 8) == 0) return false;
@@ -209,6 +211,9 @@ int mst_session_open(mst_session *s, const mst_job *job, const char *out_dir, bo
     }
     /* auto (the default) keeps the context's own default, which MSTUNE_KERNELS may have forced */
     if (job->runtime.kernels != MST_JOB_KERNELS_AUTO) mst_ctx_set_kernels(s->ctx, (mst_kernels_mode)job->runtime.kernels);
+    _Static_assert((int)MST_JOB_STEP_THREADS_ALL == (int)MST_STEP_THREADS_ALL && (int)MST_JOB_STEP_THREADS_ONE == (int)MST_STEP_THREADS_ONE,
+                   "runtime.step_threads keeps mst_step_threads_pin's order");
+    s->ctx->step_threads_pin = (int)job->runtime.step_threads;
     int64_t shape[3];
     mst_source_shape(s->train_src, shape);
     mst_model_spec spec = {

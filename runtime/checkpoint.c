@@ -1,7 +1,9 @@
 /* checkpoint.c — the checkpoint file format and its atomic write.
  *
  * Layout (little-endian, as the machine writes it; the header records the byte order):
- *   "MSTCKPT\0"  u32 version  u32 endian-check (0x01020304)  u32 n_tensors  u32 reserved
+ *   "MSTCKPT\0"  u32 version  u32 endian-check (0x01020304)  u32 n_tensors  u32 step budget
+ *   (the training step's thread budget, mst_ckpt_meta.step_threads: 0 when not decided, and in
+ *   files written before it, where the word was reserved and zero)
  *   i64 epoch  i64 batch  i64 step  i64 optim_steps  u64 seed  u64 rng key/stream/counter
  *   (version 2) u32 config_len, config text (no NUL)
  *   n_tensors x { u16 name_len, name, u8 dtype, u8 ndim, i64 shape[ndim], data }
@@ -45,12 +47,12 @@ static void put(buf *b, const void *data, size_t n) {
 
 mst_status mst_checkpoint_save(mst_ctx *ctx, const char *path, const mst_ckpt_meta *meta, const mst_ckpt_entry *e, int n) {
     buf b = {0};
-    uint32_t version = MST_CKPT_VERSION, endian = 0x01020304, count = (uint32_t)n, reserved = 0;
+    uint32_t version = MST_CKPT_VERSION, endian = 0x01020304, count = (uint32_t)n, budget = (uint32_t)meta->step_threads;
     put(&b, k_magic, sizeof(k_magic));
     PUT(&b, version);
     PUT(&b, endian);
     PUT(&b, count);
-    PUT(&b, reserved);
+    PUT(&b, budget);
     PUT(&b, meta->epoch);
     PUT(&b, meta->batch);
     PUT(&b, meta->step);
@@ -114,7 +116,7 @@ mst_status mst_checkpoint_load(mst_ctx *ctx, const char *path, mst_ckpt_meta *me
     if (!src) { free(data); return mst_ctx_fail(ctx, MST_ERR_OOM, "checkpoint: out of memory"); }
     reader r = {data, len, 0};
     char magic[8];
-    uint32_t version, endian, count, reserved, crc_stored;
+    uint32_t version, endian, count, budget, crc_stored;
     mst_ckpt_meta m;
     if (len < sizeof(k_magic) + 8 || GET(&r, magic) || memcmp(magic, k_magic, sizeof(magic)) != 0) {
         s = mst_ctx_fail(ctx, MST_ERR_ARG, "%s: not an mstune checkpoint (bad magic)", path);
@@ -126,7 +128,7 @@ mst_status mst_checkpoint_load(mst_ctx *ctx, const char *path, mst_ckpt_meta *me
         goto done;
     }
     r.len = len - 4;
-    if (GET(&r, version) || GET(&r, endian) || GET(&r, count) || GET(&r, reserved) || GET(&r, m.epoch) ||
+    if (GET(&r, version) || GET(&r, endian) || GET(&r, count) || GET(&r, budget) || GET(&r, m.epoch) ||
         GET(&r, m.batch) || GET(&r, m.step) || GET(&r, m.optim_steps) || GET(&r, m.seed) || GET(&r, m.rng.key) ||
         GET(&r, m.rng.stream) || GET(&r, m.rng.counter)) {
         s = mst_ctx_fail(ctx, MST_ERR_ARG, "%s: truncated header", path);
@@ -146,6 +148,12 @@ mst_status mst_checkpoint_load(mst_ctx *ctx, const char *path, mst_ckpt_meta *me
                          version, endian, MST_CKPT_VERSION);
         goto done;
     }
+    if (budget > MST_CKPT_STEP_THREADS_ONE) {
+        s = mst_ctx_fail(ctx, MST_ERR_ARG, "%s: step thread budget %u in the header, expected 0 (not decided), 1 (all threads) or 2 (one thread)",
+                         path, budget);
+        goto done;
+    }
+    m.step_threads = (int32_t)budget;
     if ((int64_t)count != n) {
         s = mst_ctx_fail(ctx, MST_ERR_ARG, "%s: holds %u tensors, the model and optimizer have %d: was it written by another job?",
                          path, count, n);

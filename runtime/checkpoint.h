@@ -18,6 +18,8 @@
 
 #define MST_CKPT_VERSION 2        /* 2 added the config text; version 1 files still load, with none */
 #define MST_CKPT_CONFIG_MAX 8192
+#define MST_CKPT_STEP_THREADS_ALL 1
+#define MST_CKPT_STEP_THREADS_ONE 2
 
 typedef struct {
     int64_t epoch;              /* epoch in progress (0-based) */
@@ -28,6 +30,11 @@ typedef struct {
     uint64_t seed;              /* the run's seed, to refuse resuming with another one */
     char config[MST_CKPT_CONFIG_MAX];   /* the training-relevant settings, "key=value\n" lines
                                            sorted as the job schema; "" when not recorded */
+    int32_t step_threads;       /* the thread budget the training step had settled on when written:
+                                   0 not decided (the step-thread trial still running, or one
+                                   thread only), MST_CKPT_STEP_THREADS_ALL or _ONE (the values of
+                                   mst_step_threads_pin, runtime/graph/step_threads.h); a resumed
+                                   run goes on with it, so its steps run as the interrupted one's */
 } mst_ckpt_meta;
 
 typedef struct {

@@ -40,6 +40,9 @@ struct mst_ctx {
                                        (the training loader's workers, set by the trainer): part of the
                                        step-thread verdicts' keys (runtime/graph/step_threads.h), since
                                        which budget is faster depends on them */
+    int step_threads_pin;           /* mst_step_threads_pin (runtime/graph/step_threads.h): 0 (auto) lets
+                                       each step's first runs decide its thread budget; all or one
+                                       pins it (runtime.step_threads) */
     mst_threadpool *threadpool;     /* n_threads - 1 workers; NULL with one thread */
 
     mst_status status;              /* first error since the last clear */

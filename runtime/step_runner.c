@@ -22,6 +22,7 @@ struct mst_step_runner {
     bool threads_started, threads_quiet;
     uint64_t threads_key;              /* the verdict file's key: the step, its inputs, the budget */
     uint64_t threads_batch;            /* the inputs' shapes and dtypes the trial times */
+    int train_pin;                     /* a resumed checkpoint's budget (mst_step_threads_pin), 0 none */
 };
 
 /* in = x[0..n), y[0..n); out = loss[, found_inf][, grad_norm] as the spec has them */
@@ -115,7 +116,7 @@ static uint64_t eager_step_key(const mst_ctx *ctx, const mst_step_spec *spec, ui
 static void start_eager_threads(mst_step_runner *r, mst_tensor *const x[], mst_tensor *const y[]) {
     mst_ctx *ctx = r->ctx;
     r->threads_started = true;
-    mst_step_threads_init(&r->threads, ctx->dp ? 1 : ctx->n_threads);
+    mst_step_threads_init(&r->threads, ctx->dp ? 1 : ctx->n_threads, (mst_step_threads_pin)ctx->step_threads_pin);
     if (mst_step_threads_decided(&r->threads)) return;
     r->threads_batch = batch_signature(r->spec, x, y);
     r->threads_key = eager_step_key(ctx, r->spec, r->threads_batch);
@@ -156,7 +157,7 @@ static mst_status eager_train(mst_step_runner *r, mst_tensor *const x[], mst_ten
     return s;
 }
 
-mst_status mst_step_runner_train(mst_step_runner *r, mst_tensor *const x[], mst_tensor *const y[], mst_step_outputs *out) {
+static mst_status train_step(mst_step_runner *r, mst_tensor *const x[], mst_tensor *const y[], mst_step_outputs *out) {
     if (!r->train) return eager_train(r, x, y, out);
     int n = r->spec->accumulate;
     mst_tensor *in[MST_GRAPH_MAX_IO], *res[MST_GRAPH_MAX_IO];
@@ -175,6 +176,28 @@ mst_status mst_step_runner_train(mst_step_runner *r, mst_tensor *const x[], mst_
     if (k != n_out)
         return mst_ctx_fail(r->ctx, MST_ERR_INTERNAL, "graph mode: the training plan returned %d outputs, expected %d", n_out, k);
     return MST_OK;
+}
+
+/* The training steps read a resumed checkpoint's pin where the job pins nothing: eager mode's
+ * trial starts at a step, graph plans' at their compile, so evaluation plans keep their own. */
+mst_status mst_step_runner_train(mst_step_runner *r, mst_tensor *const x[], mst_tensor *const y[], mst_step_outputs *out) {
+    mst_ctx *ctx = r->ctx;
+    const int before = ctx->step_threads_pin;
+    if (r->train_pin && before == MST_STEP_THREADS_AUTO) ctx->step_threads_pin = r->train_pin;
+    mst_status s = train_step(r, x, y, out);
+    ctx->step_threads_pin = before;
+    return s;
+}
+
+void mst_step_runner_set_train_pin(mst_step_runner *r, int pin) {
+    if (pin == MST_STEP_THREADS_ALL || pin == MST_STEP_THREADS_ONE) r->train_pin = pin;
+}
+
+int mst_step_runner_train_pin(const mst_step_runner *r) {
+    const int n = r->ctx->n_threads;
+    const int threads = r->train ? mst_graph_cache_first_step_threads(r->train) : mst_step_runner_eager_threads(r);
+    if (n <= 1 || threads == 0) return MST_STEP_THREADS_AUTO;
+    return threads == 1 ? MST_STEP_THREADS_ONE : MST_STEP_THREADS_ALL;
 }
 
 mst_status mst_step_runner_eval(mst_step_runner *r, mst_tensor *x, mst_tensor *y, mst_tensor **logits, mst_tensor **loss) {

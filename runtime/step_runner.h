@@ -34,6 +34,15 @@ mst_status mst_step_runner_eval(mst_step_runner *r, mst_tensor *x, mst_tensor *y
 /* Graph mode: the training step's plan cache (for dumps: `mstune graph`); NULL in eager mode. */
 mst_graph_cache *mst_step_runner_train_cache(const mst_step_runner *r);
 
+/* The training step's thread budget as a pin (mst_step_threads_pin, runtime/graph/step_threads.h):
+ * MST_STEP_THREADS_ALL or _ONE once decided (the trial's verdict, or a pin), MST_STEP_THREADS_AUTO
+ * (0) while the trial runs or with one thread. A checkpoint records it (checkpoint.h). */
+int mst_step_runner_train_pin(const mst_step_runner *r);
+/* Pins the training steps' budget (graph mode: every training plan compiled from now on; eager
+ * mode: the steps from the next on) unless the job or MSTUNE_STEP_THREADS pins it already:
+ * a resumed run goes on with its checkpoint's budget. 0 changes nothing. */
+void mst_step_runner_set_train_pin(mst_step_runner *r, int pin);
+
 /* Eager mode: the threads its training step runs on once the step-thread trial has decided (1:
  * the calling thread alone; runtime/graph/step_threads.h), 0 before and in graph mode. */
 int mst_step_runner_eager_threads(const mst_step_runner *r);

@@ -11,6 +11,7 @@
 #include "runtime/autograd.h"
 #include "runtime/checkpoint.h"
 #include "runtime/device.h"
+#include "runtime/graph/step_threads.h"
 #include "runtime/amp/autocast.h"
 #include "runtime/amp/half.h"
 #include "runtime/ops.h"
@@ -341,6 +342,12 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
         }
         mst_optim_set_steps(opt, meta.optim_steps);
         ctx->rng = meta.rng;
+        /* the training step goes on with the thread budget it had settled on: a trial of its own
+         * here would run other budgets at these steps than the uninterrupted run did (their bits
+         * differ in f32 rounding) */
+        _Static_assert(MST_CKPT_STEP_THREADS_ALL == (int)MST_STEP_THREADS_ALL && MST_CKPT_STEP_THREADS_ONE == (int)MST_STEP_THREADS_ONE,
+                       "a checkpoint's step budget is an mst_step_threads_pin");
+        mst_step_runner_set_train_pin(runner, meta.step_threads);
         start_epoch = meta.epoch;
         start_batch = meta.batch / acc;     /* the checkpoint counts loader batches */
         step = meta.step;
@@ -540,7 +547,9 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
                 goto out;
             }
             mst_ckpt_meta meta;
-            meta = (mst_ckpt_meta){complete ? epoch + 1 : epoch, complete ? 0 : b * acc, step, mst_optim_steps(opt), ctx->rng, ctx->seed, ""};
+            meta = (mst_ckpt_meta){.epoch = complete ? epoch + 1 : epoch, .batch = complete ? 0 : b * acc, .step = step,
+                                   .optim_steps = mst_optim_steps(opt), .rng = ctx->rng, .seed = ctx->seed,
+                                   .step_threads = mst_step_runner_train_pin(runner)};
             if (cfg->config_text) snprintf(meta.config, sizeof(meta.config), "%s", cfg->config_text);
             if ((s = mst_checkpoint_save(ctx, cfg->checkpoint_path, &meta, ck.e, ck.n)) != MST_OK) goto out;
         }

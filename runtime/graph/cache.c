@@ -255,6 +255,10 @@ void mst_graph_cache_stats(const mst_graph_cache *gc, mst_graph_stats *st) {
     for (int v = 0; v < e->g->n_values; v++) st->blocked_values += e->g->values[v].layout == MST_LAYOUT_NCHW16C;
 }
 
+int mst_graph_cache_first_step_threads(const mst_graph_cache *gc) {
+    return gc->n_entries > 0 ? mst_graph_exec_step_threads(gc->entries[0].ex) : 0;
+}
+
 bool mst_graph_cache_dump(const mst_graph_cache *gc, FILE *f, bool after_passes) {
     if (gc->last < 0) return false;
     mst_graph_dump(after_passes ? gc->entries[gc->last].g : gc->entries[gc->last].traced, f);

@@ -66,6 +66,9 @@ typedef struct { int64_t compile_count; double compile_ms; int64_t arena_bytes, 
                  int step_threads;          /* the threads its step runs on (mst_graph_exec_step_threads) */ } mst_graph_stats;
 /* Totals over compiles for compile_*, the last compiled plan for the rest. */
 void mst_graph_cache_stats(const mst_graph_cache *gc, mst_graph_stats *st);
+/* The threads the step of the cache's first plan (the first batch shape's) runs on; 0 while its
+ * first runs are still deciding, or before any plan. */
+int mst_graph_cache_first_step_threads(const mst_graph_cache *gc);
 
 /* FLOPs of one run of the last compiled plan (op-table formulas); 0 before the first compile. */
 int64_t mst_graph_cache_flops(const mst_graph_cache *gc);

@@ -15,25 +15,39 @@ static const double k_serial_margin = 0.10;
  * process (subnormal_weights' eager step: 18 of 48 baseline runs of one advise on one thread, 30 on
  * two, docs/benchmarks.md), and runs of one job on mixed budgets are what a trial must not compare. */
 static const double k_overturn_margin = 0.20;
-/* After two timed pairs, a one-thread median this many times the all-threads one ends the trial. */
-static const double k_hopeless = 1.5;
 
-void mst_step_threads_init(mst_step_threads *v, int n_threads) {
+const char *mst_step_threads_pin_name(mst_step_threads_pin pin) {
+    switch (pin) {
+    case MST_STEP_THREADS_ALL: return "all";
+    case MST_STEP_THREADS_ONE: return "one";
+    default: return "auto";
+    }
+}
+
+int mst_step_threads_pin_parse(const char *s) {
+    for (int p = 0; p <= MST_STEP_THREADS_ONE; p++)
+        if (s && strcmp(s, mst_step_threads_pin_name((mst_step_threads_pin)p)) == 0) return p;
+    return -1;
+}
+
+void mst_step_threads_init(mst_step_threads *v, int n_threads, mst_step_threads_pin pin) {
     memset(v, 0, sizeof(*v));
-    v->pairs = MST_STEP_THREADS_PAIRS;
     const char *force = getenv("MSTUNE_STEP_THREADS");
     if (!force || !*force) force = getenv("MSTUNE_GRAPH_THREADS");     /* its older name */
-    bool forced_one = force && strcmp(force, "one") == 0, forced_all = force && strcmp(force, "all") == 0;
-    if (n_threads <= 1 || forced_one || forced_all) {
+    int env = force && *force ? mst_step_threads_pin_parse(force) : -1;
+    if (env > 0) {
+        pin = (mst_step_threads_pin)env;
+        v->pinned_by_env = true;
+    }
+    if (n_threads <= 1 || pin != MST_STEP_THREADS_AUTO) {
         v->forced = v->decided = true;
-        v->serial = n_threads > 1 && forced_one;
+        v->serial = n_threads > 1 && pin == MST_STEP_THREADS_ONE;
     }
 }
 
 void mst_step_threads_set(mst_step_threads *v, bool one_thread) {
     v->from_file = true;
     v->file_serial = one_thread;
-    v->pairs = MST_STEP_THREADS_CONFIRM_PAIRS;
 }
 
 bool mst_step_threads_decided(const mst_step_threads *v) { return v->decided; }
@@ -60,8 +74,8 @@ static bool beats(const mst_step_threads *v, bool b, double margin) {
 static void decide(mst_step_threads *v) {
     v->median_ns[0] = mst_stats_median(v->ns[0], v->timed);
     v->median_ns[1] = mst_stats_median(v->ns[1], v->timed);
-    if (!v->from_file) v->serial = !v->early && beats(v, true, k_serial_margin);
-    else v->serial = v->early ? false : beats(v, !v->file_serial, k_overturn_margin) ? !v->file_serial : v->file_serial;
+    if (!v->from_file) v->serial = beats(v, true, k_serial_margin);
+    else v->serial = beats(v, !v->file_serial, k_overturn_margin) ? !v->file_serial : v->file_serial;
     v->overturned = v->from_file && v->serial != v->file_serial;
     v->decided = true;
 }
@@ -74,30 +88,27 @@ void mst_step_threads_record(mst_step_threads *v, bool serial, double ns) {
     v->ns[serial][pair] = ns;
     if (!serial) return;                        /* a pair is complete after its one-thread run */
     v->timed = pair + 1;
-    if (v->timed == 2 && mst_stats_median(v->ns[1], 2) > k_hopeless * mst_stats_median(v->ns[0], 2)) {
-        v->early = true;
-        decide(v);
-    } else if (v->timed == v->pairs) {
-        decide(v);
-    }
+    if (v->timed == MST_STEP_THREADS_PAIRS) decide(v);
 }
 
 void mst_step_threads_describe(const mst_step_threads *v, int n_threads, FILE *f) {
     if (n_threads <= 1) return;
     fprintf(f, "step threads: ");
-    if (v->forced) fprintf(f, "%s (forced by MSTUNE_STEP_THREADS)\n", v->serial ? "one thread" : "all threads");
+    if (v->forced)
+        fprintf(f, "%s (pinned by %s)\n", v->serial ? "one thread" : "all threads",
+                v->pinned_by_env ? "MSTUNE_STEP_THREADS" : "runtime.step_threads or the checkpoint resumed");
     else if (v->from_file && !v->decided)
         fprintf(f, "%s (this machine's verdict file), confirmed by the step's first %d runs\n", v->file_serial ? "one thread" : "all threads",
-                MST_STEP_THREADS_RUNS(v->pairs));
+                MST_STEP_THREADS_TRIAL_RUNS);
     else if (v->from_file)
-        fprintf(f, "%s (this machine's verdict file %s): one thread %.1f us vs %d threads %.1f us (medians of %d alternated pairs%s)\n",
+        fprintf(f, "%s (this machine's verdict file %s): one thread %.1f us vs %d threads %.1f us (medians of %d alternated pairs)\n",
                 v->serial ? "one thread" : "all threads", v->overturned ? "overturned" : "confirmed", v->median_ns[1] / 1e3, n_threads,
-                v->median_ns[0] / 1e3, v->timed, v->early ? ", stopped early" : "");
+                v->median_ns[0] / 1e3, v->timed);
     else if (!mst_step_threads_decided(v))
         fprintf(f, "%d threads or the calling thread alone: decided by the step's first %d runs (one thread kept only "
                    "when %.0f%% faster)\n", n_threads, MST_STEP_THREADS_TRIAL_RUNS, 100 * k_serial_margin);
     else
-        fprintf(f, "%s: one thread %.1f us vs %d threads %.1f us (medians of %d alternated pairs%s)\n",
+        fprintf(f, "%s: one thread %.1f us vs %d threads %.1f us (medians of %d alternated pairs)\n",
                 v->serial ? "one thread kept" : "one thread rejected", v->median_ns[1] / 1e3, n_threads,
-                v->median_ns[0] / 1e3, v->timed, v->early ? ", stopped early" : "");
+                v->median_ns[0] / 1e3, v->timed);
 }

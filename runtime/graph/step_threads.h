@@ -11,27 +11,30 @@
  * gone to sleep, and a two-thread run pays their wake-ups: alternating single runs timed the mlp
  * at batch 64 faster on one thread, 394 against 426 us, while run after run two threads took
  * 0.29-0.31 ms and one 0.36-0.37). The timed runs decide: one thread is kept only when its median
- * is k_serial_margin faster and it won every timed pair but one. After two timed pairs a
- * one-thread step already k_hopeless slower ends the trial (the cnn: ~1.7x), so a large step pays
- * a few slow runs, not ten.
+ * is k_serial_margin faster and it won every timed pair but one.
  * The verdict goes to the machine's verdict file beside the kernel verdicts, and a later process
- * that plans the same graph at the same budget starts from it (exec.c), so runs of a job on one
- * machine keep the same bits while the machine agrees (a one-thread step's oneDNN reductions split
- * differently, so its bits differ within f32 rounding, as `runtime.threads: 1` does). A verdict
- * from the file is confirmed by a shorter trial (the warm-up pair and MST_STEP_THREADS_CONFIRM_PAIRS
- * timed pairs) and overturned only when the other budget is k_overturn_margin (20%, twice the
- * first trial's margin: hysteresis) faster at the median and won all pairs but one (or, against one thread, when one thread is k_hopeless slower after
- * two pairs); an overturned verdict is written again and the newest line wins. A VM's speed for
- * two threads moves with where the host puts its vCPUs: the mlp at batch 64 had kept one thread
- * (215 against 371 us) and later ran 0.36 ms so against eager's 0.33 on two.
+ * that plans the same graph at the same budget starts from it (exec.c) and confirms it; it is
+ * overturned only when the other budget is k_overturn_margin (20%, twice the first trial's margin:
+ * hysteresis) faster at the median and won all pairs but one, and an overturned verdict is written
+ * again (the newest line wins). A VM's speed for two threads moves with where the host puts its
+ * vCPUs: the mlp at batch 64 had kept one thread (215 against 371 us) and later ran 0.36 ms so
+ * against eager's 0.33 on two.
+ * The bits: a one-thread step's reductions split differently (oneDNN's team, the pool's chunks) and
+ * its kernel verdicts are its own, so its bits differ within f32 rounding, as `runtime.threads: 1`
+ * does. So the run order is fixed: a new trial and a confirmation run the same budgets at the same
+ * runs, whatever the times say (there is no early stop), and two processes that reach the same
+ * verdict run every step on the same budget and get the same bits. (A first trial of five pairs
+ * confirmed by three, with an early stop when one thread was 1.5x slower, gave a job's first and
+ * second run different budgets at runs 10-22: the cnn's checkpoints differed.)
  * Eager steps gain the same way: the mlp at batch 16 ran 2.07x as fast on one thread
  * (docs/benchmarks.md), and without its own trial graph mode's measured gain over eager was
  * mostly this budget, not the dispatch it removes.
- * MSTUNE_STEP_THREADS=all|one (or its older name MSTUNE_GRAPH_THREADS) skips both in either mode
- * (tests, benchmarks).
+ * A pin skips the trial: runtime.step_threads (all|one; auto, the default, tries), a checkpoint's
+ * budget in a resumed run (mst_ctx.step_threads_pin, set by the trainer), and over both
+ * MSTUNE_STEP_THREADS=all|one (or its older name MSTUNE_GRAPH_THREADS; tests, benchmarks).
  *
  *     mst_step_threads v;
- *     mst_step_threads_init(&v, ctx->n_threads);
+ *     mst_step_threads_init(&v, ctx->n_threads, ctx->step_threads_pin);
  *     bool one = mst_step_threads_next(&v);          // the budget of the run about to start
  *     ... run the step with ctx->serial = one, timing it ...
  *     mst_step_threads_record(&v, one, ns);          // after a run that completed
@@ -43,32 +46,36 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-/* a warm-up run of each budget, then up to five timed pairs (three to confirm a verdict on file),
- * each pair four runs: all threads twice, one thread twice, the second of each timed */
-#define MST_STEP_THREADS_PAIRS 5
-#define MST_STEP_THREADS_CONFIRM_PAIRS 3
+/* a warm-up run of each budget, then four timed pairs (a new trial and a confirmation alike), each
+ * pair four runs: all threads twice, one thread twice, the second of each timed */
+#define MST_STEP_THREADS_PAIRS 4
 #define MST_STEP_THREADS_RUNS(pairs) (2 + 4 * (pairs))
 #define MST_STEP_THREADS_TRIAL_RUNS MST_STEP_THREADS_RUNS(MST_STEP_THREADS_PAIRS)
+
+/* A budget pinned instead of tried (runtime.step_threads; the values' order is the job key's). */
+typedef enum { MST_STEP_THREADS_AUTO, MST_STEP_THREADS_ALL, MST_STEP_THREADS_ONE } mst_step_threads_pin;
+const char *mst_step_threads_pin_name(mst_step_threads_pin pin);
+int         mst_step_threads_pin_parse(const char *s);      /* -1 if not auto, all or one */
 
 typedef struct {
     int runs;               /* runs recorded */
     bool decided;
     bool serial;            /* the verdict (while confirming: the file's) */
-    bool forced;            /* by MSTUNE_STEP_THREADS, or nothing to decide (one thread) */
-    bool early;             /* decided after two pairs: one thread far slower */
+    bool forced;            /* pinned, or nothing to decide (one thread) */
+    bool pinned_by_env;     /* by MSTUNE_STEP_THREADS */
     bool from_file;         /* started from the machine's verdict file (mst_step_threads_set) */
     bool file_serial;       /* from_file: the file's verdict */
     bool overturned;        /* from_file: the confirmation found the other budget faster */
-    int pairs;              /* timed pairs this trial takes at most */
     int timed;              /* timed pairs recorded */
     double ns[2][MST_STEP_THREADS_PAIRS];   /* [one thread?][pair] */
     double median_ns[2];    /* at the decision: all threads, one thread */
 } mst_step_threads;
 
-void mst_step_threads_init(mst_step_threads *v, int n_threads);
+/* pin: runtime.step_threads or a resumed checkpoint's budget (MSTUNE_STEP_THREADS overrides). */
+void mst_step_threads_init(mst_step_threads *v, int n_threads, mst_step_threads_pin pin);
 bool mst_step_threads_decided(const mst_step_threads *v);
-/* A verdict from the machine's file (runtime/backend/kernel_choice.h): run on it, confirmed by the
- * shorter trial. */
+/* A verdict from the machine's file (runtime/backend/kernel_choice.h), confirmed by the trial's
+ * runs (the same budgets at the same runs as a new trial). */
 void mst_step_threads_set(mst_step_threads *v, bool one_thread);
 /* Decided by measuring something the file does not say yet: a new trial, or an overturned verdict. */
 bool mst_step_threads_measured_new(const mst_step_threads *v);

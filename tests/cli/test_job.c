@@ -295,7 +295,7 @@ static int by_offset(const void *a, const void *b) {
 
 static void test_schema_table(void **state) {
     const int n = mst_job_key_count;
-    assert_int_equal(n, 84);
+    assert_int_equal(n, 85);
     const mst_job_key *sorted[96];
     mst_job job;
     mst_job_defaults(&job);

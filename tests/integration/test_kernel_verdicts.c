@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "runtime/graph/step_threads.h"
 #include "tests/integration/e2e.h"
 
 /* the cnn, a few steps at batch 16: its convolutions are what oneDNN's providers race for */
@@ -229,8 +230,8 @@ static void step_thread_verdict_kept(const char *mode) {
     write_loadavg(loadavg, 12);     /* a busy process takes the quiet line as it is */
     snprintf(args, sizeof(args), "%s --out %s/second", job, dir);
     e2e_run_ok(args, g_out, sizeof(g_out));
-    snprintf(want, sizeof(want), "%s%s (this machine's verdict file), confirmed by the step's first 14 runs", tag,
-             strcmp(verdict, "one") == 0 ? "one thread" : "all threads");
+    snprintf(want, sizeof(want), "%s%s (this machine's verdict file), confirmed by the step's first %d runs", tag,
+             strcmp(verdict, "one") == 0 ? "one thread" : "all threads", MST_STEP_THREADS_TRIAL_RUNS);
     assert_non_null(strstr(g_out, want));
     /* the confirmation's outcome, timed: either way one line per outcome and the summary agrees */
     bool overturned = strstr(g_out, "(this machine's verdict file overturned)") != NULL;
