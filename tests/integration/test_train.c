@@ -18,6 +18,11 @@
 /* A small real-data job: 2560 training images, mlp with dropout, heavy augmentation, so the
  * loader's and the context's random streams are both exercised. */
 #define SMALL "workloads/jobs/quickstart.yaml --set data.limit=2560 --set model.dropout=0.1 --set data.augment=heavy"
+/* Runs compared bit for bit across processes pin the step's thread budget: unpinned, each process
+ * confirms the machine's verdict on it, and one that overturns it (a loaded machine) runs the other
+ * budget, whose bits differ in f32 rounding (docs/training.md, "Determinism");
+ * test_resume_keeps_the_step_budget covers the unpinned resume. */
+#define PINNED " --set runtime.step_threads=all"
 
 static char g_out[16384];
 
@@ -66,9 +71,9 @@ static void test_same_seed_same_bits(void **state) {
     char a[512], b[512], args[1024];
     e2e_tmpdir(a, sizeof(a));
     e2e_tmpdir(b, sizeof(b));
-    snprintf(args, sizeof(args), "train " SMALL " --out %s", a);
+    snprintf(args, sizeof(args), "train " SMALL PINNED " --out %s", a);
     run_ok(args);
-    snprintf(args, sizeof(args), "train " SMALL " --out %s", b);
+    snprintf(args, sizeof(args), "train " SMALL PINNED " --out %s", b);
     run_ok(args);
     cJSON *ja = summary(a), *jb = summary(b);
     char *la = losses(ja), *lb = losses(jb);
@@ -79,7 +84,7 @@ static void test_same_seed_same_bits(void **state) {
     snprintf(cb, sizeof(cb), "%s/checkpoint.bin", b);
     assert_true(e2e_files_equal(ca, cb));
     /* another seed gives another run */
-    snprintf(args, sizeof(args), "train " SMALL " --set train.seed=7 --out %s", b);
+    snprintf(args, sizeof(args), "train " SMALL PINNED " --set train.seed=7 --out %s", b);
     run_ok(args);
     cJSON *jc = summary(b);
     char *lc = losses(jc);
@@ -97,8 +102,11 @@ static void test_workers_same_bits(void **state) {
     double ref_acc = 0;
     const int workers[] = {0, 1, 4};
     for (int i = 0; i < 3; i++) {
-        snprintf(args, sizeof(args), "train " SMALL " --set data.num_workers=%d --set data.prefetch=%d --out %s", workers[i],
-                 1 + i, dir);
+        /* the budget pinned: the step-thread verdicts are kept per loader worker count (which budget
+         * is faster depends on them), so three counts may settle on different budgets, whose bits
+         * differ in f32 rounding; what this checks is the loader's part */
+        snprintf(args, sizeof(args), "train " SMALL PINNED " --set data.num_workers=%d --set data.prefetch=%d --out %s",
+                 workers[i], 1 + i, dir);
         run_ok(args);
         cJSON *j = summary(dir);
         char *l = losses(j);
@@ -120,11 +128,11 @@ static void test_resume_same_bits(void **state) {
     char full[512], part[512], args[1024];
     e2e_tmpdir(full, sizeof(full));
     e2e_tmpdir(part, sizeof(part));
-    snprintf(args, sizeof(args), "train " SMALL " --set train.epochs=2 --out %s", full);
+    snprintf(args, sizeof(args), "train " SMALL PINNED " --set train.epochs=2 --out %s", full);
     run_ok(args);
-    snprintf(args, sizeof(args), "train " SMALL " --set train.epochs=1 --out %s", part);
+    snprintf(args, sizeof(args), "train " SMALL PINNED " --set train.epochs=1 --out %s", part);
     run_ok(args);
-    snprintf(args, sizeof(args), "train " SMALL " --set train.epochs=2 --resume --out %s", part);
+    snprintf(args, sizeof(args), "train " SMALL PINNED " --set train.epochs=2 --resume --out %s", part);
     run_ok(args);
     cJSON *jf = summary(full), *jp = summary(part);
     assert_true(e2e_num(jp, "resumed_at_step") > 0);
@@ -145,6 +153,88 @@ static void test_resume_same_bits(void **state) {
     cJSON_Delete(jp);
     e2e_rmtree(full);
     e2e_rmtree(part);
+}
+
+/* A resumed run goes on with the thread budget its checkpoint records, unpinned (auto): the
+ * super-resolution net's budgets give bits that differ in f32 rounding, and a trial of its own at
+ * the resumed steps ran other budgets there than the uninterrupted run did. One checkpoint resumed
+ * twice, unpinned and pinned to the budget it records, gives the same bits (without the
+ * checkpoint's budget the unpinned one tried both at its first steps: its checkpoint differed). */
+static void test_resume_keeps_the_step_budget(void **state) {
+    char part[512], copy_dir[512], args[1024];
+    e2e_tmpdir(part, sizeof(part));
+    e2e_tmpdir(copy_dir, sizeof(copy_dir));
+#define SR "workloads/jobs/fashion_sr_short.yaml --set data.limit=1280 --set optimizer.schedule=constant"
+    snprintf(args, sizeof(args), "train " SR " --set train.epochs=1 --out %s", part);
+    run_ok(args);
+    cJSON *j1 = summary(part);
+    const double budget = e2e_num(j1, "step_threads");
+    assert_true(budget >= 1);               /* decided within the first epoch's 40 steps */
+    char cmd[1600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s' && cp -r '%s' '%s'", copy_dir, part, copy_dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(args, sizeof(args), "train " SR " --set train.epochs=2 --resume --out %s", part);
+    run_ok(args);
+    snprintf(args, sizeof(args), "train " SR " --set train.epochs=2 --set runtime.step_threads=%s --resume --out %s",
+             budget == 1 ? "one" : "all", copy_dir);
+    run_ok(args);
+    cJSON *ja = summary(part), *jb = summary(copy_dir);
+    assert_true(e2e_num(ja, "resumed_at_step") > 0);
+    assert_true(e2e_num(ja, "step_threads") == budget);
+    char ca[600], cb[600];
+    snprintf(ca, sizeof(ca), "%s/checkpoint.bin", part);
+    snprintf(cb, sizeof(cb), "%s/checkpoint.bin", copy_dir);
+    if (!e2e_files_equal(ca, cb)) fail_msg("resumed unpinned from a checkpoint of %g threads: its bits are not the pinned run's", budget);
+    cJSON_Delete(j1);
+    cJSON_Delete(ja);
+    cJSON_Delete(jb);
+
+    /* a run pinned to one thread, resumed unpinned with a verdict file of its own: the checkpoint's
+     * budget holds (one thread, no trial, so no verdict written) */
+    char pinned[512], cache_dir[512], cache[600], env_before[700] = "";
+    e2e_tmpdir(pinned, sizeof(pinned));
+    e2e_tmpdir(cache_dir, sizeof(cache_dir));
+    const char *was = getenv("MSTUNE_KERNELS_CACHE");
+    if (was) snprintf(env_before, sizeof(env_before), "%s", was);
+    snprintf(cache, sizeof(cache), "%s/verdicts.tsv", cache_dir);
+    setenv("MSTUNE_KERNELS_CACHE", cache, 1);
+    snprintf(args, sizeof(args), "train " SMALL " --set runtime.step_threads=one --set train.epochs=1 --out %s", pinned);
+    run_ok(args);
+    snprintf(args, sizeof(args), "train " SMALL " --set train.epochs=2 --resume --out %s", pinned);
+    run_ok(args);
+    cJSON *jp = summary(pinned);
+    assert_true(e2e_num(jp, "resumed_at_step") > 0);
+    assert_true(e2e_num(jp, "step_threads") == 1);
+    size_t len = 0;
+    char *verdicts = e2e_read_file(cache, &len);
+    if (verdicts && strstr(verdicts, "step_threads")) fail_msg("the resumed run tried its step's budget:\n%s", verdicts);
+    free(verdicts);
+    cJSON_Delete(jp);
+
+    /* a budget the header cannot hold: exit 2 naming it (the checksum made to match) */
+    char ck[600];
+    snprintf(ck, sizeof(ck), "%s/checkpoint.bin", pinned);
+    unsigned char *bytes = (unsigned char *)e2e_read_file(ck, &len);
+    assert_non_null(bytes);
+    assert_true(len > 28);
+    assert_int_equal(bytes[20], 2);                 /* one thread, as the run had it */
+    bytes[20] = 7;
+    uint32_t crc = (uint32_t)crc32(0L, bytes, (uInt)(len - 4));
+    memcpy(bytes + len - 4, &crc, 4);
+    FILE *f = fopen(ck, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bytes, 1, len, f), len);
+    fclose(f);
+    free(bytes);
+    snprintf(args, sizeof(args), "train " SMALL " --set train.epochs=3 --resume --out %s", pinned);
+    int rc = e2e_run(args, g_out, sizeof(g_out));
+    if (rc != 2 || !strstr(g_out, "step thread budget 7")) fail_msg("exit %d:\n%s", rc, g_out);
+    if (*env_before) setenv("MSTUNE_KERNELS_CACHE", env_before, 1);
+    else unsetenv("MSTUNE_KERNELS_CACHE");
+    e2e_rmtree(part);
+    e2e_rmtree(copy_dir);
+    e2e_rmtree(pinned);
+    e2e_rmtree(cache_dir);
 }
 
 /* ---- bad input: exit 2, a message naming the problem, the good output untouched ---- */
@@ -266,6 +356,7 @@ int main(void) {
         cmocka_unit_test(test_same_seed_same_bits),
         cmocka_unit_test(test_workers_same_bits),
         cmocka_unit_test(test_resume_same_bits),
+        cmocka_unit_test(test_resume_keeps_the_step_budget),
         cmocka_unit_test(test_bad_inputs_keep_good_output),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
