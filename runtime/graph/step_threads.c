@@ -1,6 +1,7 @@
 /* step_threads.c — see step_threads.h. */
 #include "runtime/graph/step_threads.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,9 +33,12 @@ int mst_step_threads_pin_parse(const char *s) {
 
 void mst_step_threads_init(mst_step_threads *v, int n_threads, mst_step_threads_pin pin) {
     memset(v, 0, sizeof(*v));
-    const char *force = getenv("MSTUNE_STEP_THREADS");
-    if (!force || !*force) force = getenv("MSTUNE_GRAPH_THREADS");     /* its older name */
+    const char *var = "MSTUNE_STEP_THREADS", *force = getenv(var);
+    if (!force || !*force) force = getenv(var = "MSTUNE_GRAPH_THREADS");     /* its older name */
     int env = force && *force ? mst_step_threads_pin_parse(force) : -1;
+    static _Atomic bool warned;
+    if (force && *force && env < 0 && !atomic_exchange(&warned, true))     /* a typo must not leave a benchmark unpinned unseen */
+        fprintf(stderr, "mstune: %s=%s ignored: expected all, one or auto\n", var, force);
     if (env > 0) {
         pin = (mst_step_threads_pin)env;
         v->pinned_by_env = true;

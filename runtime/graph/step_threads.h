@@ -24,14 +24,15 @@
  * does. So the run order is fixed: a new trial and a confirmation run the same budgets at the same
  * runs, whatever the times say (there is no early stop), and two processes that reach the same
  * verdict run every step on the same budget and get the same bits. (A first trial of five pairs
- * confirmed by three, with an early stop when one thread was 1.5x slower, gave a job's first and
- * second run different budgets at runs 10-22: the cnn's checkpoints differed.)
+ * confirmed by three, with an early stop when one thread was 1.5x slower, gave three runs of the
+ * super-resolution job on one verdict three different checkpoints; docs/benchmarks.md.)
  * Eager steps gain the same way: the mlp at batch 16 ran 2.07x as fast on one thread
  * (docs/benchmarks.md), and without its own trial graph mode's measured gain over eager was
  * mostly this budget, not the dispatch it removes.
- * A pin skips the trial: runtime.step_threads (all|one; auto, the default, tries), a checkpoint's
- * budget in a resumed run (mst_ctx.step_threads_pin, set by the trainer), and over both
- * MSTUNE_STEP_THREADS=all|one (or its older name MSTUNE_GRAPH_THREADS; tests, benchmarks).
+ * A pin skips the trial (mst_ctx.step_threads_pin): runtime.step_threads (all|one; auto, the
+ * default, tries; set by cli/session.c), a checkpoint's budget for a resumed run's training steps
+ * (runtime/step_runner.h, mst_step_runner_set_train_pin), and over both MSTUNE_STEP_THREADS=all|one
+ * (or its older name MSTUNE_GRAPH_THREADS; tests, benchmarks).
  *
  *     mst_step_threads v;
  *     mst_step_threads_init(&v, ctx->n_threads, ctx->step_threads_pin);

@@ -129,6 +129,9 @@ static void test_forced_and_single_thread(void **state) {
     setenv("MSTUNE_STEP_THREADS", "auto", 1);   /* auto in the environment leaves the job's pin */
     mst_step_threads_init(&v, 2, MST_STEP_THREADS_ONE);
     assert_true(v.serial && !v.pinned_by_env);
+    setenv("MSTUNE_STEP_THREADS", "two", 1);    /* not a value: ignored (with a warning on stderr) */
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO);
+    assert_false(mst_step_threads_decided(&v) || v.pinned_by_env);
     unsetenv("MSTUNE_STEP_THREADS");
     assert_int_equal(mst_step_threads_pin_parse("one"), MST_STEP_THREADS_ONE);
     assert_int_equal(mst_step_threads_pin_parse("two"), -1);
