@@ -116,7 +116,8 @@ static uint64_t eager_step_key(const mst_ctx *ctx, const mst_step_spec *spec, ui
 static void start_eager_threads(mst_step_runner *r, mst_tensor *const x[], mst_tensor *const y[]) {
     mst_ctx *ctx = r->ctx;
     r->threads_started = true;
-    mst_step_threads_init(&r->threads, ctx->dp ? 1 : ctx->n_threads, (mst_step_threads_pin)ctx->step_threads_pin);
+    mst_step_threads_init(&r->threads, ctx->dp ? 1 : ctx->n_threads, (mst_step_threads_pin)ctx->step_threads_pin,
+                          ctx->step_threads_pin_by);
     if (mst_step_threads_decided(&r->threads)) return;
     r->threads_batch = batch_signature(r->spec, x, y);
     r->threads_key = eager_step_key(ctx, r->spec, r->threads_batch);
@@ -178,14 +179,28 @@ static mst_status train_step(mst_step_runner *r, mst_tensor *const x[], mst_tens
     return MST_OK;
 }
 
-/* The training steps read a resumed checkpoint's pin where the job pins nothing: eager mode's
- * trial starts at a step, graph plans' at their compile, so evaluation plans keep their own. */
+/* Where the job pins nothing, the training steps read the runner's own pins: a resumed
+ * checkpoint's budget, and in graph mode, for every plan after the first (another batch shape: an
+ * epoch's smaller last batch), the first plan's verdict, or all threads while it is still being
+ * tried. Such a plan runs once an epoch: a trial of its own took 18 epochs, alternating budgets
+ * that long, and a resumed run restarted it at other steps; eager mode's smaller batches already
+ * ran on the verdict. Eager mode's trial starts at a step and graph plans' at their compile, so
+ * setting the pin around each training step reaches no evaluation plan. */
 mst_status mst_step_runner_train(mst_step_runner *r, mst_tensor *const x[], mst_tensor *const y[], mst_step_outputs *out) {
     mst_ctx *ctx = r->ctx;
     const int before = ctx->step_threads_pin;
-    if (r->train_pin && before == MST_STEP_THREADS_AUTO) ctx->step_threads_pin = r->train_pin;
+    const char *before_by = ctx->step_threads_pin_by;
+    if (before == MST_STEP_THREADS_AUTO && r->train_pin) {
+        ctx->step_threads_pin = r->train_pin;
+        ctx->step_threads_pin_by = "the checkpoint resumed";
+    } else if (before == MST_STEP_THREADS_AUTO && r->train && mst_graph_cache_plan_count(r->train) > 0) {
+        const int first = mst_graph_cache_first_step_threads(r->train);
+        ctx->step_threads_pin = first == 1 ? MST_STEP_THREADS_ONE : MST_STEP_THREADS_ALL;
+        ctx->step_threads_pin_by = first ? "the first batch shape's verdict" : "the first batch shape's trial, not decided yet";
+    }
     mst_status s = train_step(r, x, y, out);
     ctx->step_threads_pin = before;
+    ctx->step_threads_pin_by = before_by;
     return s;
 }
 
@@ -225,6 +240,7 @@ void mst_step_runner_stats(const mst_step_runner *r, mst_graph_stats *st) {
     mst_graph_cache_stats(r->train, &a);
     mst_graph_cache_stats(r->eval, &b);
     *st = a;
+    st->step_threads = mst_graph_cache_first_step_threads(r->train);   /* the first batch shape's, not a last smaller batch's */
     st->compile_count = a.compile_count + b.compile_count;
     st->compile_ms = a.compile_ms + b.compile_ms;
     if (b.arena_bytes > st->arena_bytes) st->arena_bytes = b.arena_bytes;

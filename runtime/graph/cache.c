@@ -259,6 +259,8 @@ int mst_graph_cache_first_step_threads(const mst_graph_cache *gc) {
     return gc->n_entries > 0 ? mst_graph_exec_step_threads(gc->entries[0].ex) : 0;
 }
 
+int mst_graph_cache_plan_count(const mst_graph_cache *gc) { return gc->n_entries; }
+
 bool mst_graph_cache_dump(const mst_graph_cache *gc, FILE *f, bool after_passes) {
     if (gc->last < 0) return false;
     mst_graph_dump(after_passes ? gc->entries[gc->last].g : gc->entries[gc->last].traced, f);

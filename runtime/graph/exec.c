@@ -345,8 +345,14 @@ static mst_status build_step(mst_graph_exec *ex, const mst_gnode *n, exec_step *
 /* The step's thread budget: forced, on file for this machine, or measured by the first runs. */
 static void init_step_threads(mst_graph_exec *ex) {
     mst_ctx *ctx = ex->ctx;
-    mst_step_threads_init(&ex->threads, ctx->n_threads, (mst_step_threads_pin)ctx->step_threads_pin);
-    if (mst_step_threads_decided(&ex->threads)) return;
+    mst_step_threads_init(&ex->threads, ctx->n_threads, (mst_step_threads_pin)ctx->step_threads_pin, ctx->step_threads_pin_by);
+    if (mst_step_threads_decided(&ex->threads)) {
+        if (ex->threads.forced && !ex->threads.pinned_by_env && ctx->n_threads > 1 && mst_kernels_log_on()) {
+            fprintf(stderr, "mstune graph: ");
+            mst_step_threads_describe(&ex->threads, ctx->n_threads, stderr);
+        }
+        return;
+    }
     const int32_t budget[4] = {ctx->n_threads, ctx->kernels, ctx->force_ref, ctx->loader_threads};
     const uint64_t h = mst_graph_hash(ex->g, mst_fnv1a(MST_FNV1A_OFFSET, budget, sizeof(budget)));
     ex->threads_key = h;

@@ -31,8 +31,9 @@ int mst_step_threads_pin_parse(const char *s) {
     return -1;
 }
 
-void mst_step_threads_init(mst_step_threads *v, int n_threads, mst_step_threads_pin pin) {
+void mst_step_threads_init(mst_step_threads *v, int n_threads, mst_step_threads_pin pin, const char *pin_by) {
     memset(v, 0, sizeof(*v));
+    v->pinned_by = pin_by ? pin_by : "runtime.step_threads";
     const char *var = "MSTUNE_STEP_THREADS", *force = getenv(var);
     if (!force || !*force) force = getenv(var = "MSTUNE_GRAPH_THREADS");     /* its older name */
     int env = force && *force ? mst_step_threads_pin_parse(force) : -1;
@@ -42,6 +43,7 @@ void mst_step_threads_init(mst_step_threads *v, int n_threads, mst_step_threads_
     if (env > 0) {
         pin = (mst_step_threads_pin)env;
         v->pinned_by_env = true;
+        v->pinned_by = var;
     }
     if (n_threads <= 1 || pin != MST_STEP_THREADS_AUTO) {
         v->forced = v->decided = true;
@@ -100,7 +102,7 @@ void mst_step_threads_describe(const mst_step_threads *v, int n_threads, FILE *f
     fprintf(f, "step threads: ");
     if (v->forced)
         fprintf(f, "%s (pinned by %s)\n", v->serial ? "one thread" : "all threads",
-                v->pinned_by_env ? "MSTUNE_STEP_THREADS" : "runtime.step_threads or the checkpoint resumed");
+                v->pinned_by);
     else if (v->from_file && !v->decided)
         fprintf(f, "%s (this machine's verdict file), confirmed by the step's first %d runs\n", v->file_serial ? "one thread" : "all threads",
                 MST_STEP_THREADS_TRIAL_RUNS);

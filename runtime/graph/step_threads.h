@@ -31,11 +31,13 @@
  * mostly this budget, not the dispatch it removes.
  * A pin skips the trial (mst_ctx.step_threads_pin): runtime.step_threads (all|one; auto, the
  * default, tries; set by cli/session.c), a checkpoint's budget for a resumed run's training steps
- * (runtime/step_runner.h, mst_step_runner_set_train_pin), and over both MSTUNE_STEP_THREADS=all|one
- * (or its older name MSTUNE_GRAPH_THREADS; tests, benchmarks).
+ * (runtime/step_runner.h, mst_step_runner_set_train_pin), the first batch shape's verdict for a
+ * graph training plan of another shape (a smaller last batch: as in eager mode, it does not try
+ * budgets of its own), and over all of them MSTUNE_STEP_THREADS=all|one (or its older name
+ * MSTUNE_GRAPH_THREADS; tests, benchmarks).
  *
  *     mst_step_threads v;
- *     mst_step_threads_init(&v, ctx->n_threads, ctx->step_threads_pin);
+ *     mst_step_threads_init(&v, ctx->n_threads, ctx->step_threads_pin, ctx->step_threads_pin_by);
  *     bool one = mst_step_threads_next(&v);          // the budget of the run about to start
  *     ... run the step with ctx->serial = one, timing it ...
  *     mst_step_threads_record(&v, one, ns);          // after a run that completed
@@ -64,6 +66,7 @@ typedef struct {
     bool serial;            /* the verdict (while confirming: the file's) */
     bool forced;            /* pinned, or nothing to decide (one thread) */
     bool pinned_by_env;     /* by MSTUNE_STEP_THREADS */
+    const char *pinned_by;  /* what pinned it, for describe: the environment variable, or init's pin_by */
     bool from_file;         /* started from the machine's verdict file (mst_step_threads_set) */
     bool file_serial;       /* from_file: the file's verdict */
     bool overturned;        /* from_file: the confirmation found the other budget faster */
@@ -72,8 +75,9 @@ typedef struct {
     double median_ns[2];    /* at the decision: all threads, one thread */
 } mst_step_threads;
 
-/* pin: runtime.step_threads or a resumed checkpoint's budget (MSTUNE_STEP_THREADS overrides). */
-void mst_step_threads_init(mst_step_threads *v, int n_threads, mst_step_threads_pin pin);
+/* pin: runtime.step_threads, a resumed checkpoint's budget, or the first batch shape's verdict
+ * (MSTUNE_STEP_THREADS overrides); pin_by names which (mst_ctx.step_threads_pin_by), NULL for the job. */
+void mst_step_threads_init(mst_step_threads *v, int n_threads, mst_step_threads_pin pin, const char *pin_by);
 bool mst_step_threads_decided(const mst_step_threads *v);
 /* A verdict from the machine's file (runtime/backend/kernel_choice.h), confirmed by the trial's
  * runs (the same budgets at the same runs as a new trial). */

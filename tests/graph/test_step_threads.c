@@ -52,7 +52,7 @@ static void test_run_order_alternates_after_a_warmup_pair(void **state) {
     (void)state;
     unsetenv("MSTUNE_GRAPH_THREADS");
     mst_step_threads v;
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);
     bool expect[MST_STEP_THREADS_TRIAL_RUNS];
     for (int i = 0; i < MST_STEP_THREADS_TRIAL_RUNS; i++) {
         expect[i] = i < 2 ? i & 1 : (i - 2) % 4 >= 2;     /* all, one; then all, all, one, one per pair */
@@ -64,7 +64,7 @@ static void test_run_order_alternates_after_a_warmup_pair(void **state) {
     assert_true(v.serial);
     assert_int_equal(v.timed, MST_STEP_THREADS_PAIRS);
     /* the warm-up pair's times are not samples: 1e9 there changes nothing */
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);
     assert_int_equal(feed(&v, one_faster), MST_STEP_THREADS_TRIAL_RUNS);
     assert_true(v.serial);
     assert_true(v.median_ns[1] == 150e3 && v.median_ns[0] == 200e3);
@@ -75,7 +75,7 @@ static void test_out_of_turn_record_is_ignored(void **state) {
     (void)state;
     unsetenv("MSTUNE_GRAPH_THREADS");
     mst_step_threads v;
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);
     mst_step_threads_record(&v, true, 1.0);     /* run 0 is an all-threads run */
     assert_int_equal(v.runs, 0);
     mst_step_threads_record(&v, false, 1.0);
@@ -86,16 +86,16 @@ static void test_slower_or_marginal_one_thread_keeps_the_pool(void **state) {
     (void)state;
     unsetenv("MSTUNE_GRAPH_THREADS");
     mst_step_threads v;
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);
     assert_int_equal(feed(&v, one_slower), MST_STEP_THREADS_TRIAL_RUNS);   /* no early stop */
     assert_false(v.serial);
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);
     assert_int_equal(feed(&v, one_slightly_faster), MST_STEP_THREADS_TRIAL_RUNS);
     assert_false(v.serial);                     /* 5% faster: inside the margin */
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);
     feed(&v, one_faster_twice_lost);
     assert_false(v.serial);
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);
     feed(&v, one_faster_once_lost);
     assert_true(v.serial);
 }
@@ -104,33 +104,33 @@ static void test_forced_and_single_thread(void **state) {
     (void)state;
     mst_step_threads v;
     setenv("MSTUNE_GRAPH_THREADS", "one", 1);
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);
     assert_true(mst_step_threads_decided(&v) && v.serial && v.forced);
     assert_true(mst_step_threads_next(&v));
-    mst_step_threads_init(&v, 1, MST_STEP_THREADS_AUTO);               /* one thread already: nothing to make serial */
+    mst_step_threads_init(&v, 1, MST_STEP_THREADS_AUTO, NULL);               /* one thread already: nothing to make serial */
     assert_true(mst_step_threads_decided(&v));
     assert_false(v.serial);
     setenv("MSTUNE_GRAPH_THREADS", "all", 1);
-    mst_step_threads_init(&v, 4, MST_STEP_THREADS_AUTO);
+    mst_step_threads_init(&v, 4, MST_STEP_THREADS_AUTO, NULL);
     assert_true(mst_step_threads_decided(&v) && !v.serial);
     unsetenv("MSTUNE_GRAPH_THREADS");
-    mst_step_threads_init(&v, 1, MST_STEP_THREADS_AUTO);
+    mst_step_threads_init(&v, 1, MST_STEP_THREADS_AUTO, NULL);
     assert_true(mst_step_threads_decided(&v) && !v.serial);
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);
     assert_false(mst_step_threads_decided(&v));
     /* runtime.step_threads pins it as the environment does; the environment wins over the job */
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_ONE);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_ONE, NULL);
     assert_true(mst_step_threads_decided(&v) && v.serial && v.forced && !v.pinned_by_env);
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_ALL);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_ALL, NULL);
     assert_true(mst_step_threads_decided(&v) && !v.serial);
     setenv("MSTUNE_STEP_THREADS", "all", 1);
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_ONE);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_ONE, NULL);
     assert_true(mst_step_threads_decided(&v) && !v.serial && v.pinned_by_env);
     setenv("MSTUNE_STEP_THREADS", "auto", 1);   /* auto in the environment leaves the job's pin */
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_ONE);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_ONE, NULL);
     assert_true(v.serial && !v.pinned_by_env);
     setenv("MSTUNE_STEP_THREADS", "two", 1);    /* not a value: ignored (with a warning on stderr) */
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);
     assert_false(mst_step_threads_decided(&v) || v.pinned_by_env);
     unsetenv("MSTUNE_STEP_THREADS");
     assert_int_equal(mst_step_threads_pin_parse("one"), MST_STEP_THREADS_ONE);
@@ -143,7 +143,7 @@ static void test_forced_and_single_thread(void **state) {
  * budgets at some steps and got different bits). */
 static int schedule(bool from_file, bool file_one, double (*time_of)(bool serial, int pair), bool order[MST_STEP_THREADS_TRIAL_RUNS + 1]) {
     mst_step_threads v;
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);
     if (from_file) mst_step_threads_set(&v, file_one);
     int runs = 0;
     while (!mst_step_threads_decided(&v) && runs <= MST_STEP_THREADS_TRIAL_RUNS) {
@@ -182,7 +182,7 @@ static void test_describe_names_the_verdict(void **state) {
     (void)state;
     unsetenv("MSTUNE_GRAPH_THREADS");
     mst_step_threads v;
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);
     char buf[512];
     describe_around_trial(&v, one_faster, buf, sizeof(buf));
     assert_non_null(strstr(buf, "decided by the step's first 18 runs"));
@@ -197,57 +197,57 @@ static void test_file_verdict_confirmed_or_overturned(void **state) {
     unsetenv("MSTUNE_GRAPH_THREADS");
     mst_step_threads v;
     /* one thread on file, two threads 23% faster in every pair: overturned */
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);
     mst_step_threads_set(&v, true);
     assert_false(mst_step_threads_decided(&v));
     assert_int_equal(feed(&v, all_faster), MST_STEP_THREADS_TRIAL_RUNS);
     assert_false(v.serial);
     assert_true(v.overturned && mst_step_threads_measured_new(&v));
     /* one thread on file, level: kept, nothing new to write */
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);
     mst_step_threads_set(&v, true);
     feed(&v, level);
     assert_true(v.serial);
     assert_false(v.overturned || mst_step_threads_measured_new(&v));
     /* one thread on file, far slower: overturned */
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);
     mst_step_threads_set(&v, true);
     assert_int_equal(feed(&v, one_slower), MST_STEP_THREADS_TRIAL_RUNS);
     assert_false(v.serial);
     assert_true(v.overturned);
     /* all threads on file: one thread 25% faster in every pair overturns it; level keeps it */
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);
     mst_step_threads_set(&v, false);
     feed(&v, one_faster);
     assert_true(v.serial && v.overturned);
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);
     mst_step_threads_set(&v, false);
     feed(&v, one_slightly_faster);
     assert_false(v.serial || v.overturned);
     /* one thread 15% faster: a new trial keeps it, but it does not overturn all threads on file
      * (the overturn takes 20%: budgets near the first margin do not flip from process to process) */
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);
     feed(&v, one_15_faster);
     assert_true(v.serial);
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);
     mst_step_threads_set(&v, false);
     feed(&v, one_15_faster);
     assert_false(v.serial || v.overturned);
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO);        /* nor all threads 15% faster one thread on file */
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);        /* nor all threads 15% faster one thread on file */
     mst_step_threads_set(&v, true);
     feed(&v, all_15_faster);
     assert_true(v.serial && !v.overturned);
     /* a new trial's verdict is new to the file; a forced one is not */
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);
     feed(&v, one_faster);
     assert_true(mst_step_threads_measured_new(&v));
     setenv("MSTUNE_GRAPH_THREADS", "one", 1);
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);
     assert_false(mst_step_threads_measured_new(&v));
     unsetenv("MSTUNE_GRAPH_THREADS");
     /* what `mstune graph` and the log say */
     char buf[512];
-    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO);
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);
     mst_step_threads_set(&v, true);
     describe_around_trial(&v, all_faster, buf, sizeof(buf));
     assert_non_null(strstr(buf, "one thread (this machine's verdict file), confirmed by the step's first 18 runs"));

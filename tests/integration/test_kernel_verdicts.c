@@ -274,6 +274,41 @@ static void step_thread_verdict_kept(const char *mode) {
     e2e_rmtree(dir);
 }
 
+/* Graph mode with a smaller last batch: its plan (another shape, run once an epoch) takes the first
+ * shape's budget instead of trying its own (18 epochs of alternating budgets, restarted at other
+ * steps by a resumed run), and the summary reports the first shape's budget, not the last plan's
+ * (which read 0, undecided, in every such run before). */
+static void test_last_batch_plan_takes_the_first_budget(void **state) {
+    (void)state;
+    char dir[256], cache[320], loadavg[320], args[1024];
+    fresh_dir(dir, cache, loadavg);
+    write_loadavg(loadavg, 1);
+    setenv("MSTUNE_KERNELS_LOG", "1", 1);
+    unsetenv("MSTUNE_GRAPH_THREADS");
+    unsetenv("MSTUNE_STEP_THREADS");
+    const char *job = "train workloads/jobs/fashion_mlp.yaml --set runtime.mode=graph --set train.eval=false "
+                      "--set runtime.threads=2 --set train.checkpoint=false";
+    /* 15 steps and a batch of 40 an epoch: the last batch's plan comes before the first plan's
+     * trial (26 runs with the optimizer's) has decided: all threads */
+    snprintf(args, sizeof(args), "%s --set data.limit=1000 --set train.epochs=2 --out %s/early", job, dir);
+    e2e_run_ok(args, g_out, sizeof(g_out));
+    assert_non_null(strstr(g_out, "mstune graph: step threads: all threads (pinned by the first batch shape's trial, not decided yet)"));
+    char path[400], verdict[8] = "";
+    snprintf(path, sizeof(path), "%s/early/summary.json", dir);
+    cJSON *sum = e2e_read_json(path);
+    assert_non_null(sum);
+    assert_int_equal(count_step_lines(cache, verdict, sizeof(verdict)), 1);     /* the first plan's, decided at run 26 of 30 */
+    assert_true(e2e_num(sum, "step_threads") == (strcmp(verdict, "one") == 0 ? 1 : 2));
+    cJSON_Delete(sum);
+    /* 31 steps and a batch of 16: the first plan has decided when the last batch comes */
+    snprintf(args, sizeof(args), "%s --set data.limit=2000 --out %s/late", job, dir);
+    e2e_run_ok(args, g_out, sizeof(g_out));
+    const char *want = " (pinned by the first batch shape's verdict)";   /* confirmed or overturned, either budget */
+    if (!strstr(g_out, want)) fail_msg("no '%s' in:\n%s", want, g_out);
+    unsetenv("MSTUNE_KERNELS_LOG");
+    e2e_rmtree(dir);
+}
+
 static void test_step_thread_verdict_kept(void **state) {
     (void)state;
     step_thread_verdict_kept("graph");
@@ -290,6 +325,7 @@ int main(void) {
         cmocka_unit_test(test_verdict_from_recorded_times),
         cmocka_unit_test(test_step_thread_verdict_kept),
         cmocka_unit_test(test_eager_step_thread_verdict_kept),
+        cmocka_unit_test(test_last_batch_plan_takes_the_first_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
