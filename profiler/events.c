@@ -10,6 +10,7 @@
 #include "profiler/events.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -335,6 +336,10 @@ void mst_prof_prep_end(uint64_t t0) {
     b->prep_kept++;
     b->prep_kept_ns += d;
 }
+
+static _Atomic bool g_spare_core;
+void mst_prof_set_spare_core(bool spare) { atomic_store_explicit(&g_spare_core, spare, memory_order_relaxed); }
+bool mst_prof_spare_core(void) { return atomic_load_explicit(&g_spare_core, memory_order_relaxed); }
 
 void mst_prof_thread_flush(void) {
     thread_buf *b = t_buf;

@@ -158,6 +158,14 @@ void          mst_prof_set_thread_name(const char *name);
 /* Hand the calling thread's partly filled buffer to the sink (threads do this on exit too). */
 void          mst_prof_thread_flush(void);
 
+/* Whether the recording process leaves a core idle while its steps run (the step on fewer threads
+ * than the cores it may use, loader workers counted): a sink may then move its own work (the
+ * store's database writes) onto a thread of its own there instead of doing it in the recording
+ * thread's hand-off (profiler/store.c). Set by the trainer as the step's budget is known; off by
+ * default and for any process that does not say. */
+void          mst_prof_set_spare_core(bool spare);
+bool          mst_prof_spare_core(void);
+
 /* String interning for range and counter names; ids are stable for the process. */
 uint32_t      mst_prof_intern(const char *name);
 const char   *mst_prof_name(uint32_t id);

@@ -298,6 +298,7 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
      * advisor's loader trial (workers 0 and 1 in turns) one key flipped its verdict every process */
     const int loader_threads_before = ctx->loader_threads;
     ctx->loader_threads = mst_loader_num_workers(train);
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
     mst_step_runner *runner = mst_step_runner_new(ctx, &spec, cfg->graph, cfg->dynamic_batch, max_batch);
     if (!runner) {
         ctx->loader_threads = loader_threads_before;
@@ -472,7 +473,13 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
             }
             if (rec.grad_norm >= 0) mst_prof_value(name_norm, rec.grad_norm);
             mst_prof_step_end(step);
-            if (cfg->profiler) mst_prof_thread_flush();     /* every finished step reaches the store */
+            if (cfg->profiler) {
+                /* a step on one thread of two leaves a core to the store's writer (events.h) */
+                const int pin = mst_step_runner_train_pin(runner);
+                const long in_use = (pin == MST_STEP_THREADS_ONE ? 1 : ctx->n_threads) + ctx->loader_threads;
+                mst_prof_set_spare_core(!ctx->dp && in_use < cores);
+                mst_prof_thread_flush();     /* every finished step reaches the store */
+            }
             double ms = (double)(mst_prof_now_ns() - t0) / 1e6;
             double cx, ch, cb;
             mst_train_dp_step_stats(ctx, &cx, &ch, &cb);
@@ -603,6 +610,7 @@ out:
     free(ck.e);
     mst_step_runner_free(runner);       /* before the optimizer and scaler whose tensors it holds */
     ctx->loader_threads = loader_threads_before;
+    if (cfg->profiler) mst_prof_set_spare_core(false);
     mst_loss_scaler_free(scaler);
     mst_optim_free(opt);
     return s;
