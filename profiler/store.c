@@ -765,8 +765,9 @@ static int drain_one(mst_store *s) {
  * queued: what a kill loses stays bounded while the recording threads are away. Where the steps
  * leave a core idle (mst_prof_spare_core: a one-thread step on two cores), nothing runs beside the
  * step for this thread to stall, and it is the one who writes (woken by the hand-off that finds
- * the queue WRITER_STALE_NS old): the mlp's profile at batch 64 spent 7.3 ms of a 460 ms loop,
- * 1.6%, in hand-offs, nearly all of it writing the database (2026-12-05). */
+ * the queue WRITER_STALE_NS old): the mlp's profile at batch 64 on one thread cost +4.1-4.2% of
+ * step time with the drains in its hand-offs and +0.9-2.6% with the writer draining
+ * (bench/profile_cost.sh, the builds in turns; docs/benchmarks.md). */
 static void *writer_main(void *arg) {
     mst_store *s = arg;
     const struct sched_param idle = {0};
