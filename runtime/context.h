@@ -42,8 +42,7 @@ struct mst_ctx {
                                        which budget is faster depends on them */
     int step_threads_pin;           /* mst_step_threads_pin (runtime/graph/step_threads.h): 0 (auto) lets
                                        each step's first runs decide its thread budget; all or one
-                                       pins it (runtime.step_threads; the step runner's own pins) */
-    const char *step_threads_pin_by; /* what set the pin, for the logs; NULL: runtime.step_threads */
+                                       pins it (runtime.step_threads) */
     mst_threadpool *threadpool;     /* n_threads - 1 workers; NULL with one thread */
 
     mst_status status;              /* first error since the last clear */

@@ -22,7 +22,7 @@ struct mst_step_runner {
     bool threads_started, threads_quiet;
     uint64_t threads_key;              /* the verdict file's key: the step, its inputs, the budget */
     uint64_t threads_batch;            /* the inputs' shapes and dtypes the trial times */
-    int train_pin;                     /* a resumed checkpoint's budget (mst_step_threads_pin), 0 none */
+    int train_pin;                     /* eager: a resumed checkpoint's budget (mst_step_threads_pin), 0 none */
 };
 
 /* in = x[0..n), y[0..n); out = loss[, found_inf][, grad_norm] as the spec has them */
@@ -116,8 +116,10 @@ static uint64_t eager_step_key(const mst_ctx *ctx, const mst_step_spec *spec, ui
 static void start_eager_threads(mst_step_runner *r, mst_tensor *const x[], mst_tensor *const y[]) {
     mst_ctx *ctx = r->ctx;
     r->threads_started = true;
-    mst_step_threads_init(&r->threads, ctx->dp ? 1 : ctx->n_threads, (mst_step_threads_pin)ctx->step_threads_pin,
-                          ctx->step_threads_pin_by);
+    const bool resumed = ctx->step_threads_pin == MST_STEP_THREADS_AUTO && r->train_pin;     /* the job's pin wins */
+    mst_step_threads_init(&r->threads, ctx->dp ? 1 : ctx->n_threads,
+                          (mst_step_threads_pin)(resumed ? r->train_pin : ctx->step_threads_pin),
+                          resumed ? "the checkpoint resumed" : NULL);
     if (mst_step_threads_decided(&r->threads)) return;
     r->threads_batch = batch_signature(r->spec, x, y);
     r->threads_key = eager_step_key(ctx, r->spec, r->threads_batch);
@@ -158,7 +160,7 @@ static mst_status eager_train(mst_step_runner *r, mst_tensor *const x[], mst_ten
     return s;
 }
 
-static mst_status train_step(mst_step_runner *r, mst_tensor *const x[], mst_tensor *const y[], mst_step_outputs *out) {
+mst_status mst_step_runner_train(mst_step_runner *r, mst_tensor *const x[], mst_tensor *const y[], mst_step_outputs *out) {
     if (!r->train) return eager_train(r, x, y, out);
     int n = r->spec->accumulate;
     mst_tensor *in[MST_GRAPH_MAX_IO], *res[MST_GRAPH_MAX_IO];
@@ -179,33 +181,10 @@ static mst_status train_step(mst_step_runner *r, mst_tensor *const x[], mst_tens
     return MST_OK;
 }
 
-/* Where the job pins nothing, the training steps read the runner's own pins: a resumed
- * checkpoint's budget, and in graph mode, for every plan after the first (another batch shape: an
- * epoch's smaller last batch), the first plan's verdict, or all threads while it is still being
- * tried. Such a plan runs once an epoch: a trial of its own took 18 epochs, alternating budgets
- * that long, and a resumed run restarted it at other steps; eager mode's smaller batches already
- * ran on the verdict. Eager mode's trial starts at a step and graph plans' at their compile, so
- * setting the pin around each training step reaches no evaluation plan. */
-mst_status mst_step_runner_train(mst_step_runner *r, mst_tensor *const x[], mst_tensor *const y[], mst_step_outputs *out) {
-    mst_ctx *ctx = r->ctx;
-    const int before = ctx->step_threads_pin;
-    const char *before_by = ctx->step_threads_pin_by;
-    if (before == MST_STEP_THREADS_AUTO && r->train_pin) {
-        ctx->step_threads_pin = r->train_pin;
-        ctx->step_threads_pin_by = "the checkpoint resumed";
-    } else if (before == MST_STEP_THREADS_AUTO && r->train && mst_graph_cache_plan_count(r->train) > 0) {
-        const int first = mst_graph_cache_first_step_threads(r->train);
-        ctx->step_threads_pin = first == 1 ? MST_STEP_THREADS_ONE : MST_STEP_THREADS_ALL;
-        ctx->step_threads_pin_by = first ? "the first batch shape's verdict" : "the first batch shape's trial, not decided yet";
-    }
-    mst_status s = train_step(r, x, y, out);
-    ctx->step_threads_pin = before;
-    ctx->step_threads_pin_by = before_by;
-    return s;
-}
-
 void mst_step_runner_set_train_pin(mst_step_runner *r, int pin) {
-    if (pin == MST_STEP_THREADS_ALL || pin == MST_STEP_THREADS_ONE) r->train_pin = pin;
+    if (pin != MST_STEP_THREADS_ALL && pin != MST_STEP_THREADS_ONE) return;
+    r->train_pin = pin;
+    if (r->train) mst_graph_cache_pin_step_threads(r->train, pin);
 }
 
 int mst_step_runner_train_pin(const mst_step_runner *r) {

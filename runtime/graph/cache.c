@@ -46,6 +46,7 @@ struct mst_graph_cache {
     int last;
     int64_t compile_count;
     double compile_ms;
+    int step_threads_pin;           /* mst_step_threads_pin for every plan (a resumed run's), 0 none */
 };
 
 mst_graph_cache *mst_graph_cache_new(mst_ctx *ctx, const char *name, mst_graph_fn fn, void *arg,
@@ -212,6 +213,17 @@ static int find_or_compile(mst_graph_cache *gc, const signature *sig) {
         return -1;
     }
     gc->compile_count++;
+    /* The step's thread budget: a plan of another shape than the first (an epoch's smaller last
+     * batch, run once an epoch) takes the first plan's instead of trying its own (18 runs: as many
+     * epochs of alternating budgets, which a resumed run restarted at other steps), all threads
+     * while the first is still deciding; eager mode's smaller batches do the same. */
+    if (gc->step_threads_pin) {
+        mst_graph_exec_pin_step_threads(e->ex, gc->step_threads_pin, "the checkpoint resumed");
+    } else if (gc->n_entries > 0) {
+        const int first = mst_graph_exec_step_threads(gc->entries[0].ex);
+        mst_graph_exec_pin_step_threads(e->ex, first == 1 ? MST_STEP_THREADS_ONE : MST_STEP_THREADS_ALL,
+                                        first ? "the first batch shape's verdict" : "the first batch shape's trial, not decided yet");
+    }
     return gc->n_entries++;
 }
 
@@ -259,7 +271,7 @@ int mst_graph_cache_first_step_threads(const mst_graph_cache *gc) {
     return gc->n_entries > 0 ? mst_graph_exec_step_threads(gc->entries[0].ex) : 0;
 }
 
-int mst_graph_cache_plan_count(const mst_graph_cache *gc) { return gc->n_entries; }
+void mst_graph_cache_pin_step_threads(mst_graph_cache *gc, int pin) { gc->step_threads_pin = pin; }
 
 bool mst_graph_cache_dump(const mst_graph_cache *gc, FILE *f, bool after_passes) {
     if (gc->last < 0) return false;

@@ -160,7 +160,6 @@ static int seed_slot(mst_op op) {
     return -1;
 }
 
-/* The kernel choice's log switch (MSTUNE_KERNELS_LOG) prints the plan's verdicts too. */
 /* ---- building steps ---- */
 
 static mst_status build_fused(mst_graph_exec *ex, const mst_gnode *n, exec_step *s) {
@@ -342,10 +341,10 @@ static mst_status build_step(mst_graph_exec *ex, const mst_gnode *n, exec_step *
     return MST_OK;
 }
 
-/* The step's thread budget: forced, on file for this machine, or measured by the first runs. */
-static void init_step_threads(mst_graph_exec *ex) {
+/* The step's thread budget: pinned, on file for this machine, or measured by the first runs. */
+static void init_step_threads(mst_graph_exec *ex, mst_step_threads_pin pin, const char *pin_by) {
     mst_ctx *ctx = ex->ctx;
-    mst_step_threads_init(&ex->threads, ctx->n_threads, (mst_step_threads_pin)ctx->step_threads_pin, ctx->step_threads_pin_by);
+    mst_step_threads_init(&ex->threads, ctx->n_threads, pin, pin_by);
     if (mst_step_threads_decided(&ex->threads)) {
         if (ex->threads.forced && !ex->threads.pinned_by_env && ctx->n_threads > 1 && mst_kernels_log_on()) {
             fprintf(stderr, "mstune graph: ");
@@ -388,7 +387,7 @@ mst_graph_exec *mst_graph_exec_new(mst_ctx *ctx, const mst_graph *g, const mst_g
                               .device = ctx->backend->kind, .ctx = ctx};
     /* arena.data is the context's shared graph arena, attached at each run (attach_arena) */
     init_headers(ex, p);
-    init_step_threads(ex);
+    init_step_threads(ex, (mst_step_threads_pin)ctx->step_threads_pin, NULL);
     for (int i = 0; i < g->n_nodes; i++) {
         if (g->nodes[i].dead) continue;
         size_t row = (size_t)ex->n_steps * MST_MEM_COUNT, node = (size_t)i * MST_MEM_COUNT;
@@ -801,6 +800,11 @@ void mst_graph_exec_describe_fusions(const mst_graph_exec *ex, FILE *f) {
             fprintf(f, "%s: split over the pool %.1f us vs serial %.1f us (best in-step times of the first runs)\n",
                     s->optim_split ? "split kept" : "split rejected", s->optim_ns[1] / 1e3, s->optim_ns[0] / 1e3);
     }
+}
+
+void mst_graph_exec_pin_step_threads(mst_graph_exec *ex, int pin, const char *pin_by) {
+    if (ex->ctx->step_threads_pin != MST_STEP_THREADS_AUTO || ex->threads.runs > 0) return;
+    init_step_threads(ex, (mst_step_threads_pin)pin, pin_by);
 }
 
 int mst_graph_exec_step_threads(const mst_graph_exec *ex) {

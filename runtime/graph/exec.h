@@ -26,6 +26,9 @@ mst_status      mst_graph_exec_run(mst_graph_exec *ex, mst_tensor *const in[], i
 mst_tensor     *mst_graph_exec_value(mst_graph_exec *ex, int v);
 int             mst_graph_exec_kernels(const mst_graph_exec *ex);
 int64_t         mst_graph_exec_arena_bytes(const mst_graph_exec *ex);
+/* Pins the step's thread budget (mst_step_threads_pin) before its first run, pin_by naming why for
+ * the log; nothing when the job pins it (runtime.step_threads) or the plan has run. */
+void            mst_graph_exec_pin_step_threads(mst_graph_exec *ex, int pin, const char *pin_by);
 /* The threads the step runs on: the context's count, 1 on the calling thread alone, 0 while the
  * plan's first runs are still deciding (runtime/graph/step_threads.h). */
 int             mst_graph_exec_step_threads(const mst_graph_exec *ex);

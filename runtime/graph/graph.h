@@ -69,8 +69,10 @@ void mst_graph_cache_stats(const mst_graph_cache *gc, mst_graph_stats *st);
 /* The threads the step of the cache's first plan (the first batch shape's) runs on; 0 while its
  * first runs are still deciding, or before any plan. */
 int mst_graph_cache_first_step_threads(const mst_graph_cache *gc);
-/* Plans compiled so far (one per input signature). */
-int mst_graph_cache_plan_count(const mst_graph_cache *gc);
+/* Every plan compiled from now on runs its step on this budget (mst_step_threads_pin: a resumed
+ * run's, from its checkpoint) unless the job pins one; 0 (auto): the first plan tries, the others
+ * take its verdict. */
+void mst_graph_cache_pin_step_threads(mst_graph_cache *gc, int pin);
 
 /* FLOPs of one run of the last compiled plan (op-table formulas); 0 before the first compile. */
 int64_t mst_graph_cache_flops(const mst_graph_cache *gc);

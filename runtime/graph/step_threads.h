@@ -29,15 +29,15 @@
  * Eager steps gain the same way: the mlp at batch 16 ran 2.07x as fast on one thread
  * (docs/benchmarks.md), and without its own trial graph mode's measured gain over eager was
  * mostly this budget, not the dispatch it removes.
- * A pin skips the trial (mst_ctx.step_threads_pin): runtime.step_threads (all|one; auto, the
+ * A pin skips the trial: runtime.step_threads (mst_ctx.step_threads_pin; all|one; auto, the
  * default, tries; set by cli/session.c), a checkpoint's budget for a resumed run's training steps
- * (runtime/step_runner.h, mst_step_runner_set_train_pin), the first batch shape's verdict for a
- * graph training plan of another shape (a smaller last batch: as in eager mode, it does not try
- * budgets of its own), and over all of them MSTUNE_STEP_THREADS=all|one (or its older name
+ * (runtime/step_runner.h, mst_step_runner_set_train_pin), the first plan's verdict for a graph
+ * plan of another shape (runtime/graph/cache.c: a smaller last batch, as in eager mode, tries no
+ * budget of its own), and over all of them MSTUNE_STEP_THREADS=all|one (or its older name
  * MSTUNE_GRAPH_THREADS; tests, benchmarks).
  *
  *     mst_step_threads v;
- *     mst_step_threads_init(&v, ctx->n_threads, ctx->step_threads_pin, ctx->step_threads_pin_by);
+ *     mst_step_threads_init(&v, ctx->n_threads, ctx->step_threads_pin, NULL);
  *     bool one = mst_step_threads_next(&v);          // the budget of the run about to start
  *     ... run the step with ctx->serial = one, timing it ...
  *     mst_step_threads_record(&v, one, ns);          // after a run that completed
@@ -76,7 +76,7 @@ typedef struct {
 } mst_step_threads;
 
 /* pin: runtime.step_threads, a resumed checkpoint's budget, or the first batch shape's verdict
- * (MSTUNE_STEP_THREADS overrides); pin_by names which (mst_ctx.step_threads_pin_by), NULL for the job. */
+ * (MSTUNE_STEP_THREADS overrides); pin_by names which for the log, NULL for the job. */
 void mst_step_threads_init(mst_step_threads *v, int n_threads, mst_step_threads_pin pin, const char *pin_by);
 bool mst_step_threads_decided(const mst_step_threads *v);
 /* A verdict from the machine's file (runtime/backend/kernel_choice.h), confirmed by the trial's
