@@ -205,6 +205,8 @@ static cJSON *runs_json(const mst_trial_set *t) {
             if (!isnan(r->ms_per_update)) cJSON_AddNumberToObject(o, "ms_per_update", r->ms_per_update);
             if (!isnan(r->train_loop_s)) cJSON_AddNumberToObject(o, "train_loop_s", r->train_loop_s);
             cJSON_AddNumberToObject(o, "compile_count", (double)r->compile_count);
+            cJSON_AddNumberToObject(o, "step_threads", r->step_threads);
+            cJSON_AddBoolToObject(o, "step_threads_pinned", r->step_pinned);
             cJSON_AddNumberToObject(o, "turn", r->turn);
         } else {
             cJSON_AddStringToObject(o, "error", r->error);

@@ -75,6 +75,7 @@ void mst_run_read_summary(mst_run_result *r, const char *summary_path) {
     r->applied_updates = mst_f64_to_i64_or(mst_cfg_num(j, "applied_updates", (double)(r->steps - r->skipped_steps)), 0,
                                            INT64_MAX / 2, r->steps - r->skipped_steps);
     r->loss_scale_final = mst_cfg_num(j, "loss_scale_final", NAN);
+    r->step_threads = mst_f64_to_int_or(mst_cfg_num(j, "step_threads", 0), 0, 1 << 20, 0);
     bool interrupted = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "interrupted"));
     cJSON_Delete(j);
     if (interrupted) {      /* stopped early (Ctrl-C): shorter than the others, not comparable */
@@ -144,8 +145,8 @@ int mst_trial_run(mst_trial_set *t, const char *bin, const char *job_path, const
             r->exit_code = -1000;
             continue;
         }
-        const char *argv[10 + 2 * MST_TRIAL_MAX_SETS];
-        char seed_set[64];
+        const char *argv[12 + 2 * MST_TRIAL_MAX_SETS];
+        char seed_set[64], pin_set[48];
         int n = 0;
         argv[n++] = bin;
         argv[n++] = first_profile && i == 0 ? "profile" : "train";
@@ -159,6 +160,12 @@ int mst_trial_run(mst_trial_set *t, const char *bin, const char *job_path, const
             argv[n++] = "--set";
             argv[n++] = seed_set;
         }
+        if (t->step_pin[0]) {       /* after the job's own sets: the budget they led the first run to */
+            snprintf(pin_set, sizeof(pin_set), "runtime.step_threads=%s", t->step_pin);
+            argv[n++] = "--set";
+            argv[n++] = pin_set;
+            r->step_pinned = true;
+        }
         argv[n++] = "--out";
         argv[n++] = r->dir;
         argv[n] = NULL;
@@ -170,6 +177,8 @@ int mst_trial_run(mst_trial_set *t, const char *bin, const char *job_path, const
         if (r->exit_code == 0) {
             r->ok = true;
             mst_run_read_summary(r, sum_path);
+            if (r->ok && !t->step_pin[0] && r->step_threads > 0)
+                snprintf(t->step_pin, sizeof(t->step_pin), "%s", r->step_threads == 1 ? "one" : "all");
         } else {
             r->ok = false;
             last_line(log_path, r->error, sizeof(r->error));

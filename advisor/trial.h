@@ -45,6 +45,9 @@ typedef struct {
     int64_t applied_updates;        /* steps - skipped steps */
     int64_t seed;                   /* summary seed: runs of two configurations are paired by it */
     int64_t steps, skipped_steps, overflow_steps, compile_count;
+    int step_threads;               /* summary step_threads: the threads the training step ran on at the
+                                       end (0: its own trial had not decided) */
+    bool step_pinned;               /* it ran with the set's step_pin (runtime.step_threads) */
     double loss_scale_final;        /* NAN when not reported */
     int turn;                       /* the block of runs taken in turns it belongs to: 0 for the first look
                                        (the baseline's first K runs and every trial's first K), a new id
@@ -58,6 +61,9 @@ typedef struct {
     char sets[MST_TRIAL_MAX_SETS][96];
     int n_sets;
     bool seeded;                    /* run i gets train.seed = seed0 + i (K seeds; the timing repeats) */
+    char step_pin[8];               /* "all" or "one": the step-thread budget the set's first run that
+                                       decided one settled on, given to every later run as
+                                       runtime.step_threads; "" until then */
     int64_t seed0;
     mst_run_result runs[MST_TRIAL_MAX_RUNS];
     int n_runs;
@@ -67,7 +73,11 @@ typedef struct {
 /* Run `bin <command> job --set ... --out dir/<name>-r<i>` repeats more times (command "train" or
  * "profile"), appended to the runs t already has (i counts from its first run, so a set can be
  * extended by more seeds); first_profile: run 0 is `profile` (the diagnosis run); t->seeded: run i
- * also gets train.seed = t->seed0 + i. Extra sets
+ * also gets train.seed = t->seed0 + i. One budget a set: once a run of the set reports the step
+ * budget its own trial decided (summary step_threads), every later run of the set is pinned to it
+ * (runtime.step_threads=all|one, t->step_pin), so that a set's runs differ by their seeds and the
+ * machine's noise, not by a budget decided again in each process (a budget near its margin
+ * flipped between processes: baselines ran 10 of 48 runs on one thread, 38 on two). Extra sets
  * (e.g. train.checkpoint=false) are appended by the caller. Returns the number of runs that
  * completed; a failed run is recorded with its exit code and error, and a run that was stopped
  * early (its summary says interrupted) counts as failed. No run starts once *stop is set. */

@@ -218,6 +218,35 @@ static const char *records_verdict(const runs *b, const runs *t, const char *goa
     return gained ? (noninferior ? "accepted" : "cannot verify") : "rejected";
 }
 
+/* One step budget a configuration, from the runs' own summaries: after the first run whose step
+ * decided its budget (summary step_threads > 0), every run of the set ran pinned to it
+ * (config runtime.step_threads all or one) and on it. */
+static void check_one_budget(const cJSON *arr) {
+    const cJSON *it;
+    int decided = 0;
+    cJSON_ArrayForEach(it, arr) {
+        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "ok"))) continue;
+        char path[2048];
+        snprintf(path, sizeof(path), "%s/summary.json", cJSON_GetObjectItemCaseSensitive(it, "dir")->valuestring);
+        cJSON *s = e2e_read_json(path);
+        assert_non_null(s);
+        int threads = (int)num(s, "step_threads", -1);
+        const cJSON *pin = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(s, "config"), "runtime"), "step_threads");
+        assert_true(cJSON_IsString(pin));
+        if (decided > 0) {
+            if (threads != decided || strcmp(pin->valuestring, decided == 1 ? "one" : "all") != 0)
+                fprintf(stderr, "%s: step_threads %d (%s) after a first decided run on %d\n", path, threads, pin->valuestring, decided);
+            assert_int_equal(threads, decided);
+            assert_string_equal(pin->valuestring, decided == 1 ? "one" : "all");
+            assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "step_threads_pinned")));
+        } else if (threads > 0) {
+            decided = threads;
+        }
+        cJSON_Delete(s);
+    }
+}
+
 static void advise(const char *scenario, const char *expected_top, const char *extra, cJSON **out_json, char *dir, size_t dirn) {
     e2e_tmpdir(dir, dirn);
     char args[4096], out[1 << 16];
@@ -247,6 +276,7 @@ static void advise(const char *scenario, const char *expected_top, const char *e
     read_runs(cJSON_GetObjectItemCaseSensitive(j, "baseline_runs"), NULL, &base);
     assert_true(base.n >= 3);
     for (int i = 1; i < base.n; i++) assert_true(base.seed[i] != base.seed[0]);
+    check_one_budget(cJSON_GetObjectItemCaseSensitive(j, "baseline_runs"));
     /* every verdict agrees with the records */
     const cJSON *f;
     cJSON_ArrayForEach(f, findings) {
@@ -267,6 +297,7 @@ static void advise(const char *scenario, const char *expected_top, const char *e
         }
         read_runs_first(cJSON_GetObjectItemCaseSensitive(j, "baseline_runs"), count, nb, &b);
         read_runs_first(cJSON_GetObjectItemCaseSensitive(f, "runs"), count, nt, &t);
+        check_one_budget(cJSON_GetObjectItemCaseSensitive(f, "runs"));
         const char *expect = records_verdict(&b, &t, goal, count, level);
         if (strcmp(expect, verdict) != 0)
             fprintf(stderr, "%s: %s verdict %s disagrees with the records (%s)\n%s\n", scenario,
