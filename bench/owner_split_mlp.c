@@ -8,8 +8,15 @@
  * when oneDNN is missing. It answers whether issue 13's "mlp batch 16: graph >= 1.3x eager" can be
  * met on one thread budget by partitioning alone: one thread's step against two threads', the
  * configurations alternated round by round, medians of each round's median step.
+ * With "layouts" as the fourth argument it answers the other half of that question, on one thread:
+ * what the weights' layout and the update's fusion could give a plan that owns them across steps —
+ * the step with each weight stored as oneDNN's matmul reads it fastest, (in, out) instead of the
+ * runtime's (out, in) (the forward product then reads it without a transpose; the weight gradient is
+ * computed as x^T dy in the same (in, out) layout), and that plus the momentum folded into the
+ * weight-gradient product (v = mu v + x^T dy as the product's beta, no gradient buffer; then
+ * w -= lr v), against the step as the runtime lays it out.
  *
- *     build/bench_owner_split_mlp [rounds=5] [steps=2000] [batches=16,64,256]
+ *     build/bench_owner_split_mlp [rounds=5] [steps=2000] [batches=16,64,256] [layouts]
  */
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -43,8 +50,12 @@ static void gemm(bool ta, bool tb, int m, int n, int k, const float *a, int lda,
                 c, ldc);
 }
 
+/* Where the weights lie (one thread only for the last two). */
+typedef enum { LAYOUT_OUT_IN, LAYOUT_IN_OUT, LAYOUT_IN_OUT_MOMENTUM_IN_GEMM, LAYOUT_COUNT } weight_layout;
+
 typedef struct {
     int batch, threads;
+    weight_layout layout;
     float *w[LAYERS], *b[LAYERS], *dw[LAYERS], *db[LAYERS], *mw[LAYERS], *mb[LAYERS];
     float *act[LAYERS + 1], *dact[LAYERS + 1], *part[MAX_THREADS][LAYERS + 1];
     int *label;
@@ -73,7 +84,10 @@ static void step(mlp *m, int t) {
         int K = k_dims[l], N = k_dims[l + 1], lo, hi;
         slice(N, t, T, &lo, &hi);
         for (int i = 0; i < B; i++) memcpy(m->act[l + 1] + (size_t)i * N + lo, m->b[l] + lo, sizeof(float) * (size_t)(hi - lo));
-        gemm(false, true, B, hi - lo, K, m->act[l], K, m->w[l] + (size_t)lo * K, K, 1.0f, m->act[l + 1] + lo, N);
+        if (m->layout == LAYOUT_OUT_IN)
+            gemm(false, true, B, hi - lo, K, m->act[l], K, m->w[l] + (size_t)lo * K, K, 1.0f, m->act[l + 1] + lo, N);
+        else        /* w (K, N): read as it lies */
+            gemm(false, false, B, N, K, m->act[l], K, m->w[l], N, 1.0f, m->act[l + 1], N);
         if (l < LAYERS - 1)
             for (int i = 0; i < B; i++)
                 for (int j = lo; j < hi; j++) {
@@ -93,7 +107,34 @@ static void step(mlp *m, int t) {
         }
     }
     barrier(m);
-    for (int l = LAYERS - 1; l >= 0; l--) {
+    for (int l = LAYERS - 1; l >= 0 && m->layout != LAYOUT_OUT_IN; l--) {      /* w (K, N), one thread */
+        int K = k_dims[l], N = k_dims[l + 1];
+        const float lr = 0.01f, mu = 0.9f;
+        const bool fused = m->layout == LAYOUT_IN_OUT_MOMENTUM_IN_GEMM;
+        /* the weight gradient x^T dy (K, N): into dw, or straight into the momentum (beta = mu) */
+        gemm(true, false, K, N, B, m->act[l], K, m->dact[l + 1], N, fused ? mu : 0.0f, fused ? m->mw[l] : m->dw[l], N);
+        for (int j = 0; j < N; j++) {
+            float s = 0;
+            for (int i = 0; i < B; i++) s += m->dact[l + 1][(size_t)i * N + j];
+            m->db[l][j] = s;
+        }
+        if (l > 0) {        /* dy w^T, before w is updated, then ReLU's gradient */
+            gemm(false, true, B, K, N, m->dact[l + 1], N, m->w[l], N, 0.0f, m->dact[l], K);
+            for (int x = 0; x < B * K; x++) m->dact[l][x] = m->act[l][x] > 0 ? m->dact[l][x] : 0;
+        }
+        if (fused)          /* two loops, not a test inside one: each vectorised like the runtime's */
+            for (size_t x = 0; x < (size_t)K * N; x++) m->w[l][x] -= lr * m->mw[l][x];
+        else
+            for (size_t x = 0; x < (size_t)K * N; x++) {
+                m->mw[l][x] = mu * m->mw[l][x] + m->dw[l][x];
+                m->w[l][x] -= lr * m->mw[l][x];
+            }
+        for (int j = 0; j < N; j++) {
+            m->mb[l][j] = mu * m->mb[l][j] + m->db[l][j];
+            m->b[l][j] -= lr * m->mb[l][j];
+        }
+    }
+    for (int l = LAYERS - 1; l >= 0 && m->layout == LAYOUT_OUT_IN; l--) {
         int K = k_dims[l], N = k_dims[l + 1], lo, hi;
         slice(N, t, T, &lo, &hi);
         /* own rows: dw[lo:hi] = dact[l+1][:, lo:hi]^T act[l], db, then the momentum update */
@@ -152,8 +193,8 @@ static float *floats(size_t n, float scale, unsigned *seed) {
 }
 
 /* The median step (ms) of `steps` steps after a quarter as many untimed. */
-static double run(int batch, int threads, int steps) {
-    mlp m = {.batch = batch, .threads = threads, .steps = steps + steps / 4};
+static double run(int batch, int threads, weight_layout layout, int steps) {
+    mlp m = {.batch = batch, .threads = threads, .layout = layout, .steps = steps + steps / 4};
     unsigned seed = 7;
     for (int l = 0; l < LAYERS; l++) {
         size_t n = (size_t)k_dims[l + 1] * (size_t)k_dims[l];
@@ -191,25 +232,43 @@ int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 5, steps = argc > 2 ? atoi(argv[2]) : 2000;
     const char *batches = argc > 3 ? argv[3] : "16,64,256";
     if (rounds < 1 || rounds > BENCH_MAX_REPEATS || steps < 8) {
-        fprintf(stderr, "usage: %s [rounds 1-%d] [steps >= 8] [batches=16,64,256]\n", argv[0], BENCH_MAX_REPEATS);
+        fprintf(stderr, "usage: %s [rounds 1-%d] [steps >= 8] [batches=16,64,256] [layouts]\n", argv[0], BENCH_MAX_REPEATS);
         return 2;
     }
     setenv("OMP_NUM_THREADS", "1", 1);      /* each product on its caller's thread alone */
     openblas_set_num_threads(1);
     void *h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
     if (h) *(void **)&g_dnnl_sgemm = dlsym(h, "dnnl_sgemm");
-    printf("owner-split mlp 784-256-128-10 step, GEMM: %s; %d rounds of %d steps; median of the rounds' median step\n\n",
-           g_dnnl_sgemm ? "oneDNN dnnl_sgemm (single-threaded)" : "OpenBLAS cblas_sgemm (single-threaded)", rounds, steps);
-    printf("| batch | 1 thread ms | 2 threads (owner split) ms | 1 / 2 threads (median of rounds) |\n|---|---|---|---|\n");
+    const bool layouts = argc > 4 && strcmp(argv[4], "layouts") == 0;
+    printf("%s mlp 784-256-128-10 step, GEMM: %s; %d rounds of %d steps; median of the rounds' median step\n\n",
+           layouts ? "one-thread" : "owner-split", g_dnnl_sgemm ? "oneDNN dnnl_sgemm (single-threaded)" : "OpenBLAS cblas_sgemm (single-threaded)",
+           rounds, steps);
+    if (layouts)
+        printf("| batch | w (out, in) ms | w (in, out) ms | w (in, out), momentum in the gradient product ms | (out, in) / (in, out) | (out, in) / fused |\n"
+               "|---|---|---|---|---|---|\n");
+    else
+        printf("| batch | 1 thread ms | 2 threads (owner split) ms | 1 / 2 threads (median of rounds) |\n|---|---|---|---|\n");
     char list[128];
     snprintf(list, sizeof(list), "%s", batches);
     for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         int batch = atoi(tok);
         if (batch < 1) continue;
+        if (layouts) {
+            double ms[LAYOUT_COUNT][BENCH_MAX_REPEATS], r1[BENCH_MAX_REPEATS], r2[BENCH_MAX_REPEATS];
+            for (int r = 0; r < rounds; r++) {
+                for (int l = 0; l < LAYOUT_COUNT; l++) ms[l][r] = run(batch, 1, (weight_layout)l, steps);
+                r1[r] = ms[LAYOUT_OUT_IN][r] / ms[LAYOUT_IN_OUT][r];
+                r2[r] = ms[LAYOUT_OUT_IN][r] / ms[LAYOUT_IN_OUT_MOMENTUM_IN_GEMM][r];
+            }
+            printf("| %d | %.4f | %.4f | %.4f | %.2fx | %.2fx |\n", batch, bench_median(ms[0], rounds), bench_median(ms[1], rounds),
+                   bench_median(ms[2], rounds), bench_median(r1, rounds), bench_median(r2, rounds));
+            fflush(stdout);
+            continue;
+        }
         double one[BENCH_MAX_REPEATS], two[BENCH_MAX_REPEATS], ratio[BENCH_MAX_REPEATS];
         for (int r = 0; r < rounds; r++) {
-            one[r] = run(batch, 1, steps);
-            two[r] = run(batch, 2, steps);
+            one[r] = run(batch, 1, LAYOUT_OUT_IN, steps);
+            two[r] = run(batch, 2, LAYOUT_OUT_IN, steps);
             ratio[r] = one[r] / two[r];
         }
         printf("| %d | %.4f | %.4f | %.2fx |\n", batch, bench_median(one, rounds), bench_median(two, rounds), bench_median(ratio, rounds));
