@@ -4,7 +4,10 @@
  * Dispatch overhead is the time of a full mst_add call on one-element tensors (argument checks,
  * promotion check, shape inference, output allocation from the caching allocator, pool
  * bookkeeping, tape recording when on, kernel launch) minus the time of the kernel itself called
- * directly on the same tensors. Every figure is the median of repeats after warm-up.
+ * directly on the same tensors; beside it, a (1, 1) x (1, 1) matmul through dispatch, whose kernel
+ * is the kernel choice's (runtime/backend/kernel_choice.c): its shape is looked up on every call,
+ * once for the provider and, on oneDNN, once more for the primitive. Every figure is the median of
+ * repeats after warm-up.
  *
  *     build/bench_core            full run (about a minute)
  *     build/bench_core --quick    fewer repeats (make demo)
@@ -22,12 +25,13 @@
 
 #define OPS_PER_POOL 1000   /* outputs are released in batches, as a training step would */
 
-typedef enum { MODE_PLAIN, MODE_AUTOGRAD, MODE_PROFILED } dispatch_mode;
+typedef enum { MODE_PLAIN, MODE_AUTOGRAD, MODE_PROFILED, MODE_MATMUL } dispatch_mode;
 
-/* ns per mst_add call on (1,) f32 tensors, pool pops included. */
+/* ns per mst_add call on (1,) f32 tensors (MODE_MATMUL: mst_matmul on (1, 1) ones), pool pops included. */
 static double time_dispatch(mst_ctx *ctx, dispatch_mode mode, int n_ops) {
-    mst_tensor *a = mst_tensor_retain(mst_tensor_full(ctx, MST_DTYPE_F32, 1, (int64_t[]){1}, 1.0));
-    mst_tensor *b = mst_param_new(ctx, "b", MST_DTYPE_F32, 1, (int64_t[]){1});
+    const int nd = mode == MODE_MATMUL ? 2 : 1;
+    mst_tensor *a = mst_tensor_retain(mst_tensor_full(ctx, MST_DTYPE_F32, nd, (int64_t[]){1, 1}, 1.0));
+    mst_tensor *b = mst_param_new(ctx, "b", MST_DTYPE_F32, nd, (int64_t[]){1, 1});
     b->requires_grad = mode == MODE_AUTOGRAD;
     mst_profiler *p = NULL;
     if (mode == MODE_PROFILED) {
@@ -38,7 +42,10 @@ static double time_dispatch(mst_ctx *ctx, dispatch_mode mode, int n_ops) {
     for (int done = 0; done < n_ops; done += OPS_PER_POOL) {
         mst_pool_push(ctx);
         for (int i = 0; i < OPS_PER_POOL; i++)
-            if (!mst_add(ctx, a, b)) { fprintf(stderr, "bench: %s\n", mst_ctx_error(ctx)); exit(1); }
+            if (!(mode == MODE_MATMUL ? mst_matmul(ctx, a, b) : mst_add(ctx, a, b))) {
+                fprintf(stderr, "bench: %s\n", mst_ctx_error(ctx));
+                exit(1);
+            }
         mst_pool_pop(ctx);
     }
     uint64_t t1 = mst_prof_now_ns();
@@ -69,14 +76,17 @@ static void bench_dispatch(FILE *out, int quick) {
     mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 1, .n_threads = 1});
     int n_ops = quick ? 100000 : 400000, repeats = quick ? 5 : 15;
     double kern[BENCH_MAX_REPEATS], plain[BENCH_MAX_REPEATS], grad[BENCH_MAX_REPEATS], prof[BENCH_MAX_REPEATS];
-    /* warm-up: fill the allocator's cache and the tape's array */
+    double mm[BENCH_MAX_REPEATS];
+    /* warm-up: fill the allocator's cache and the tape's array; the matmul's kernel is chosen here */
     time_dispatch(ctx, MODE_AUTOGRAD, n_ops / 4);
     time_dispatch(ctx, MODE_PLAIN, n_ops / 4);
+    time_dispatch(ctx, MODE_MATMUL, n_ops / 4);
     for (int r = 0; r < repeats; r++) {     /* interleaved, so drift hits all modes alike */
         kern[r] = time_kernel_only(ctx, n_ops);
         plain[r] = time_dispatch(ctx, MODE_PLAIN, n_ops);
         grad[r] = time_dispatch(ctx, MODE_AUTOGRAD, n_ops);
         prof[r] = time_dispatch(ctx, MODE_PROFILED, n_ops);
+        mm[r] = time_dispatch(ctx, MODE_MATMUL, n_ops);
     }
     double k = bench_median(kern, repeats), p = bench_median(plain, repeats);
     double g = bench_median(grad, repeats), f = bench_median(prof, repeats);
@@ -86,6 +96,7 @@ static void bench_dispatch(FILE *out, int quick) {
     fprintf(out, "%-44s %10.1f %14.1f\n", "dispatch, no autograd", p, p - k);
     fprintf(out, "%-44s %10.1f %14.1f\n", "dispatch + autograd tape recording", g, g - k);
     fprintf(out, "%-44s %10.1f %14.1f\n", "dispatch, profiler recording ranges", f, f - k);
+    fprintf(out, "%-44s %10.1f %14s\n", "matmul (1,1)x(1,1), kernel choice per call", bench_median(mm, repeats), "-");
     fprintf(out, "targets: < 500 ns/op without autograd, < 1000 ns/op with it\n\n");
     mst_ctx_free(ctx);
 }

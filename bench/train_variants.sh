@@ -4,8 +4,9 @@
 # loop time per step from its summary.json. Prints per variant the median ms/step, the median over
 # rounds of (first variant / this variant: > 1 faster than the first), and every round's ms/step
 # sorted. A variant is "name=--set key=value ..." (empty after '=' for the job as it is); an
-# environment assignment may lead it ("name=VAR=value --set ..."). Timing only; run from the
-# repository root after `make build`.
+# environment assignment may lead it ("name=VAR=value --set ..."); MSTUNE_BIN=path there runs that
+# variant with another build's binary (two builds of one job side by side). Timing only; run from
+# the repository root after `make build`.
 #
 #     N=5 bench/train_variants.sh workloads/scenarios/loader_starved.yaml "sync=" \
 #         "w2=--set data.num_workers=2 --set data.prefetch=4" \
@@ -39,7 +40,9 @@ for i in $(seq 1 "$N"); do
     for w in "${words[@]}"; do
       if [ ${#rest[@]} -eq 0 ] && [[ $w == *=* ]] && [[ $w != --* ]]; then envs+=("$w"); else rest+=("$w"); fi
     done
-    env "${envs[@]}" "$BIN" train "$job" "${rest[@]}" --set train.eval=false --set train.checkpoint=false \
+    bin=$BIN
+    for e in "${envs[@]}"; do [[ $e == MSTUNE_BIN=* ]] && bin=${e#MSTUNE_BIN=}; done
+    env "${envs[@]}" "$bin" train "$job" "${rest[@]}" --set train.eval=false --set train.checkpoint=false \
       --out "$OUT/$n-$i" > "$OUT/$n-$i.log" 2>&1 || { echo "$n: failed, see $OUT/$n-$i.log" >&2; exit 1; }
   done
 done

@@ -26,6 +26,7 @@ typedef struct {
 
 /* Fills every byte (padding included), so keys compare with memcmp. */
 void     mst_shape_key_of(mst_shape_key *k, const mst_op_call *c, mst_dtype dtype);
+/* The key's FNV-1a hash: the same in every process (the kernel verdict file keys on it). */
 uint64_t mst_shape_key_hash(const mst_shape_key *k);
 
 /* An open-addressing map from keys to pointers, grown at half load; owns the keys, not the values. */
