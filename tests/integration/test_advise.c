@@ -349,7 +349,8 @@ static void test_subnormal_weights(void **state) {
     const char *goal = cJSON_GetObjectItemCaseSensitive(f, "goal")->valuestring;
     const cJSON *pred = cJSON_GetObjectItemCaseSensitive(f, "predicted_speedup");
     const cJSON *resolvable = cJSON_GetObjectItemCaseSensitive(j, "resolvable_speedup");
-    printf("  denormals: goal %s, predicted %s; %s\n", goal, cJSON_IsNumber(pred) ? "a number" : "none", evidence);
+    printf("  denormals: goal %s, predicted %s; %s\n", goal ? goal : "(none)", cJSON_IsNumber(pred) ? "a number" : "none",
+           evidence ? evidence : "(none)");
     if (strstr(evidence, "rising steadily") == NULL) {     /* counted only: weighed by the measured penalty */
         assert_non_null(strstr(evidence, "on this CPU"));
         assert_true(cJSON_IsNumber(pred) && cJSON_IsNumber(resolvable));
