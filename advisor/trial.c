@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "runtime/graph/step_threads.h"
 #include "util/checked.h"
 #include "util/fsutil.h"
 
@@ -178,7 +179,8 @@ int mst_trial_run(mst_trial_set *t, const char *bin, const char *job_path, const
             r->ok = true;
             mst_run_read_summary(r, sum_path);
             if (r->ok && !t->step_pin[0] && r->step_threads > 0)
-                snprintf(t->step_pin, sizeof(t->step_pin), "%s", r->step_threads == 1 ? "one" : "all");
+                snprintf(t->step_pin, sizeof(t->step_pin), "%s",
+                         mst_step_threads_pin_name(r->step_threads == 1 ? MST_STEP_THREADS_ONE : MST_STEP_THREADS_ALL));
         } else {
             r->ok = false;
             last_line(log_path, r->error, sizeof(r->error));

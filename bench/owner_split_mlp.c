@@ -77,6 +77,31 @@ static void barrier(mlp *m) {
 
 static void slice(int n, int t, int threads, int *lo, int *hi) { *lo = n * t / threads, *hi = n * (t + 1) / threads; }
 
+static const float k_lr = 0.01f, k_mu = 0.9f;
+
+/* The bias gradient of layer l's outputs [lo, hi): column sums of dact[l+1]. */
+static void bias_grad(mlp *m, int l, int lo, int hi) {
+    const int B = m->batch, N = k_dims[l + 1];
+    for (int j = lo; j < hi; j++) {
+        float s = 0;
+        for (int i = 0; i < B; i++) s += m->dact[l + 1][(size_t)i * N + j];
+        m->db[l][j] = s;
+    }
+}
+
+/* SGD with momentum over [from, to): v = mu v + g, w -= lr v; g NULL when v already holds mu v + g
+ * (the momentum folded into the gradient product). Two loops, not a test inside one: each is
+ * vectorised like the runtime's update. */
+static void sgd_momentum(float *w, float *v, const float *g, size_t from, size_t to) {
+    if (!g)
+        for (size_t x = from; x < to; x++) w[x] -= k_lr * v[x];
+    else
+        for (size_t x = from; x < to; x++) {
+            v[x] = k_mu * v[x] + g[x];
+            w[x] -= k_lr * v[x];
+        }
+}
+
 /* One training step, thread t's part. */
 static void step(mlp *m, int t) {
     const int B = m->batch, T = m->threads;
@@ -109,53 +134,28 @@ static void step(mlp *m, int t) {
     barrier(m);
     for (int l = LAYERS - 1; l >= 0 && m->layout != LAYOUT_OUT_IN; l--) {      /* w (K, N), one thread */
         int K = k_dims[l], N = k_dims[l + 1];
-        const float lr = 0.01f, mu = 0.9f;
         const bool fused = m->layout == LAYOUT_IN_OUT_MOMENTUM_IN_GEMM;
         /* the weight gradient x^T dy (K, N): into dw, or straight into the momentum (beta = mu) */
-        gemm(true, false, K, N, B, m->act[l], K, m->dact[l + 1], N, fused ? mu : 0.0f, fused ? m->mw[l] : m->dw[l], N);
-        for (int j = 0; j < N; j++) {
-            float s = 0;
-            for (int i = 0; i < B; i++) s += m->dact[l + 1][(size_t)i * N + j];
-            m->db[l][j] = s;
-        }
+        gemm(true, false, K, N, B, m->act[l], K, m->dact[l + 1], N, fused ? k_mu : 0.0f, fused ? m->mw[l] : m->dw[l], N);
+        bias_grad(m, l, 0, N);
         if (l > 0) {        /* dy w^T, before w is updated, then ReLU's gradient */
             gemm(false, true, B, K, N, m->dact[l + 1], N, m->w[l], N, 0.0f, m->dact[l], K);
             for (int x = 0; x < B * K; x++) m->dact[l][x] = m->act[l][x] > 0 ? m->dact[l][x] : 0;
         }
-        if (fused)          /* two loops, not a test inside one: each vectorised like the runtime's */
-            for (size_t x = 0; x < (size_t)K * N; x++) m->w[l][x] -= lr * m->mw[l][x];
-        else
-            for (size_t x = 0; x < (size_t)K * N; x++) {
-                m->mw[l][x] = mu * m->mw[l][x] + m->dw[l][x];
-                m->w[l][x] -= lr * m->mw[l][x];
-            }
-        for (int j = 0; j < N; j++) {
-            m->mb[l][j] = mu * m->mb[l][j] + m->db[l][j];
-            m->b[l][j] -= lr * m->mb[l][j];
-        }
+        sgd_momentum(m->w[l], m->mw[l], fused ? NULL : m->dw[l], 0, (size_t)K * N);
+        sgd_momentum(m->b[l], m->mb[l], m->db[l], 0, (size_t)N);
     }
     for (int l = LAYERS - 1; l >= 0 && m->layout == LAYOUT_OUT_IN; l--) {
         int K = k_dims[l], N = k_dims[l + 1], lo, hi;
         slice(N, t, T, &lo, &hi);
         /* own rows: dw[lo:hi] = dact[l+1][:, lo:hi]^T act[l], db, then the momentum update */
         gemm(true, false, hi - lo, K, B, m->dact[l + 1] + lo, N, m->act[l], K, 0.0f, m->dw[l] + (size_t)lo * K, K);
-        for (int j = lo; j < hi; j++) {
-            float s = 0;
-            for (int i = 0; i < B; i++) s += m->dact[l + 1][(size_t)i * N + j];
-            m->db[l][j] = s;
-        }
+        bias_grad(m, l, lo, hi);
         if (l > 0)      /* the input gradient from these rows, before they are updated */
             gemm(false, false, B, K, hi - lo, m->dact[l + 1] + lo, N, m->w[l] + (size_t)lo * K, K, 0.0f,
                  T == 1 ? m->dact[l] : m->part[t][l], K);
-        const float lr = 0.01f, mu = 0.9f;
-        for (size_t x = (size_t)lo * K; x < (size_t)hi * K; x++) {
-            m->mw[l][x] = mu * m->mw[l][x] + m->dw[l][x];
-            m->w[l][x] -= lr * m->mw[l][x];
-        }
-        for (int j = lo; j < hi; j++) {
-            m->mb[l][j] = mu * m->mb[l][j] + m->db[l][j];
-            m->b[l][j] -= lr * m->mb[l][j];
-        }
+        sgd_momentum(m->w[l], m->mw[l], m->dw[l], (size_t)lo * K, (size_t)hi * K);
+        sgd_momentum(m->b[l], m->mb[l], m->db[l], (size_t)lo, (size_t)hi);
         if (l == 0) break;
         barrier(m);
         int c0, c1;

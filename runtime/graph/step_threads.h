@@ -52,8 +52,7 @@
 /* a warm-up run of each budget, then four timed pairs (a new trial and a confirmation alike), each
  * pair four runs: all threads twice, one thread twice, the second of each timed */
 #define MST_STEP_THREADS_PAIRS 4
-#define MST_STEP_THREADS_RUNS(pairs) (2 + 4 * (pairs))
-#define MST_STEP_THREADS_TRIAL_RUNS MST_STEP_THREADS_RUNS(MST_STEP_THREADS_PAIRS)
+#define MST_STEP_THREADS_TRIAL_RUNS (2 + 4 * MST_STEP_THREADS_PAIRS)
 
 /* A budget pinned instead of tried (runtime.step_threads; the values' order is the job key's). */
 typedef enum { MST_STEP_THREADS_AUTO, MST_STEP_THREADS_ALL, MST_STEP_THREADS_ONE } mst_step_threads_pin;
