@@ -240,6 +240,7 @@ int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, siz
         add_sets(t, (const char (*)[MST_SET_LEN])f->sets, f->n_sets);
         t->seeded = true;           /* the baseline's seeds: run i pairs with baseline run i */
         t->seed0 = base->seed0;
+        if (f->keeps_step) memcpy(t->step_pin, base->step_pin, sizeof(t->step_pin));   /* "" while undecided: its own */
         if (log) fprintf(log, "trial %d: %s\n", i + 1, f->change);
         mst_trial_run(t, cfg->mstune_bin, cfg->job_path, cfg->out_dir, repeats, false, log, cfg->stop);
         if (cfg->stop && *cfg->stop) {      /* its runs were cut short: nothing to judge */
@@ -258,11 +259,12 @@ int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, siz
 
     /* 5. combine the accepted changes and verify them together */
     int accepted[MST_MAX_FINDINGS], n_acc = 0;
-    bool any_accuracy = false;
+    bool any_accuracy = false, all_keep_step = true;
     for (int i = 0; i < adv->n_findings; i++)
         if (adv->verdicts[i].kind == MST_VERDICT_ACCEPTED) {
             accepted[n_acc++] = i;
             any_accuracy |= adv->findings[i].goal != MST_GOAL_SPEED;
+            all_keep_step &= adv->findings[i].keeps_step;
         }
     bool use_all = true;
     if (n_acc >= 2) {
@@ -274,6 +276,7 @@ int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, siz
             add_sets(c, (const char (*)[MST_SET_LEN])adv->findings[accepted[k]].sets, adv->findings[accepted[k]].n_sets);
         c->seeded = true;
         c->seed0 = base->seed0;
+        if (all_keep_step) memcpy(c->step_pin, base->step_pin, sizeof(c->step_pin));
         adv->has_combined = true;
         if (est_min > left_min || (cfg->stop && *cfg->stop)) {
             verdict_not_run(&adv->combined_verdict);

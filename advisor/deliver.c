@@ -231,6 +231,7 @@ static cJSON *finding_json(const mst_finding *fd, const mst_verdict *v, const ms
                                                             : "finding");
     if (fd->count != MST_COUNT_NONE)
         cJSON_AddStringToObject(o, "count", fd->count == MST_COUNT_SKIPPED_STEPS ? "skipped_steps" : "compile_count");
+    cJSON_AddBoolToObject(o, "keeps_step", fd->keeps_step);
     cJSON_AddStringToObject(o, "title", fd->title);
     cJSON_AddStringToObject(o, "evidence", fd->evidence);
     cJSON_AddStringToObject(o, "change", fd->change);

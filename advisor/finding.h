@@ -35,6 +35,10 @@ typedef struct {
     int n_sets;
     char change[192];                   /* for people: "runtime.mode eager -> graph" */
     mst_count_kind count;               /* a deterministic effect judged as an exact count (skips, compiles) */
+    bool keeps_step;                    /* the change sets only the loss scaler's numbers (init, window, factor):
+                                           the step runs the same kernels, so its trial runs on the step-thread
+                                           budget of the baseline's runs instead of deciding its own — the two
+                                           configurations then differ by the change alone (advise.c) */
     double predicted;                   /* predicted speedup (x); NAN when the rule does not predict one */
     double confidence;                  /* 0..1 */
     double score;                       /* ranking: larger first */

@@ -471,16 +471,19 @@ static void rule_loss_scale(const rpt_profile *p, const mst_rule_env *env, sink 
         char v[32];
         if (strcmp(knob, "window") == 0) {
             add_set(f, "amp.loss_scale.window=%s", "2000");
+            f->keeps_step = true;
             snprintf(f->change, sizeof(f->change), "amp.loss_scale.window %.0f -> 2000 (MindSpore's and PyTorch's default)", window);
             f->predicted = later_frac < 0.99 ? 1.0 / (1.0 - later_frac) : 2.0;
         } else if (strcmp(knob, "factor") == 0) {
             add_set(f, "amp.loss_scale.factor=%s", "2");
+            f->keeps_step = true;
             snprintf(f->change, sizeof(f->change), "amp.loss_scale.factor %.3g -> 2", factor);
             f->predicted = later_frac < 0.99 ? 1.0 / (1.0 - later_frac) : 2.0;
         } else {
             snprintf(v, sizeof(v), "%.17g", target);
             add_set(f, "amp.loss_scale.init=%s", v);
             if (strcmp(type, "auto") == 0 || strcmp(type, "none") == 0) add_set(f, "amp.loss_scale.type=%s", "dynamic");
+            else f->keeps_step = true;      /* a scaler's type can add the unscale and overflow checks */
             snprintf(f->change, sizeof(f->change), "amp.loss_scale.init %.4g -> %.4g (the scale the run settled at)", init, target);
             double lead_frac = steps > 0 ? (double)lead / steps : 0;
             f->predicted = lead_frac < 0.99 ? 1.0 / (1.0 - lead_frac) : 2.0;
@@ -563,6 +566,7 @@ static void rule_grad_underflow(const rpt_profile *p, const mst_rule_env *env, s
         snprintf(f->change, sizeof(f->change), "amp.loss_scale.type %s -> dynamic (init 2^24)", type);
     } else if (init < 16777216) {
         add_set(f, "amp.loss_scale.init=%s", "16777216");
+        f->keeps_step = true;
         snprintf(f->change, sizeof(f->change), "amp.loss_scale.init %.4g -> 2^24 (MindSpore's and PyTorch's default)", init);
     } else {
         snprintf(f->change, sizeof(f->change), "none (dynamic from %.4g already; the scale fell to %.4g on overflows)", init,

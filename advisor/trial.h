@@ -77,7 +77,9 @@ typedef struct {
  * budget its own trial decided (summary step_threads), every later run of the set is pinned to it
  * (runtime.step_threads=all|one, t->step_pin), so that a set's runs differ by their seeds and the
  * machine's noise, not by a budget decided again in each process (a budget near its margin
- * flipped between processes: baselines ran 10 of 48 runs on one thread, 38 on two). Extra sets
+ * flipped between processes: baselines ran 10 of 48 runs on one thread, 38 on two). A set whose
+ * step_pin is given before its first run (a trial whose change keeps the step takes the
+ * baseline's, advise.c) runs pinned from the first. Extra sets
  * (e.g. train.checkpoint=false) are appended by the caller. Returns the number of runs that
  * completed; a failed run is recorded with its exit code and error, and a run that was stopped
  * early (its summary says interrupted) counts as failed. No run starts once *stop is set. */

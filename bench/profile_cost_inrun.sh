@@ -16,6 +16,7 @@
 #     bash bench/profile_cost_inrun.sh                 # RUNS=3, WAIT=ACTIVE=12, EPOCHS=3, fashion_mlp fashion_cnn
 #     RUNS=5 JOBS=fashion_mlp bash bench/profile_cost_inrun.sh --set data.batch_size=16
 #     SETTINGS="default no_sampler" RUNS=8 JOBS=fashion_mlp bash bench/profile_cost_inrun.sh
+#     JOBS=workloads/scenarios/dispatch_bound.yaml bash bench/profile_cost_inrun.sh   # a job by its path
 set -euo pipefail
 BIN=${MSTUNE_BIN:-./build/mstune}
 RUNS=${RUNS:-3}
@@ -37,12 +38,15 @@ declare -A settings=([default]="" [ops_every_step]="--set profile.op_every=1" [o
                      [steps_only]="--set profile.level=0 --set profile.sampler=false"
                      [sampler_1khz]="--set profile.sample_hz=1000")
 SETTINGS=${SETTINGS:-"default ops_every_step steps_only sampler_1khz"}
+job_file() { case $1 in *.yaml) echo "$1" ;; *) echo "workloads/jobs/$1.yaml" ;; esac; }
 for job in $JOBS; do
+  file=$(job_file "$job")
+  [ -f "$file" ] || { echo "profile_cost_inrun: $file: no such job file" >&2; exit 2; }
   for r in $(seq 1 "$RUNS"); do
     for setting in $SETTINGS; do
-      dir=$OUT/$job-$setting-$r
+      dir=$OUT/$(basename "$job" .yaml)-$setting-$r
       # shellcheck disable=SC2086
-      "$BIN" profile "workloads/jobs/$job.yaml" --set profile.wait="$WAIT" --set profile.warmup=0 --set profile.active="$ACTIVE" \
+      "$BIN" profile "$file" --set profile.wait="$WAIT" --set profile.warmup=0 --set profile.active="$ACTIVE" \
         --set data.limit="$LIMIT" --set train.epochs="$EPOCHS" --set train.eval=false --set train.checkpoint=false \
         --set optimizer.warmup_steps=0 ${settings[$setting]} "$@" --out "$dir" > "$OUT/log" 2>&1 ||
         { echo "profile_cost_inrun: $job ($setting) failed:" >&2; tail -5 "$OUT/log" >&2; exit 1; }
@@ -65,7 +69,7 @@ import glob, json, statistics, sys
 out, jobs, settings = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
 for job in jobs:
     for setting in settings:
-        ms = [json.load(open(f))["profiler_cost_measured"] for f in sorted(glob.glob(f"{out}/{job}-{setting}-*/summary.json"))]
+        ms = [json.load(open(f))["profiler_cost_measured"] for f in sorted(glob.glob(f"{out}/{job.split('/')[-1].removesuffix('.yaml')}-{setting}-*/summary.json"))]
         c = statistics.median(100 * m["cost"] for m in ms)
         e = statistics.median(100 * m["estimate"] for m in ms)
         print(f"| {job} | {setting} | {c:+.2f}% | {e:.2f}% | {e - c:+.2f} pts |")

@@ -221,9 +221,13 @@ static const char *records_verdict(const runs *b, const runs *t, const char *goa
 /* One step budget a configuration, from the runs' own summaries: after the first run whose step
  * decided its budget (summary step_threads > 0), every run of the set ran pinned to it
  * (config runtime.step_threads all or one) and on it. */
-static void check_one_budget(const cJSON *arr) {
+/* Every completed run of arr after the first that decided its own step budget ran on that budget,
+ * pinned (runtime.step_threads in its config); with inherited > 0 (1 one thread, else all), every
+ * run ran pinned to that budget from the first (a trial whose change keeps the step takes the
+ * baseline's). Returns the budget the runs settled on (0: none decided). */
+static int check_one_budget(const cJSON *arr, int inherited) {
     const cJSON *it;
-    int decided = 0;
+    int decided = inherited;
     cJSON_ArrayForEach(it, arr) {
         if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "ok"))) continue;
         char path[2048];
@@ -236,7 +240,8 @@ static void check_one_budget(const cJSON *arr) {
         assert_true(cJSON_IsString(pin));
         if (decided > 0) {
             if (threads != decided || strcmp(pin->valuestring, decided == 1 ? "one" : "all") != 0)
-                fprintf(stderr, "%s: step_threads %d (%s) after a first decided run on %d\n", path, threads, pin->valuestring, decided);
+                fprintf(stderr, "%s: step_threads %d (%s) in a set pinned to %d (its first decided run, or the baseline's)\n",
+                        path, threads, pin->valuestring, decided);
             assert_int_equal(threads, decided);
             assert_string_equal(pin->valuestring, decided == 1 ? "one" : "all");
             assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "step_threads_pinned")));
@@ -245,6 +250,7 @@ static void check_one_budget(const cJSON *arr) {
         }
         cJSON_Delete(s);
     }
+    return decided;
 }
 
 static void advise(const char *scenario, const char *expected_top, const char *extra, cJSON **out_json, char *dir, size_t dirn) {
@@ -276,7 +282,7 @@ static void advise(const char *scenario, const char *expected_top, const char *e
     read_runs(cJSON_GetObjectItemCaseSensitive(j, "baseline_runs"), NULL, &base);
     assert_true(base.n >= 3);
     for (int i = 1; i < base.n; i++) assert_true(base.seed[i] != base.seed[0]);
-    check_one_budget(cJSON_GetObjectItemCaseSensitive(j, "baseline_runs"));
+    const int base_budget = check_one_budget(cJSON_GetObjectItemCaseSensitive(j, "baseline_runs"), 0);
     /* every verdict agrees with the records */
     const cJSON *f;
     cJSON_ArrayForEach(f, findings) {
@@ -297,7 +303,9 @@ static void advise(const char *scenario, const char *expected_top, const char *e
         }
         read_runs_first(cJSON_GetObjectItemCaseSensitive(j, "baseline_runs"), count, nb, &b);
         read_runs_first(cJSON_GetObjectItemCaseSensitive(f, "runs"), count, nt, &t);
-        check_one_budget(cJSON_GetObjectItemCaseSensitive(f, "runs"));
+        /* a change to the loss scaler's numbers only runs on the baseline's budget */
+        const bool keeps = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "keeps_step"));
+        check_one_budget(cJSON_GetObjectItemCaseSensitive(f, "runs"), keeps ? base_budget : 0);
         const char *expect = records_verdict(&b, &t, goal, count, level);
         if (strcmp(expect, verdict) != 0)
             fprintf(stderr, "%s: %s verdict %s disagrees with the records (%s)\n%s\n", scenario,
@@ -421,6 +429,7 @@ static void test_churn_window(void **state) {
         assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(f, "sets"), 0)->valuestring,
                             "amp.loss_scale.window=2000");
         assert_string_equal(cJSON_GetObjectItemCaseSensitive(f, "count")->valuestring, "skipped_steps");
+        assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "keeps_step")));    /* its runs: the baseline's budget */
         untimed_outcome(j, outcome, sizeof(outcome));
         fprintf(stderr, "churn_window rerun %d: %s\n", rerun + 1, outcome);
         assert_non_null(strstr(outcome, "loss_scale=accepted"));
