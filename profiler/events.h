@@ -146,7 +146,10 @@ typedef struct {
                                    set by whoever ran it, since the event recorder knows nothing of it */
     uint64_t probe_ns;          /* the trainer's partial-underflow probe (runtime/amp/underflow.h), when it ran:
                                    measurement work outside the steps, set by whoever ran it likewise */
-    uint64_t prep_ns;           /* the callers' preparation of records (mst_prof_prep_begin/end), sampled and scaled */
+    uint64_t prep_ns;           /* the callers' preparation of records (mst_prof_prep_begin/end), sampled and scaled,
+                                   plus every signature-cache miss (mst_prof_intern_sig), timed whole */
+    double bracket_ns;          /* measured at mst_profiler_new: what an empty timed bracket reads (its clock
+                                   reads), taken off the mean of the timed ones */
 } mst_prof_overhead;
 mst_prof_overhead mst_profiler_overhead(const mst_profiler *p);
 /* Every part of it in ns: records x record_ns, flushes, sampler, probe, record preparation. */
@@ -175,7 +178,8 @@ uint64_t      mst_prof_now_ns(void);
 
 /* The interned signature of an op call's inputs, e.g. "[[64,784],[128,784]]|f32,f32" (the trace's
  * "Input Dims" | "Input type"). key is a hash of what the signature says; build writes the text
- * on a miss. A per-thread cache keyed by it makes the repeat calls of a training loop a lookup. */
+ * on a miss. A per-thread set-associative cache keyed by it makes the repeat calls of a training
+ * loop a lookup; a miss (the text built and interned) is timed whole into prep_ns. */
 uint32_t      mst_prof_intern_sig(uint64_t key, void (*build)(const void *arg, char *buf, size_t n), const void *arg);
 /* Forward-to-backward links (per thread): the next forward op's sequence number (1, 2, ...), and
  * the forward op whose backward the thread is running (0: none; returns the previous one). */

@@ -253,10 +253,64 @@ static void test_prep_sampled(void **state) {
     mst_profiler_stop(p);
     mst_prof_overhead o = mst_profiler_overhead(p);
     printf("# 48 brackets of 1 us, one timed one interrupted: prep %.1f us\n", o.prep_ns / 1e3);
-    assert_true(o.prep_ns >= 3ull * MST_PROF_PREP_EVERY * 1000);      /* a spin never ends early */
+    printf("# an empty timed bracket reads %.1f ns\n", o.bracket_ns);
+    assert_true(o.bracket_ns > 0 && o.bracket_ns < 1000);
+    /* a spin never ends early; what timing a bracket adds is taken off */
+    assert_true(o.prep_ns >= (uint64_t)(3.0 * MST_PROF_PREP_EVERY * (1000 - o.bracket_ns)));
     assert_true(o.prep_ns < 3ull * MST_PROF_PREP_EVERY * 1000 + 50000); /* the interrupted one left out */
     assert_true(mst_prof_overhead_ns(&o) >= (double)o.prep_ns + (double)o.records * o.record_ns);
     for (int i = 0; i < 2 * MST_PROF_PREP_EVERY; i++) assert_int_equal(mst_prof_prep_begin(), 0);   /* stopped */
+    mst_profiler_free(p);
+}
+
+/* A signature builder that counts its calls and spins 5 us (snprintf of a long signature and the
+ * intern take 1-3 us). */
+static int g_builds;
+static void spin_build(const void *arg, char *buf, size_t n) {
+    g_builds++;
+    for (uint64_t s = mst_prof_now_ns(); mst_prof_now_ns() - s < 5000;) {}
+    snprintf(buf, n, "sig-%llu", (unsigned long long)(uintptr_t)arg);
+}
+
+/* Two signatures whose keys meet in one set of the cache both stay in it (one slot a set made
+ * every call of the dispatch_bound step a miss), and a miss's time reaches the estimate whole:
+ * every call below misses and takes over MST_PROF_PREP_MAX_NS inside a preparation bracket,
+ * where the sampled timing would drop it as an interruption. */
+static void test_sig_cache(void **state) {
+    (void)state;
+    mst_profiler *p = mst_profiler_new();
+    assert_int_equal(mst_profiler_start(p), 0);
+    mst_prof_instant(mst_prof_intern("first"), 0, 0);       /* the thread's buffer */
+    const uint64_t a = 0x5005, b = 0x5005 + 4096;             /* one set of 128: the low bits agree */
+    g_builds = 0;
+    uint32_t ia = 0, ib = 0;
+    for (int i = 0; i < 100; i++) {
+        ia = mst_prof_intern_sig(a, spin_build, (const void *)(uintptr_t)1);
+        ib = mst_prof_intern_sig(b, spin_build, (const void *)(uintptr_t)2);
+    }
+    assert_int_equal(g_builds, 2);
+    assert_string_equal(mst_prof_name(ia), "sig-1");
+    assert_string_equal(mst_prof_name(ib), "sig-2");
+    mst_profiler_stop(p);
+    const uint64_t before = mst_profiler_overhead(p).prep_ns;
+    mst_profiler_free(p);
+
+    p = mst_profiler_new();
+    assert_int_equal(mst_profiler_start(p), 0);
+    mst_prof_instant(mst_prof_intern("first"), 0, 0);
+    g_builds = 0;
+    for (int i = 0; i < 2 * MST_PROF_PREP_EVERY; i++) {
+        uint64_t t0 = mst_prof_prep_begin();
+        mst_prof_intern_sig(0x9000 + (uint64_t)i * 7919, spin_build, (const void *)(uintptr_t)(100 + i));
+        mst_prof_prep_end(t0);
+    }
+    assert_int_equal(g_builds, 2 * MST_PROF_PREP_EVERY);
+    mst_profiler_stop(p);
+    mst_prof_overhead o = mst_profiler_overhead(p);
+    printf("# %d misses of 5 us in brackets: prep %.1f us (the first profiler's 2 misses: %.1f us)\n", g_builds, o.prep_ns / 1e3,
+           before / 1e3);
+    assert_true(before >= 2 * 5000ull);
+    assert_true(o.prep_ns >= 2ull * MST_PROF_PREP_EVERY * 5000);     /* every miss counted once, whole */
     mst_profiler_free(p);
 }
 
@@ -266,7 +320,7 @@ int main(void) {
         cmocka_unit_test(test_prep_sampled),
         cmocka_unit_test(test_off_records_nothing), cmocka_unit_test(test_dispatch_ranges_nest),
         cmocka_unit_test(test_threads),             cmocka_unit_test(test_one_active_profiler),
-        cmocka_unit_test(test_intern),
+        cmocka_unit_test(test_intern),              cmocka_unit_test(test_sig_cache),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
