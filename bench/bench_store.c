@@ -4,13 +4,15 @@
  * is handed to mst_store_sink one step at a time, as the trainer does, and the process's CPU time
  * per step (the recording thread and the store's writer together; the close's finalisation not) is
  * reported. The stream without ops is what a level-0 step stores; the default is the mlp's 25 ops.
- * The two alternate over repeats; each figure is the median over repeats.
+ * The two alternate over repeats, and each once more without the loader's queue-depth counter (a
+ * loader without workers records none); each figure is the median over repeats.
  *
  * With a fourth argument, the totals-only stream is also stored with that many steps a commit at
  * most (store.h's commit_steps), alternated with the default.
  *
  *     build/bench_store [steps=4000] [repeats=5] [ops=25] [commit_steps]
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,12 +38,12 @@ enum { N_FIXED = 4, N_OP_NAMES = 8 };
 
 /* One step's records into buf; returns how many. names: N_FIXED fixed names, then N_OP_NAMES op
  * names, then N_OP_NAMES signatures. */
-static size_t make_step(mst_prof_event *buf, uint64_t *t, int64_t step, int ops, const uint32_t *names) {
+static size_t make_step(mst_prof_event *buf, uint64_t *t, int64_t step, int ops, bool counter, const uint32_t *names) {
     size_t n = 0;
     buf[n++] = ev(t, MST_EV_STEP_BEGIN, MST_CAT_OTHER, 0, -1, step, 0);
     buf[n++] = ev(t, MST_EV_BEGIN, MST_CAT_DATA, names[0], -1, 0, 0);
     buf[n++] = ev(t, MST_EV_END, MST_CAT_DATA, names[0], -1, 0, 0);
-    buf[n++] = ev(t, MST_EV_COUNTER, MST_CAT_OTHER, names[1], -1, 3, 0);
+    if (counter) buf[n++] = ev(t, MST_EV_COUNTER, MST_CAT_OTHER, names[1], -1, 3, 0);
     for (int i = 0; i < ops; i++) {
         const int k = i % N_OP_NAMES;
         const uint32_t op_name = names[N_FIXED + k], sig = names[N_FIXED + N_OP_NAMES + k];
@@ -60,8 +62,9 @@ static size_t make_step(mst_prof_event *buf, uint64_t *t, int64_t step, int ops,
     return n;
 }
 
-/* CPU ns per step of storing `steps` steps of `ops` ops each; commit_steps 0 = the store's default. */
-static double run(int steps, int ops, const uint32_t *names, int commit_steps) {
+/* CPU ns per step of storing `steps` steps of `ops` ops each, with the loader's queue-depth counter
+ * or without it (a loader without workers records none); commit_steps 0 = the store's default. */
+static double run(int steps, int ops, bool counter, const uint32_t *names, int commit_steps) {
     char db[256], err[512];
     snprintf(db, sizeof(db), "/tmp/mstune-bench-store-%d.db", (int)getpid());
     mst_prof_config cfg = {.level = ops ? MST_PROF_LEVEL_OPS : MST_PROF_LEVEL_STEPS};
@@ -84,7 +87,7 @@ static double run(int steps, int ops, const uint32_t *names, int commit_steps) {
     const struct timespec pause = {0, 210000000};
     const double c0 = cpu_ns();
     for (int s = 0; s < steps; s++) {
-        mst_store_sink(st, 1, buf, make_step(buf, &t, s, ops, names));
+        mst_store_sink(st, 1, buf, make_step(buf, &t, s, ops, counter, names));
         if ((s + 1) % STEPS_PER_DRAIN == 0 || s + 1 == steps) {
             nanosleep(&pause, NULL);
             mst_store_sink(st, 1, buf, 0);      /* the hand-off that finds the queue stale */
@@ -119,16 +122,21 @@ int main(int argc, char **argv) {
         names[N_FIXED + N_OP_NAMES + i] = mst_prof_intern(nm);
     }
     double totals[BENCH_MAX_REPEATS] = {0}, with_ops[BENCH_MAX_REPEATS] = {0}, totals_commit[BENCH_MAX_REPEATS] = {0};
-    run(steps / 10 + 1, ops, names, 0);     /* warm-up: the page cache, SQLite's first pages */
+    double no_counter[BENCH_MAX_REPEATS] = {0}, ops_no_counter[BENCH_MAX_REPEATS] = {0};
+    run(steps / 10 + 1, ops, true, names, 0);     /* warm-up: the page cache, SQLite's first pages */
     for (int r = 0; r < repeats; r++) {
-        totals[r] = run(steps, 0, names, 0);
-        with_ops[r] = run(steps, ops, names, 0);
-        if (commit_steps) totals_commit[r] = run(steps, 0, names, commit_steps);
+        totals[r] = run(steps, 0, true, names, 0);
+        with_ops[r] = run(steps, ops, true, names, 0);
+        no_counter[r] = run(steps, 0, false, names, 0);
+        ops_no_counter[r] = run(steps, ops, false, names, 0);
+        if (commit_steps) totals_commit[r] = run(steps, 0, true, names, commit_steps);
     }
     const double m0 = bench_median(totals, repeats), m1 = bench_median(with_ops, repeats);
     printf("bench_store: %d steps x %d repeats; CPU time per step (recording thread + store writer), median\n", steps, repeats);
     printf("  %-30s %8.2f us\n", "totals only (level 0)", m0 / 1e3);
     printf("  %-30s %8.2f us   (%d ops: %.1f ns a record)\n", "with op ranges (level 1)", m1 / 1e3, ops, (m1 - m0) / (4.0 * ops));
+    printf("  %-30s %8.2f us\n", "totals, no loader counter", bench_median(no_counter, repeats) / 1e3);
+    printf("  %-30s %8.2f us\n", "op ranges, no loader counter", bench_median(ops_no_counter, repeats) / 1e3);
     if (commit_steps) {
         char label[64];
         snprintf(label, sizeof(label), "totals, <= %d steps a commit", commit_steps);
