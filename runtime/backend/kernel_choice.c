@@ -560,6 +560,21 @@ static mst_status choose_and_run(mst_ctx *ctx, const mst_op_call *c) {
     return run_provider(ctx, p, k, c);
 }
 
+bool mst_kernel_is_choice(mst_kernel_fn k) { return k == choose_and_run; }
+
+mst_status mst_kernel_run_bound(mst_ctx *ctx, mst_kernel_binding *b, const mst_op_call *c) {
+    const int threads = mst_ctx_threads(ctx);
+    if (!b->kernel || b->threads != threads) {
+        bool measured;
+        const mst_provider p = decide(ctx, c, &measured);
+        const mst_dtype key = key_dtype(c);
+        mst_kernel_fn k = mst_provider_kernel(ctx, p, c->op, key);
+        if (!k) return mst_op_fail(ctx, c, MST_ERR_DTYPE, "no cpu kernel for dtype %s", mst_dtype_name(key));
+        *b = (mst_kernel_binding){threads, p, k};
+    }
+    return run_provider(ctx, b->provider, b->kernel, c);
+}
+
 mst_kernel_fn mst_kernel_lookup(const mst_ctx *ctx, const mst_op_desc *d, mst_dtype key) {
     mst_kernel_fn builtin = mst_kernel_builtin(ctx, d, key);
     if (ctx->force_ref || ctx->kernels == MST_KERNELS_BUILTIN) return builtin;

@@ -59,6 +59,23 @@ mst_kernel_fn mst_provider_kernel(const mst_ctx *ctx, mst_provider p, mst_op op,
  * now (running the candidates on c's tensors) in auto mode when not yet decided. */
 mst_provider mst_kernel_provider(mst_ctx *ctx, const mst_op_call *c);
 
+/* A call site that runs the same call again and again (a graph plan's node) binds the choice once
+ * instead of looking its shape up on every call (building the key, a locked map lookup: ~80-170 ns
+ * a call here, more than a tiny op's kernel). The binding holds for the thread count it was made
+ * at; a run at another count (a plan's step-thread trial) binds again. Zero-initialise it.
+ *     mst_kernel_binding b = {0};
+ *     if (mst_kernel_is_choice(k)) s = mst_kernel_run_bound(ctx, &b, &call); else s = k(ctx, &call); */
+typedef struct {
+    int threads;                    /* mst_ctx_threads at binding; kernel NULL: not bound */
+    mst_provider provider;
+    mst_kernel_fn kernel;
+} mst_kernel_binding;
+/* Whether k is the choice's per-call kernel (mst_kernel_lookup's where a provider is chosen per shape). */
+bool mst_kernel_is_choice(mst_kernel_fn k);
+/* Runs c on the provider the choice settles on for it (deciding now, as the per-call kernel does,
+ * when b is unbound or bound at another thread count): the same provider and bits as that kernel. */
+mst_status mst_kernel_run_bound(mst_ctx *ctx, mst_kernel_binding *b, const mst_op_call *c);
+
 /* Graph plans' verdicts on their step's thread budget (runtime/graph/step_threads.h), kept in the
  * same per-machine file as the kernel verdicts, for the same reason: two runs of a job on one
  * machine get the same bits from the same seed while the machine agrees with the verdict (a

@@ -66,6 +66,8 @@ typedef struct {
     uint32_t prof_name;
     uint32_t prof_sig;              /* STEP_KERNEL: the interned call signature the trace shows (0: none) */
     mst_kernel_fn kernel;
+    bool choice;                    /* kernel is the provider choice's: run through binding */
+    mst_kernel_binding binding;     /* the provider bound once (kernel_choice.h), not looked up every run */
     mst_op_call call;
     mst_attrs traced_attrs;
     mst_kernel_fn relu_kernel;      /* relu epilogue */
@@ -323,6 +325,7 @@ static mst_status build_step(mst_graph_exec *ex, const mst_gnode *n, exec_step *
     s->seed_slot = seed_slot(n->op);
     s->kernel = pick_kernel(ex->ctx, &s->call);
     if (!s->kernel) return mst_op_fail(ex->ctx, &s->call, MST_ERR_DTYPE, "graph: no cpu kernel for this dtype");
+    s->choice = mst_kernel_is_choice(s->kernel);
     if (n->relu_epilogue) {
         s->relu_call = (mst_op_call){.op = MST_OP_RELU, .n_in = 1, .n_out = 1};
         s->relu_call.in[0] = ex->t[n->out[0]];
@@ -686,7 +689,7 @@ static mst_status run_step(mst_ctx *ctx, exec_step *s, bool optim_may_try) {
     case STEP_VIEW: return MST_OK;
     case STEP_KERNEL: {
         if (s->seed_slot >= 0) s->call.attrs.i[s->seed_slot] = (int64_t)mst_ctx_next_seed(ctx);
-        mst_status st = s->kernel(ctx, &s->call);
+        mst_status st = s->choice ? mst_kernel_run_bound(ctx, &s->binding, &s->call) : s->kernel(ctx, &s->call);
         if (st == MST_OK && s->relu_kernel) st = s->relu_kernel(ctx, &s->relu_call);
         return st;
     }

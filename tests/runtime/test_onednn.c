@@ -169,7 +169,8 @@ static bool same_bits(const mst_tensor *a, const mst_tensor *b) {
     return a->numel == b->numel && memcmp(mst_tensor_data(a), mst_tensor_data(b), mst_tensor_nbytes(a)) == 0;
 }
 
-/* builtin binds the builtin kernel; auto's output is bit for bit the provider it reports. */
+/* builtin binds the builtin kernel; auto's output is bit for bit the provider it reports, and so is
+ * the same call bound once (mst_kernel_run_bound), at each thread count its own verdict. */
 static void test_choice(void **state) {
     (void)state;
     mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 5, .n_threads = 2});
@@ -181,6 +182,7 @@ static void test_choice(void **state) {
     mst_ctx_set_kernels(ctx, MST_KERNELS_ONEDNN);
     assert_ptr_equal(mst_op_kernel(ctx, MST_OP_CONV2D, MST_DTYPE_F32), d->ref[MST_DEVICE_CPU][MST_DTYPE_F32]);
     mst_ctx_set_force_ref(ctx, false);
+    int n_bound = 0;
     for (int m = MST_KERNELS_AUTO; m <= MST_KERNELS_ONEDNN; m++)
         for (size_t i = 0; i < sizeof(k_cases) / sizeof(k_cases[0]); i += 3)
             for (int bf = 0; bf < 2; bf++) {
@@ -206,7 +208,29 @@ static void test_choice(void **state) {
                 }
                 printf("  %-7s %-26s %-4s -> %s\n", mst_kernels_mode_name((mst_kernels_mode)m), k->name, mst_dtype_name(dt),
                        mst_provider_name(p));
+                if (!mst_kernel_is_choice(fn)) continue;
+                /* bound once (graph plans' nodes): the provider the choice reports, its bits; bound
+                 * again at another thread count, to that count's verdict */
+                mst_kernel_binding bnd = {0};
+                mst_op_call r = c;
+                r.out[0] = mst_tensor_new(ctx, dt, c.out[0]->ndim, c.out[0]->shape);
+                assert_int_equal(mst_kernel_run_bound(ctx, &bnd, &r), MST_OK);
+                assert_true(same_bits(c.out[0], r.out[0]));
+                assert_int_equal(bnd.provider, p);
+                assert_int_equal(bnd.threads, 2);
+                assert_ptr_equal(bnd.kernel, mst_provider_kernel(ctx, p, k->op, dt));
+                ctx->serial = true;
+                assert_int_equal(mst_kernel_run_bound(ctx, &bnd, &r), MST_OK);
+                assert_int_equal(bnd.threads, 1);
+                assert_int_equal(bnd.provider, mst_kernel_provider(ctx, &c));
+                ctx->serial = false;
+                assert_int_equal(mst_kernel_run_bound(ctx, &bnd, &r), MST_OK);
+                assert_int_equal(bnd.threads, 2);
+                assert_int_equal(bnd.provider, p);
+                assert_true(same_bits(c.out[0], r.out[0]));
+                n_bound++;
             }
+    assert_true(n_bound > 0);       /* auto and onednn modes choose per shape */
     mst_ctx_free(ctx);
 }
 
