@@ -483,7 +483,7 @@ static void rule_loss_scale(const rpt_profile *p, const mst_rule_env *env, sink 
             snprintf(v, sizeof(v), "%.17g", target);
             add_set(f, "amp.loss_scale.init=%s", v);
             if (strcmp(type, "auto") == 0 || strcmp(type, "none") == 0) add_set(f, "amp.loss_scale.type=%s", "dynamic");
-            else f->keeps_step = true;      /* a scaler's type can add the unscale and overflow checks */
+            else f->keeps_step = true;      /* only the init changes; a new type could add the unscale and overflow checks */
             snprintf(f->change, sizeof(f->change), "amp.loss_scale.init %.4g -> %.4g (the scale the run settled at)", init, target);
             double lead_frac = steps > 0 ? (double)lead / steps : 0;
             f->predicted = lead_frac < 0.99 ? 1.0 / (1.0 - lead_frac) : 2.0;

@@ -564,13 +564,14 @@ bool mst_kernel_is_choice(mst_kernel_fn k) { return k == choose_and_run; }
 
 mst_status mst_kernel_run_bound(mst_ctx *ctx, mst_kernel_binding *b, const mst_op_call *c) {
     const int threads = mst_ctx_threads(ctx);
-    if (!b->kernel || b->threads != threads) {
+    const uint64_t call_key = mst_op_signature_key(c);
+    if (!b->kernel || b->threads != threads || b->call_key != call_key) {
         bool measured;
         const mst_provider p = decide(ctx, c, &measured);
         const mst_dtype key = key_dtype(c);
         mst_kernel_fn k = mst_provider_kernel(ctx, p, c->op, key);
         if (!k) return mst_op_fail(ctx, c, MST_ERR_DTYPE, "no cpu kernel for dtype %s", mst_dtype_name(key));
-        *b = (mst_kernel_binding){threads, p, k};
+        *b = (mst_kernel_binding){call_key, threads, p, k};
     }
     return run_provider(ctx, b->provider, b->kernel, c);
 }

@@ -61,11 +61,15 @@ mst_provider mst_kernel_provider(mst_ctx *ctx, const mst_op_call *c);
 
 /* A call site that runs the same call again and again (a graph plan's node) binds the choice once
  * instead of looking its shape up on every call (building the key, a locked map lookup: ~80-170 ns
- * a call here, more than a tiny op's kernel). The binding holds for the thread count it was made
- * at; a run at another count (a plan's step-thread trial) binds again. Zero-initialise it.
+ * a call here, more than a tiny op's kernel). The binding holds for the call it was made on (its
+ * dtypes, shapes and attributes: mst_op_signature_key, ~10-20 ns) at the thread count it was made
+ * at; another shape (a dynamic-batch plan's smaller batch) or thread count (a plan's step-thread
+ * trial) binds again, so a stale binding never runs a shape on another shape's provider.
+ * Zero-initialise it.
  *     mst_kernel_binding b = {0};
  *     if (mst_kernel_is_choice(k)) s = mst_kernel_run_bound(ctx, &b, &call); else s = k(ctx, &call); */
 typedef struct {
+    uint64_t call_key;              /* mst_op_signature_key of the call it was made on */
     int threads;                    /* mst_ctx_threads at binding; kernel NULL: not bound */
     mst_provider provider;
     mst_kernel_fn kernel;

@@ -182,7 +182,8 @@ static void test_choice(void **state) {
     mst_ctx_set_kernels(ctx, MST_KERNELS_ONEDNN);
     assert_ptr_equal(mst_op_kernel(ctx, MST_OP_CONV2D, MST_DTYPE_F32), d->ref[MST_DEVICE_CPU][MST_DTYPE_F32]);
     mst_ctx_set_force_ref(ctx, false);
-    int n_bound = 0;
+    int n_bound = 0, n_rebound = 0;
+    mst_op_call bound_prev[2] = {{.op = MST_OP_COUNT}, {.op = MST_OP_COUNT}};     /* per dtype: the last call bound */
     for (int m = MST_KERNELS_AUTO; m <= MST_KERNELS_ONEDNN; m++)
         for (size_t i = 0; i < sizeof(k_cases) / sizeof(k_cases[0]); i += 3)
             for (int bf = 0; bf < 2; bf++) {
@@ -228,9 +229,21 @@ static void test_choice(void **state) {
                 assert_int_equal(bnd.threads, 2);
                 assert_int_equal(bnd.provider, p);
                 assert_true(same_bits(c.out[0], r.out[0]));
+                assert_int_equal(bnd.call_key, mst_op_signature_key(&c));
+                /* another shape through the same binding (a dynamic batch's smaller one): bound again */
+                mst_op_call *prev = &bound_prev[bf];
+                if (prev->op == c.op) {
+                    assert_int_equal(mst_kernel_run_bound(ctx, &bnd, prev), MST_OK);
+                    assert_int_equal(bnd.call_key, mst_op_signature_key(prev));
+                    assert_int_equal(bnd.provider, mst_kernel_provider(ctx, prev));
+                    assert_true(mst_op_signature_key(prev) != mst_op_signature_key(&c));
+                    n_rebound++;
+                }
+                *prev = r;
                 n_bound++;
             }
-    assert_true(n_bound > 0);       /* auto and onednn modes choose per shape */
+    assert_true(n_bound > 0 && n_rebound > 0);       /* auto and onednn modes choose per shape */
+    printf("  %d calls bound, %d bound again on another shape of their op\n", n_bound, n_rebound);
     mst_ctx_free(ctx);
 }
 
