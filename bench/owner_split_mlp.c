@@ -236,7 +236,8 @@ static double run(int batch, int threads, weight_layout layout, int steps) {
 static long momentum_fold_bits(int batch) {
     const int K = k_dims[0], N = k_dims[1];
     float *x = malloc(sizeof(float) * (size_t)batch * K), *dy = malloc(sizeof(float) * (size_t)batch * N);
-    float *g = malloc(sizeof(float) * (size_t)K * N), *v = malloc(sizeof(float) * (size_t)K * N), *vf = malloc(sizeof(float) * (size_t)K * N);
+    const size_t kn = sizeof(float) * (size_t)K * N;
+    float *g = malloc(kn), *v = malloc(kn), *vf = malloc(kn);
     if (!x || !dy || !g || !v || !vf) {
         fprintf(stderr, "bench_owner_split_mlp: out of memory\n");
         exit(1);
@@ -307,6 +308,7 @@ int main(int argc, char **argv) {
     /* the fold's bits: eager's update is the product then fl(fl(mu v) + g); graph mode must match it */
     for (int i = 0; i < n_fold; i++)
         printf("%sbatch %d: the momentum as the product's beta differs in bits from the product then the update in %ld of %d "
-               "elements of the first layer's momentum\n", i == 0 ? "\n" : "", fold_batch[i], fold_differ[i], k_dims[0] * k_dims[1]);
+               "elements of the first layer's momentum\n",
+               i == 0 ? "\n" : "", fold_batch[i], fold_differ[i], k_dims[0] * k_dims[1]);
     return 0;
 }
