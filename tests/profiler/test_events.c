@@ -254,7 +254,7 @@ static void test_prep_sampled(void **state) {
     mst_prof_overhead o = mst_profiler_overhead(p);
     printf("# 48 brackets of 1 us, one timed one interrupted: prep %.1f us\n", o.prep_ns / 1e3);
     printf("# an empty timed bracket reads %.1f ns\n", o.bracket_ns);
-    assert_true(o.bracket_ns > 0 && o.bracket_ns < 1000);
+    assert_true(o.bracket_ns >= 0 && o.bracket_ns < 1000);       /* 0 where the clock is coarser than a read */
     /* a spin never ends early; what timing a bracket adds is taken off */
     assert_true(o.prep_ns >= (uint64_t)(3.0 * MST_PROF_PREP_EVERY * (1000 - o.bracket_ns)));
     assert_true(o.prep_ns < 3ull * MST_PROF_PREP_EVERY * 1000 + 50000); /* the interrupted one left out */
