@@ -242,7 +242,7 @@ static void test_choice(void **state) {
                 *prev = r;
                 n_bound++;
             }
-    assert_true(n_bound > 0 && n_rebound > 0);       /* auto and onednn modes choose per shape */
+    if (mst_onednn_available()) assert_true(n_bound > 0 && n_rebound > 0);     /* auto and onednn modes choose per shape */
     printf("  %d calls bound, %d bound again on another shape of their op\n", n_bound, n_rebound);
     mst_ctx_free(ctx);
 }
