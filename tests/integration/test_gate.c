@@ -88,6 +88,20 @@ static void test_aa_no_false_failures(void **state) {
     cJSON *j = read_json(path);
     assert_string_not_equal(metric_verdict(j, "step_time_ms_median"), "FAIL");
     cJSON_Delete(j);
+    /* counterbalanced: the baseline ran first in odd pairs, the candidate in even ones (the runs'
+     * summary.json are written as each run ends) */
+    for (int i = 1; i <= 10; i++) {
+        struct stat sb, sc;
+        char b[800], c[800];
+        snprintf(b, sizeof(b), "%s/baseline-%02d/summary.json", g_pool, i);
+        snprintf(c, sizeof(c), "%s/candidate-%02d/summary.json", g_pool, i);
+        assert_int_equal(stat(b, &sb), 0);
+        assert_int_equal(stat(c, &sc), 0);
+        const double tb = (double)sb.st_mtim.tv_sec + 1e-9 * (double)sb.st_mtim.tv_nsec;
+        const double tc = (double)sc.st_mtim.tv_sec + 1e-9 * (double)sc.st_mtim.tv_nsec;
+        if (i % 2) assert_true(tb < tc);
+        else assert_true(tc < tb);
+    }
 
     uint64_t seed0 = 0x9a7e5eedull, s = seed0;
     int counts[5] = {0};
