@@ -235,22 +235,16 @@ static double run(int batch, int threads, weight_layout layout, int steps) {
  * product's beta. Returns how many of the weight's elements differ in bits. */
 static long momentum_fold_bits(int batch) {
     const int K = k_dims[0], N = k_dims[1];
-    float *x = malloc(sizeof(float) * (size_t)batch * K), *dy = malloc(sizeof(float) * (size_t)batch * N);
-    const size_t kn = sizeof(float) * (size_t)K * N;
-    float *g = malloc(kn), *v = malloc(kn), *vf = malloc(kn);
-    if (!x || !dy || !g || !v || !vf) {
-        fprintf(stderr, "bench_owner_split_mlp: out of memory\n");
-        exit(1);
-    }
-    unsigned s = 12345;
-    for (size_t i = 0; i < (size_t)batch * K; i++) x[i] = (float)((s = s * 1103515245u + 12345u) >> 8) / 16777216.0f - 0.5f;
-    for (size_t i = 0; i < (size_t)batch * N; i++) dy[i] = (float)((s = s * 1103515245u + 12345u) >> 8) / 16777216.0f - 0.5f;
-    for (size_t i = 0; i < (size_t)K * N; i++) v[i] = vf[i] = (float)((s = s * 1103515245u + 12345u) >> 8) / 16777216.0f - 0.5f;
+    unsigned seed = 12345;
+    float *x = floats((size_t)batch * K, 1.0f, &seed), *dy = floats((size_t)batch * N, 1.0f, &seed);
+    const size_t kn = (size_t)K * N;
+    float *v = floats(kn, 1.0f, &seed), *vf = floats(kn, 0.0f, &seed), *g = floats(kn, 0.0f, &seed);
+    memcpy(vf, v, sizeof(float) * kn);
     gemm(true, false, K, N, batch, x, K, dy, N, 0.0f, g, N);
-    for (size_t i = 0; i < (size_t)K * N; i++) v[i] = k_mu * v[i] + g[i];
+    for (size_t i = 0; i < kn; i++) v[i] = k_mu * v[i] + g[i];
     gemm(true, false, K, N, batch, x, K, dy, N, k_mu, vf, N);
     long differ = 0;
-    for (size_t i = 0; i < (size_t)K * N; i++) differ += memcmp(&v[i], &vf[i], sizeof(float)) != 0;
+    for (size_t i = 0; i < kn; i++) differ += memcmp(&v[i], &vf[i], sizeof(float)) != 0;
     free(x), free(dy), free(g), free(v), free(vf);
     return differ;
 }

@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/stats.h"
+
 #define CHUNK_EVENTS 4096
 
 int mst_prof_enabled;
@@ -85,6 +87,9 @@ static void memory_sink(void *user, uint32_t tid, const mst_prof_event *ev, size
     p->count += n;
 }
 
+/* The thread's preparation counters, moved to its owner at a flush or dropped at an attach. */
+static void buf_reset_prep(thread_buf *b) { b->prep_brackets = b->prep_kept = b->prep_kept_ns = b->sig_build_ns = 0; }
+
 /* Caller holds p->lock. */
 static void buf_flush_locked(mst_profiler *p, thread_buf *b) {
     if (b->n > 0 && p->sink) {
@@ -98,7 +103,7 @@ static void buf_flush_locked(mst_profiler *p, thread_buf *b) {
     p->prep_kept += b->prep_kept;
     p->prep_kept_ns += b->prep_kept_ns;
     p->sig_build_ns += b->sig_build_ns;
-    b->prep_brackets = b->prep_kept = b->prep_kept_ns = b->sig_build_ns = 0;
+    buf_reset_prep(b);
     b->n = 0;
 }
 
@@ -135,9 +140,7 @@ static double calibrate_record_ns(void) {
         }
         best[r] = (double)(mst_prof_now_ns() - t0) / N;
     }
-    for (int i = 1; i < 5; i++)         /* insertion sort, then the middle */
-        for (int j = i; j > 0 && best[j] < best[j - 1]; j--) { double t = best[j]; best[j] = best[j - 1]; best[j - 1] = t; }
-    return best[2];
+    return mst_stats_median(best, 5);
 }
 
 /* What an empty timed bracket reads: the time from one clock read's sample to the next one's
@@ -156,9 +159,7 @@ static double calibrate_bracket_ns(void) {
         }
         best[r] = (double)sum / N;
     }
-    for (int i = 1; i < 5; i++)
-        for (int j = i; j > 0 && best[j] < best[j - 1]; j--) { double t = best[j]; best[j] = best[j - 1]; best[j - 1] = t; }
-    return best[2];
+    return mst_stats_median(best, 5);
 }
 
 mst_profiler *mst_profiler_new(void) {
@@ -303,7 +304,7 @@ static thread_buf *buf_for_active(void) {
         if (!b) { p->dropped++; pthread_mutex_unlock(&g_active_lock); return NULL; }
         b->owner = NULL;
         b->n = 0;
-        b->prep_brackets = b->prep_kept = b->prep_kept_ns = b->sig_build_ns = 0;
+        buf_reset_prep(b);
         b->tid = (uint32_t)syscall(SYS_gettid);
         t_buf = b;
         pthread_setspecific(g_key, b);
@@ -312,7 +313,7 @@ static thread_buf *buf_for_active(void) {
     bool attached = false;
     if (b->owner != p) {            /* records of a stopped profiler were flushed at its stop */
         b->n = 0;
-        b->prep_brackets = b->prep_kept = b->prep_kept_ns = b->sig_build_ns = 0;
+        buf_reset_prep(b);
         b->owner = p;
         b->next_registered = p->registered;
         p->registered = b;

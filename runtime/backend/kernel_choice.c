@@ -551,13 +551,20 @@ mst_provider mst_kernel_provider(mst_ctx *ctx, const mst_op_call *c) {
     return decide(ctx, c, &measured);
 }
 
-static mst_status choose_and_run(mst_ctx *ctx, const mst_op_call *c) {
+/* The call's provider (decided now when new) and that provider's kernel. */
+static mst_status provider_for(mst_ctx *ctx, const mst_op_call *c, mst_provider *p, mst_kernel_fn *k) {
     bool measured;
-    mst_provider p = decide(ctx, c, &measured);
-    mst_dtype key = key_dtype(c);
-    mst_kernel_fn k = mst_provider_kernel(ctx, p, c->op, key);
-    if (!k) return mst_op_fail(ctx, c, MST_ERR_DTYPE, "no cpu kernel for dtype %s", mst_dtype_name(key));
-    return run_provider(ctx, p, k, c);
+    *p = decide(ctx, c, &measured);
+    const mst_dtype key = key_dtype(c);
+    *k = mst_provider_kernel(ctx, *p, c->op, key);
+    return *k ? MST_OK : mst_op_fail(ctx, c, MST_ERR_DTYPE, "no cpu kernel for dtype %s", mst_dtype_name(key));
+}
+
+static mst_status choose_and_run(mst_ctx *ctx, const mst_op_call *c) {
+    mst_provider p;
+    mst_kernel_fn k;
+    mst_status s = provider_for(ctx, c, &p, &k);
+    return s == MST_OK ? run_provider(ctx, p, k, c) : s;
 }
 
 bool mst_kernel_is_choice(mst_kernel_fn k) { return k == choose_and_run; }
@@ -566,11 +573,10 @@ mst_status mst_kernel_run_bound(mst_ctx *ctx, mst_kernel_binding *b, const mst_o
     const int threads = mst_ctx_threads(ctx);
     const uint64_t call_key = mst_op_signature_key(c);
     if (!b->kernel || b->threads != threads || b->call_key != call_key) {
-        bool measured;
-        const mst_provider p = decide(ctx, c, &measured);
-        const mst_dtype key = key_dtype(c);
-        mst_kernel_fn k = mst_provider_kernel(ctx, p, c->op, key);
-        if (!k) return mst_op_fail(ctx, c, MST_ERR_DTYPE, "no cpu kernel for dtype %s", mst_dtype_name(key));
+        mst_provider p;
+        mst_kernel_fn k;
+        mst_status s = provider_for(ctx, c, &p, &k);
+        if (s != MST_OK) return s;
         *b = (mst_kernel_binding){call_key, threads, p, k};
     }
     return run_provider(ctx, b->provider, b->kernel, c);
