@@ -19,8 +19,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "util/stats.h"
-
 #define CHUNK_EVENTS 4096
 
 int mst_prof_enabled;
@@ -125,6 +123,14 @@ static void thread_exit(void *arg) {
 
 static void make_key(void) { pthread_key_create(&g_key, thread_exit); }
 
+/* The middle of five timings, sorted in place (not util/stats: its GSL would follow the recorder
+ * into every program that links the runtime; tests/install builds one against its .pc). */
+static double median5(double v[5]) {
+    for (int i = 1; i < 5; i++)
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) { double t = v[j]; v[j] = v[j - 1]; v[j - 1] = t; }
+    return v[2];
+}
+
 /* The cost of one record: a clock read and a 32-byte store, timed over a loop (median of 5). */
 static double calibrate_record_ns(void) {
     enum { N = 4096 };
@@ -140,7 +146,7 @@ static double calibrate_record_ns(void) {
         }
         best[r] = (double)(mst_prof_now_ns() - t0) / N;
     }
-    return mst_stats_median(best, 5);
+    return median5(best);
 }
 
 /* What an empty timed bracket reads: the time from one clock read's sample to the next one's
@@ -159,7 +165,7 @@ static double calibrate_bracket_ns(void) {
         }
         best[r] = (double)sum / N;
     }
-    return mst_stats_median(best, 5);
+    return median5(best);
 }
 
 mst_profiler *mst_profiler_new(void) {
