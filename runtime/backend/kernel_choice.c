@@ -443,14 +443,46 @@ static mst_provider measure(mst_ctx *ctx, const mst_op_call *c, mst_kernel_fn *k
     return choose(t_us);
 }
 
-/* The call's provider. The hot path is one map lookup: a shape is settled once per process (from
- * the calibration file, a measurement, or "only builtin serves it") and kept in the map. */
+/* Each thread's copy of the verdicts it has used, direct-mapped by the call's signature key (its
+ * op, dtypes, shapes and attributes: mst_op_signature_key, ~10-20 ns) and thread count. The map
+ * below is grow-only and a verdict in it never changes, so a copy never goes stale. It spares the
+ * eager per-call choice the 240-byte shape key, its hash and the process-wide lock (perf: ~9% of
+ * an eager run of the dispatch-bound scenario's tiny ops). An entry the hash sends elsewhere, or
+ * one overwritten by another shape of the same slot, is looked up in the map as before. */
+#define TL_VERDICTS 256
+typedef struct {
+    uint64_t sig;
+    int threads;            /* 0: empty */
+    mst_provider provider;
+} tl_verdict;
+static _Thread_local tl_verdict tl_verdicts[TL_VERDICTS];
+
+static tl_verdict *tl_verdict_slot(uint64_t sig, int threads) {
+    uint64_t h = (sig ^ (uint64_t)threads * 0x9e3779b97f4a7c15ull) * 0xff51afd7ed558ccdull;
+    return &tl_verdicts[(h >> 32) & (TL_VERDICTS - 1)];
+}
+
+/* The call's provider. The hot path is this thread's copy (above), then one map lookup: a shape is
+ * settled once per process (from the calibration file, a measurement, or "only builtin serves it")
+ * and kept in the map. */
+static mst_provider decide_in_map(mst_ctx *ctx, const mst_op_call *c, bool *just_measured);
+
 static mst_provider decide(mst_ctx *ctx, const mst_op_call *c, bool *just_measured) {
-    mst_dtype key = key_dtype(c);
     *just_measured = false;
     if (ctx->force_ref || ctx->kernels == MST_KERNELS_BUILTIN) return MST_PROVIDER_BUILTIN;
     if (ctx->kernels == MST_KERNELS_ONEDNN)     /* forced: the plain layout, no timing */
-        return serves(ctx, MST_PROVIDER_ONEDNN, c, key) ? MST_PROVIDER_ONEDNN : MST_PROVIDER_BUILTIN;
+        return serves(ctx, MST_PROVIDER_ONEDNN, c, key_dtype(c)) ? MST_PROVIDER_ONEDNN : MST_PROVIDER_BUILTIN;
+    const uint64_t sig = mst_op_signature_key(c);
+    const int threads = mst_ctx_threads(ctx);
+    tl_verdict *e = tl_verdict_slot(sig, threads);
+    if (e->threads == threads && e->sig == sig) return e->provider;
+    const mst_provider p = decide_in_map(ctx, c, just_measured);
+    *e = (tl_verdict){sig, threads, p};
+    return p;
+}
+
+static mst_provider decide_in_map(mst_ctx *ctx, const mst_op_call *c, bool *just_measured) {
+    mst_dtype key = key_dtype(c);
     mst_shape_key k;
     mst_shape_key_of(&k, c, key);
     k.threads = mst_ctx_threads(ctx);

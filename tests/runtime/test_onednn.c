@@ -17,12 +17,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "runtime/autograd.h"
 #include "runtime/backend/kernel_choice.h"
 #include "runtime/backend/onednn.h"
+#include "runtime/backend/shape_key.h"
 #include "runtime/cpu_features.h"
 #include "runtime/context.h"
 #include "runtime/layout.h"
@@ -324,11 +326,90 @@ static void test_f32_provider(void **state) {
     mst_ctx_free(ctx);
 }
 
+static char g_verdicts[256];     /* this binary's own verdict file (main) */
+
+/* Appends a quiet verdict line for c at `threads` threads to the verdict file: the times make
+ * `winner` (builtin or onednn) the faster by far, the other providers serve nothing. */
+static void put_verdict(const mst_op_call *c, int threads, mst_provider winner) {
+    mst_shape_key k;
+    mst_shape_key_of(&k, c, c->in[0]->dtype);
+    k.threads = threads;
+    char machine[320];
+    mst_cpu_machine_id(machine, sizeof(machine));
+    FILE *f = fopen(g_verdicts, "a");
+    assert_non_null(f);
+    fprintf(f, "v7\t%s\t%s\t%s\t%016llx\t%s\t%.1f\t%.1f\t0.0\t0.0\t0.0\tquiet\ttest\n", machine, mst_op_name(c->op),
+            mst_dtype_name(c->in[0]->dtype), (unsigned long long)mst_shape_key_hash(&k), mst_provider_name(winner),
+            winner == MST_PROVIDER_BUILTIN ? 1.0 : 100.0, winner == MST_PROVIDER_BUILTIN ? 100.0 : 1.0);
+    fclose(f);
+}
+
+/* Each thread keeps a copy of the verdicts it used (the per-call choice's hot path, without the
+ * shape key or the process-wide lock): the copy must answer per shape and per thread count exactly
+ * as the map does. Two shapes of one op get opposite verdicts from the file, and each shape opposite
+ * verdicts at one and at two threads; asked in turns, every answer must be its own. */
+static void test_thread_verdicts(void **state) {
+    (void)state;
+    mst_ctx *ctx = mst_ctx_new(&(mst_ctx_config){.seed = 7, .n_threads = 2});
+    assert_non_null(ctx);
+    mst_ctx_set_kernels(ctx, MST_KERNELS_AUTO);
+    static const kcase shapes[2] = {
+        {"matmul 3x5 5x7", MST_OP_MATMUL, 2, {2, 2}, {{3, 5}, {5, 7}}, {0, 0}, 5},
+        {"matmul 3x6 6x7", MST_OP_MATMUL, 2, {2, 2}, {{3, 6}, {6, 7}}, {0, 0}, 6},
+    };
+    mst_op_call c[2];
+    for (int i = 0; i < 2; i++) make_call(ctx, &shapes[i], MST_DTYPE_F32, &c[i]);
+    if (!mst_onednn_supports(ctx, &c[0], MST_DTYPE_F32, MST_ONEDNN_PLAIN) ||
+        !mst_onednn_supports(ctx, &c[1], MST_DTYPE_F32, MST_ONEDNN_PLAIN)) {
+        /* only builtin serves them: nothing is chosen, every answer is builtin */
+        printf("  oneDNN does not serve the shapes here: the copies hold builtin only\n");
+        for (int r = 0; r < 4; r++)
+            for (int i = 0; i < 2; i++) assert_int_equal(mst_kernel_provider(ctx, &c[i]), MST_PROVIDER_BUILTIN);
+        mst_ctx_free(ctx);
+        return;
+    }
+    /* shape 0: oneDNN at two threads, builtin at one; shape 1 the other way round */
+    put_verdict(&c[0], 2, MST_PROVIDER_ONEDNN);
+    put_verdict(&c[0], 1, MST_PROVIDER_BUILTIN);
+    put_verdict(&c[1], 2, MST_PROVIDER_BUILTIN);
+    put_verdict(&c[1], 1, MST_PROVIDER_ONEDNN);
+    for (int r = 0; r < 4; r++)
+        for (int serial = 0; serial < 2; serial++)
+            for (int i = 0; i < 2; i++) {
+                ctx->serial = serial;
+                const mst_provider want = (i == 0) == (serial == 0) ? MST_PROVIDER_ONEDNN : MST_PROVIDER_BUILTIN;
+                assert_int_equal(mst_kernel_provider(ctx, &c[i]), want);
+                /* and the per-call kernel runs it: the winner's bits */
+                mst_op_call o = c[i], w = c[i];
+                o.out[0] = mst_tensor_new(ctx, MST_DTYPE_F32, c[i].out[0]->ndim, c[i].out[0]->shape);
+                w.out[0] = mst_tensor_new(ctx, MST_DTYPE_F32, c[i].out[0]->ndim, c[i].out[0]->shape);
+                assert_int_equal(mst_op_kernel(ctx, MST_OP_MATMUL, MST_DTYPE_F32)(ctx, &o), MST_OK);
+                assert_int_equal(mst_provider_kernel(ctx, want, MST_OP_MATMUL, MST_DTYPE_F32)(ctx, &w), MST_OK);
+                assert_true(same_bits(o.out[0], w.out[0]));
+            }
+    ctx->serial = false;
+    printf("  two shapes x two thread counts, asked in turns 4 times: each its own verdict\n");
+    mst_ctx_free(ctx);
+}
+
 int main(void) {
+    /* a verdict file of this binary's own (test_thread_verdicts writes made-up verdicts into it) */
+    const char *tmp = getenv("TMPDIR");
+    snprintf(g_verdicts, sizeof(g_verdicts), "%s/mstune-test-onednn-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    int fd = mkstemp(g_verdicts);
+    if (fd < 0) {
+        perror("test_onednn: mkstemp");
+        return 1;
+    }
+    close(fd);
+    setenv("MSTUNE_KERNELS_CACHE", g_verdicts, 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_reference),
         cmocka_unit_test(test_f32_provider),
         cmocka_unit_test(test_choice),
+        cmocka_unit_test(test_thread_verdicts),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    unlink(g_verdicts);
+    return rc;
 }
