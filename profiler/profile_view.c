@@ -91,7 +91,7 @@ static int read_steps(reader *r, rpt_profile *p) {
     int64_t cap = 0;
     static const char sql[] =
         "SELECT step, wall_ns, dispatch_ns, kernel_ns, comm_ns, data_ns, compile_ns, memcpy_ns, other_ns, warmup,"
-        " loss, lr, loss_scale, overflow, unmatched FROM steps ORDER BY step";
+        " loss, lr, loss_scale, overflow, unmatched, n_events FROM steps ORDER BY step";
     if (sqlite3_prepare_v2(r->db, sql, -1, &st, NULL) != SQLITE_OK) return fail(r, "steps");
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -114,6 +114,7 @@ static int read_steps(reader *r, rpt_profile *p) {
         s->loss_scale = sqlite3_column_double(st, 12);
         s->overflow = sqlite3_column_type(st, 13) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 13) != 0;
         s->unmatched = sqlite3_column_int64(st, 14);
+        s->n_events = sqlite3_column_int64(st, 15);
         p->n_used += s->used;
         p->n_loss += s->has_loss;
         p->n_scale += s->has_scale;
@@ -319,6 +320,18 @@ static int read_health(reader *r, rpt_profile *p) {
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) return fail(r, "profiler_overhead");
+    /* the cost of one record and of its preparation (columns a profile written before them lacks:
+     * then unknown, NAN) */
+    p->record_ns = p->prep_ns_per_record = NAN;
+    if (sqlite3_prepare_v2(r->db, "SELECT record_ns, prep_ns, records FROM profiler_overhead WHERE id = 1", -1, &st, NULL) ==
+        SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL &&
+            sqlite3_column_type(st, 1) != SQLITE_NULL && sqlite3_column_int64(st, 2) > 0) {
+            p->record_ns = sqlite3_column_double(st, 0);
+            p->prep_ns_per_record = (double)sqlite3_column_int64(st, 1) / (double)sqlite3_column_int64(st, 2);
+        }
+    }
+    sqlite3_finalize(st);
     if (sqlite3_prepare_v2(r->db, "SELECT count(*) FROM threads", -1, &st, NULL) != SQLITE_OK) return fail(r, "threads");
     if ((rc = sqlite3_step(st)) == SQLITE_ROW) p->n_threads = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
@@ -376,6 +389,7 @@ int rpt_profile_load(rpt_profile *p, const char *path, char *err, size_t errn) {
     memset(p, 0, sizeof(*p));
     p->job_name = p->model_name = "";
     p->sampler_dispatch_share = p->overhead_share = -1;
+    p->record_ns = p->prep_ns_per_record = NAN;
     p->mem_peak_step_total = -1;
     if (!(p->path = strdup(path))) {
         snprintf(err, errn, "profile '%s': out of memory", path);

@@ -30,6 +30,7 @@ typedef struct {
     double loss, lr, loss_scale;
     int overflow;                       /* 1 skipped by the loss scaler, 0 not, -1 not recorded */
     int64_t unmatched;
+    int64_t n_events;                   /* the main thread's records inside the step, markers included */
     /* data parallel: the communicator's counters for the step (runtime/comm/comm.c), 0 when absent */
     bool has_comm;
     double comm_wait_ms, comm_busy_ms;  /* exposed wait; start-to-completion of the all-reduces */
@@ -108,6 +109,8 @@ typedef struct {
     double sampler_hz;
     /* profiler health */
     double overhead_share;              /* -1 when not recorded */
+    double record_ns;                   /* one record's calibrated cost; NAN when not recorded */
+    double prep_ns_per_record;          /* the callers' preparation of records, per record; NAN likewise */
     int64_t events_dropped;
     int64_t n_threads;
     /* advisor */

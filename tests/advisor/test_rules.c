@@ -474,6 +474,39 @@ static void test_graph_mode_by_resolvable_gain(void **state) {
     teardown_fixture(&x);
 }
 
+/* The diagnosis profile records every op, and its records' cost sits inside the steps: graph mode's
+ * share is dispatch net of it. 10 us steps with 3 us of dispatch and 100 records at 20 ns, 4 ns of
+ * preparation each: half the records and all the preparation (1.4 us) come off dispatch, all of
+ * it (2.4 us) off the step: 1.6 / 7.6 = 21.05%, not the 30% recorded. */
+static void test_graph_mode_net_of_recording(void **state) {
+    (void)state;
+    fixture x;
+    setup_profile(&x, "{\"runtime\": {\"mode\": \"eager\"}}", 0.30, 0.60, 0.0);
+    uniform_steps(&x, 100, 0.30);
+    for (int i = 0; i < 100; i++) {
+        x.steps[i].wall_ms = 0.010;
+        x.steps[i].cat_ms[MST_CAT_DISPATCH] = 0.003;
+        x.steps[i].cat_ms[MST_CAT_KERNEL] = 0.007;
+        x.steps[i].n_events = 100;
+    }
+    x.p.record_ns = 20;
+    x.p.prep_ns_per_record = 4;
+    diagnose(&x);
+    const mst_finding *f = find(&x, "graph_mode");
+    assert_non_null(f);
+    const double d = (0.003 - 100 * (20 / 2.0 + 4) / 1e6) / (0.010 - 100 * (20 + 4) / 1e6);
+    assert_true(fabs(d - 0.2105) < 1e-3);
+    assert_true(fabs(f->predicted - 1 / (1 - d)) < 1e-9);
+    assert_non_null(strstr(f->evidence, "(30.0% as recorded"));
+    /* a profile that did not record its records' cost: the share as recorded */
+    x.p.record_ns = x.p.prep_ns_per_record = NAN;
+    diagnose(&x);
+    f = find(&x, "graph_mode");
+    assert_non_null(f);
+    assert_true(fabs(f->predicted - 1 / 0.7) < 1e-9);
+    teardown_fixture(&x);
+}
+
 /* Subnormals: counted in the parameters, or step time rising steadily at unchanged shapes. */
 static void test_denormals(void **state) {
     (void)state;
@@ -578,6 +611,7 @@ static void test_amp_evidence_from_detected_features(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_graph_mode),
+        cmocka_unit_test(test_graph_mode_net_of_recording),
         cmocka_unit_test(test_loader),
         cmocka_unit_test(test_amp_never_proposed_when_on),
         cmocka_unit_test(test_o3_corrected_to_o2),

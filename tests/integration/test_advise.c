@@ -553,10 +553,16 @@ static double q_double(sqlite3 *db, const char *sql) {
     return v;
 }
 
-/* The median over a profile's used steps of each step's dispatch share (what the rules read). */
+/* The median over a profile's used steps of each step's dispatch share net of the recorder's own
+ * time (what the graph-mode rule reads, docs/advisor.md): a step's records (n_events) cost
+ * record_ns each plus their preparation (prep_ns / records); half of the records and all of the
+ * preparation fall in dispatch. */
 static double median_dispatch_share(sqlite3 *db) {
-    return q_double(db, "SELECT 1.0 * dispatch_ns / wall_ns AS d FROM steps WHERE warmup = 0 ORDER BY d"
-                        " LIMIT 1 OFFSET (SELECT count(*) / 2 FROM steps WHERE warmup = 0)");
+    return q_double(db, "WITH c AS (SELECT record_ns AS r, 1.0 * prep_ns / records AS p FROM profiler_overhead),"
+                        " s AS (SELECT CASE WHEN wall_ns - n_events * (r + p) > 0"
+                        "   THEN max(dispatch_ns - n_events * (r / 2 + p), 0) / (wall_ns - n_events * (r + p)) ELSE 0 END AS d"
+                        "   FROM steps, c WHERE warmup = 0 AND wall_ns > 0)"
+                        " SELECT d FROM s ORDER BY d LIMIT 1 OFFSET (SELECT count(*) / 2 FROM s)");
 }
 
 /* Class 3: a 20-step run whose seeds move accuracy by far more than the tolerance. The window fix
