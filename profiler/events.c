@@ -233,6 +233,7 @@ mst_prof_overhead mst_profiler_overhead(const mst_profiler *p) {
     const double mean = q->prep_kept ? (double)q->prep_kept_ns / (double)q->prep_kept - o.bracket_ns : 0;
     o.prep_ns = mean > 0 ? (uint64_t)(mean * (double)q->prep_brackets) : 0;
     o.prep_ns += q->sig_build_ns;       /* the misses, timed whole and taken out of their brackets */
+    o.sig_miss_ns = q->sig_build_ns;
     pthread_mutex_unlock(&q->lock);
     return o;
 }

@@ -148,6 +148,7 @@ typedef struct {
                                    measurement work outside the steps, set by whoever ran it likewise */
     uint64_t prep_ns;           /* the callers' preparation of records (mst_prof_prep_begin/end), sampled and scaled,
                                    plus every signature-cache miss (mst_prof_intern_sig), timed whole */
+    uint64_t sig_miss_ns;       /* the misses' part of prep_ns: a shape's first calls, mostly in the first steps */
     double bracket_ns;          /* measured at mst_profiler_new: what an empty timed bracket reads (its clock
                                    reads), taken off the mean of the timed ones */
 } mst_prof_overhead;

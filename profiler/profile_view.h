@@ -110,7 +110,8 @@ typedef struct {
     /* profiler health */
     double overhead_share;              /* -1 when not recorded */
     double record_ns;                   /* one record's calibrated cost; NAN when not recorded */
-    double prep_ns_per_record;          /* the callers' preparation of records, per record; NAN likewise */
+    double prep_ns_per_record;          /* the callers' preparation of records, per record, signature-cache
+                                           misses left out (a steady step's); NAN likewise */
     int64_t events_dropped;
     int64_t n_threads;
     /* advisor */

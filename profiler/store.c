@@ -76,7 +76,7 @@ static const char k_schema[] =
     "CREATE TABLE profiler_overhead(id INTEGER PRIMARY KEY CHECK(id = 1), records INTEGER, record_ns REAL,\n"
     "  flush_ns INTEGER, flushes INTEGER, run_wall_s REAL, overhead_ns REAL, overhead_share REAL,\n"
     "  events_received INTEGER, events_dropped INTEGER, producer_waits INTEGER, producer_wait_ns INTEGER,\n"
-    "  sampler_ns INTEGER, probe_ns INTEGER, prep_ns INTEGER);\n"
+    "  sampler_ns INTEGER, probe_ns INTEGER, prep_ns INTEGER, sig_miss_ns INTEGER);\n"
     "CREATE TABLE grad_underflow(step INTEGER PRIMARY KEY, half TEXT NOT NULL, elements INTEGER NOT NULL,\n"
     "  ref_nonzero INTEGER NOT NULL, half_zero INTEGER NOT NULL, cast_zero INTEGER NOT NULL,\n"
     "  cast_subnormal INTEGER NOT NULL, fraction REAL NOT NULL, probe_ns INTEGER NOT NULL);\n"
@@ -1042,19 +1042,20 @@ int mst_store_set_overhead(mst_store *s, const mst_prof_overhead *o, double run_
     /* the cost recording threads paid: each record and its preparation, the time spent handing
      * chunks to the sink, and the stack sampler's signal deliveries and unwinding (every collector) */
     const double overhead_ns = mst_prof_overhead_ns(o);
-    const double v[10] = {(double)o->records, o->record_ns, (double)o->flush_ns, (double)o->flushes, run_wall_s,
+    const double v[11] = {(double)o->records, o->record_ns, (double)o->flush_ns, (double)o->flushes, run_wall_s,
                           overhead_ns, run_wall_s > 0 ? overhead_ns / (run_wall_s * 1e9) : 0, (double)o->sampler_ns,
-                          (double)o->probe_ns, (double)o->prep_ns};
-    const int is_int[10] = {1, 0, 1, 1, 0, 0, 0, 1, 1, 1};
+                          (double)o->probe_ns, (double)o->prep_ns, (double)o->sig_miss_ns};
+    const int is_int[11] = {1, 0, 1, 1, 0, 0, 0, 1, 1, 1, 1};
     return api_exec(s,
                     "INSERT INTO profiler_overhead(id, records, record_ns, flush_ns, flushes, run_wall_s, overhead_ns,"
-                    " overhead_share, sampler_ns, probe_ns, prep_ns) VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+                    " overhead_share, sampler_ns, probe_ns, prep_ns, sig_miss_ns)"
+                    " VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
                     " ON CONFLICT(id) DO UPDATE SET"
                     " records = excluded.records, record_ns = excluded.record_ns, flush_ns = excluded.flush_ns,"
                     " flushes = excluded.flushes, run_wall_s = excluded.run_wall_s, overhead_ns = excluded.overhead_ns,"
                     " overhead_share = excluded.overhead_share, sampler_ns = excluded.sampler_ns,"
-                    " probe_ns = excluded.probe_ns, prep_ns = excluded.prep_ns",
-                    10, v, is_int);
+                    " probe_ns = excluded.probe_ns, prep_ns = excluded.prep_ns, sig_miss_ns = excluded.sig_miss_ns",
+                    11, v, is_int);
 }
 
 int mst_store_add_underflow(mst_store *s, const mst_store_underflow *u) {
