@@ -228,7 +228,8 @@ static void rule_graph_mode(const rpt_profile *p, const mst_rule_env *env, sink 
              "eager; removing that dispatch gives 1/(1-d) = %.3fx (graph mode also skips host work outside dispatch, "
              "the autograd engine's walk and the optimizer's loop, and adds its compiles: neither is counted; the "
              "trials resolve %.3fx)",
-             100 * d, 100 * recorded, p->record_ns >= 0 ? p->record_ns : 0, p->prep_ns_per_record >= 0 ? p->prep_ns_per_record : 0,
+             100 * d, 100 * recorded, p->record_ns >= 0 ? p->record_ns : 0,
+             p->prep_ns_per_record >= 0 ? p->prep_ns_per_record : 0,
              100 * step_share(p, MST_CAT_KERNEL), (long long)p->bd.steps, p->bd.wall_median_ns / 1e6, 1.0 / (1.0 - d),
              resolvable(env));
     add_set(f, "runtime.mode=%s", "graph");
@@ -924,7 +925,8 @@ static const rule_entry k_rules[] = {
      rule_loss_scale},
     {"grad_underflow", ">= 1% of the gradient elements nonzero in the f32 reference are zero in half (underflow probe)",
      rule_grad_underflow},
-    {"graph_mode", "eager, dispatch (net of the recorder's own time) >= 10% or 1/(1-d) above the resolvable gain", rule_graph_mode},
+    {"graph_mode", "eager, dispatch (net of the recorder's own time) >= 10% or 1/(1-d) above the resolvable gain",
+     rule_graph_mode},
     {"loader", "data >= 5% or 1/(1-d) above the resolvable gain, workers under ceil(d/(1-d) - 1/4) <= cores (two or more "
                "workers, data >= compute beside a multi-thread compute: also runtime.threads 1)", rule_loader},
     {"amp_level", "O0, kernel >= 50%, GEMM/conv >= 50% of kernel time", rule_amp_level},

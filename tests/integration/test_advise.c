@@ -558,7 +558,8 @@ static double q_double(sqlite3 *db, const char *sql) {
  * record_ns each plus their preparation (a steady step's: (prep_ns - sig_miss_ns) / records); half
  * of the records and all of the preparation fall in dispatch. */
 static double median_dispatch_share(sqlite3 *db) {
-    return q_double(db, "WITH c AS (SELECT record_ns AS r, max(1.0 * (prep_ns - sig_miss_ns), 0) / records AS p FROM profiler_overhead),"
+    return q_double(db, "WITH c AS (SELECT record_ns AS r, max(1.0 * (prep_ns - sig_miss_ns), 0) / records AS p"
+                        "   FROM profiler_overhead),"
                         " s AS (SELECT CASE WHEN wall_ns - n_events * (r + p) > 0"
                         "   THEN max(dispatch_ns - n_events * (r / 2 + p), 0) / (wall_ns - n_events * (r + p)) ELSE 0 END AS d"
                         "   FROM steps, c WHERE warmup = 0 AND wall_ns > 0)"
