@@ -204,6 +204,14 @@ static void test_sampler_agrees_on_mlp(void **state) {
     assert_int_equal(sql_int(db, "SELECT count(*) FROM steps WHERE step > 0 AND warmup = 1 AND kernel_ns + dispatch_ns > 0"), 0);
     assert_int_equal(sql_int(db, "SELECT count(*) FROM steps WHERE loss IS NULL"), 0);
     assert_int_equal(sql_int(db, "SELECT calls FROM op_stats WHERE name = 'linear'"), 3 * kept);     /* 3 layers a step */
+    /* the self-measurement row holds every part of its total (what the advisor takes off dispatch
+     * reads them: docs/advisor.md): overhead_ns is their sum to a nanosecond or so per part, the
+     * sampler ran (997 Hz), and the signature cache's misses (the shapes' first calls) are a part of
+     * the preparation, not all of it */
+    assert_int_equal(sql_int(db, "SELECT abs(overhead_ns - (records * record_ns + flush_ns + sampler_ns + probe_ns + prep_ns)) < 8"
+                                 " FROM profiler_overhead"), 1);
+    assert_int_equal(sql_int(db, "SELECT sampler_ns > 0 AND probe_ns = 0 FROM profiler_overhead"), 1);
+    assert_int_equal(sql_int(db, "SELECT sig_miss_ns > 0 AND sig_miss_ns < prep_ns FROM profiler_overhead"), 1);
     sqlite3_close(db);
     char p[700];
     snprintf(p, sizeof(p), "%s/trace.json", dir);
