@@ -106,12 +106,13 @@ static double step_share(const rpt_profile *p, mst_prof_cat c) {
  * 23 ns) the recorded share was 31.9% (1/(1-d) = 1.47x), net 21.3% (1.27x); its trials measured
  * 1.29-1.30x on the training loop, and 1.40-1.44x on the same step over a 10x longer run
  * (one_slow_step), where graph mode's compile weighs less and the host work it skips outside
- * dispatch shows (docs/advisor.md). *recorded gets the share as recorded; the net share equals it
- * where the profile did not record its records' cost. */
+ * dispatch shows (docs/advisor.md). *recorded (when not NULL) gets the share as recorded; the net
+ * share equals it where the profile did not record its records' cost. */
 static double dispatch_share_net(const rpt_profile *p, double *recorded) {
-    *recorded = step_share(p, MST_CAT_DISPATCH);
+    const double as_recorded = step_share(p, MST_CAT_DISPATCH);
+    if (recorded) *recorded = as_recorded;
     const double r = p->record_ns, prep = p->prep_ns_per_record;
-    if (!(r >= 0) || !(prep >= 0) || r + prep == 0) return *recorded;
+    if (!(r >= 0) || !(prep >= 0) || r + prep == 0) return as_recorded;
     double *v = malloc(sizeof(double) * (size_t)(p->n_steps > 0 ? p->n_steps : 1));
     int64_t n = 0;
     for (int64_t i = 0; v && i < p->n_steps; i++) {
@@ -122,7 +123,7 @@ static double dispatch_share_net(const rpt_profile *p, double *recorded) {
         const double wall = s->wall_ms - in_step, dispatch = s->cat_ms[MST_CAT_DISPATCH] - in_dispatch;
         v[n++] = wall > 0 ? fmax(dispatch, 0) / wall : 0;
     }
-    double share = n > 0 ? rpt_median(v, n) : *recorded;
+    double share = n > 0 ? rpt_median(v, n) : as_recorded;
     free(v);
     return share;
 }
@@ -716,8 +717,7 @@ static void rule_denormals(const rpt_profile *p, const mst_rule_env *env, sink *
 static void rule_memory_and_batch(const rpt_profile *p, const mst_rule_env *env, sink *s) {
     double peak = mst_cfg_num(env->summary, "peak_memory_bytes", 0);
     int64_t batch = p->batch_size;
-    double recorded;
-    const double d = dispatch_share_net(p, &recorded);
+    const double d = dispatch_share_net(p, NULL);
     if (peak > 0 && env->memory_bytes > 0 && peak < 0.25 * env->memory_bytes) {
         mst_finding *f = add(s, "memory_headroom", MST_GOAL_NONE);
         if (f) {
