@@ -26,7 +26,7 @@ typedef struct {
     int sampler_hz;     /* 0 = no sampler */
 } mode;
 
-/* 97 Hz is `mstune profile`'s default (profile.sample_hz); 997 Hz the old one */
+/* 29 Hz is `mstune profile`'s default (profile.sample_hz); 97 and 997 Hz earlier ones */
 static const mode k_modes[] = {{"off", -1, 0},           {"level 0", 0, 0},
                                {"level 1", 1, 0},        {"level 2", 2, 0},
                                {"level 1 + sampler 29 Hz", 1, 29}, {"level 1 + sampler 97 Hz", 1, 97},

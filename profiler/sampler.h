@@ -115,14 +115,19 @@ int64_t      mst_sampler_lost(const mst_sampler *s);
  * no ring yet, kill -PROF, a late signal of a deleted timer): ignored, counted here. */
 int64_t      mst_sampler_stray(const mst_sampler *s);
 /* What sampling cost the sampled threads, in ns: the time inside the signal handler (unwinding
- * and recording, measured on every delivery) plus, per delivery, the kernel's signal entry and
- * return (calibrated at start by signalling the calling thread), plus every hold since start
- * (mst_sampler_hold) times one hold's calibrated cost. */
+ * and recording, measured on every delivery and every tick taken at a release) plus, per
+ * delivery, one timer tick's price besides the handler (mst_sampler_tick_ns), plus every hold
+ * since start (mst_sampler_hold) times one hold's calibrated cost. */
 double       mst_sampler_cost_ns(const mst_sampler *s);
+/* Calibrated at start: what one timer tick costs the calling thread besides the handler (its
+ * interrupt, signal frame and return; a timer of the thread's own against a counted loop), and
+ * what a signal the thread sends itself costs (the floor the tick's price never goes under). */
+double       mst_sampler_tick_ns(const mst_sampler *s);
+double       mst_sampler_self_signal_ns(const mst_sampler *s);
 /* A call into code a sample must not unwind (oneDNN: its JIT kernels have no unwind information,
  * and its C++ may be inside malloc), held on the calling thread, only while a sampler runs: true
  * when it held (then mst_sampler_release() after the call). A tick that comes during the hold
- * takes no stack; the release sends it again to the thread, which samples right there. A hold is
+ * takes no stack; the release takes it, the stack from the held call's caller on. A hold is
  * two stores to a thread-local cell and a count, no system call: counted into
  * mst_sampler_cost_ns at its calibrated price. Holds nest. */
 bool         mst_sampler_hold(void);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -259,6 +260,18 @@ static void test_one_running_sampler(void **state) {
     mst_sampler_free(b);
 }
 
+/* Held twice (nested), spins for ns, releases both; true when a tick came while held. Not inlined
+ * and no tail call to the release, so its frame is the one the release's sample starts at. */
+__attribute__((noinline, noclone)) static bool held_spin(uint64_t ns, mst_sampler *s, int64_t deferred_before) {
+    if (!mst_sampler_hold() || !mst_sampler_hold()) return false;
+    spin_leaf(ns);
+    mst_sampler_release();
+    const bool deferred = mst_sampler_deferred(s) > deferred_before;
+    mst_sampler_release();
+    __asm__ volatile("" ::: "memory");
+    return deferred;
+}
+
 /* A hold masks SIGPROF only while a sampler runs, and each one is counted into the sampler's cost
  * at its calibrated price; a tick that comes while held is delivered at the release. */
 static void test_hold_counted_in_cost(void **state) {
@@ -277,25 +290,31 @@ static void test_hold_counted_in_cost(void **state) {
     }
     assert_int_equal(mst_sampler_holds(), 100);
     assert_true(mst_sampler_cost_ns(s) - before >= 100 * mst_sampler_hold_ns(s));
+    /* a tick's price: a timer's tick against a counted loop, never under a self-sent signal's */
+    printf("# a timer tick costs %.0f ns besides the handler; a self-sent signal %.0f ns\n", mst_sampler_tick_ns(s),
+           mst_sampler_self_signal_ns(s));
+    assert_true(mst_sampler_self_signal_ns(s) > 0);
+    assert_true(mst_sampler_tick_ns(s) >= mst_sampler_self_signal_ns(s));
     /* held (nested) across several periods: the ticks take no stack inside the held code, and one
-     * is taken at the outer release, inside mst_sampler_release */
+     * is taken at the outer release, where the held code returned to its caller */
     int64_t deferred = mst_sampler_deferred(s);
-    assert_true(mst_sampler_hold());
-    assert_true(mst_sampler_hold());
-    spin_leaf(5 * MS);
-    mst_sampler_release();
-    assert_true(mst_sampler_deferred(s) > deferred);
-    mst_sampler_release();
+    assert_true(held_spin(5 * MS, s, deferred));
     /* a queued SIGPROF that is not a held tick of this thread is stray, never a sample */
     int64_t stray = mst_sampler_stray(s);
     pthread_sigqueue(pthread_self(), SIGPROF, (union sigval){.sival_ptr = &stray});
     assert_int_equal(mst_sampler_stray(s), stray + 1);
     mst_sampler_stop(s);
     assert_int_equal(probe_run(s, 0, "spin_leaf").with, 0);
-    folded_probe at_release = probe_run(s, 0, "mst_sampler_release");
+    folded_probe at_release = probe_run(s, 0, "held_spin");
     printf("# held 5 ms: %lld ticks deferred, %lld samples at the release: %s\n",
            (long long)(mst_sampler_deferred(s) - deferred), (long long)at_release.with, at_release.first);
     assert_true(at_release.with >= 1);
+    /* the sample's leaf is the held code's caller: none of the sampler's own frames */
+    const char *leaf = strrchr(at_release.first, ';');
+    assert_non_null(leaf);
+    assert_string_equal(leaf + 1, "held_spin");
+    assert_int_equal(probe_run(s, 0, "mst_sampler_release").with, 0);
+    assert_int_equal(probe_run(s, 0, "take_held_tick").with, 0);
     mst_sampler_free(s);
 }
 
@@ -351,6 +370,63 @@ static void test_handler_off_the_stack(void **state) {
     assert_true(samples >= 3);
     assert_int_equal(changed, 0);
     mst_sampler_free(s);
+}
+#endif
+
+#if defined(__x86_64__)
+/* Code without unwind information, as a JIT writes it (oneDNN's kernels): a frame-pointer prologue
+ * and a countdown loop, copied into an executable page. libgcc's trace stops in it; the sample
+ * must then take libunwind's walk, which follows the frame pointer to the caller. */
+typedef void (*jit_loop_fn)(uint64_t iters);
+
+static jit_loop_fn jit_loop_new(void) {
+    static const unsigned char code[] = {
+        0x55,                   /* push %rbp */
+        0x48, 0x89, 0xe5,       /* mov %rsp,%rbp */
+        0x48, 0x89, 0xf8,       /* mov %rdi,%rax */
+        0x48, 0xff, 0xc8,       /* 1: dec %rax */
+        0x75, 0xfb,             /* jnz 1b */
+        0x5d,                   /* pop %rbp */
+        0xc3,                   /* ret */
+    };
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    void *p = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    memcpy(p, code, sizeof(code));
+    if (mprotect(p, page, PROT_READ | PROT_EXEC) != 0) {
+        munmap(p, page);
+        return NULL;
+    }
+    jit_loop_fn fn;
+    memcpy(&fn, &p, sizeof(fn));
+    return fn;
+}
+
+__attribute__((noinline, noclone)) static void jit_caller(jit_loop_fn fn, uint64_t iters) {
+    fn(iters);
+    __asm__ volatile("" ::: "memory");      /* no tail call: this frame stays under the JIT code */
+}
+
+static void test_code_without_unwind_info(void **state) {
+    (void)state;
+    jit_loop_fn fn = jit_loop_new();
+    assert_non_null(fn);
+    mst_sampler *s = mst_sampler_new(1000, 32, 1 << 12);
+    assert_int_equal(mst_sampler_add_thread(s), 0);
+    assert_int_equal(mst_sampler_start(s), 0);
+    jit_caller(fn, 300000000ull);
+    mst_sampler_stop(s);
+    mst_sampler_stats st = mst_sampler_stats_get(s, 0);
+    folded_probe fp = probe_run(s, 0, "jit_caller");
+    printf("# JIT code: %lld samples, %lld walked with unw_step, %lld with the caller: %s\n", (long long)st.samples,
+           (long long)st.step_walked, (long long)fp.with, fp.first);
+    assert_true(st.samples >= 20);
+    /* nearly every sample lands in the loop: its caller and the test above it are found */
+    assert_true(fp.with >= 0.8 * (double)st.samples);
+    assert_true(has_frame(fp.first, "test_code_without_unwind_info"));
+    assert_true(st.step_walked >= 0.8 * (double)st.samples);
+    mst_sampler_free(s);
+    munmap((void *)(uintptr_t)fn, (size_t)sysconf(_SC_PAGESIZE));
 }
 #endif
 
@@ -523,7 +599,7 @@ int main(void) {
         cmocka_unit_test(test_stop_restores),           cmocka_unit_test(test_one_running_sampler),
         cmocka_unit_test(test_hold_counted_in_cost),
 #if defined(__x86_64__)     /* the assembly that keeps data below its stack pointer */
-        cmocka_unit_test(test_handler_off_the_stack),
+        cmocka_unit_test(test_handler_off_the_stack), cmocka_unit_test(test_code_without_unwind_info),
 #endif
         cmocka_unit_test(test_pause_keeps_the_countdown),
         cmocka_unit_test(test_ring_overflow_counted),   cmocka_unit_test(test_drain_while_running),
