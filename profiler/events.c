@@ -57,6 +57,7 @@ struct mst_profiler {
     mst_prof_phase_hook phase_hook;
     void *phase_hook_user;
     bool recording;             /* as of the last start or step: recording (the hook fires on changes) */
+    uint64_t last_handoff_ns;   /* the step-marking thread's last hand-off (mst_profiler_step_done) */
 };
 
 static pthread_mutex_t g_active_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -219,10 +220,25 @@ mst_prof_phase mst_profiler_step(mst_profiler *p, int64_t step) {
     return ph;
 }
 
+bool mst_prof_handoff_due(const mst_prof_config *cfg, int64_t step, uint64_t now_ns, uint64_t last_ns) {
+    if (mst_prof_schedule_phase(cfg, step) == MST_PROF_STEP_OFF) return false;
+    return now_ns - last_ns >= MST_PROF_HANDOFF_NS || mst_prof_schedule_phase(cfg, step + 1) == MST_PROF_STEP_OFF;
+}
+
+bool mst_profiler_step_done(mst_profiler *p, int64_t step) {
+    const uint64_t now = mst_prof_now_ns();
+    if (!mst_prof_handoff_due(&p->cfg, step, now, p->last_handoff_ns)) return false;
+    mst_prof_thread_flush();
+    p->last_handoff_ns = now;
+    return true;
+}
+
 void mst_profiler_pause(mst_profiler *p) {
     pthread_mutex_lock(&g_active_lock);
     if (g_active == p) __atomic_store_n(&mst_prof_enabled, 0, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&g_active_lock);
+    mst_prof_thread_flush();
+    p->last_handoff_ns = mst_prof_now_ns();
 }
 
 mst_prof_overhead mst_profiler_overhead(const mst_profiler *p) {

@@ -119,7 +119,19 @@ mst_prof_phase mst_profiler_step(mst_profiler *p, int64_t step);
  * with the recorder. Set before start. */
 typedef void (*mst_prof_phase_hook)(void *user, bool recording);
 void mst_profiler_set_phase_hook(mst_profiler *p, mst_prof_phase_hook fn, void *user);
-/* Stop recording until the next mst_profiler_step (evaluation passes between steps). */
+/* Called by the trainer as each step ends, on the thread that marks steps: hands that thread's
+ * records to the sink when due (mst_prof_handoff_due), and says whether it did. Not every step: a
+ * hand-off takes the profiler's locks and the sink's queue and copies, ~0.8 us on these VMs, and
+ * handing off every step measured ~0.45 points of the mlp's step time (docs/benchmarks.md). */
+bool mst_profiler_step_done(mst_profiler *p, int64_t step);
+/* Due: step recorded (its phase is not OFF), and either the next step does not record (its window
+ * ends: the records never wait through an off window, whose steps the in-run measure times) or
+ * MST_PROF_HANDOFF_NS have passed since the last hand-off (last_ns; now_ns is the clock now). What
+ * a kill can lose grows by that much (docs/profile-schema.md). */
+#define MST_PROF_HANDOFF_NS (20ull * 1000 * 1000)
+bool mst_prof_handoff_due(const mst_prof_config *cfg, int64_t step, uint64_t now_ns, uint64_t last_ns);
+/* Stop recording until the next mst_profiler_step (evaluation passes between steps); the calling
+ * thread's records go to the sink now. */
 void mst_profiler_pause(mst_profiler *p);
 void          mst_profiler_free(mst_profiler *p);
 /* Replace the default in-memory sink. Call before start. */

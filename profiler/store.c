@@ -754,8 +754,9 @@ static int drain_one(mst_store *s) {
 }
 
 /* The writer is a backstop, not the one who writes. The recording threads write the queue
- * themselves at their hand-off once its oldest item is WRITER_STALE_NS old (the trainer hands each
- * step over as it ends, so that is every ~200 ms, between steps), timed in flush_ns and so in the
+ * themselves at their hand-off once its oldest item is WRITER_STALE_NS old (the trainer hands its
+ * records over at the end of each recording window or every MST_PROF_HANDOFF_NS, so that is every
+ * ~200 ms, between steps), timed in flush_ns and so in the
  * overhead estimate. A writer thread doing that work while the step's kernels ran cost far more
  * than its CPU time: as an ordinary thread ~75 us of work per cnn step cost +1.2 to +3.1% of step
  * time on 2 cores (preempting one thread of a parallel region stalls the region), and even as

@@ -478,7 +478,7 @@ mst_status mst_train(mst_ctx *ctx, mst_model *model, mst_loader *train, mst_load
                 const int pin = mst_step_runner_train_pin(runner);
                 const long in_use = (pin == MST_STEP_THREADS_ONE ? 1 : ctx->n_threads) + ctx->loader_threads;
                 mst_prof_set_spare_core(!ctx->dp && in_use < cores);
-                mst_prof_thread_flush();     /* every finished step reaches the store */
+                mst_profiler_step_done(cfg->profiler, step);    /* its records to the store when due */
             }
             double ms = (double)(mst_prof_now_ns() - t0) / 1e6;
             double cx, ch, cb;

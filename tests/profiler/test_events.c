@@ -197,6 +197,71 @@ static void test_schedule_op_every(void **state) {
     mst_profiler_free(p);
 }
 
+/* A sink that counts its calls and notes whether the recorder was on at each (an off step's
+ * hand-off would find it off). */
+typedef struct {
+    int calls, while_off;
+    size_t records;
+} handoff_log;
+
+static void counting_sink(void *user, uint32_t tid, const mst_prof_event *ev, size_t n) {
+    (void)tid, (void)ev;
+    handoff_log *h = user;
+    h->calls++;
+    h->while_off += !mst_prof_on(MST_PROF_LEVEL_STEPS);
+    h->records += n;
+}
+
+/* The step-marking thread hands its records over at the end of a recorded step only: at the end
+ * of its window, or once MST_PROF_HANDOFF_NS passed since the last; never in an off step; and
+ * every record reaches the sink by the pause (evaluation) or the stop. */
+static void test_handoff_when_due(void **state) {
+    (void)state;
+    mst_prof_config c = {.level = MST_PROF_LEVEL_OPS, .active = 3, .wait = 2};     /* OOAAA OOAAA ... */
+    const uint64_t t = 1000000000ull, soon = 1000, late = MST_PROF_HANDOFF_NS;
+    assert_false(mst_prof_handoff_due(&c, 0, t + late, t));        /* off: never, however late */
+    assert_false(mst_prof_handoff_due(&c, 1, t + late, t));
+    assert_false(mst_prof_handoff_due(&c, 2, t + soon, t));        /* recorded, window goes on, soon */
+    assert_true(mst_prof_handoff_due(&c, 2, t + late, t));         /* ... or late */
+    assert_false(mst_prof_handoff_due(&c, 3, t + soon, t));
+    assert_true(mst_prof_handoff_due(&c, 4, t + soon, t));         /* the window's last step */
+    assert_true(mst_prof_handoff_due(&c, 9, t + soon, t));
+    mst_prof_config always = {.level = MST_PROF_LEVEL_OPS};          /* every step recorded */
+    assert_false(mst_prof_handoff_due(&always, 100, t + late - 1, t));
+    assert_true(mst_prof_handoff_due(&always, 100, t + late, t));
+
+    mst_profiler *p = mst_profiler_new();
+    mst_profiler_configure(p, &c);
+    handoff_log h = {0};
+    mst_profiler_set_sink(p, counting_sink, &h);
+    assert_int_equal(mst_profiler_start(p), 0);
+    size_t made = 0;
+    int handed = 0;
+    for (int64_t step = 0; step < 10; step++) {
+        mst_profiler_step(p, step);
+        for (int k = 0; k < 3; k++)
+            if (mst_prof_on(MST_PROF_LEVEL_STEPS)) made += mst_prof_record_(MST_EV_INSTANT, MST_CAT_OTHER, 0, -1, step, k) != NULL;
+        handed += mst_profiler_step_done(p, step);
+    }
+    /* 2 windows of 3 recorded steps: the first step of each hands over (the first, since no hand-off
+     * yet; the second only if 20 ms passed), and the last step of each */
+    assert_int_equal(made, 2 * 3 * 3);
+    assert_true(handed >= 3 && handed <= 4);
+    assert_int_equal(h.calls, handed);
+    assert_int_equal(h.while_off, 0);
+    assert_int_equal(h.records, made);
+    mst_profiler_step(p, 10);                                       /* off: nothing recorded */
+    mst_profiler_step(p, 12);
+    assert_true(mst_prof_on(MST_PROF_LEVEL_STEPS));
+    made += mst_prof_record_(MST_EV_INSTANT, MST_CAT_OTHER, 0, -1, 12, 0) != NULL;
+    assert_false(mst_profiler_step_done(p, 12));                    /* recorded, window goes on, soon */
+    assert_int_equal(h.records, made - 1);
+    mst_profiler_pause(p);                                          /* evaluation: handed over now */
+    assert_int_equal(h.records, made);
+    mst_profiler_stop(p);
+    mst_profiler_free(p);
+}
+
 typedef struct {
     int calls;
     bool last;
@@ -317,7 +382,7 @@ static void test_sig_cache(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schedule_wait),       cmocka_unit_test(test_schedule_op_every),       cmocka_unit_test(test_phase_hook),
-        cmocka_unit_test(test_prep_sampled),
+        cmocka_unit_test(test_prep_sampled),        cmocka_unit_test(test_handoff_when_due),
         cmocka_unit_test(test_off_records_nothing), cmocka_unit_test(test_dispatch_ranges_nest),
         cmocka_unit_test(test_threads),             cmocka_unit_test(test_one_active_profiler),
         cmocka_unit_test(test_intern),              cmocka_unit_test(test_sig_cache),
