@@ -182,9 +182,9 @@ const mst_job_key mst_job_keys[] = {
     INT("profile.op_every", profile.op_every, "4", 1,
         "level >= 1: per-op ranges (and level 2's memory events) on one kept step in N, per-step totals on the others"),
     INT("profile.trace_steps", profile.trace_steps, "20", 0, "steps whose raw events are kept for the trace"),
-    BOOL("profile.sampler", profile.sampler, "true", "sample call stacks (libunwind) to cross-check dispatch time"),
+    BOOL("profile.sampler", profile.sampler, "true", "sample call stacks for the flame graph and to cross-check dispatch time"),
     INTMAX("profile.sample_hz", profile.sample_hz, "29", 1, 10000,
-           "sampler rate per thread (29: the default profile stays within 2% of step time, bench/profile_cost.sh)"),
+           "sampler rate per thread (its cost against the rate: bench/profile_cost_inrun.sh, docs/sampler.md)"),
 
     ENUM("amp.level", amp.level, "O0", amp_names,
          "mixed precision: O0 f32, O1 allow-list half, O2 half but norms/loss, O3 all half"),
