@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/backend/kernel_choice.h"
 #include "runtime/fpu.h"
 #include "util/fsutil.h"
 
@@ -122,6 +123,11 @@ int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, siz
     int repeats = cfg->repeats < 2 ? 2 : cfg->repeats > MST_TRIAL_MAX_RUNS ? MST_TRIAL_MAX_RUNS : cfg->repeats;
     int cores = cfg->n_cores > 0 ? cfg->n_cores : (int)sysconf(_SC_NPROCESSORS_ONLN);
     FILE *log = cfg->log;
+    /* every run this session starts uses the machine's kernel and step-thread verdicts as they
+     * stand, so the baseline and the trials compute on the same providers and thread budgets
+     * (runtime/backend/kernel_choice.h); a value the user set wins */
+    setenv("MSTUNE_VERDICTS", "keep", 0);
+    if (log && !mst_verdicts_kept()) fprintf(log, "note: MSTUNE_VERDICTS=%s: each run may time the verdicts again\n", getenv("MSTUNE_VERDICTS"));
 
     /* 1. the diagnosis run: profiled, on its own; never part of the timing baseline (the
      * profiler's cost would make the baseline look slower and every trial look faster) */

@@ -349,6 +349,11 @@ bool mst_kernels_log_on(void) {
     return e && *e && strcmp(e, "0") != 0;
 }
 
+bool mst_verdicts_kept(void) {
+    const char *e = getenv("MSTUNE_VERDICTS");
+    return e && strcmp(e, "keep") == 0;
+}
+
 /* Provider p's kernel k on c: a call with nChw16c tensors (graph mode's blocked chains,
  * runtime/layout.h) goes to oneDNN as it is (its run binds them where the primitive chose that
  * layout and copies them otherwise), to the builtin kernels through plain copies. */
@@ -511,7 +516,7 @@ static mst_provider decide_in_map(mst_ctx *ctx, const mst_op_call *c, bool *just
         cache_setup();
         known = cache_find(op, dt, hash, &p, &busy);
         pthread_mutex_unlock(&verdict_lock);
-        if (known && busy && machine_quiet()) known = false;     /* timed under load: again, now */
+        if (known && busy && !mst_verdicts_kept() && machine_quiet()) known = false;     /* timed under load: again, now */
         if (known && !serves(ctx, p, c, key)) known = false;     /* its provider cannot run the shape here */
         from_file = known;
     }

@@ -96,6 +96,14 @@ void mst_plan_verdict_put(uint64_t key, int threads, bool one_thread, double all
 /* MSTUNE_KERNELS_LOG set (and not "0"): the kernel choice, graph plans and eager runs print their
  * verdicts to stderr. */
 bool mst_kernels_log_on(void);
+/* MSTUNE_VERDICTS=keep: a verdict on file (kernel or step threads) is used as it stands: a busy
+ * one is not timed again on a quiet machine, and a step-thread verdict is not confirmed by the
+ * step's first runs (so never overturned). `mstune advise` sets it for the runs it starts: each
+ * process confirming the verdict itself let one advise's baseline and trials run on different
+ * thread budgets, whose bits differ (overflow_churn's seed 0: 78.64% on one thread, 78.34% on
+ * two), and on this VM confirmations overturned the mlp's plan verdict back and forth at a 20%
+ * margin. A key with no verdict on file is still decided (and written) by its first run. */
+bool mst_verdicts_kept(void);
 /* At most one runnable task on the machine besides this process's own (what "quiet" means above). */
 bool mst_machine_quiet(void);
 

@@ -362,7 +362,7 @@ static void init_step_threads(mst_graph_exec *ex, mst_step_threads_pin pin, cons
     const bool found = mst_plan_verdict_get(h, &one, &busy);
     /* a verdict timed under load is used unless the machine is quiet now: then measure again. The
      * machine's load is read only where it decides (reading it costs ~0.2 ms of /proc). */
-    ex->threads_quiet = !found || busy ? mst_machine_quiet() : true;
+    ex->threads_quiet = !found || (busy && !mst_verdicts_kept()) ? mst_machine_quiet() : true;
     if (found && (!busy || !ex->threads_quiet)) {
         mst_step_threads_set(&ex->threads, one);
         if (mst_kernels_log_on()) {

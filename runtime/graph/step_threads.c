@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/backend/kernel_choice.h"
 #include "util/stats.h"
 
 /* One thread is kept only when its median step is this much faster and it won all pairs but one
@@ -54,6 +55,10 @@ void mst_step_threads_init(mst_step_threads *v, int n_threads, mst_step_threads_
 void mst_step_threads_set(mst_step_threads *v, bool one_thread) {
     v->from_file = true;
     v->file_serial = one_thread;
+    if (mst_verdicts_kept()) {      /* used as it stands: no confirming runs (kernel_choice.h) */
+        v->kept = v->decided = true;
+        v->serial = one_thread;
+    }
 }
 
 bool mst_step_threads_decided(const mst_step_threads *v) { return v->decided; }
@@ -103,6 +108,9 @@ void mst_step_threads_describe(const mst_step_threads *v, int n_threads, FILE *f
     if (v->forced)
         fprintf(f, "%s (pinned by %s)\n", v->serial ? "one thread" : "all threads",
                 v->pinned_by);
+    else if (v->kept)
+        fprintf(f, "%s (this machine's verdict file, kept as it stands: MSTUNE_VERDICTS=keep)\n",
+                v->serial ? "one thread" : "all threads");
     else if (v->from_file && !v->decided)
         fprintf(f, "%s (this machine's verdict file), confirmed by the step's first %d runs\n", v->file_serial ? "one thread" : "all threads",
                 MST_STEP_THREADS_TRIAL_RUNS);

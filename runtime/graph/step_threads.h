@@ -69,6 +69,7 @@ typedef struct {
     bool from_file;         /* started from the machine's verdict file (mst_step_threads_set) */
     bool file_serial;       /* from_file: the file's verdict */
     bool overturned;        /* from_file: the confirmation found the other budget faster */
+    bool kept;              /* from_file under MSTUNE_VERDICTS=keep: decided as the file says, unconfirmed */
     int timed;              /* timed pairs recorded */
     double ns[2][MST_STEP_THREADS_PAIRS];   /* [one thread?][pair] */
     double median_ns[2];    /* at the decision: all threads, one thread */

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "runtime/backend/kernel_choice.h"
 #include "runtime/graph/step_threads.h"
 
 /* Feeds the trial until decided: each timed run's time from the callback (pair -1: the warm-up
@@ -254,6 +255,41 @@ static void test_file_verdict_confirmed_or_overturned(void **state) {
     assert_non_null(strstr(buf, "all threads (this machine's verdict file overturned): one thread 260.0 us vs 2 threads 200.0 us"));
 }
 
+/* MSTUNE_VERDICTS=keep (what `mstune advise` sets for its runs): a verdict on file is decided at
+ * once, as the file says, with no confirming runs, so it is never overturned and nothing new is
+ * written; without a verdict on file the trial runs as before. */
+static void test_kept_file_verdict(void **state) {
+    (void)state;
+    unsetenv("MSTUNE_GRAPH_THREADS");
+    unsetenv("MSTUNE_STEP_THREADS");
+    setenv("MSTUNE_VERDICTS", "keep", 1);
+    assert_true(mst_verdicts_kept());
+    mst_step_threads v;
+    for (int one = 0; one <= 1; one++) {
+        mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);
+        mst_step_threads_set(&v, one);
+        assert_true(mst_step_threads_decided(&v));
+        assert_int_equal(v.serial, one);
+        assert_int_equal(mst_step_threads_next(&v), one);      /* every run on the file's budget */
+        assert_int_equal(feed(&v, one ? all_faster : one_faster), 0);    /* no run is part of a trial */
+        assert_int_equal(v.serial, one);
+        assert_false(v.overturned || mst_step_threads_measured_new(&v));
+        char buf[512];
+        describe_around_trial(&v, level, buf, sizeof(buf));
+        assert_non_null(strstr(buf, "(this machine's verdict file, kept as it stands: MSTUNE_VERDICTS=keep)"));
+    }
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);       /* no verdict on file: a trial */
+    assert_false(mst_step_threads_decided(&v));
+    assert_int_equal(feed(&v, one_faster), MST_STEP_THREADS_TRIAL_RUNS);
+    assert_true(v.serial && mst_step_threads_measured_new(&v));
+    setenv("MSTUNE_VERDICTS", "confirm", 1);                         /* any other value: confirmed as before */
+    assert_false(mst_verdicts_kept());
+    mst_step_threads_init(&v, 2, MST_STEP_THREADS_AUTO, NULL);
+    mst_step_threads_set(&v, true);
+    assert_false(mst_step_threads_decided(&v));
+    unsetenv("MSTUNE_VERDICTS");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run_order_alternates_after_a_warmup_pair),
@@ -263,6 +299,7 @@ int main(void) {
         cmocka_unit_test(test_run_order_is_the_same_whatever_the_times),
         cmocka_unit_test(test_describe_names_the_verdict),
         cmocka_unit_test(test_file_verdict_confirmed_or_overturned),
+        cmocka_unit_test(test_kept_file_verdict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -96,8 +96,14 @@ static void test_busy_verdicts_measured_again(void **state) {
     assert_true(busy > 0);
     assert_int_equal(quiet, 0);
 
-    write_loadavg(loadavg, 1);      /* quiet: every busy key is timed again */
-    run_job(dir, "quiet");
+    write_loadavg(loadavg, 1);
+    setenv("MSTUNE_VERDICTS", "keep", 1);      /* kept (what `mstune advise` sets): busy lines stand */
+    run_job(dir, "quiet-kept");
+    unsetenv("MSTUNE_VERDICTS");
+    assert_int_equal(count_lines(cache, "quiet"), 0);
+    assert_int_equal(count_lines(cache, "busy"), busy);
+
+    run_job(dir, "quiet");          /* quiet: every busy key is timed again */
     int quiet2 = count_lines(cache, "quiet");
     printf("quiet machine: %d quiet verdicts added\n", quiet2);
     assert_int_equal(quiet2, busy);
