@@ -200,8 +200,10 @@ static slot *find_slot(mst_sampler *s, void *p) {
  * mlp that was 15 us per sample on average, a third of them 20-400 us (a system call costs ~1 us
  * on these VMs). libgcc finds each frame's FDE with _dl_find_object (glibc >= 2.35: no lock, no
  * system call; older ones walk dl_iterate_phdr under the loader's recursive lock) and makes no
- * system call. Resolved once, outside any handler (warm_unwinder); NULL where libgcc_s is not
- * found, and then every sample takes the unw_step walk. */
+ * system call. (Unwind tables registered at run time with __register_frame_info, which nothing
+ * in this process does, are searched under libgcc's mutex: a tick that interrupted the thread
+ * holding it would deadlock there.) Resolved once, outside any handler (warm_unwinder); NULL
+ * where libgcc_s is not found, and then every sample takes the unw_step walk. */
 typedef struct {
     _Unwind_Reason_Code (*backtrace)(_Unwind_Trace_Fn, void *);
     uintptr_t (*get_ip_info)(struct _Unwind_Context *, int *);
@@ -673,11 +675,11 @@ bool mst_sampler_hold(void) {
     return true;
 }
 
-/* A tick that came while held, taken at the release by the thread itself: no second signal (until
- * 2026-12-06 the release sent one with pthread_sigqueue, ~5-6 us a round trip on these VMs). The hold stays up while
- * it records, so a tick meanwhile only marks the hold again; that one is counted as an overrun
- * (merged into this sample). In flight like a handler, so that stop waits for it; a sampler that
- * stopped in between (or a slot no longer registered) takes nothing. */
+/* A tick that came while held, taken at the release by the thread itself: no second signal
+ * (until 2026-12-06 the release sent one with pthread_sigqueue, ~5-6 us a round trip on these
+ * VMs). The hold stays up while it records, so a tick meanwhile only marks the hold again; that
+ * one is counted as an overrun (merged into this sample). In flight like a handler, so that stop
+ * waits for it; a sampler that stopped in between (or a slot no longer registered) takes nothing. */
 static __attribute__((noinline)) void take_held_tick(uintptr_t from) {
     const uint64_t t0 = now_ns();
     atomic_fetch_add(&g_inflight, 1);
