@@ -244,16 +244,14 @@ static _Unwind_Reason_Code gcc_frame(struct _Unwind_Context *ctx, void *arg) {
  * ended in code without unwind information (JIT code, hand-written assembly): libgcc stops there,
  * where libunwind's walk can still follow the frame pointers. */
 static bool fast_trace(const mst_sampler *s, uintptr_t from, uintptr_t *ips, int *depth, int *flags) {
-#if defined(__x86_64__)
     enum { HANDLER_FRAMES = 8 };
     if (!g_gcc.backtrace) return false;
     uintptr_t buf[MAX_DEPTH_LIMIT + HANDLER_FRAMES];
-    const uintptr_t rip = from;
     gcc_walk w = {buf, 0, s->max_depth + HANDLER_FRAMES};
     g_gcc.backtrace(gcc_frame, &w);
     const int n = w.n;
     int i = 0;
-    while (i < n && i < HANDLER_FRAMES && buf[i] != rip) i++;
+    while (i < n && i < HANDLER_FRAMES && buf[i] != from) i++;
     if (i >= n || i == HANDLER_FRAMES) return false;
     if (n < w.cap && !g_gcc.find_function((void *)(buf[n - 1] - (n - 1 > i))))
         return false;       /* stopped at a frame without unwind information, not at the stack's end */
@@ -263,14 +261,10 @@ static bool fast_trace(const mst_sampler *s, uintptr_t from, uintptr_t *ips, int
     for (int k = 0; k < d; k++) ips[k] = buf[i + k];
     *depth = d;
     return true;
-#else
-    (void)s, (void)from, (void)ips, (void)depth, (void)flags;
-    return false;
-#endif
 }
 
 /* The interrupted PC of a signal's ucontext (its register name is the ABI's: only x86-64's is known
- * here; elsewhere 0, and every sample takes the unw_step walk). */
+ * here; elsewhere 0, and a signal's samples take the unw_step walk). */
 static uintptr_t ucontext_pc(const void *uc) {
 #if defined(__x86_64__)
     return (uintptr_t)((const ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];

@@ -123,10 +123,8 @@ static void start_eager_threads(mst_step_runner *r, mst_tensor *const x[], mst_t
     if (mst_step_threads_decided(&r->threads)) return;
     r->threads_batch = batch_signature(r->spec, x, y);
     r->threads_key = eager_step_key(ctx, r->spec, r->threads_batch);
-    bool one = false, busy = false;
-    const bool found = mst_plan_verdict_get(r->threads_key, &one, &busy);
-    r->threads_quiet = !found || (busy && !mst_verdicts_kept()) ? mst_machine_quiet() : true;     /* as graph plans read it (exec.c) */
-    if (found && (!busy || !r->threads_quiet)) {
+    bool one = false;
+    if (mst_plan_verdict_use(r->threads_key, &one, &r->threads_quiet)) {
         mst_step_threads_set(&r->threads, one);
         if (mst_kernels_log_on()) {
             fprintf(stderr, "mstune eager: ");

@@ -290,6 +290,22 @@ static void cache_append(const char *op, const char *dtype, uint64_t hash, mst_p
 
 bool mst_machine_quiet(void) { return machine_quiet(); }
 
+/* A verdict timed under load is timed again once the machine is quiet, unless the verdicts are
+ * kept (MSTUNE_VERDICTS=keep). The load is read only here, where it decides (~0.2 ms of /proc). */
+static bool busy_timed_again(bool busy) { return busy && !mst_verdicts_kept() && machine_quiet(); }
+
+bool mst_plan_verdict_use(uint64_t key, bool *one_thread, bool *quiet) {
+    bool busy = false;
+    const bool found = mst_plan_verdict_get(key, one_thread, &busy);
+    if (!found) {
+        *quiet = machine_quiet();
+        return false;
+    }
+    const bool again = busy_timed_again(busy);
+    *quiet = !busy || again;        /* a busy line kept as it stands: nothing will be timed or written */
+    return !again;
+}
+
 bool mst_plan_verdict_get(uint64_t key, bool *one_thread, bool *busy) {
     pthread_mutex_lock(&verdict_lock);
     cache_setup();
@@ -516,7 +532,7 @@ static mst_provider decide_in_map(mst_ctx *ctx, const mst_op_call *c, bool *just
         cache_setup();
         known = cache_find(op, dt, hash, &p, &busy);
         pthread_mutex_unlock(&verdict_lock);
-        if (known && busy && !mst_verdicts_kept() && machine_quiet()) known = false;     /* timed under load: again, now */
+        if (known && busy_timed_again(busy)) known = false;     /* timed under load: again, now */
         if (known && !serves(ctx, p, c, key)) known = false;     /* its provider cannot run the shape here */
         from_file = known;
     }

@@ -91,6 +91,11 @@ mst_status mst_kernel_run_bound(mst_ctx *ctx, mst_kernel_binding *b, const mst_o
  * get: the last quiet line's verdict, else the last busy one's (*busy set); false when none.
  * put appends a line (quiet: whether the machine looked quiet before and after the trial). */
 bool mst_plan_verdict_get(uint64_t key, bool *one_thread, bool *busy);
+/* Whether a step's thread trial starts from the file's verdict for key (then *one_thread): a
+ * verdict is used unless it was timed under load and the machine is quiet now (then measured
+ * again), or under MSTUNE_VERDICTS=keep whatever the load. *quiet: whether the machine looked quiet
+ * (what a new line is tagged). */
+bool mst_plan_verdict_use(uint64_t key, bool *one_thread, bool *quiet);
 void mst_plan_verdict_put(uint64_t key, int threads, bool one_thread, double all_ns, double one_ns, bool quiet,
                           const char *graph);
 /* MSTUNE_KERNELS_LOG set (and not "0"): the kernel choice, graph plans and eager runs print their

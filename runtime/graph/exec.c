@@ -358,12 +358,8 @@ static void init_step_threads(mst_graph_exec *ex, mst_step_threads_pin pin, cons
     const int32_t budget[4] = {ctx->n_threads, ctx->kernels, ctx->force_ref, ctx->loader_threads};
     const uint64_t h = mst_graph_hash(ex->g, mst_fnv1a(MST_FNV1A_OFFSET, budget, sizeof(budget)));
     ex->threads_key = h;
-    bool one = false, busy = false;
-    const bool found = mst_plan_verdict_get(h, &one, &busy);
-    /* a verdict timed under load is used unless the machine is quiet now: then measure again. The
-     * machine's load is read only where it decides (reading it costs ~0.2 ms of /proc). */
-    ex->threads_quiet = !found || (busy && !mst_verdicts_kept()) ? mst_machine_quiet() : true;
-    if (found && (!busy || !ex->threads_quiet)) {
+    bool one = false;
+    if (mst_plan_verdict_use(h, &one, &ex->threads_quiet)) {
         mst_step_threads_set(&ex->threads, one);
         if (mst_kernels_log_on()) {
             fprintf(stderr, "mstune graph: ");
