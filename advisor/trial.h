@@ -148,7 +148,8 @@ void mst_verdict_decide_at(const mst_trial_set *base, const mst_trial_set *trial
                            double tolerance, double min_speedup, double confidence, double speed_confidence, mst_verdict *v);
 const char *mst_verdict_name(mst_verdict_kind k);
 /* The smallest gain a trial resolves within the budget (left_min minutes after the baseline; INFINITY
- * for no budget) from the baseline's K = repeats runs, at least min_speedup: what the rules weigh a
+ * for no budget) from the baseline's K = repeats runs: min_speedup times the interval's reach that
+ * many runs leave (the verdict's lower bound must reach min_speedup), what the rules weigh a
  * prediction against (docs/advisor.md, "resolvable gain"). */
 double mst_verdict_resolvable(const mst_trial_set *base, int repeats, double left_min, double min_speedup);
 

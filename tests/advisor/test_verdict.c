@@ -334,19 +334,28 @@ static void test_psnr_lower_is_worse(void **state) {
 
 /* The resolvable gain: the K baseline runs' spread of per-step medians, shrunk as sqrt(K / N) by the
  * largest look (N runs a side, up to K x 2^MST_TRIAL_MAX_LOOKS and the run limit) the budget left
- * can pay for, never below the minimum effect. */
+ * can pay for, on top of the minimum effect: the verdict wants the interval's lower bound at the
+ * minimum effect, so the estimate must clear it by the interval's reach (the two multiply; the
+ * larger of the two, what this returned before, counted a 1.021x prediction as resolvable). */
 static void test_resolvable_in_budget(void **state) {
     (void)state;
     mst_trial_set b;
     make(&b, (double[]){1.0, 1.1, 1.2}, 3, 0.85, 1e6);
     b.wall_s = 3 * 6.0;                                             /* 0.1 min a run */
-    assert_true(fabs(mst_verdict_resolvable(&b, 3, INFINITY, 1.02) - 1.05) < 1e-9);           /* 48 a side */
-    assert_true(fabs(mst_verdict_resolvable(&b, 3, 1.0, 1.02) - (1 + 0.2 * sqrt(0.5))) < 1e-9); /* 6 a side (0.6 min), not 12 (1.8) */
-    assert_true(fabs(mst_verdict_resolvable(&b, 3, 0.5, 1.02) - 1.20) < 1e-9);               /* no extension fits */
-    assert_true(fabs(mst_verdict_resolvable(&b, 6, INFINITY, 1.02) - (1 + 0.2 * sqrt(6.0 / MST_TRIAL_MAX_RUNS))) < 1e-9); /* the run limit */
+    assert_true(fabs(mst_verdict_resolvable(&b, 3, INFINITY, 1.02) - 1.02 * 1.05) < 1e-9);    /* 48 a side */
+    assert_true(fabs(mst_verdict_resolvable(&b, 3, 1.0, 1.02) - 1.02 * (1 + 0.2 * sqrt(0.5))) < 1e-9); /* 6 a side (0.6 min), not 12 (1.8) */
+    assert_true(fabs(mst_verdict_resolvable(&b, 3, 0.5, 1.02) - 1.02 * 1.20) < 1e-9);        /* no extension fits */
+    assert_true(fabs(mst_verdict_resolvable(&b, 6, INFINITY, 1.02) - 1.02 * (1 + 0.2 * sqrt(6.0 / MST_TRIAL_MAX_RUNS))) < 1e-9); /* the run limit */
+    assert_true(fabs(mst_verdict_resolvable(&b, 3, INFINITY, 1.0) - 1.05) < 1e-9);            /* no minimum effect: the noise alone */
     make(&b, (double[]){1.0, 1.01, 1.0}, 3, 0.85, 1e6);
     b.wall_s = 3;
-    assert_true(fabs(mst_verdict_resolvable(&b, 3, INFINITY, 1.02) - 1.02) < 1e-9);           /* the minimum effect */
+    /* a quiet baseline still leaves more than the minimum effect: a 1.021x prediction is not resolvable */
+    const double r = mst_verdict_resolvable(&b, 3, INFINITY, 1.02);
+    assert_true(fabs(r - 1.02 * (1 + 0.01 * 0.25)) < 1e-9);
+    assert_true(r > 1.021);
+    make(&b, (double[]){1.0, 1.0, 1.0}, 3, 0.85, 1e6);
+    b.wall_s = 3;
+    assert_true(fabs(mst_verdict_resolvable(&b, 3, INFINITY, 1.02) - 1.02) < 1e-9);           /* no spread: the minimum effect */
     b.runs[0].ok = b.runs[1].ok = b.runs[2].ok = false;
     assert_true(fabs(mst_verdict_resolvable(&b, 3, INFINITY, 1.05) - 1.05) < 1e-9);           /* nothing measured */
 }
