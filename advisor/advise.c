@@ -181,7 +181,7 @@ int mst_advise_run(const mst_advise_config *cfg, mst_advice *adv, char *err, siz
     }
     double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     mst_rule_env env = {cores, phys > 0 ? phys : 0, summary, adv->resolvable_speedup, cfg->mpi_available, NULL,
-                        mst_fpu_subnormal_penalty()};
+                        mst_fpu_subnormal_penalty(), mst_fpu_subnormal_pass()};
     /* the AMP rule's per-op rates: from the machine's calibration file, the missing ones measured
      * now at the job's own shapes (an O0 job only: that is where the rule proposes a level) */
     mst_amp_calib *cal = calloc(1, sizeof(*cal));      /* ~50 KB: 64 signatures */

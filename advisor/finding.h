@@ -56,6 +56,7 @@ typedef struct {
                                            NULL: the rule reports that it cannot predict */
     double subnormal_penalty;           /* mst_fpu_subnormal_penalty() on this machine (runtime/fpu.h): subnormal
                                            over normal arithmetic time; 0 or NAN: not measured */
+    const char *subnormal_pass;         /* mst_fpu_subnormal_pass(): what that timed; NULL: not said */
 } mst_rule_env;
 
 /* Runs every rule; fills at most cap findings, largest score first; returns the count. */

@@ -687,9 +687,9 @@ static void rule_denormals(const rpt_profile *p, const mst_rule_env *env, sink *
     char cost[256] = " (no steady rise: the cost on this CPU, if any, is left to the trial)";
     if (weighed)
         snprintf(cost, sizeof(cost),
-                 " (no steady rise); subnormal arithmetic measured %.3gx normal on this CPU, so flushing %.2f%% subnormal "
-                 "values in kernels %.0f%% of the step gains at most %.3fx (the trials resolve %.3fx)%s",
-                 penalty, 100 * share, 100 * (k > 0 && k <= 1 ? k : 1), bound, resolvable(env),
+                 " (no steady rise); subnormal arithmetic measured %.3gx normal on this CPU (%s pass), so flushing %.2f%% "
+                 "subnormal values in kernels %.0f%% of the step gains at most %.3fx (the trials resolve %.3fx)%s",
+                 penalty, env->subnormal_pass ? env->subnormal_pass : "an update-like", 100 * share, 100 * (k > 0 && k <= 1 ? k : 1), bound, resolvable(env),
                  worth ? "" : ": not worth a trial");
     snprintf(f->evidence, sizeof(f->evidence),
              "%.2f%% of the parameter values are subnormal at the end of the run; median step per quarter of the %lld profiled "

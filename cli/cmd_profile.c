@@ -206,7 +206,7 @@ static void next_hint(const char *db_path, const cJSON *summary, const char *job
     if (rpt_profile_load(&prof, db_path, err, sizeof(err)) != 0) return;
     double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     mst_rule_env env = {(int)sysconf(_SC_NPROCESSORS_ONLN), phys > 0 ? phys : 0, summary, 0, false, NULL,
-                        mst_fpu_subnormal_penalty()};
+                        mst_fpu_subnormal_penalty(), mst_fpu_subnormal_pass()};
     mst_finding f[MST_MAX_FINDINGS];
     int k = mst_advisor_diagnose(&prof, &env, f, MST_MAX_FINDINGS), act = 0, first = -1;
     for (int i = 0; i < k; i++)
