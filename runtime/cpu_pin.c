@@ -12,6 +12,7 @@ static cpu_set_t allowed_set;
 static int allowed[CPU_SETSIZE];
 static int n_allowed;
 static int enabled;
+static _Thread_local int t_pinned = -1;
 
 static void read_allowed(void) {
     const char *e = getenv("MSTUNE_PIN_THREADS");
@@ -29,11 +30,20 @@ int mst_cpu_pin_self(int index) {
     cpu_set_t one;
     CPU_ZERO(&one);
     CPU_SET(cpu, &one);
-    return pthread_setaffinity_np(pthread_self(), sizeof(one), &one) == 0 ? cpu : -1;
+    if (pthread_setaffinity_np(pthread_self(), sizeof(one), &one) != 0) return -1;
+    return t_pinned = cpu;
 }
 
 void mst_cpu_unpin_self(void) {
     pthread_once(&allowed_once, read_allowed);
     if (!enabled || n_allowed < 2) return;
     pthread_setaffinity_np(pthread_self(), sizeof(allowed_set), &allowed_set);
+    t_pinned = -1;
 }
+
+int mst_cpu_pin_count(void) {
+    pthread_once(&allowed_once, read_allowed);
+    return enabled ? n_allowed : 0;
+}
+
+int mst_cpu_pinned_self(void) { return t_pinned; }

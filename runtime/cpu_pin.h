@@ -8,7 +8,9 @@
  * serial builtin kernel won that verdict, and the verdict file kept it for every later run
  * (docs/benchmarks.md). The kernel choice therefore binds the caller and each team member to a
  * CPU of their own while it times candidates (runtime/backend/kernel_choice.c), and lets them
- * go after: threads the caller starts later do not inherit a binding.
+ * go after: threads the caller starts later do not inherit a binding. A data loader whose workers
+ * and consumer fit the CPUs binds each of them for its life for the same reason
+ * (runtime/data/loader.c).
  *
  *     int cpu = mst_cpu_pin_self(0);   // the process's first allowed CPU, -1: not bound
  *     ...
@@ -24,5 +26,10 @@
 int mst_cpu_pin_self(int index);
 /* The calling thread may run on every CPU the process could use when first asked again. */
 void mst_cpu_unpin_self(void);
+/* How many CPUs the process could use when first asked; 0 when binding is off (MSTUNE_PIN_THREADS=0)
+ * or the set could not be read. */
+int mst_cpu_pin_count(void);
+/* The CPU mst_cpu_pin_self last bound the calling thread to, or -1 (never bound, or let go since). */
+int mst_cpu_pinned_self(void);
 
 #endif

@@ -27,6 +27,7 @@
 #include "profiler/events.h"
 #include "runtime/rng.h"
 #include "runtime/fpu.h"
+#include "runtime/cpu_pin.h"
 #include "runtime/threadpool.h"
 
 #define TAG_SHUFFLE 0x73687566666c65ULL     /* "shuffle" */
@@ -77,6 +78,9 @@ struct mst_loader {
 
     worker *workers;
     int n_workers;              /* threads actually running */
+    bool pin;                   /* the consumer and each worker on a CPU of their own (loader_pins) */
+    bool consumer_pinned;       /* this loader bound `consumer` (mst_loader_free lets it go) */
+    pthread_t consumer;
 
     uint32_t name_wait, name_produce, name_depth;
     char err[256];
@@ -146,6 +150,20 @@ static int64_t producible(const mst_loader *ld) {
  * asleep with that batch still to make. */
 static int64_t wake_batch(const mst_loader *ld) { return ld->cfg.prefetch / 2 > 1 ? ld->cfg.prefetch / 2 : 1; }
 
+/* Whether the consumer and the workers each get a CPU of their own for the loader's life: when they
+ * fit the CPUs the process may use (and one rank has the machine: ranks of a data-parallel job on
+ * one machine would bind their consumers to the same CPU). A worker sleeps when the queue is full
+ * and its consumer wakes it when a slot frees; the scheduler often put the woken thread on its
+ * waker's CPU (as it did the kernel team's, runtime/cpu_pin.h), and the two then took turns on
+ * one CPU while the other idled: on subnormal_weights with one worker (2 vCPUs, ~30 us steps),
+ * 13-17 of 30 runs trained at 0.055-0.073 ms a step, as slow as the synchronous loader's 0.056
+ * or slower, the rest at 0.031-0.045. Bound, 30 of 30 ran at 0.031-0.044 (bench/train_variants.sh,
+ * docs/benchmarks.md). More threads than CPUs are left to the scheduler. MSTUNE_PIN_THREADS=0
+ * turns binding off. */
+static bool loader_pins(const mst_loader_config *cfg) {
+    return cfg->num_workers > 0 && cfg->shard_count <= 1 && cfg->num_workers + 1 <= mst_cpu_pin_count();
+}
+
 static void *worker_main(void *arg) {
     worker *wk = arg;
     mst_loader *ld = wk->ld;
@@ -155,6 +173,7 @@ static void *worker_main(void *arg) {
     snprintf(name, sizeof(name), "mst-loader.%d", (int)(wk - ld->workers));   /* top, gdb: 15 chars at most */
     pthread_setname_np(pthread_self(), name);
     mst_fpu_set_flush(ld->flush_denormals);    /* augmentation computes too: the creator's FTZ/DAZ mode */
+    if (ld->pin) mst_cpu_pin_self(1 + (int)(wk - ld->workers));     /* the consumer takes the first */
     pthread_mutex_lock(&ld->lock);
     for (;;) {
         while (!ld->shutdown && !can_produce(ld)) pthread_cond_wait(&ld->work_cv, &ld->lock);
@@ -289,6 +308,7 @@ mst_loader *mst_loader_new(const mst_source *src, const mst_loader_config *cfg, 
         }
         /* the workers start with the program's stop signals blocked, as the kernel pool's threads
          * do: a Ctrl-C or SIGTERM is handled by the threads that expect it */
+        ld->pin = loader_pins(cfg);
         sigset_t old;
         mst_threadpool_block_signals(&old);
         int rc = 0;
@@ -383,6 +403,11 @@ int mst_loader_next(mst_loader *ld, mst_batch *out) {
     } else {
         /* cursor is written only by this thread, so reading it unlocked is safe */
         const bool finished = ld->cursor >= ld->n_batches;
+        /* bound again after anything let it go (the kernel choice binds and releases the caller) */
+        if (ld->pin && mst_cpu_pinned_self() < 0 && mst_cpu_pin_self(0) >= 0) {
+            ld->consumer = pthread_self();
+            ld->consumer_pinned = true;
+        }
         if (!finished) mst_prof_begin(MST_CAT_DATA, ld->name_wait, -1);
         pthread_mutex_lock(&ld->lock);
         if (ld->holding) {
@@ -419,6 +444,7 @@ int mst_loader_next(mst_loader *ld, mst_batch *out) {
 
 void mst_loader_free(mst_loader *ld) {
     if (!ld) return;
+    if (ld->consumer_pinned && pthread_equal(ld->consumer, pthread_self())) mst_cpu_unpin_self();
     pthread_mutex_lock(&ld->lock);
     ld->shutdown = true;
     pthread_cond_broadcast(&ld->work_cv);

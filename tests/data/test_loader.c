@@ -2,13 +2,14 @@
  * without drop_remainder and limit, in-order delivery, shuffles that are permutations and change
  * per epoch, bit-identical batches for every num_workers / prefetch (HEAVY augmentation, shuffle),
  * resuming at first_batch, restarting and freeing mid-epoch with workers running, workers that
- * block the stop signals, the real
+ * block the stop signals, the consumer and workers bound to CPUs of their own when they fit, the real
  * Fashion-MNIST through the whole pipeline, and the profiler ranges and counters it emits.
  * The seed is printed at start and can be overridden with MSTUNE_TEST_SEED. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +24,7 @@
 #include <cmocka.h>
 
 #include "profiler/events.h"
+#include "runtime/cpu_pin.h"
 #include "runtime/data/loader.h"
 
 static uint64_t g_seed = 1234;
@@ -489,6 +491,111 @@ static void test_workers_block_stop_signals(void **state) {
     mst_source_free(src);
 }
 
+/* The CPUs thread `tid` may run on (Cpus_allowed_list of /proc/self/task/TID/status), counted;
+ * *first: the lowest. -1 when unreadable. */
+static int task_cpus(const char *tid, int *first) {
+    char path[300], line[512];
+    snprintf(path, sizeof path, "/proc/self/task/%s/status", tid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int n = -1;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "Cpus_allowed_list:", 18) != 0) continue;
+        n = 0;
+        *first = -1;
+        for (char *p = line + 18; *p;) {
+            char *end;
+            long a = strtol(p, &end, 10);
+            if (end == p) { p++; continue; }
+            long b = a;
+            if (*end == '-') b = strtol(end + 1, &end, 10);
+            if (*first < 0) *first = (int)a;
+            n += (int)(b - a + 1);
+            p = end;
+        }
+        break;
+    }
+    fclose(f);
+    return n;
+}
+
+/* Every loader worker's CPU (their count in *n); -1 each when a worker is not bound to one. */
+static void worker_cpus(int *cpus, int *n) {
+    *n = 0;
+    for (int tries = 0; tries < 200; tries++) {
+        *n = 0;
+        bool settled = true;
+        DIR *d = opendir("/proc/self/task");
+        assert_non_null(d);
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            char path[300], comm[64] = "";
+            snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+            FILE *f = e->d_name[0] == '.' ? NULL : fopen(path, "r");
+            if (!f) continue;
+            if (!fgets(comm, sizeof comm, f)) comm[0] = 0;
+            fclose(f);
+            if (strncmp(comm, "mst-loader.", 11) != 0) continue;
+            int first = -1, k = task_cpus(e->d_name, &first);
+            cpus[(*n)++] = k == 1 ? first : -1;
+            settled &= k == 1;
+        }
+        closedir(d);
+        if (settled && *n > 0) return;
+        usleep(5000);           /* a worker binds itself as it starts */
+    }
+}
+
+/* A loader whose consumer and workers fit the CPUs binds each to a CPU of its own (a woken worker
+ * was often put on its consumer's CPU, and the two took turns on it: runtime/data/loader.c), and
+ * lets the consumer go when freed; more threads than CPUs, or a data-parallel shard, bind nothing. */
+static void test_threads_bound_when_they_fit(void **state) {
+    (void)state;
+    const int ncpu = mst_cpu_pin_count();
+    mst_source *src = mst_source_synthetic_new(256, 1, 8, 8, 10, 8, 0);
+    mst_batch b;
+    assert_int_equal(mst_cpu_pinned_self(), -1);
+    mst_loader_config c = base_config(32, 1, 2);
+    mst_loader *ld = loader_or_fail(src, &c);
+    assert_int_equal(mst_loader_start_epoch(ld, 0, 0), 0);
+    assert_int_equal(mst_loader_next(ld, &b), 1);
+    fprintf(stderr, "%d CPUs to bind to; consumer on %d\n", ncpu, mst_cpu_pinned_self());
+    if (ncpu >= 2) {
+        const int mine = mst_cpu_pinned_self();
+        assert_true(mine >= 0);
+        assert_int_equal(sched_getcpu(), mine);
+        int cpus[8], n = 0;
+        worker_cpus(cpus, &n);
+        assert_int_equal(n, 1);
+        assert_true(cpus[0] >= 0);
+        assert_int_not_equal(cpus[0], mine);
+    } else {
+        assert_int_equal(mst_cpu_pinned_self(), -1);
+    }
+    mst_loader_free(ld);
+    assert_int_equal(mst_cpu_pinned_self(), -1);
+    cpu_set_t set;
+    assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
+    if (ncpu >= 2) assert_int_equal(CPU_COUNT(&set), ncpu);      /* every CPU again */
+
+    c = base_config(32, ncpu > 1 ? ncpu : 1, 2);                  /* a worker per CPU: no room for the consumer */
+    ld = loader_or_fail(src, &c);
+    assert_int_equal(mst_loader_start_epoch(ld, 0, 0), 0);
+    assert_int_equal(mst_loader_next(ld, &b), 1);
+    assert_int_equal(mst_cpu_pinned_self(), -1);
+    mst_loader_free(ld);
+
+    c = base_config(32, 1, 2);
+    c.shard_count = 2;
+    c.shard_rank = 1;
+    ld = loader_or_fail(src, &c);
+    assert_int_equal(mst_loader_start_epoch(ld, 0, 0), 0);
+    assert_int_equal(mst_loader_next(ld, &b), 1);
+    assert_int_equal(mst_cpu_pinned_self(), -1);
+    mst_loader_free(ld);
+    mst_source_free(src);
+}
+
 /* The installed Fashion-MNIST through the whole pipeline. */
 static void test_real_fashion_mnist(void **state) {
     char err[512];
@@ -612,6 +719,7 @@ int main(void) {
         cmocka_unit_test(test_restart_mid_epoch),
         cmocka_unit_test(test_free_mid_epoch),
         cmocka_unit_test(test_workers_block_stop_signals),
+        cmocka_unit_test(test_threads_bound_when_they_fit),
         cmocka_unit_test(test_real_fashion_mnist),
         cmocka_unit_test(test_profiler_events),
     };
