@@ -110,9 +110,10 @@ static double pass_ns(pass_fn pass, const float *x, float *y) {
 }
 
 /* A pass's input and output in one page-aligned block, at the same offsets for the normal and the
- * subnormal pass: with three separate allocations the two passes met their output at different
- * distances (4K aliasing between loads and stores), and the ratio read 0.86-0.99x in one process
- * and 1.12x in the next on the same CPU. */
+ * subnormal pass, the output not a multiple of 4 KB past the input: where malloc put them decided
+ * the reading before (loads 4 KB-aliasing the stores before them stall on a false dependency; the
+ * same loop read 2.9-3.0x in every call of one process on Zen 5, and with separate buffers per
+ * pass 0.86-0.99x in one process and 1.12x in the next, where this layout reads 1.01x). */
 enum { k_penalty_gap = 16 * 17 };         /* floats between x and y: not a multiple of 4 KB */
 static float *pass_block(void) {
     size_t bytes = sizeof(float) * (2 * k_penalty_elems + k_penalty_gap);
