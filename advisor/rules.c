@@ -647,9 +647,11 @@ static void rule_recompile(const rpt_profile *p, const mst_rule_env *env, sink *
  * 1 + f (P - 1) times their flushed time, so flushing saves k (1 - 1 / (1 + f (P - 1))) of the
  * step (k its kernel share; f taken from the parameters or the last gradients, whichever holds
  * more) and the prediction is 1 over what is left; below what the trials resolve it stays a
- * finding (no trial). On this project's Zen 5 the penalty measured 1.04-1.1x, and before this the
- * subnormal_weights scenario's FTZ trial, judged on timing noise alone, was accepted in one advise
- * run of three at 1.09x. */
+ * finding (no trial). On this project's Zen 5 the penalty measures 1.5x (the update's AVX2 loop with
+ * underflowing products; runtime/fpu.h), and the subnormal_weights scenario's prediction is ~1.02x
+ * where its FTZ trials measured 1.02-1.05x per applied update: f counts the values already
+ * subnormal, not the tiny normal ones whose products underflow in the update, so the prediction
+ * is not an upper bound. */
 static void rule_denormals(const rpt_profile *p, const mst_rule_env *env, sink *s) {
     if (mst_cfg_num(p->config, "runtime.flush_denormals", 0) != 0) return;
     double frac = mst_cfg_num(env->summary, "subnormal_fraction.params", 0);
@@ -684,11 +686,13 @@ static void rule_denormals(const rpt_profile *p, const mst_rule_env *env, sink *
              slowing ? "step time grows across the run at unchanged shapes: subnormal floats"
              : worth ? "the parameters hold subnormal floats"
                      : "the parameters hold subnormal floats, which cost little on this CPU");
-    char cost[256] = " (no steady rise: the cost on this CPU, if any, is left to the trial)";
+    char cost[512] = " (no steady rise: the cost on this CPU, if any, is left to the trial)";
     if (weighed)
         snprintf(cost, sizeof(cost),
-                 " (no steady rise); subnormal arithmetic measured %.3gx normal on this CPU (%s pass), so flushing %.2f%% "
-                 "subnormal values in kernels %.0f%% of the step gains at most %.3fx (the trials resolve %.3fx)%s",
+                 " (no steady rise); an update's arithmetic underflowing into subnormals measured %.3gx normal on this "
+                 "CPU (%s pass), so flushing %.2f%% subnormal values in kernels %.0f%% of the step gains about %.3fx (the "
+                 "values already subnormal only: tiny normal ones that underflow in the update are not counted; the "
+                 "trials resolve %.3fx)%s",
                  penalty, env->subnormal_pass ? env->subnormal_pass : "an update-like", 100 * share, 100 * (k > 0 && k <= 1 ? k : 1), bound, resolvable(env),
                  worth ? "" : ": not worth a trial");
     snprintf(f->evidence, sizeof(f->evidence),

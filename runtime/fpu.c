@@ -56,50 +56,38 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* One update-like pass y = x 0.75 + x 0.125 (a multiply and a fused multiply-add per element on
- * the widest vectors the CPU has, as the kernels use them; subnormal x gives subnormal products and
- * sums). The scalar multiply-add of the portable pass missed what the vector units charge: on this
- * project's Zen 5 a subnormal pass cost 1.00x normal in SSE scalar code and 1.08-1.12x with
- * AVX-512 FMA. */
+/* One update-like pass y = x a + x b, two multiplies and an add per element, the same C loop the
+ * optimizer's updates are (runtime/ops/optim_update.c), compiled as they are: an AVX2 clone where
+ * the CPU has AVX2, the build's portable (SSE2) code otherwise. The subnormal pass's products
+ * round into the subnormal range, as an update's lr x gradient does on tiny values: that is what
+ * this CPU charges for. Before 2026-12-06 the pass multiplied subnormal inputs by 0.75 and 0.125,
+ * exact products, and read ~1.01x on Zen 5 with AVX-512 FMA, where the SGD update ran 344 ns a
+ * call with subnormal weights against 122 ns flushed (subnormal_weights, profile.op_every=1); an
+ * underflowing product reads 2.8-3.3x there in mul/add code and 1.4-1.5x with FMA. */
 typedef void (*pass_fn)(const float *x, float *y);
+static const float k_pass_a = 0.001f, k_pass_b = 0.0001f;
 
-static void pass_portable(const float *x, float *y) {
-    for (int i = 0; i < k_penalty_elems; i++) y[i] = x[i] * 0.75f + x[i] * 0.125f;
-}
+#define PASS_BODY                                                                            \
+    for (int i = 0; i < k_penalty_elems; i++) y[i] = x[i] * k_pass_a + x[i] * k_pass_b;
+
+static void pass_portable(const float *x, float *y) { PASS_BODY }
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-
 #include "runtime/cpu_features.h"
 
-__attribute__((target("avx512f"))) static void pass_avx512(const float *x, float *y) {
-    const __m512 a = _mm512_set1_ps(0.75f), b = _mm512_set1_ps(0.125f);
-    for (int i = 0; i < k_penalty_elems; i += 16) {
-        __m512 v = _mm512_loadu_ps(x + i);
-        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(v, a, _mm512_mul_ps(v, b)));
-    }
-}
+__attribute__((target("avx2"))) static void pass_avx2(const float *x, float *y) { PASS_BODY }
 
-__attribute__((target("avx2,fma"))) static void pass_avx2(const float *x, float *y) {
-    const __m256 a = _mm256_set1_ps(0.75f), b = _mm256_set1_ps(0.125f);
-    for (int i = 0; i < k_penalty_elems; i += 8) {
-        __m256 v = _mm256_loadu_ps(x + i);
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(v, a, _mm256_mul_ps(v, b)));
-    }
-}
-
-static pass_fn widest_pass(const char **name) {
-    if (mst_cpu_has(MST_CPU_AVX512F)) return *name = "AVX-512 FMA", pass_avx512;
-    if (mst_cpu_has(MST_CPU_AVX2) && mst_cpu_has(MST_CPU_FMA)) return *name = "AVX2 FMA", pass_avx2;
+static pass_fn update_pass(const char **name) {
+    if (mst_cpu_has(MST_CPU_AVX2)) return *name = "AVX2", pass_avx2;
     return *name = "portable", pass_portable;
 }
 #else
-static pass_fn widest_pass(const char **name) { return *name = "portable", pass_portable; }
+static pass_fn update_pass(const char **name) { return *name = "portable", pass_portable; }
 #endif
 
 const char *mst_fpu_subnormal_pass(void) {
     const char *name;
-    widest_pass(&name);
+    update_pass(&name);
     return name;
 }
 
@@ -137,10 +125,10 @@ double mst_fpu_subnormal_penalty(void) {
     mst_fpu_set_flush(false);
     for (int i = 0; i < k_penalty_elems; i++) {
         normal[i] = 1.0f + (float)(i % 7) / 8;
-        sub[i] = 1e-39f * (1.0f + (float)(i % 7) / 8);     /* < 2^-126: subnormal */
+        sub[i] = 1e-35f * (1.0f + (float)(i % 7) / 8);     /* times k_pass_a or _b: below 2^-126, subnormal */
     }
     const char *name;
-    const pass_fn pass = widest_pass(&name);
+    const pass_fn pass = update_pass(&name);
     pass(normal, y_normal);     /* warm-up: pages, caches, clock */
     pass(sub, y_sub);
     double ratio[k_penalty_pairs];

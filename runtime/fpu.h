@@ -28,14 +28,15 @@ bool mst_fpu_flushing(void);
 /* The context's setting (ctx->flush_denormals) on the calling thread. */
 void mst_fpu_apply(const struct mst_ctx *ctx);
 /* What subnormal arithmetic costs on this CPU, measured now on the calling thread with gradual
- * underflow (its mode restored after): the time of an update-like pass (a multiply and a fused
- * multiply-add per element on the widest vectors the CPU has, 16K f32 values) on subnormal values
- * over the same pass on normal ones, the median of 31 adjacent pairs. ~1.1 where the vector units
- * charge a little (this project's Zen 5), tens where microcode assists take over; NAN when it
- * cannot be measured. About a tenth of a millisecond. */
+ * underflow (its mode restored after): the time of an update-like pass (two multiplies and an add
+ * per element, the optimizer's loop on the path its updates take: AVX2 or the portable build; 16K
+ * f32 values) whose products round into the subnormal range, over the same pass on normal values,
+ * the median of 31 adjacent pairs. 1.5x (AVX2) and 3.3x (portable) on this project's Zen 5, tens
+ * where microcode assists take over; NAN when it cannot be measured. About a tenth of a
+ * millisecond. */
 double mst_fpu_subnormal_penalty(void);
-/* Which pass it times on this CPU (MSTUNE_CPU_MASK respected): "AVX-512 FMA", "AVX2 FMA" or
- * "portable" (the compiler's code for the build's baseline). */
+/* Which pass it times on this CPU (MSTUNE_CPU_MASK respected): "AVX2" or "portable" (the
+ * compiler's code for the build's baseline). */
 const char *mst_fpu_subnormal_pass(void);
 
 #endif
