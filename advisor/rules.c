@@ -693,8 +693,8 @@ static void rule_denormals(const rpt_profile *p, const mst_rule_env *env, sink *
                  "CPU (%s pass), so flushing %.2f%% subnormal values in kernels %.0f%% of the step gains about %.3fx (the "
                  "values already subnormal only: tiny normal ones that underflow in the update are not counted; the "
                  "trials resolve %.3fx)%s",
-                 penalty, env->subnormal_pass ? env->subnormal_pass : "an update-like", 100 * share, 100 * (k > 0 && k <= 1 ? k : 1), bound, resolvable(env),
-                 worth ? "" : ": not worth a trial");
+                 penalty, env->subnormal_pass ? env->subnormal_pass : "an update-like", 100 * share,
+                 100 * (k > 0 && k <= 1 ? k : 1), bound, resolvable(env), worth ? "" : ": not worth a trial");
     snprintf(f->evidence, sizeof(f->evidence),
              "%.2f%% of the parameter values are subnormal at the end of the run; median step per quarter of the %lld profiled "
              "steps %.4g, %.4g, %.4g, %.4g ms (kernel time %.4g, %.4g, %.4g, %.4g ms)%s; %.2f%% of the last gradients "

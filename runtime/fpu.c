@@ -98,10 +98,10 @@ static double pass_ns(pass_fn pass, const float *x, float *y) {
 }
 
 /* A pass's input and output in one page-aligned block, at the same offsets for the normal and the
- * subnormal pass, the output not a multiple of 4 KB past the input: where malloc put them decided
- * the reading before (loads 4 KB-aliasing the stores before them stall on a false dependency; the
- * same loop read 2.9-3.0x in every call of one process on Zen 5, and with separate buffers per
- * pass 0.86-0.99x in one process and 1.12x in the next, where this layout reads 1.01x). */
+ * subnormal pass, the output not a multiple of 4 KB past the input (loads that 4 KB-alias the
+ * stores before them stall on a false dependency): with the buffers wherever malloc put them, the
+ * exact-product pass this replaced read 0.86-0.99x in one process and 1.12x in the next on Zen 5,
+ * and 1.01x in every call laid out like this. */
 enum { k_penalty_gap = 16 * 17 };         /* floats between x and y: not a multiple of 4 KB */
 static float *pass_block(void) {
     size_t bytes = sizeof(float) * (2 * k_penalty_elems + k_penalty_gap);
@@ -110,9 +110,9 @@ static float *pass_block(void) {
 
 /* Normal and subnormal passes in adjacent pairs (the order alternating), the median of the pairs'
  * ratios. Nine subnormal passes timed after nine normal ones read 0.72x in some advise runs and
- * 2.8-3.0x in others on a CPU with no slow path for them: this VM runs the same loop at half speed
- * for stretches of tens of microseconds, longer than nine passes, so a stretch that fell on one
- * block alone decided the ratio. A pair shares its stretch. */
+ * 2.8-3.0x in others on the same CPU: this VM runs a loop at half speed for stretches of tens of
+ * microseconds, longer than nine passes, so a stretch that fell on one block alone moved the
+ * ratio. A pair shares its stretch. */
 double mst_fpu_subnormal_penalty(void) {
     float *normal = pass_block(), *sub = pass_block();
     if (!normal || !sub) {
