@@ -47,3 +47,11 @@ int mst_cpu_pin_count(void) {
 }
 
 int mst_cpu_pinned_self(void) { return t_pinned; }
+
+int mst_cpu_pin_index_here(void) {
+    pthread_once(&allowed_once, read_allowed);
+    const int cpu = sched_getcpu();
+    for (int i = 0; i < n_allowed; i++)
+        if (allowed[i] == cpu) return i;
+    return 0;
+}

@@ -31,5 +31,8 @@ void mst_cpu_unpin_self(void);
 int mst_cpu_pin_count(void);
 /* The CPU mst_cpu_pin_self last bound the calling thread to, or -1 (never bound, or let go since). */
 int mst_cpu_pinned_self(void);
+/* The index (for mst_cpu_pin_self) of the CPU the calling thread runs on now; 0 when it is not one
+ * of the process's CPUs or cannot be told. */
+int mst_cpu_pin_index_here(void);
 
 #endif

@@ -79,6 +79,7 @@ struct mst_loader {
     worker *workers;
     int n_workers;              /* threads actually running */
     bool pin;                   /* the consumer and each worker on a CPU of their own (loader_pins) */
+    int pin_base;               /* the consumer's CPU (mst_cpu_pin_self's index); worker i takes the i + 1st after it */
     bool consumer_pinned;       /* this loader bound `consumer` (mst_loader_free lets it go) */
     pthread_t consumer;
 
@@ -158,8 +159,10 @@ static int64_t wake_batch(const mst_loader *ld) { return ld->cfg.prefetch / 2 > 
  * one CPU while the other idled: on subnormal_weights with one worker (2 vCPUs, ~30 us steps),
  * 13-17 of 30 runs trained at 0.055-0.073 ms a step, as slow as the synchronous loader's 0.056
  * or slower, the rest at 0.031-0.045. Bound, 30 of 30 ran at 0.031-0.044 (bench/train_variants.sh,
- * docs/benchmarks.md). More threads than CPUs are left to the scheduler. MSTUNE_PIN_THREADS=0
- * turns binding off. */
+ * docs/benchmarks.md). More threads than CPUs are left to the scheduler. The consumer keeps the
+ * CPU the creating thread ran on when the loader was made and the workers take the next ones, so
+ * two processes on one machine bind where the scheduler had spread them, not both to the first
+ * CPU. MSTUNE_PIN_THREADS=0 turns binding off. */
 static bool loader_pins(const mst_loader_config *cfg) {
     return cfg->num_workers > 0 && cfg->shard_count <= 1 && cfg->num_workers + 1 <= mst_cpu_pin_count();
 }
@@ -173,7 +176,7 @@ static void *worker_main(void *arg) {
     snprintf(name, sizeof(name), "mst-loader.%d", (int)(wk - ld->workers));   /* top, gdb: 15 chars at most */
     pthread_setname_np(pthread_self(), name);
     mst_fpu_set_flush(ld->flush_denormals);    /* augmentation computes too: the creator's FTZ/DAZ mode */
-    if (ld->pin) mst_cpu_pin_self(1 + (int)(wk - ld->workers));     /* the consumer takes the first */
+    if (ld->pin) mst_cpu_pin_self(ld->pin_base + 1 + (int)(wk - ld->workers));     /* after the consumer's */
     pthread_mutex_lock(&ld->lock);
     for (;;) {
         while (!ld->shutdown && !can_produce(ld)) pthread_cond_wait(&ld->work_cv, &ld->lock);
@@ -309,6 +312,7 @@ mst_loader *mst_loader_new(const mst_source *src, const mst_loader_config *cfg, 
         /* the workers start with the program's stop signals blocked, as the kernel pool's threads
          * do: a Ctrl-C or SIGTERM is handled by the threads that expect it */
         ld->pin = loader_pins(cfg);
+        ld->pin_base = ld->pin ? mst_cpu_pin_index_here() : 0;
         sigset_t old;
         mst_threadpool_block_signals(&old);
         int rc = 0;
@@ -404,7 +408,7 @@ int mst_loader_next(mst_loader *ld, mst_batch *out) {
         /* cursor is written only by this thread, so reading it unlocked is safe */
         const bool finished = ld->cursor >= ld->n_batches;
         /* bound again after anything let it go (the kernel choice binds and releases the caller) */
-        if (ld->pin && mst_cpu_pinned_self() < 0 && mst_cpu_pin_self(0) >= 0) {
+        if (ld->pin && mst_cpu_pinned_self() < 0 && mst_cpu_pin_self(ld->pin_base) >= 0) {
             ld->consumer = pthread_self();
             ld->consumer_pinned = true;
         }
