@@ -578,6 +578,22 @@ static void test_threads_bound_when_they_fit(void **state) {
     assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
     if (ncpu >= 2) assert_int_equal(CPU_COUNT(&set), ncpu);      /* every CPU again */
 
+    if (ncpu >= 2) {          /* made on the second CPU: the consumer stays there, the worker takes another */
+        const int second = mst_cpu_pin_self(1);
+        assert_true(second >= 0);
+        ld = loader_or_fail(src, &c);
+        mst_cpu_unpin_self();
+        assert_int_equal(mst_loader_start_epoch(ld, 0, 0), 0);
+        assert_int_equal(mst_loader_next(ld, &b), 1);
+        assert_int_equal(mst_cpu_pinned_self(), second);
+        int cpus[8], n = 0;
+        worker_cpus(cpus, &n);
+        assert_int_equal(n, 1);
+        assert_true(cpus[0] >= 0 && cpus[0] != second);
+        mst_loader_free(ld);
+        assert_int_equal(mst_cpu_pinned_self(), -1);
+    }
+
     c = base_config(32, ncpu > 1 ? ncpu : 1, 2);                  /* a worker per CPU: no room for the consumer */
     ld = loader_or_fail(src, &c);
     assert_int_equal(mst_loader_start_epoch(ld, 0, 0), 0);
