@@ -157,8 +157,8 @@ static int64_t wake_batch(const mst_loader *ld) { return ld->cfg.prefetch / 2 > 
  * and its consumer wakes it when a slot frees; the scheduler often put the woken thread on its
  * waker's CPU (as it did the kernel team's, runtime/cpu_pin.h), and the two then took turns on
  * one CPU while the other idled: on subnormal_weights with one worker (2 vCPUs, ~30 us steps),
- * 13-17 of 30 runs trained at 0.055-0.073 ms a step, as slow as the synchronous loader's 0.056
- * or slower, the rest at 0.031-0.045. Bound, 30 of 30 ran at 0.031-0.044 (bench/train_variants.sh,
+ * 13 of 30 runs trained at 0.056-0.070 ms a step, as slow as the synchronous loader's 0.055-0.058
+ * or slower, the rest at 0.034-0.045; bound, 30 of 30 ran at 0.034-0.052 (bench/train_variants.sh,
  * docs/benchmarks.md). More threads than CPUs are left to the scheduler. The consumer keeps the
  * CPU the creating thread ran on when the loader was made and the workers take the next ones, so
  * two processes on one machine bind where the scheduler had spread them, not both to the first
