@@ -77,19 +77,12 @@ static void pass_portable(const float *x, float *y) { PASS_BODY }
 
 __attribute__((target("avx2"))) static void pass_avx2(const float *x, float *y) { PASS_BODY }
 
-static pass_fn update_pass(const char **name) {
-    if (mst_cpu_has(MST_CPU_AVX2)) return *name = "AVX2", pass_avx2;
-    return *name = "portable", pass_portable;
-}
+static pass_fn update_pass(void) { return mst_cpu_has(MST_CPU_AVX2) ? pass_avx2 : pass_portable; }
 #else
-static pass_fn update_pass(const char **name) { return *name = "portable", pass_portable; }
+static pass_fn update_pass(void) { return pass_portable; }
 #endif
 
-const char *mst_fpu_subnormal_pass(void) {
-    const char *name;
-    update_pass(&name);
-    return name;
-}
+const char *mst_fpu_subnormal_pass(void) { return update_pass() == pass_portable ? "portable" : "AVX2"; }
 
 static double pass_ns(pass_fn pass, const float *x, float *y) {
     uint64_t t0 = mst_prof_now_ns();
@@ -127,8 +120,7 @@ double mst_fpu_subnormal_penalty(void) {
         normal[i] = 1.0f + (float)(i % 7) / 8;
         sub[i] = 1e-35f * (1.0f + (float)(i % 7) / 8);     /* times k_pass_a or _b: below 2^-126, subnormal */
     }
-    const char *name;
-    const pass_fn pass = update_pass(&name);
+    const pass_fn pass = update_pass();
     pass(normal, y_normal);     /* warm-up: pages, caches, clock */
     pass(sub, y_sub);
     double ratio[k_penalty_pairs];

@@ -438,16 +438,49 @@ static void test_free_mid_epoch(void **state) {
 }
 
 /* SigBlk of thread `tid` from /proc (a hex mask, bit n-1 = signal n); -1 when unreadable. */
-static long long thread_blocked_mask(const char *tid) {
-    char path[300], line[256];
+/* The value after "KEY:" in /proc/self/task/TID/status, blanks trimmed, into out; false when the
+ * thread is gone or the line is not there. */
+static bool task_status(const char *tid, const char *key, char *out, size_t n) {
+    char path[300], line[512];
     snprintf(path, sizeof path, "/proc/self/task/%s/status", tid);
     FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    long long mask = -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "SigBlk: %llx", &mask) == 1) break;
+    if (!f) return false;
+    const size_t k = strlen(key);
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f))
+        if (strncmp(line, key, k) == 0 && line[k] == ':') {
+            const char *v = line + k + 1 + strspn(line + k + 1, " \t");
+            snprintf(out, n, "%.*s", (int)strcspn(v, "\n"), v);
+            found = true;
+        }
     fclose(f);
-    return mask;
+    return found;
+}
+
+/* The thread ids of this process's loader workers (named mst-loader.N as each starts), at most
+ * cap; their count. */
+static int loader_tids(char tids[][32], int cap) {
+    int n = 0;
+    DIR *d = opendir("/proc/self/task");
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d)) && n < cap) {
+        if (e->d_name[0] == '.') continue;
+        char path[300], comm[64] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        if (!fgets(comm, sizeof comm, f)) comm[0] = 0;
+        fclose(f);
+        if (strncmp(comm, "mst-loader.", 11) == 0) snprintf(tids[n++], 32, "%.31s", e->d_name);
+    }
+    closedir(d);
+    return n;
+}
+
+static long long thread_blocked_mask(const char *tid) {
+    char v[64];
+    return task_status(tid, "SigBlk", v, sizeof v) ? strtoll(v, NULL, 16) : -1;
 }
 
 /* The workers run with the program's stop signals blocked (as the kernel pool's threads do), so a
@@ -463,27 +496,16 @@ static void test_workers_block_stop_signals(void **state) {
     assert_int_equal(sigismember(&after, SIGTERM), sigismember(&before, SIGTERM));
     int workers = 0;
     for (int tries = 0; tries < 200 && workers < 3; tries++) {   /* the names are set as each starts */
+        char tids[8][32];
+        const int n = loader_tids(tids, 8);
         workers = 0;
-        DIR *d = opendir("/proc/self/task");
-        assert_non_null(d);
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            if (e->d_name[0] == '.') continue;
-            char path[300], comm[64] = "";
-            snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-            FILE *f = fopen(path, "r");
-            if (!f) continue;
-            if (!fgets(comm, sizeof comm, f)) comm[0] = 0;
-            fclose(f);
-            comm[strcspn(comm, "\n")] = 0;
-            if (strncmp(comm, "mst-loader.", 11) != 0) continue;
-            long long mask = thread_blocked_mask(e->d_name);
+        for (int i = 0; i < n; i++) {
+            long long mask = thread_blocked_mask(tids[i]);
             if (mask < 0) continue;       /* exited meanwhile */
             if (!(mask & (1LL << (SIGINT - 1))) || !(mask & (1LL << (SIGTERM - 1))))
-                fail_msg("loader worker %s does not block SIGINT/SIGTERM (SigBlk %llx)", comm, mask);
+                fail_msg("loader worker thread %s does not block SIGINT/SIGTERM (SigBlk %llx)", tids[i], mask);
             workers++;
         }
-        closedir(d);
         if (workers < 3) usleep(5000);
     }
     assert_int_equal(workers, 3);
@@ -491,57 +513,38 @@ static void test_workers_block_stop_signals(void **state) {
     mst_source_free(src);
 }
 
-/* The CPUs thread `tid` may run on (Cpus_allowed_list of /proc/self/task/TID/status), counted;
- * *first: the lowest. -1 when unreadable. */
+/* The CPUs thread `tid` may run on (its Cpus_allowed_list), counted; *first: the lowest. -1 when
+ * unreadable. */
 static int task_cpus(const char *tid, int *first) {
-    char path[300], line[512];
-    snprintf(path, sizeof path, "/proc/self/task/%s/status", tid);
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    int n = -1;
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "Cpus_allowed_list:", 18) != 0) continue;
-        n = 0;
-        *first = -1;
-        for (char *p = line + 18; *p;) {
-            char *end;
-            long a = strtol(p, &end, 10);
-            if (end == p) { p++; continue; }
-            long b = a;
-            if (*end == '-') b = strtol(end + 1, &end, 10);
-            if (*first < 0) *first = (int)a;
-            n += (int)(b - a + 1);
-            p = end;
-        }
-        break;
+    char v[256];
+    if (!task_status(tid, "Cpus_allowed_list", v, sizeof v)) return -1;
+    int n = 0;
+    *first = -1;
+    for (char *p = v; *p;) {
+        char *end;
+        long a = strtol(p, &end, 10);
+        if (end == p) { p++; continue; }
+        long b = a;
+        if (*end == '-') b = strtol(end + 1, &end, 10);
+        if (*first < 0) *first = (int)a;
+        n += (int)(b - a + 1);
+        p = end;
     }
-    fclose(f);
     return n;
 }
 
 /* Every loader worker's CPU (their count in *n); -1 each when a worker is not bound to one. */
 static void worker_cpus(int *cpus, int *n) {
-    *n = 0;
     for (int tries = 0; tries < 200; tries++) {
-        *n = 0;
-        bool settled = true;
-        DIR *d = opendir("/proc/self/task");
-        assert_non_null(d);
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            char path[300], comm[64] = "";
-            snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-            FILE *f = e->d_name[0] == '.' ? NULL : fopen(path, "r");
-            if (!f) continue;
-            if (!fgets(comm, sizeof comm, f)) comm[0] = 0;
-            fclose(f);
-            if (strncmp(comm, "mst-loader.", 11) != 0) continue;
-            int first = -1, k = task_cpus(e->d_name, &first);
-            cpus[(*n)++] = k == 1 ? first : -1;
+        char tids[8][32];
+        *n = loader_tids(tids, 8);
+        bool settled = *n > 0;
+        for (int i = 0; i < *n; i++) {
+            int first = -1, k = task_cpus(tids[i], &first);
+            cpus[i] = k == 1 ? first : -1;
             settled &= k == 1;
         }
-        closedir(d);
-        if (settled && *n > 0) return;
+        if (settled) return;
         usleep(5000);           /* a worker binds itself as it starts */
     }
 }
